@@ -1,0 +1,356 @@
+"""Stream assembly: turn chat-completion chunks into the message a client ends up with.
+
+The accumulation follows what real clients do (the OpenAI Python SDK, vllm-wire.md section 2): for a
+tool-call delta, ``index`` and ``type`` are replaced and every other string, ``id`` and
+``function.name`` included, is concatenated; ``content`` and reasoning are concatenated.
+
+Nothing is hidden: every departure from the contract is kept as a :class:`StreamAnomaly` with the event
+it came from. Where a real client would be corrupted (an ``id`` repeated on every delta becomes
+``call_1call_1`` in the SDK; two calls sent at one index merge into ``{..}{..}``), the anomaly records
+that corruption and the assembled message keeps the *intended* call instead, so that one gateway fault
+does not cascade into model findings on the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._sse import SSEAnomaly, SSEEvent
+
+__all__ = ["AssembledCall", "AssembledChoice", "AssembledStream", "StreamAnomaly", "assemble_stream"]
+
+_MAX_EXCERPT = 200
+
+
+@dataclass(slots=True)
+class StreamAnomaly:
+    kind: str
+    detail: str
+    event: int
+    pointer: str = ""
+
+
+@dataclass(slots=True)
+class AssembledCall:
+    index: int
+    id: str | None = None
+    type: str | None = None
+    name: str = ""
+    arguments: str = ""
+    first_event: int = 0
+    deltas: int = 0
+    has_arguments_key: bool = False
+
+
+@dataclass(slots=True)
+class AssembledChoice:
+    index: int
+    role: str | None = None
+    content: str | None = None
+    reasoning: str | None = None
+    reasoning_fields: set[str] = field(default_factory=set)
+    extra_delta_keys: set[str] = field(default_factory=set)
+    calls: list[AssembledCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    finish_event: int | None = None
+    stop_reason: Any = None
+    _by_index: dict[int, AssembledCall] = field(default_factory=dict)
+
+    @property
+    def tool_calls(self) -> list[AssembledCall]:
+        return self.calls
+
+
+@dataclass(slots=True)
+class AssembledStream:
+    events: int = 0
+    frames: int = 0
+    choices: dict[int, AssembledChoice] = field(default_factory=dict)
+    usage: dict[str, Any] | None = None
+    usage_chunks: int = 0
+    usage_only_chunks: int = 0
+    done: int = 0
+    done_event: int | None = None
+    after_done: int = 0
+    error_frames: list[tuple[int, Any]] = field(default_factory=list)
+    anomalies: list[StreamAnomaly] = field(default_factory=list)
+    sse_anomalies: list[SSEAnomaly] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    model: str | None = None
+    system_fingerprint: str | None = None
+    first_event_ms: float | None = None
+    first_token_ms: float | None = None
+    last_token_ms: float | None = None
+    token_events: int = 0
+    token_times: list[float] = field(default_factory=list)
+
+    def anomaly(self, kind: str) -> list[StreamAnomaly]:
+        return [a for a in self.anomalies if a.kind == kind]
+
+
+def _excerpt(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= _MAX_EXCERPT else text[:_MAX_EXCERPT] + "…"
+
+
+_STANDARD_DELTA_KEYS = frozenset(
+    {"role", "content", "reasoning", "reasoning_content", "tool_calls", "function_call", "refusal", "audio"}
+)
+
+
+def assemble_stream(events: list[SSEEvent]) -> AssembledStream:
+    """Assemble decoded SSE events into per-choice messages, recording every anomaly."""
+    st = AssembledStream()
+    st.events = len(events)
+    loads = json.loads
+    for ev in events:
+        n = ev.index
+        data = ev.data
+        if st.first_event_ms is None:
+            st.first_event_ms = ev.t_ms
+        if st.done:
+            if data.strip() == "[DONE]":
+                st.done += 1
+                st.anomalies.append(StreamAnomaly("done-repeated", "[DONE]", n))
+            else:
+                st.after_done += 1
+                st.anomalies.append(StreamAnomaly("data-after-done", _excerpt(data), n))
+            continue
+        if data == "[DONE]" or data.strip() == "[DONE]":
+            st.done = 1
+            st.done_event = n
+            continue
+        try:
+            obj = loads(data)
+        except ValueError as exc:
+            st.anomalies.append(StreamAnomaly("not-json", f"{exc}: {_excerpt(data)}", n))
+            continue
+        if not isinstance(obj, dict):
+            st.anomalies.append(StreamAnomaly("not-object", _excerpt(data), n))
+            continue
+        st.frames += 1
+        if "error" in obj and "choices" not in obj:
+            st.error_frames.append((n, obj["error"]))
+            continue
+        _take_chunk(st, obj, ev)
+    return st
+
+
+def _take_chunk(st: AssembledStream, obj: dict[str, Any], ev: SSEEvent) -> None:
+    n = ev.index
+    cid = obj.get("id")
+    if isinstance(cid, str):
+        if not st.ids:
+            st.ids.append(cid)
+        elif cid != st.ids[0]:
+            if cid not in st.ids:
+                st.ids.append(cid)
+            st.anomalies.append(StreamAnomaly("chunk-id-changed", f"{st.ids[0]} -> {cid}", n, "/id"))
+    model = obj.get("model")
+    if isinstance(model, str):
+        if st.model is None:
+            st.model = model
+        elif model != st.model:
+            st.anomalies.append(StreamAnomaly("model-changed", f"{st.model} -> {model}", n, "/model"))
+    fp = obj.get("system_fingerprint")
+    if isinstance(fp, str):
+        st.system_fingerprint = fp
+    usage = obj.get("usage")
+    choices = obj.get("choices")
+    if usage is not None:
+        if isinstance(usage, dict):
+            st.usage = usage
+            st.usage_chunks += 1
+            if choices == []:
+                st.usage_only_chunks += 1
+        else:
+            st.anomalies.append(StreamAnomaly("bad-chunk-shape", f"usage is {_excerpt(usage)}", n, "/usage"))
+    if not isinstance(choices, list):
+        st.anomalies.append(
+            StreamAnomaly("bad-chunk-shape", "chunk has no choices list", n, "/choices")
+        )
+        return
+    token = False
+    for ci, ch in enumerate(choices):
+        if not isinstance(ch, dict):
+            st.anomalies.append(StreamAnomaly("bad-chunk-shape", "choice is not an object", n, f"/choices/{ci}"))
+            continue
+        idx = ch.get("index", 0)
+        if not isinstance(idx, int):
+            st.anomalies.append(
+                StreamAnomaly("bad-chunk-shape", f"choice index {idx!r}", n, f"/choices/{ci}/index")
+            )
+            idx = 0
+        choice = st.choices.get(idx)
+        if choice is None:
+            choice = st.choices[idx] = AssembledChoice(idx)
+        delta = ch.get("delta")
+        if delta is None:
+            delta = {}
+            if "message" in ch:
+                st.anomalies.append(
+                    StreamAnomaly("bad-chunk-shape", "stream choice carries message, not delta", n, f"/choices/{ci}")
+                )
+            else:
+                st.anomalies.append(StreamAnomaly("bad-chunk-shape", "choice has no delta", n, f"/choices/{ci}"))
+        elif not isinstance(delta, dict):
+            st.anomalies.append(
+                StreamAnomaly("bad-chunk-shape", f"delta is {_excerpt(delta)}", n, f"/choices/{ci}/delta")
+            )
+            delta = {}
+        if delta and _take_delta(st, choice, delta, n, f"/choices/{ci}/delta"):
+            token = True
+        fr = ch.get("finish_reason")
+        if fr is not None:
+            if choice.finish_reason is None:
+                choice.finish_reason = fr
+                choice.finish_event = n
+                choice.stop_reason = ch.get("stop_reason")
+            elif fr != choice.finish_reason:
+                st.anomalies.append(
+                    StreamAnomaly(
+                        "finish-reason-repeated", f"{choice.finish_reason} then {fr}", n, f"/choices/{ci}"
+                    )
+                )
+    if token:
+        st.token_events += 1
+        if ev.t_ms is not None:
+            if st.first_token_ms is None:
+                st.first_token_ms = ev.t_ms
+            st.last_token_ms = ev.t_ms
+            st.token_times.append(ev.t_ms)
+
+
+def _take_delta(st: AssembledStream, choice: AssembledChoice, delta: dict[str, Any], n: int, ptr: str) -> bool:
+    """Fold one delta into its choice; True when it carried output (not just the role)."""
+    token = False
+    after_finish = choice.finish_reason is not None
+    role = delta.get("role")
+    if role is not None:
+        choice.role = role if choice.role is None else choice.role
+    content = delta.get("content")
+    if content is not None:
+        if isinstance(content, str):
+            choice.content = content if choice.content is None else choice.content + content
+            token = token or bool(content)
+        else:
+            st.anomalies.append(StreamAnomaly("bad-chunk-shape", f"content is {_excerpt(content)}", n, ptr + "/content"))
+    r1 = delta.get("reasoning")
+    r2 = delta.get("reasoning_content")
+    if r1 is not None or r2 is not None:
+        if r1 is not None:
+            choice.reasoning_fields.add("reasoning")
+        if r2 is not None:
+            choice.reasoning_fields.add("reasoning_content")
+        if r1 is not None and r2 is not None and r1 != r2:
+            st.anomalies.append(
+                StreamAnomaly("reasoning-conflict", f"reasoning={_excerpt(r1)} reasoning_content={_excerpt(r2)}", n, ptr)
+            )
+        piece = r1 if r1 is not None else r2
+        if isinstance(piece, str):
+            choice.reasoning = piece if choice.reasoning is None else choice.reasoning + piece
+            token = token or bool(piece)
+        else:
+            st.anomalies.append(
+                StreamAnomaly("reasoning-not-string", _excerpt(piece), n, ptr + ("/reasoning" if r1 is not None else "/reasoning_content"))
+            )
+            token = True
+    for key in delta:
+        if key not in _STANDARD_DELTA_KEYS:
+            choice.extra_delta_keys.add(key)
+            if delta[key] not in (None, "", [], {}):
+                token = True
+    tcs = delta.get("tool_calls")
+    if tcs is not None:
+        if not isinstance(tcs, list):
+            st.anomalies.append(StreamAnomaly("bad-chunk-shape", f"tool_calls is {_excerpt(tcs)}", n, ptr + "/tool_calls"))
+        else:
+            for ti, tc in enumerate(tcs):
+                if isinstance(tc, dict):
+                    _take_tool_delta(st, choice, tc, n, f"{ptr}/tool_calls/{ti}")
+                    token = True
+                else:
+                    st.anomalies.append(StreamAnomaly("bad-chunk-shape", "tool call delta is not an object", n, f"{ptr}/tool_calls/{ti}"))
+    if token and after_finish:
+        st.anomalies.append(StreamAnomaly("output-after-finish", f"finish_reason was {choice.finish_reason}", n, ptr))
+    return token
+
+
+def _take_tool_delta(st: AssembledStream, choice: AssembledChoice, tc: dict[str, Any], n: int, ptr: str) -> None:
+    idx = tc.get("index")
+    tc_id = tc.get("id")
+    fn = tc.get("function")
+    if fn is not None and not isinstance(fn, dict):
+        st.anomalies.append(StreamAnomaly("bad-chunk-shape", f"function is {_excerpt(fn)}", n, ptr + "/function"))
+        fn = None
+    name = fn.get("name") if fn else None
+    args = fn.get("arguments") if fn else None
+    has_args = bool(fn) and "arguments" in fn
+    if args is not None and not isinstance(args, str):
+        st.anomalies.append(StreamAnomaly("arguments-not-string", _excerpt(args), n, ptr + "/function/arguments"))
+        args = json.dumps(args, ensure_ascii=False)
+    if not isinstance(idx, int) or isinstance(idx, bool):
+        st.anomalies.append(StreamAnomaly("tool-index-missing", f"index is {idx!r}", n, ptr + "/index"))
+        last = choice.calls[-1] if choice.calls else None
+        if last is None or (tc_id and tc_id != last.id) or (name and name != last.name):
+            idx = (max(choice._by_index) + 1) if choice._by_index else 0
+        else:
+            idx = last.index
+    call = choice._by_index.get(idx)
+    if call is not None and ((tc_id and call.id and tc_id != call.id) or (name and call.name and name != call.name)):
+        # A second call sent at an index already taken: the SDK would merge the two into one.
+        st.anomalies.append(
+            StreamAnomaly(
+                "tool-index-reuse",
+                f"index {idx} already holds {call.name or call.id!s}; new call {name or tc_id!s}",
+                n,
+                ptr + "/index",
+            )
+        )
+        call = None
+    if call is None:
+        expected = len(choice.calls)
+        if idx != expected and idx not in choice._by_index:
+            st.anomalies.append(
+                StreamAnomaly(
+                    "tool-index-gap",
+                    f"new call at index {idx}, expected {expected} (indexes are dense from 0)",
+                    n,
+                    ptr + "/index",
+                )
+            )
+        call = AssembledCall(index=idx, id=tc_id, type=tc.get("type"), name=name or "", first_event=n)
+        choice.calls.append(call)
+        choice._by_index[idx] = call
+        call.arguments = args or ""
+        call.has_arguments_key = has_args
+        call.deltas = 1
+        return
+    call.deltas += 1
+    if tc_id and tc_id == call.id and args and args == call.arguments:
+        # A summary chunk that repeats the whole call (litellm #20480): a client would append it again.
+        st.anomalies.append(
+            StreamAnomaly("tool-call-repeated", f"call {tc_id!r} sent again whole", n, ptr)
+        )
+        return
+    if tc_id:
+        if call.id is None:
+            call.id = tc_id
+        else:
+            st.anomalies.append(
+                StreamAnomaly("tool-id-repeated", f"id {tc_id!r} sent again; a client would hold {call.id + tc_id!r}", n, ptr + "/id")
+            )
+    if tc.get("type") is not None:
+        call.type = tc.get("type")
+    if name:
+        if not call.name:
+            call.name = name
+        else:
+            st.anomalies.append(
+                StreamAnomaly("tool-name-repeated", f"name {name!r} sent again; a client would hold {call.name + name!r}", n, ptr + "/function/name")
+            )
+    if args:
+        call.arguments += args
+    call.has_arguments_key = call.has_arguments_key or has_args

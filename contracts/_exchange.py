@@ -1,0 +1,357 @@
+"""The exchange: one HTTP request and its response as seen at one tap, and its JSONL interchange form.
+
+The JSONL form (docs/exchange-format.md) is what fixtures, exports, replay and ``wirecheck check`` read
+and write. Bodies are kept as bytes so that nothing a tap saw is lost; a body may be written as a JSON
+value (``body``), as text (``body_text``) or as base64 (``body_b64``). Unknown keys are preserved.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from ._errors import InputError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Chunk",
+    "Exchange",
+    "ExchangeError",
+    "HttpRequest",
+    "HttpResponse",
+    "dump_exchange",
+    "load_exchange",
+    "read_exchanges",
+    "write_exchanges",
+]
+
+#: Version of the JSONL interchange format written by this build (key ``v`` on each line).
+FORMAT_VERSION = 1
+
+Headers = list[tuple[str, str]]
+
+
+@dataclass(slots=True)
+class Chunk:
+    """One piece of a response body as it arrived, ``t_ms`` after the request started."""
+
+    t_ms: float
+    data: bytes
+
+
+@dataclass(slots=True)
+class ExchangeError:
+    """What went wrong on the transport: ``kind`` is one of the names in the format doc."""
+
+    kind: str  # upstream_reset | upstream_refused | client_abort | timeout | store_gap | ...
+    message: str = ""
+    t_ms: float | None = None
+
+
+@dataclass(slots=True)
+class HttpRequest:
+    method: str = "POST"
+    path: str = "/v1/chat/completions"
+    headers: Headers = field(default_factory=list)
+    body: bytes = b""
+
+    def header(self, name: str) -> str | None:
+        return _header(self.headers, name)
+
+
+@dataclass(slots=True)
+class HttpResponse:
+    status: int = 200
+    headers: Headers = field(default_factory=list)
+    body: bytes = b""
+    chunks: list[Chunk] | None = None
+
+    def header(self, name: str) -> str | None:
+        return _header(self.headers, name)
+
+    @property
+    def content(self) -> bytes:
+        """The whole body: the joined chunks when the response was recorded chunk by chunk."""
+        if self.chunks is not None:
+            return b"".join(c.data for c in self.chunks)
+        return self.body
+
+
+@dataclass(slots=True)
+class Exchange:
+    id: str
+    tap: str = "caller"
+    request: HttpRequest = field(default_factory=HttpRequest)
+    response: HttpResponse | None = None
+    correlation: str | None = None
+    started_at: str | None = None
+    error: ExchangeError | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _header(headers: Headers, name: str) -> str | None:
+    name = name.lower()
+    for k, v in headers:
+        if k.lower() == name:
+            return v
+    return None
+
+
+# --- JSONL form ------------------------------------------------------------------------------------
+
+_KNOWN = {"v", "id", "tap", "correlation", "started_at", "request", "response", "error"}
+
+
+class _Bad(Exception):
+    pass
+
+
+def _need(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in obj:
+        raise _Bad(f"{where}: missing key {key!r}")
+    value = obj[key]
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise _Bad(f"{where}.{key}: expected {_kind_name(kind)}, got {type(value).__name__}")
+    return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    if isinstance(kind, tuple):
+        return " or ".join(k.__name__ for k in kind)
+    return kind.__name__
+
+
+def _headers_in(value: Any, where: str) -> Headers:
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return [(str(k), str(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        out: Headers = []
+        for i, pair in enumerate(value):
+            if not (isinstance(pair, list | tuple) and len(pair) == 2):
+                raise _Bad(f"{where}[{i}]: a header is [name, value]")
+            out.append((str(pair[0]), str(pair[1])))
+        return out
+    raise _Bad(f"{where}: headers are an object or a list of [name, value] pairs")
+
+
+def _headers_out(headers: Headers) -> dict[str, str] | list[list[str]]:
+    names = [k.lower() for k, _ in headers]
+    if len(set(names)) == len(names):
+        return dict(headers)
+    return [[k, v] for k, v in headers]
+
+
+def _body_in(obj: dict[str, Any], where: str) -> bytes:
+    present = [k for k in ("body", "body_text", "body_b64") if k in obj]
+    if len(present) > 1:
+        raise _Bad(f"{where}: give one of body, body_text, body_b64, not {', '.join(present)}")
+    if not present:
+        return b""
+    key = present[0]
+    value = obj[key]
+    if key == "body":
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    if not isinstance(value, str):
+        raise _Bad(f"{where}.{key}: expected a string")
+    if key == "body_text":
+        return value.encode("utf-8", "surrogateescape")
+    return _b64(value, f"{where}.{key}")
+
+
+def _b64(value: str, where: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise _Bad(f"{where}: not base64 ({exc})") from None
+
+
+def _body_out(body: bytes, into: dict[str, Any], *, text_key: str = "body_text") -> None:
+    if not body:
+        return
+    try:
+        into[text_key] = body.decode("utf-8")
+    except UnicodeDecodeError:
+        into[text_key.replace("text", "b64")] = base64.b64encode(body).decode()
+
+
+def load_exchange(obj: Any, *, source: str | None = None, line: int | None = None) -> Exchange:
+    """Build an :class:`Exchange` from one parsed JSONL object; raises :class:`InputError`."""
+    try:
+        return _load(obj)
+    except _Bad as exc:
+        raise InputError(str(exc), source=source, line=line) from None
+
+
+def _load(obj: Any) -> Exchange:
+    if not isinstance(obj, dict):
+        raise _Bad(f"an exchange is a JSON object, got {type(obj).__name__}")
+    version = obj.get("v", FORMAT_VERSION)
+    if not isinstance(version, int) or version < 1:
+        raise _Bad(f"v: format version must be a positive integer, got {version!r}")
+    if version > FORMAT_VERSION:
+        raise _Bad(f"v: format version {version} is newer than this wirecheck reads ({FORMAT_VERSION})")
+    ex_id = _need(obj, "id", (str, int), "exchange")
+    tap = obj.get("tap", "caller")
+    if not isinstance(tap, str) or not tap:
+        raise _Bad("exchange.tap: expected a non-empty string")
+    req_obj = _need(obj, "request", dict, "exchange")
+    request = HttpRequest(
+        method=str(req_obj.get("method", "POST")).upper(),
+        path=str(req_obj.get("path", "/v1/chat/completions")),
+        headers=_headers_in(req_obj.get("headers"), "request.headers"),
+        body=_body_in(req_obj, "request"),
+    )
+    response = None
+    resp_obj = obj.get("response")
+    if resp_obj is not None:
+        if not isinstance(resp_obj, dict):
+            raise _Bad("response: expected an object or null")
+        status = _need(resp_obj, "status", int, "response")
+        chunks = None
+        if "chunks" in resp_obj:
+            raw = resp_obj["chunks"]
+            if not isinstance(raw, list):
+                raise _Bad("response.chunks: expected a list")
+            chunks = []
+            for i, c in enumerate(raw):
+                where = f"response.chunks[{i}]"
+                if not isinstance(c, dict):
+                    raise _Bad(f"{where}: expected an object")
+                t = c.get("t_ms", 0.0)
+                if not isinstance(t, int | float) or isinstance(t, bool):
+                    raise _Bad(f"{where}.t_ms: expected a number")
+                if "text" in c and "b64" in c:
+                    raise _Bad(f"{where}: give text or b64, not both")
+                if "text" in c:
+                    if not isinstance(c["text"], str):
+                        raise _Bad(f"{where}.text: expected a string")
+                    data = c["text"].encode("utf-8", "surrogateescape")
+                elif "b64" in c:
+                    if not isinstance(c["b64"], str):
+                        raise _Bad(f"{where}.b64: expected a string")
+                    data = _b64(c["b64"], f"{where}.b64")
+                else:
+                    raise _Bad(f"{where}: needs text or b64")
+                chunks.append(Chunk(float(t), data))
+        body = _body_in(resp_obj, "response")
+        if chunks is not None and body and body != b"".join(c.data for c in chunks):
+            raise _Bad("response: body and chunks disagree (give one, or the same bytes)")
+        response = HttpResponse(
+            status=status,
+            headers=_headers_in(resp_obj.get("headers"), "response.headers"),
+            body=body if chunks is None else b"",
+            chunks=chunks,
+        )
+    error = None
+    err_obj = obj.get("error")
+    if isinstance(err_obj, str):
+        error = ExchangeError(err_obj)
+    elif isinstance(err_obj, dict):
+        kind = _need(err_obj, "kind", str, "error")
+        t = err_obj.get("t_ms")
+        error = ExchangeError(kind, str(err_obj.get("message", "")), float(t) if t is not None else None)
+    elif err_obj is not None:
+        raise _Bad("error: expected a string, an object or null")
+    correlation = obj.get("correlation")
+    started = obj.get("started_at")
+    if isinstance(started, int | float) and not isinstance(started, bool):
+        started = datetime.fromtimestamp(started, UTC).isoformat()
+    return Exchange(
+        id=str(ex_id),
+        tap=tap,
+        request=request,
+        response=response,
+        correlation=str(correlation) if correlation is not None else None,
+        started_at=str(started) if started is not None else None,
+        error=error,
+        extra={k: v for k, v in obj.items() if k not in _KNOWN},
+    )
+
+
+def dump_exchange(ex: Exchange) -> dict[str, Any]:
+    """The JSONL object for one exchange (bytes kept exactly: text when UTF-8, base64 otherwise)."""
+    out: dict[str, Any] = {"v": FORMAT_VERSION, "id": ex.id, "tap": ex.tap}
+    if ex.correlation is not None:
+        out["correlation"] = ex.correlation
+    if ex.started_at is not None:
+        out["started_at"] = ex.started_at
+    req: dict[str, Any] = {
+        "method": ex.request.method,
+        "path": ex.request.path,
+        "headers": _headers_out(ex.request.headers),
+    }
+    _body_out(ex.request.body, req)
+    out["request"] = req
+    if ex.response is not None:
+        resp: dict[str, Any] = {"status": ex.response.status, "headers": _headers_out(ex.response.headers)}
+        if ex.response.chunks is not None:
+            chunks = []
+            for c in ex.response.chunks:
+                item: dict[str, Any] = {"t_ms": round(c.t_ms, 3)}
+                try:
+                    item["text"] = c.data.decode("utf-8")
+                except UnicodeDecodeError:
+                    # A chunk may end mid-character: keep its bytes exactly.
+                    item["b64"] = base64.b64encode(c.data).decode()
+                chunks.append(item)
+            resp["chunks"] = chunks
+        else:
+            _body_out(ex.response.body, resp)
+        out["response"] = resp
+    if ex.error is not None:
+        err: dict[str, Any] = {"kind": ex.error.kind}
+        if ex.error.message:
+            err["message"] = ex.error.message
+        if ex.error.t_ms is not None:
+            err["t_ms"] = ex.error.t_ms
+        out["error"] = err
+    out.update(ex.extra)
+    return out
+
+
+def read_exchanges(source: str | Path | IO[str]) -> Iterator[Exchange]:
+    """Yield the exchanges of a JSONL file; blank lines are skipped, anything else bad is an error."""
+    if isinstance(source, str | Path):
+        path = Path(source)
+        name = str(path)
+        try:
+            fh: IO[str] = path.open(encoding="utf-8", errors="strict")
+        except OSError as exc:
+            raise InputError(f"cannot open: {exc.strerror or exc}", source=name) from None
+        with fh:
+            yield from _read_lines(fh, name)
+    else:
+        yield from _read_lines(source, getattr(source, "name", "<stream>"))
+
+
+def _read_lines(fh: IO[str], name: str) -> Iterator[Exchange]:
+    lineno = 0
+    try:
+        for lineno, line in enumerate(fh, 1):  # noqa: B007 - lineno is used after the loop on errors
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"not JSON ({exc.msg} at column {exc.colno})", source=name, line=lineno) from None
+            yield load_exchange(obj, source=name, line=lineno)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason})", source=name, line=lineno + 1) from None
+
+
+def write_exchanges(exchanges: Iterable[Exchange], fh: IO[str]) -> int:
+    """Write exchanges as JSONL; returns how many were written."""
+    n = 0
+    for ex in exchanges:
+        fh.write(json.dumps(dump_exchange(ex), ensure_ascii=False, separators=(",", ":")))
+        fh.write("\n")
+        n += 1
+    return n

@@ -1,0 +1,176 @@
+"""Findings, faults, and the one rule registry (the catalogue: docs/rules.md is generated from it).
+
+A rule is a plain function registered with :func:`rule` and one signature::
+
+    @rule("tool-call-args-schema", fault=Fault.MODEL, summary="...")
+    def _(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]: ...
+
+``scope`` says what the function receives: ``"exchange"`` one :class:`ExchangeView`; ``"taps"`` a
+:class:`TapPair` (caller and engine side of one request); ``"twins"`` a :class:`TwinPair` (a streamed
+and a non-streamed exchange of the same request at one tap). Rule ids are kebab-case and stable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from ._errors import ConfigError
+
+__all__ = [
+    "REGISTRY",
+    "CheckConfig",
+    "Fault",
+    "Finding",
+    "Hit",
+    "Rule",
+    "Severity",
+    "hit",
+    "rule",
+    "rules",
+]
+
+
+class Fault(StrEnum):
+    MODEL = "model"
+    PARSER = "parser"
+    GATEWAY = "gateway"
+    CALLER = "caller"
+    ENGINE = "engine"
+    UNKNOWN = "unknown"
+
+
+class Severity(StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+@dataclass(slots=True)
+class Finding:
+    rule: str
+    severity: Severity
+    fault: Fault
+    message: str
+    exchange_id: str
+    tap: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exchange_id": self.exchange_id,
+            "tap": self.tap,
+            "rule": self.rule,
+            "severity": str(self.severity),
+            "fault": str(self.fault),
+            "message": self.message,
+            "evidence": self.evidence,
+        }
+
+
+@dataclass(slots=True)
+class Hit:
+    """What a rule yields; the runner turns it into a :class:`Finding`."""
+
+    message: str
+    pointer: str = ""
+    excerpt: str | None = None
+    event: int | None = None
+    fault: Fault | None = None
+    severity: Severity | None = None
+    exchange_id: str | None = None  # pair rules name the exchange the finding belongs to
+    tap: str | None = None
+
+
+def hit(
+    message: str,
+    pointer: str = "",
+    excerpt: Any = None,
+    *,
+    event: int | None = None,
+    fault: Fault | None = None,
+    severity: Severity | None = None,
+) -> Hit:
+    if excerpt is not None and not isinstance(excerpt, str):
+        excerpt = repr(excerpt)
+    if isinstance(excerpt, str) and len(excerpt) > 240:
+        excerpt = excerpt[:240] + "…"
+    return Hit(message, pointer, excerpt, event if event is None or event >= 0 else None, fault, severity)
+
+
+RuleFunc = Callable[[Any, "CheckConfig"], Iterator[Hit]]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    summary: str
+    severity: Severity
+    fault: Fault
+    scope: str
+    func: RuleFunc
+    area: str
+    doc: str = ""
+
+
+REGISTRY: dict[str, Rule] = {}
+_ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+_SCOPES = ("exchange", "taps", "twins")
+
+
+def rule(
+    rule_id: str,
+    *,
+    fault: Fault,
+    summary: str,
+    severity: Severity = Severity.ERROR,
+    scope: str = "exchange",
+    area: str = "response",
+) -> Callable[[RuleFunc], RuleFunc]:
+    if not _ID.match(rule_id):
+        raise ValueError(f"rule id {rule_id!r} is not kebab-case")
+    if scope not in _SCOPES:
+        raise ValueError(f"rule scope {scope!r} is not one of {_SCOPES}")
+
+    def register(func: RuleFunc) -> RuleFunc:
+        if rule_id in REGISTRY:
+            raise ValueError(f"rule {rule_id!r} is registered twice")
+        doc = " ".join((func.__doc__ or "").split())
+        REGISTRY[rule_id] = Rule(rule_id, summary, severity, fault, scope, func, area, doc)
+        return func
+
+    return register
+
+
+def rules(scope: str | None = None) -> list[Rule]:
+    """The registered rules, in id order (the catalogue order)."""
+    return [r for _, r in sorted(REGISTRY.items()) if scope is None or r.scope == scope]
+
+
+@dataclass(kw_only=True, slots=True)
+class CheckConfig:
+    """How to judge. Defaults fit vLLM 0.33; everything else is read off the traffic itself."""
+
+    #: model family for id and markup expectations: auto | kimi_k2 | kimi_k3 | hermes | generic
+    family: str = "auto"
+    #: expect a reasoning field: None = when the request or model name says thinking is on
+    expect_reasoning: bool | None = None
+    #: the taps sit straight in front of the engine (no gateway): single-tap findings keep their fault
+    direct: bool = False
+    #: pair caller and engine exchanges without a correlation id, by request fingerprint and time
+    pair_by_fingerprint: bool = False
+    #: a stream counts as buffered when the caller saw its tokens over less than this share of the
+    #: time the engine spread them over (and the engine spread them over at least buffer_min_span_ms)
+    buffer_ratio: float = 0.1
+    buffer_min_span_ms: float = 50.0
+    #: rules to leave out, by id
+    disabled: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.family not in ("auto", "kimi_k2", "kimi_k3", "hermes", "generic"):
+            raise ConfigError(f"family {self.family!r}: expected auto, kimi_k2, kimi_k3, hermes or generic")
+        if not 0 < self.buffer_ratio < 1:
+            raise ConfigError("buffer_ratio must be between 0 and 1")

@@ -1,0 +1,103 @@
+"""Findings as text, JSON and JUnit XML, and the rule catalogue as Markdown (docs/rules.md)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from xml.etree import ElementTree as ET
+
+from ._check import CheckResult
+from ._registry import Finding, rules
+
+__all__ = ["render_json", "render_junit", "render_rules_markdown", "render_text"]
+
+_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def _sorted(findings: list[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: (_ORDER.get(str(f.severity), 3), f.exchange_id, f.rule))
+
+
+def render_text(result: CheckResult, *, color: bool = False) -> str:
+    lines = []
+    for f in _sorted(result.findings):
+        where = f.evidence.get("pointer", "")
+        sev = str(f.severity).upper()
+        if color:
+            code = {"ERROR": "31", "WARNING": "33"}.get(sev, "36")
+            sev = f"\x1b[{code}m{sev}\x1b[0m"
+        lines.append(f"{sev:7} {f.rule} [{f.fault}] {f.tap}:{f.exchange_id} {where}")
+        lines.append(f"        {f.message}")
+        if "excerpt" in f.evidence:
+            lines.append(f"        > {f.evidence['excerpt']!s}".replace("\n", "\\n"))
+    s = result.summary()
+    by_sev = s["by_severity"]
+    lines.append(
+        f"{result.exchanges} exchange(s), {len(result.findings)} finding(s): "
+        f"{by_sev.get('error', 0)} error, {by_sev.get('warning', 0)} warning, {by_sev.get('info', 0)} info"
+        + (f"; {result.pairs} tap pair(s)" if result.pairs else "")
+        + (f"; {result.twins} stream/non-stream pair(s)" if result.twins else "")
+    )
+    if s["by_fault"]:
+        lines.append("by fault: " + ", ".join(f"{k} {v}" for k, v in s["by_fault"].items()))
+    return "\n".join(lines) + "\n"
+
+
+def render_json(result: CheckResult) -> str:
+    return json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+
+def render_junit(result: CheckResult, *, exchange_ids: list[str] | None = None) -> str:
+    """One test case per exchange (suite ``wirecheck``); each error finding is a failure, warnings go
+    to system-out so CI dashboards show them without failing."""
+    by_ex: dict[str, list[Finding]] = defaultdict(list)
+    for f in result.findings:
+        by_ex[f.exchange_id].append(f)
+    ids = exchange_ids if exchange_ids is not None else sorted(by_ex)
+    suite = ET.Element("testsuite", name="wirecheck", tests=str(len(ids)))
+    failures = 0
+    for ex_id in ids:
+        case = ET.SubElement(suite, "testcase", classname="wirecheck.exchange", name=ex_id)
+        errs = [f for f in by_ex.get(ex_id, []) if f.severity == "error"]
+        rest = [f for f in by_ex.get(ex_id, []) if f.severity != "error"]
+        if errs:
+            failures += 1
+            fail = ET.SubElement(case, "failure", message=f"{errs[0].rule}: {errs[0].message}"[:500], type=errs[0].rule)
+            fail.text = "\n".join(f"{f.rule} [{f.fault}] {f.message} at {f.evidence.get('pointer', '')}" for f in errs)
+        if rest:
+            out = ET.SubElement(case, "system-out")
+            out.text = "\n".join(f"{f.severity} {f.rule} [{f.fault}] {f.message}" for f in rest)
+    suite.set("failures", str(failures))
+    suite.set("errors", "0")
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def render_rules_markdown() -> str:
+    """The rule catalogue, generated from the registry (kept in docs/rules.md; a test checks it)."""
+    out = [
+        "# Rule catalogue",
+        "",
+        "Generated from the rule registry by `wirecheck rules --markdown`; do not edit by hand.",
+        "Each rule has a stable id, a default severity and a default fault. Attribution may change the",
+        "fault of a finding: see the attribution section of the README and DESIGN.md.",
+        "",
+    ]
+    areas: dict[str, list[str]] = defaultdict(list)
+    for r in rules():
+        areas[r.area].append(r.id)
+    for area in sorted(areas):
+        out.append(f"## {area}")
+        out.append("")
+        out.append("| rule | severity | fault | scope | checks |")
+        out.append("|---|---|---|---|---|")
+        by_id = {r.id: r for r in rules()}
+        for rid in areas[area]:
+            r = by_id[rid]
+            out.append(f"| `{r.id}` | {r.severity} | {r.fault} | {r.scope} | {r.summary.replace('|', '\\|')} |")
+        out.append("")
+        for rid in areas[area]:
+            r = by_id[rid]
+            if r.doc:
+                out.append(f"- `{r.id}`: {r.doc}")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"

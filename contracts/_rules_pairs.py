@@ -1,0 +1,273 @@
+"""Rules over two exchanges: the dual tap (what the gateway changed) and stream vs non-stream twins.
+
+Dual tap (DESIGN.md): the engine side is what vLLM sent, the caller side what the caller got. A
+difference in meaning is the gateway's, whatever each side looks like alone. Findings land on the
+caller-side exchange. Meaning, not bytes: JSON re-serialised with other spacing, ``content`` as a
+string or as text parts, and the model name (gateways map aliases) are not differences.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from ._assembly import AssembledChoice
+from ._pairs import TapPair, TwinPair
+from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
+
+_REQUEST_KEYS = ("tools", "tool_choice", "parallel_tool_calls", "response_format", "structured_outputs", "stream")
+_STANDARD_REASONING = frozenset({"reasoning", "reasoning_content"})
+
+
+def _text(content: Any) -> str:
+    """Message content as plain text: strings as they are, text parts joined, null as empty."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for p in content:
+            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str):
+                parts.append(p["text"])
+            else:
+                parts.append(json.dumps(p, sort_keys=True))
+        return "".join(parts)
+    return json.dumps(content, sort_keys=True)
+
+
+def _json_or_text(s: str) -> Any:
+    try:
+        return ("json", json.loads(s))
+    except ValueError:
+        return ("text", s)
+
+
+def _msg_summary(m: Any) -> tuple[Any, ...]:
+    if not isinstance(m, dict):
+        return ("?",)
+    calls = tuple(
+        (tc.get("id"), (tc.get("function") or {}).get("name"), _json_or_text((tc.get("function") or {}).get("arguments") or ""))
+        for tc in m.get("tool_calls") or []
+        if isinstance(tc, dict)
+    )
+    return (m.get("role"), _text(m.get("content")), calls, m.get("tool_call_id"))
+
+
+@rule("gateway-request-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="The request reached the engine with tools, tool_choice, response_format, stream flags or history changed.")
+def _request_changed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
+    """response_format stripped (CLIProxyAPI #5533), history merged or ``tool`` messages dropped
+    (litellm #2662), tool_call_ids rewritten (CLIProxyAPI #3184). Fields a gateway adds are allowed."""
+    c, e = pair.caller.req, pair.engine.req
+    if not c or not e:
+        return
+    for key in _REQUEST_KEYS:
+        if key in c and c.get(key) != e.get(key):
+            what = "removed" if key not in e else f"changed to {json.dumps(e.get(key))[:120]}"
+            yield hit(f"request {key} {what} on the way to the engine", f"/request/body/{key}", json.dumps(c.get(key))[:200])
+    so_c, so_e = c.get("stream_options") or {}, e.get("stream_options") or {}
+    if isinstance(so_c, dict) and isinstance(so_e, dict) and so_c.get("include_usage") and not so_e.get("include_usage"):
+        yield hit("stream_options.include_usage dropped on the way to the engine", "/request/body/stream_options")
+    mc, me = c.get("messages"), e.get("messages")
+    if isinstance(mc, list) and isinstance(me, list):
+        sc, se = [_msg_summary(m) for m in mc], [_msg_summary(m) for m in me]
+        if sc != se:
+            roles_c, roles_e = [s[0] for s in sc], [s[0] for s in se]
+            if roles_c != roles_e:
+                yield hit(f"history altered: roles {roles_c} became {roles_e}", "/request/body/messages")
+            else:
+                i = next(i for i, (a, b) in enumerate(zip(sc, se, strict=True)) if a != b)
+                part = "tool_call_id" if sc[i][3] != se[i][3] else "tool_calls" if sc[i][2] != se[i][2] else "content"
+                yield hit(f"history altered: messages[{i}].{part} changed", f"/request/body/messages/{i}", str(sc[i][1])[:200])
+
+
+@rule("gateway-status-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="The caller got another HTTP status than the engine sent.")
+def _status(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
+    """A 200 from the engine that reaches the caller as 502, or an engine 500 turned into 200."""
+    sc, se = pair.caller.status, pair.engine.status
+    if sc is not None and se is not None and sc != se:
+        yield hit(f"engine answered {se}, caller got {sc}", "/response/status", sc)
+
+
+def _choices(pair: TapPair) -> Iterator[tuple[AssembledChoice, AssembledChoice]]:
+    if not (pair.caller.ok and pair.engine.ok):
+        return
+    eng = {ch.index: ch for ch in pair.engine.choices}
+    for ch in pair.caller.choices:
+        if ch.index in eng:
+            yield ch, eng[ch.index]
+
+
+@rule("gateway-reasoning-dropped", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="The engine sent reasoning; the caller got none.")
+def _reasoning_dropped(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
+    """A gateway that only knows ``reasoning_content`` drops vLLM's ``reasoning`` (litellm #20246,
+    #26501; lm-proxy #69)."""
+    for c, e in _choices(pair):
+        if e.reasoning and not c.reasoning and not c.reasoning_fields and e.reasoning not in (c.content or ""):
+            if not c.extra_delta_keys & {"reasoning_details", "thinking"}:
+                yield hit("reasoning dropped between the taps", f"/choices/{c.index}/message/reasoning", e.reasoning)
+
+
+@rule("gateway-reasoning-merged", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="The engine's reasoning reached the caller inside content.")
+def _reasoning_merged(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
+    """Reasoning prepended to the answer text (higress PR #1842)."""
+    for c, e in _choices(pair):
+        if e.reasoning and e.reasoning not in (e.content or "") and e.reasoning in (c.content or ""):
+            yield hit("reasoning merged into content between the taps", f"/choices/{c.index}/message/content", c.content)
+
+
+@rule("gateway-reasoning-reshaped", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="Reasoning reached the caller as another type or field (reasoning_details), or with other text.")
+def _reasoning_reshaped(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
+    """``reasoning_content`` turned into an object (envoyproxy/ai-gateway #2318) or into
+    ``reasoning_details`` (bifrost #5325)."""
+    for c, e in _choices(pair):
+        if not e.reasoning:
+            continue
+        other = sorted(c.extra_delta_keys & {"reasoning_details", "thinking"})
+        if c.reasoning is None and (other or c.reasoning_fields):
+            where = ", ".join(other) or ", ".join(sorted(c.reasoning_fields)) + " (not text)"
+            yield hit(f"reasoning reshaped into {where}", f"/choices/{c.index}/message")
+        elif c.reasoning is not None and c.reasoning != e.reasoning:
+            yield hit("reasoning text changed between the taps", f"/choices/{c.index}/message/reasoning", c.reasoning)
+
+
+@rule("gateway-reasoning-renamed", fault=Fault.GATEWAY, severity=Severity.WARNING, scope="taps", area="gateway", summary="Reasoning moved between reasoning and reasoning_content.")
+def _reasoning_renamed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
+    """Both names are in use; a rename is only a fault for clients that read the other one."""
+    for c, e in _choices(pair):
+        if e.reasoning and c.reasoning == e.reasoning:
+            ce, cc = e.reasoning_fields & _STANDARD_REASONING, c.reasoning_fields & _STANDARD_REASONING
+            if cc and ce and not cc & ce:
+                yield hit(f"reasoning field renamed {'/'.join(sorted(ce))} -> {'/'.join(sorted(cc))}", f"/choices/{c.index}/message")
+
+
+@rule("gateway-content-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="The answer text differs between the taps.")
+def _content(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
+    """Text that was added, cut or duplicated on the way (a mid-stream retry concatenating partial and
+    full text: nuguard #455). Reasoning merged into content is reported as such instead."""
+    for c, e in _choices(pair):
+        tc, te = c.content or "", e.content or ""
+        if tc == te:
+            continue
+        if e.reasoning and e.reasoning in tc and tc.replace(e.reasoning, "", 1).strip() == te.strip():
+            continue
+        yield hit("content differs between the taps", f"/choices/{c.index}/message/content", tc)
+
+
+@rule("gateway-tool-calls-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="Tool calls differ between the taps: count, names, ids, indexes, or re-encoded arguments.")
+def _tool_calls(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
+    """Re-indexed calls (litellm #33678), ids rewritten (CLIProxyAPI #3878), arguments double-encoded
+    (praxis-proxy/ai #558). Arguments that are the same JSON with other spacing are the same."""
+    for c, e in _choices(pair):
+        ptr = f"/choices/{c.index}/message/tool_calls"
+        if len(c.calls) != len(e.calls):
+            yield hit(f"engine sent {len(e.calls)} tool call(s), caller got {len(c.calls)}", ptr)
+            continue
+        for i, (cc, ce) in enumerate(zip(c.calls, e.calls, strict=True)):
+            p = f"{ptr}/{i}"
+            if cc.name != ce.name:
+                yield hit(f"call {i}: name {ce.name!r} became {cc.name!r}", p + "/function/name", cc.name)
+            if cc.id != ce.id:
+                yield hit(f"call {i}: id {ce.id!r} became {cc.id!r} (tool_call_id chain breaks)", p + "/id", cc.id)
+            if pair.caller.kind == pair.engine.kind == "stream" and cc.index != ce.index:
+                yield hit(f"call {i}: stream index {ce.index} became {cc.index}", p)
+            kc, vc = _json_or_text(cc.arguments)
+            ke, ve = _json_or_text(ce.arguments)
+            if (kc, vc) == (ke, ve):
+                continue
+            if kc == "json" and isinstance(vc, str) and _json_or_text(vc) == (ke, ve):
+                yield hit(f"call {i}: arguments double-encoded (a JSON string holding the JSON)", p + "/function/arguments", cc.arguments)
+            else:
+                yield hit(f"call {i}: arguments changed", p + "/function/arguments", cc.arguments)
+
+
+@rule("gateway-finish-reason-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="finish_reason differs between the taps.")
+def _finish(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
+    """``tool_calls`` turned into ``stop`` (litellm #21041, #12240; envoyproxy/ai-gateway PR #2399)."""
+    for c, e in _choices(pair):
+        if c.finish_reason != e.finish_reason:
+            yield hit(f"finish_reason {e.finish_reason!r} became {c.finish_reason!r}", f"/choices/{c.index}/finish_reason")
+
+
+@rule("gateway-usage-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="Usage dropped or recomputed between the taps.")
+def _usage(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
+    """The final usage chunk dropped, or rewritten by counting text (OmniRoute #9750, headroom PR #2026)."""
+    if not (pair.caller.ok and pair.engine.ok):
+        return
+    uc, ue = pair.caller.usage, pair.engine.usage
+    if ue and not uc:
+        yield hit("engine sent usage, caller got none", "/usage")
+    elif ue and uc:
+        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            if key in ue and uc.get(key) != ue.get(key):
+                yield hit(f"usage.{key} {ue.get(key)} became {uc.get(key)}", f"/usage/{key}")
+
+
+@rule("gateway-error-hidden", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="An engine error (in-band frame or transport failure) reached the caller as a normal ending.")
+def _error_hidden(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
+    """``data: {"error":...}`` swallowed and replaced by a normal stop (litellm #40578)."""
+    e, c = pair.engine, pair.caller
+    engine_failed = bool(e.stream and e.stream.error_frames) or (e.ex.error is not None and e.ex.error.kind != "client_abort")
+    caller_failed = bool(c.stream and c.stream.error_frames) or c.ex.error is not None or (c.status or 0) >= 400
+    if engine_failed and not caller_failed:
+        yield hit("the engine failed but the caller saw a normal response", "/events")
+
+
+@rule("gateway-stream-buffered", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="The gateway buffered the stream: tokens spread over time at the engine arrived at once at the caller.")
+def _buffered(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
+    """TTFT 272 ms direct vs 1740 ms through the gateway (litellm #26102); nginx ``proxy_buffering``
+    (dstack #4269). Judged from per-chunk arrival offsets: the caller's token span against the
+    engine's."""
+    c, e = pair.caller.stream, pair.engine.stream
+    if c is None or e is None or e.first_token_ms is None or e.last_token_ms is None:
+        return
+    if c.first_token_ms is None or c.last_token_ms is None or e.token_events < 3:
+        return
+    span_e = e.last_token_ms - e.first_token_ms
+    span_c = c.last_token_ms - c.first_token_ms
+    if span_e >= ctx.buffer_min_span_ms and span_c <= ctx.buffer_ratio * span_e:
+        yield hit(
+            f"engine spread tokens over {span_e:.0f} ms, caller got them within {span_c:.0f} ms "
+            f"(first token at {c.first_token_ms:.0f} ms at the caller)",
+            "/response/chunks",
+        )
+
+
+# --- stream vs non-stream ------------------------------------------------------------------------
+
+
+def _deterministic(req: dict[str, Any]) -> bool:
+    return req.get("temperature") == 0 or req.get("top_k") == 1
+
+
+@rule("stream-nonstream-mismatch", fault=Fault.PARSER, scope="twins", area="stream", summary="A streamed and a non-streamed response to the same request disagree in meaning.")
+def _twins(pair: TwinPair, ctx: CheckConfig) -> Iterator[Hit]:
+    """The streaming parser and the whole-response parser must agree (hermes streaming mis-parses:
+    vllm #9693, #28806). Always compared: the reasoning field used. With greedy decoding
+    (temperature 0) also: tool call names and arguments, content, reasoning text, finish_reason."""
+    s, p = pair.streamed, pair.plain
+    pc = {ch.index: ch for ch in p.choices}
+    strict = _deterministic(s.req)
+    for cs in s.choices:
+        cp = pc.get(cs.index)
+        if cp is None:
+            continue
+        ptr = f"/choices/{cs.index}"
+        fs, fp = cs.reasoning_fields & _STANDARD_REASONING, cp.reasoning_fields & _STANDARD_REASONING
+        if cs.reasoning and cp.reasoning and fs != fp:
+            yield hit(f"reasoning in {'/'.join(sorted(fs))} when streamed, {'/'.join(sorted(fp))} when not", ptr)
+        if not strict:
+            continue
+        if [c.name for c in cs.calls] != [c.name for c in cp.calls]:
+            yield hit(f"tool calls {[c.name for c in cs.calls]} streamed vs {[c.name for c in cp.calls]} not streamed", ptr + "/message/tool_calls")
+        else:
+            for i, (a, b) in enumerate(zip(cs.calls, cp.calls, strict=True)):
+                if _json_or_text(a.arguments) != _json_or_text(b.arguments):
+                    yield hit(f"call {i} arguments differ between stream and non-stream", f"{ptr}/message/tool_calls/{i}", a.arguments)
+        if (cs.content or "") != (cp.content or ""):
+            yield hit("content differs between stream and non-stream", ptr + "/message/content", cs.content)
+        if (cs.reasoning or "") != (cp.reasoning or ""):
+            yield hit("reasoning differs between stream and non-stream", ptr + "/message/reasoning", cs.reasoning)
+        if cs.finish_reason != cp.finish_reason:
+            yield hit(f"finish_reason {cs.finish_reason!r} streamed vs {cp.finish_reason!r}", ptr + "/finish_reason")

@@ -1,0 +1,166 @@
+"""Rules on the request (the caller's side of the contract) and on HTTP status and transport."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
+from ._view import ExchangeView
+
+_GUIDED = ("guided_json", "guided_regex", "guided_choice", "guided_grammar", "guided_decoding_backend", "guided_whitespace_pattern")
+
+
+@rule("request-malformed", fault=Fault.CALLER, area="request", summary="The chat request body is not a JSON object with a messages list.")
+def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """vLLM answers such bodies with 400 (``Bad Request``, ``param`` like ``body.messages``)."""
+    if not view.is_chat:
+        return
+    if view.request_problem:
+        yield hit(view.request_problem, "/request/body", view.ex.request.body[:200].decode("utf-8", "replace"))
+        return
+    msgs = view.req.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        yield hit("messages is missing or empty", "/request/body/messages")
+        return
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            yield hit(f"messages[{i}] has no role", f"/request/body/messages/{i}")
+
+
+@rule("request-orphan-tool-call-id", fault=Fault.CALLER, area="request", summary="A tool message answers a tool_call_id that no earlier assistant message issued.")
+def _orphan(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """Each ``role: tool`` message links to a call of an earlier assistant turn. A broken chain is the
+    caller's, or a gateway's that rewrote ids (CLIProxyAPI #3184): the dual tap tells which."""
+    msgs = view.req.get("messages")
+    if not isinstance(msgs, list):
+        return
+    issued: set[str] = set()
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "assistant" and isinstance(m.get("tool_calls"), list):
+            for tc in m["tool_calls"]:
+                if isinstance(tc, dict) and isinstance(tc.get("id"), str):
+                    issued.add(tc["id"])
+        elif m.get("role") == "tool":
+            tid = m.get("tool_call_id")
+            if not isinstance(tid, str) or not tid:
+                yield hit(f"messages[{i}] (tool) has no tool_call_id", f"/request/body/messages/{i}")
+            elif tid not in issued:
+                yield hit(f"messages[{i}] answers tool_call_id {tid!r}, which no earlier assistant turn issued", f"/request/body/messages/{i}/tool_call_id", tid)
+
+
+@rule("request-guided-fields", fault=Fault.CALLER, area="request", summary="Removed guided_* fields: vLLM ignores them with HTTP 200 and unconstrained output.")
+def _guided(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_grammar`` were removed in vLLM
+    0.12; only the server log warns. Use ``response_format`` or ``structured_outputs``."""
+    for key in _GUIDED:
+        if key in view.req:
+            yield hit(f"{key} is ignored by vLLM >= 0.12 (use response_format or structured_outputs)", f"/request/body/{key}", json.dumps(view.req[key])[:200])
+
+
+@rule("request-empty-tools", fault=Fault.CALLER, area="request", summary="tools is an empty list, or tool_choice is set without tools.")
+def _empty_tools(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """vLLM rejects both with 400 (``parameter=tools``); other servers silently differ."""
+    tools = view.req.get("tools")
+    if tools == []:
+        yield hit("tools is an empty list (omit it instead)", "/request/body/tools")
+    tc = view.req.get("tool_choice")
+    if tc not in (None, "none", "auto") and not tools:
+        yield hit(f"tool_choice {tc!r} without tools", "/request/body/tool_choice")
+
+
+@rule("request-tool-schema-invalid", fault=Fault.CALLER, severity=Severity.WARNING, area="request", summary="A tool's parameters are not a valid JSON Schema.")
+def _tool_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """Arguments cannot be judged against a broken schema, and constrained decoding may reject it."""
+    for name, params in view.tools.items():
+        if params is None:
+            continue
+        if not isinstance(params, dict):
+            yield hit(f"{name}: parameters is not an object", "/request/body/tools")
+            continue
+        try:
+            Draft202012Validator.check_schema(params)
+        except SchemaError as exc:
+            yield hit(f"{name}: {exc.message}", "/request/body/tools", json.dumps(params)[:200])
+
+
+@rule("http-server-error", fault=Fault.ENGINE, area="http", summary="HTTP 5xx from the upstream.")
+def _server_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """500 is an engine error, 503 admission (queue full) or a dead engine; vLLM never reports engine
+    errors as a finish_reason."""
+    if view.status is not None and view.status >= 500:
+        yield hit(f"HTTP {view.status}: {_error_message(view)}", "/response/status", view.status)
+
+
+@rule("http-client-error", fault=Fault.CALLER, area="http", summary="HTTP 4xx: the request broke the server's contract.")
+def _client_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """vLLM answers schema errors with 400 (never 422), unknown models with 404, a wrong key with 401."""
+    if view.status is not None and 400 <= view.status < 500:
+        yield hit(f"HTTP {view.status}: {_error_message(view)}", "/response/status", view.status)
+
+
+@rule("error-body-shape", fault=Fault.ENGINE, severity=Severity.WARNING, area="http", summary="An error response whose body is not {\"error\": {\"message\", ...}}.")
+def _error_body(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """OpenAI clients read ``error.message``. vLLM's 401 body ``{"error": "Unauthorized"}`` is legal."""
+    if view.kind != "error" or view.status is None:
+        return
+    body = view.body
+    if view.body_problem or not isinstance(body, dict) or "error" not in body:
+        yield hit("error body is not {\"error\": {...}}", "/response/body", view.ex.response.content[:200].decode("utf-8", "replace") if view.ex.response else None)
+        return
+    err = body["error"]
+    if isinstance(err, str) and view.status == 401:
+        return
+    if not isinstance(err, dict) or not isinstance(err.get("message"), str):
+        yield hit("error has no message string", "/response/body/error", json.dumps(err)[:200])
+
+
+@rule("response-malformed", fault=Fault.ENGINE, area="http", summary="A 2xx chat completion whose body is not a chat.completion object.")
+def _response_malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """The body is JSON with ``choices[].message``; anything else cannot be read by a client."""
+    if not view.is_chat or view.status is None or not 200 <= view.status < 300 or view.kind == "stream":
+        return
+    if view.kind == "none":
+        yield hit("empty response body", "/response/body")
+    elif view.body_problem:
+        content = view.ex.response.content if view.ex.response else b""
+        yield hit(view.body_problem, "/response/body", content[:200].decode("utf-8", "replace"))
+    for a in view.anomalies:
+        if a.kind == "bad-shape":
+            yield hit(a.detail, a.pointer)
+
+
+_TRANSPORT_FAULT = {
+    "client_abort": (Fault.CALLER, Severity.INFO),
+    "store_gap": (Fault.UNKNOWN, Severity.INFO),
+}
+
+
+@rule("transport-error", fault=Fault.ENGINE, area="http", summary="The exchange broke on the transport: refused, reset mid-stream, timeout, client abort.")
+def _transport(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """Recorded by the proxy as the exchange's ``error``. A client abort is the caller's and only
+    informational; a record gap (store overflow) says evidence is missing."""
+    err = view.ex.error
+    if err is None:
+        return
+    fault, severity = _TRANSPORT_FAULT.get(err.kind, (None, None))
+    where = f" at {err.t_ms:.0f} ms" if err.t_ms is not None else ""
+    yield hit(f"{err.kind}{where}: {err.message}".rstrip(": "), "/error", fault=fault, severity=severity)
+
+
+def _error_message(view: ExchangeView) -> str:
+    body = view.body
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return str(err["message"])[:200]
+        if isinstance(err, str):
+            return err[:200]
+    if view.ex.response is not None:
+        return view.ex.response.content[:120].decode("utf-8", "replace") or "(empty body)"
+    return "(no response)"

@@ -1,0 +1,191 @@
+"""Incremental Server-Sent Events decoder (WHATWG HTML, "Parsing an event stream").
+
+It gives the same events for any split of the input bytes, which is what a checker behind a proxy
+needs: TCP and gateways cut streams anywhere, mid-line, mid-CRLF and mid-UTF-8 sequence.
+
+Followed to the letter: LF, CRLF and CR all end a line; one leading BOM is dropped; a line starting
+with ``:`` is a comment; ``field:value`` drops one space after the colon; a line with no colon is a
+field with an empty value; several ``data:`` lines join with LF; an event is dispatched on an empty
+line and only when its data buffer is not empty; an ``id`` holding NUL is ignored.
+
+Deliberately not like a browser: nothing is hidden. Comments, unknown fields (the "missing ``data:``
+prefix" gateway fault shows up as one), invalid UTF-8 and a last event with no closing blank line are
+all reported as :class:`SSEAnomaly` so that rules can judge the framing.
+"""
+
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass, field
+
+__all__ = ["SSEAnomaly", "SSEDecoder", "SSEEvent", "decode_sse"]
+
+
+@dataclass(slots=True)
+class SSEEvent:
+    """One dispatched event. ``t_ms`` is the arrival offset of the chunk that completed it."""
+
+    data: str
+    event: str | None = None
+    id: str | None = None
+    retry: int | None = None
+    index: int = 0
+    t_ms: float | None = None
+    lines: int = 1
+
+
+@dataclass(slots=True)
+class SSEAnomaly:
+    """Something legal-but-notable or broken in the framing, with where it was seen."""
+
+    kind: str  # "comment" | "unknown-field" | "invalid-utf8" | "unterminated-event" | "bom"
+    detail: str = ""
+    event_index: int = 0
+    t_ms: float | None = None
+
+
+@dataclass(slots=True)
+class SSEDecoder:
+    """Feed bytes as they arrive; each call returns the events completed by those bytes."""
+
+    events_seen: int = 0
+    anomalies: list[SSEAnomaly] = field(default_factory=list)
+    comments: int = 0
+    _utf8: codecs.IncrementalDecoder = field(
+        default_factory=lambda: codecs.getincrementaldecoder("utf-8")("strict")
+    )
+    _buf: str = ""
+    _skip_lf: bool = False
+    _started: bool = False
+    _data: list[str] = field(default_factory=list)
+    _event: str | None = None
+    _id: str | None = None
+    _last_id: str | None = None
+    _retry: int | None = None
+    _lines: int = 0
+    _t: float | None = None
+
+    def feed(self, data: bytes, t_ms: float | None = None) -> list[SSEEvent]:
+        self._t = t_ms
+        return self._feed_text(self._decode(data, final=False))
+
+    def close(self) -> list[SSEEvent]:
+        """End of stream: flush the decoder; an event with no closing blank line is not dispatched."""
+        out = self._feed_text(self._decode(b"", final=True))
+        if self._buf:
+            # A last line without any line end: WHATWG drops it, we report it.
+            self._lines += 1
+            self._process_line(self._buf, out)
+            self._buf = ""
+        if self._data or self._lines:
+            self.anomalies.append(
+                SSEAnomaly(
+                    "unterminated-event",
+                    "".join(self._data)[:200],
+                    self.events_seen,
+                    self._t,
+                )
+            )
+            self._data = []
+            self._lines = 0
+        return out
+
+    def _decode(self, data: bytes, *, final: bool) -> str:
+        try:
+            return self._utf8.decode(data, final)
+        except UnicodeDecodeError as exc:
+            self.anomalies.append(SSEAnomaly("invalid-utf8", str(exc), self.events_seen, self._t))
+            # Keep going like a browser would (U+FFFD), but start a fresh decoder state.
+            pending, _ = self._utf8.getstate()
+            self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
+            return (pending + data).decode("utf-8", "replace")
+
+    def _feed_text(self, text: str) -> list[SSEEvent]:
+        out: list[SSEEvent] = []
+        if not text:
+            return out
+        if not self._started:
+            self._started = True
+            if text[0] == "\ufeff":
+                text = text[1:]
+        if self._skip_lf:
+            self._skip_lf = False
+            if text.startswith("\n"):
+                text = text[1:]
+        if "\r" in text:
+            # A CR at the very end may be the first half of a CRLF cut by the transport.
+            self._skip_lf = text.endswith("\r")
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        if "\n" not in text:
+            self._buf += text
+            return out
+        lines = (self._buf + text).split("\n")
+        self._buf = lines.pop()
+        for line in lines:
+            if not line:
+                self._dispatch(out)
+            else:
+                self._lines += 1
+                self._process_line(line, out)
+        return out
+
+    def _process_line(self, line: str, out: list[SSEEvent]) -> None:
+        if line.startswith("data:"):
+            value = line[5:]
+            self._data.append(value[1:] if value.startswith(" ") else value)
+            return
+        if line[0] == ":":
+            self.comments += 1
+            self.anomalies.append(SSEAnomaly("comment", line[1:].strip()[:80], self.events_seen, self._t))
+            return
+        name, sep, value = line.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if name == "data":  # "data" with no colon: an empty data line
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            if "\x00" not in value:
+                self._id = value
+        elif name == "retry":
+            if value.isdigit():
+                self._retry = int(value)
+        else:
+            self.anomalies.append(SSEAnomaly("unknown-field", line[:200], self.events_seen, self._t))
+
+    def _dispatch(self, out: list[SSEEvent]) -> None:
+        if self._id is not None:
+            self._last_id = self._id
+        if self._data:
+            out.append(
+                SSEEvent(
+                    data="\n".join(self._data),
+                    event=self._event,
+                    id=self._last_id,
+                    retry=self._retry,
+                    index=self.events_seen,
+                    t_ms=self._t,
+                    lines=self._lines,
+                )
+            )
+            self.events_seen += 1
+        self._data = []
+        self._event = None
+        self._id = None
+        self._retry = None
+        self._lines = 0
+
+
+def decode_sse(
+    pieces: list[bytes] | bytes, times: list[float | None] | None = None
+) -> tuple[list[SSEEvent], SSEDecoder]:
+    """Decode a whole recorded stream; returns the events and the decoder (for its anomalies)."""
+    decoder = SSEDecoder()
+    if isinstance(pieces, bytes):
+        pieces = [pieces]
+    events: list[SSEEvent] = []
+    for i, piece in enumerate(pieces):
+        events.extend(decoder.feed(piece, times[i] if times else None))
+    events.extend(decoder.close())
+    return events, decoder

@@ -1,0 +1,214 @@
+"""One parsed look at an exchange, shared by every rule: request JSON, response kind, assembled choices.
+
+Streamed and non-streamed responses end up in the same :class:`AssembledChoice` shape, so a rule about
+tool calls or reasoning is written once and judges both.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._assembly import AssembledCall, AssembledChoice, AssembledStream, StreamAnomaly, assemble_stream
+from ._exchange import Exchange
+from ._sse import SSEAnomaly, SSEDecoder, SSEEvent
+
+__all__ = ["ExchangeView", "build_view"]
+
+
+@dataclass(slots=True)
+class ExchangeView:
+    ex: Exchange
+    req: dict[str, Any] = field(default_factory=dict)
+    request_problem: str | None = None
+    is_chat: bool = False
+    wants_stream: bool = False
+    tools: dict[str, Any] = field(default_factory=dict)  # declared name -> parameters (or None)
+    status: int | None = None
+    content_type: str = ""
+    kind: str = "none"  # "stream" | "json" | "error" | "none" | "other"
+    body: Any = None
+    body_problem: str | None = None
+    stream: AssembledStream | None = None
+    events: list[SSEEvent] = field(default_factory=list)
+    sse_anomalies: list[SSEAnomaly] = field(default_factory=list)
+    choices: list[AssembledChoice] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    anomalies: list[StreamAnomaly] = field(default_factory=list)
+    model: str | None = None
+
+    @property
+    def id(self) -> str:
+        return self.ex.id
+
+    @property
+    def tap(self) -> str:
+        return self.ex.tap
+
+    @property
+    def ok(self) -> bool:
+        """A 2xx chat completion with a usable body or stream."""
+        return self.is_chat and self.status is not None and 200 <= self.status < 300 and self.kind in ("stream", "json")
+
+    def call_pointer(self, choice: AssembledChoice, call: AssembledCall, tail: str = "") -> str:
+        pos = choice.calls.index(call)
+        return f"/choices/{choice.index}/message/tool_calls/{pos}{tail}"
+
+
+def _is_sse(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
+
+
+def build_view(ex: Exchange) -> ExchangeView:
+    view = ExchangeView(ex)
+    req = ex.request
+    view.is_chat = req.method == "POST" and req.path.split("?", 1)[0].rstrip("/").endswith("/chat/completions")
+    if view.is_chat:
+        _parse_request(view)
+    resp = ex.response
+    if resp is None:
+        return view
+    view.status = resp.status
+    view.content_type = resp.header("content-type") or ""
+    raw_stream = _is_sse(view.content_type) or (view.wants_stream and 200 <= resp.status < 300)
+    if 200 <= resp.status < 300 and raw_stream:
+        view.kind = "stream"
+        decoder = SSEDecoder()
+        events: list[SSEEvent] = []
+        if resp.chunks is not None:
+            for c in resp.chunks:
+                events.extend(decoder.feed(c.data, c.t_ms))
+        else:
+            events.extend(decoder.feed(resp.body))
+        events.extend(decoder.close())
+        view.events = events
+        view.sse_anomalies = decoder.anomalies
+        st = assemble_stream(events)
+        st.sse_anomalies = decoder.anomalies
+        view.stream = st
+        view.anomalies = st.anomalies
+        view.choices = [st.choices[k] for k in sorted(st.choices)]
+        view.usage = st.usage
+        view.model = st.model
+        return view
+    content = resp.content
+    if not content:
+        view.kind = "none" if resp.status < 400 else "error"
+        return view
+    try:
+        view.body = json.loads(content)
+    except (ValueError, UnicodeDecodeError) as exc:
+        view.body_problem = f"body is not JSON ({exc})"
+    if resp.status >= 400:
+        view.kind = "error"
+        return view
+    if view.body_problem is not None or not view.is_chat:
+        view.kind = "other"
+        return view
+    view.kind = "json"
+    _take_completion(view)
+    return view
+
+
+def _parse_request(view: ExchangeView) -> None:
+    body = view.ex.request.body
+    if not body:
+        view.request_problem = "empty request body"
+        return
+    try:
+        req = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        view.request_problem = f"request body is not JSON ({exc})"
+        return
+    if not isinstance(req, dict):
+        view.request_problem = f"request body is a JSON {type(req).__name__}, not an object"
+        return
+    view.req = req
+    view.wants_stream = req.get("stream") is True
+    tools = req.get("tools")
+    if isinstance(tools, list):
+        for t in tools:
+            fn = t.get("function") if isinstance(t, dict) else None
+            if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+                view.tools[fn["name"]] = fn.get("parameters")
+
+
+def _take_completion(view: ExchangeView) -> None:
+    body = view.body
+    if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
+        view.body_problem = "a chat completion needs an object with a choices list"
+        view.kind = "other"
+        return
+    view.model = body.get("model") if isinstance(body.get("model"), str) else None
+    usage = body.get("usage")
+    view.usage = usage if isinstance(usage, dict) else None
+    for ci, ch in enumerate(body["choices"]):
+        ptr = f"/choices/{ci}"
+        if not isinstance(ch, dict) or not isinstance(ch.get("message"), dict):
+            view.anomalies.append(StreamAnomaly("bad-shape", "choice has no message object", -1, ptr))
+            continue
+        idx = ch.get("index", ci)
+        choice = AssembledChoice(idx if isinstance(idx, int) else ci)
+        msg = ch["message"]
+        choice.role = msg.get("role")
+        content = msg.get("content")
+        if content is None or isinstance(content, str):
+            choice.content = content
+        else:
+            view.anomalies.append(StreamAnomaly("bad-shape", "content is not a string or null", -1, ptr + "/message/content"))
+        for key in ("reasoning", "reasoning_content"):
+            value = msg.get(key)
+            if value is not None:
+                choice.reasoning_fields.add(key)
+                if isinstance(value, str):
+                    if choice.reasoning is None:
+                        choice.reasoning = value
+                    elif choice.reasoning != value:
+                        view.anomalies.append(
+                            StreamAnomaly("reasoning-conflict", "reasoning and reasoning_content differ", -1, ptr + "/message")
+                        )
+                else:
+                    view.anomalies.append(StreamAnomaly("reasoning-not-string", json.dumps(value)[:200], -1, f"{ptr}/message/{key}"))
+        for key in msg:
+            if key not in _MESSAGE_KEYS:
+                choice.extra_delta_keys.add(key)
+        tcs = msg.get("tool_calls")
+        if isinstance(tcs, list):
+            for ti, tc in enumerate(tcs):
+                tptr = f"{ptr}/message/tool_calls/{ti}"
+                if not isinstance(tc, dict):
+                    view.anomalies.append(StreamAnomaly("bad-shape", "tool call is not an object", -1, tptr))
+                    continue
+                fn = tc.get("function")
+                if not isinstance(fn, dict):
+                    view.anomalies.append(StreamAnomaly("bad-shape", "tool call has no function object", -1, tptr))
+                    fn = {}
+                args = fn.get("arguments")
+                if args is not None and not isinstance(args, str):
+                    view.anomalies.append(StreamAnomaly("arguments-not-string", json.dumps(args)[:200], -1, tptr + "/function/arguments"))
+                    args = json.dumps(args, ensure_ascii=False)
+                name = fn.get("name")
+                choice.calls.append(
+                    AssembledCall(
+                        index=ti,
+                        id=tc.get("id") if isinstance(tc.get("id"), str) else None,
+                        type=tc.get("type"),
+                        name=name if isinstance(name, str) else "",
+                        arguments=args or "",
+                        has_arguments_key="arguments" in fn,
+                    )
+                )
+        elif tcs is not None:
+            view.anomalies.append(StreamAnomaly("bad-shape", "tool_calls is not a list", -1, ptr + "/message/tool_calls"))
+        choice.finish_reason = ch.get("finish_reason")
+        choice.stop_reason = ch.get("stop_reason")
+        view.choices.append(choice)
+
+
+_MESSAGE_KEYS = frozenset(
+    {
+        "role", "content", "refusal", "annotations", "audio", "function_call", "tool_calls",
+        "reasoning", "reasoning_content", "name",
+    }
+)

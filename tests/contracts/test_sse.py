@@ -1,0 +1,128 @@
+from hypothesis import given
+from hypothesis import strategies as st
+
+from wirecheck.contracts import SSEDecoder, decode_sse
+
+
+def events_of(data: bytes) -> list[tuple[str, str | None, str | None]]:
+    evs, _ = decode_sse(data)
+    return [(e.data, e.event, e.id) for e in evs]
+
+
+def test_lf_crlf_and_cr_line_ends_are_the_same() -> None:
+    lf = b"data: a\n\ndata: b\n\n"
+    assert events_of(lf) == [("a", None, None), ("b", None, None)]
+    assert events_of(lf.replace(b"\n", b"\r\n")) == events_of(lf)
+    assert events_of(lf.replace(b"\n", b"\r")) == events_of(lf)
+
+
+def test_space_after_colon_is_optional_and_only_one_is_dropped() -> None:
+    assert events_of(b"data:x\n\n") == [("x", None, None)]
+    assert events_of(b"data:  x\n\n") == [(" x", None, None)]
+
+
+def test_several_data_lines_join_with_lf() -> None:
+    assert events_of(b'data: {"a":\ndata: 1}\n\n') == [('{"a":\n1}', None, None)]
+
+
+def test_comments_are_not_events_but_are_counted() -> None:
+    evs, dec = decode_sse(b": keep-alive\n\ndata: x\n\n: ping\n\n")
+    assert [e.data for e in evs] == ["x"]
+    assert dec.comments == 2
+    assert [a.kind for a in dec.anomalies] == ["comment", "comment"]
+
+
+def test_leading_bom_is_dropped_once() -> None:
+    assert events_of(b"\xef\xbb\xbfdata: x\n\n") == [("x", None, None)]
+    # a BOM later on is data (not dropped): only the very first one is special
+    assert events_of(b"data: x\n\n\xef\xbb\xbfdata: y\n\n")[0] == ("x", None, None)
+
+
+def test_event_id_retry_fields() -> None:
+    evs, _ = decode_sse(b"event: message\nid: 7\nretry: 100\ndata: x\n\ndata: y\n\n")
+    assert (evs[0].event, evs[0].id, evs[0].retry) == ("message", "7", 100)
+    assert evs[1].id == "7"  # the last event id persists
+    assert evs[1].event is None
+
+
+def test_id_with_nul_is_ignored() -> None:
+    evs, _ = decode_sse(b"id: a\x00b\ndata: x\n\n")
+    assert evs[0].id is None
+
+
+def test_empty_data_buffer_dispatches_nothing() -> None:
+    assert events_of(b"event: x\n\n\n\n") == []
+
+
+def test_field_without_colon_and_unknown_field_are_reported() -> None:
+    evs, dec = decode_sse(b'data\n\n{"id":"x"}\n\n')
+    assert [e.data for e in evs] == [""]
+    assert [a.kind for a in dec.anomalies] == ["unknown-field"]
+
+
+def test_unterminated_last_event_is_not_dispatched_but_reported() -> None:
+    evs, dec = decode_sse(b"data: a\n\ndata: [DONE]\n")
+    assert [e.data for e in evs] == ["a"]
+    assert dec.anomalies[-1].kind == "unterminated-event"
+    assert dec.anomalies[-1].detail == "[DONE]"
+    _, dec2 = decode_sse(b"data: a\n\ndata: [DO")
+    assert dec2.anomalies[-1].kind == "unterminated-event"
+
+
+def test_invalid_utf8_is_replaced_and_reported() -> None:
+    evs, dec = decode_sse(b"data: \xff\xfe\n\n")
+    assert evs[0].data == "\ufffd\ufffd"
+    assert dec.anomalies[0].kind == "invalid-utf8"
+
+
+def test_utf8_split_mid_character_is_fine() -> None:
+    data = "data: 東京\n\n".encode()
+    dec = SSEDecoder()
+    out = []
+    for i in range(len(data)):
+        out += dec.feed(data[i : i + 1])
+    out += dec.close()
+    assert [e.data for e in out] == ["東京"]
+    assert dec.anomalies == []
+
+
+def test_crlf_split_between_feeds_is_one_line_end() -> None:
+    dec = SSEDecoder()
+    out = dec.feed(b"data: a\r") + dec.feed(b"\n\r") + dec.feed(b"\ndata: b\r\n\r\n") + dec.close()
+    assert [e.data for e in out] == ["a", "b"]
+
+
+def test_event_time_is_the_arrival_of_its_last_byte() -> None:
+    dec = SSEDecoder()
+    assert dec.feed(b"data: a", 1.0) == []
+    evs = dec.feed(b"\n\n", 5.0)
+    assert evs[0].t_ms == 5.0
+
+
+# --- any split gives the same events (property) ---------------------------------------------------
+
+_line_end = st.sampled_from(["\n", "\r\n", "\r"])
+_value = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=12)
+
+
+@st.composite
+def sse_streams(draw: st.DrawFn) -> bytes:
+    parts = []
+    if draw(st.booleans()):
+        parts.append("\ufeff")
+    for _ in range(draw(st.integers(0, 6))):
+        for _ in range(draw(st.integers(1, 3))):
+            kind = draw(st.sampled_from(["data: ", "data:", "event: ", "id: ", ": ", "retry: ", "x-odd: "]))
+            parts.append(kind + draw(_value) + draw(_line_end))
+        parts.append(draw(_line_end))
+    return "".join(parts).encode()
+
+
+@given(sse_streams(), st.data())
+def test_any_split_gives_the_same_events(stream: bytes, data: st.DataObject) -> None:
+    whole, dec_whole = decode_sse(stream)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=12)))
+    pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+    split, dec_split = decode_sse(pieces)
+    assert [(e.data, e.event, e.id, e.retry) for e in split] == [(e.data, e.event, e.id, e.retry) for e in whole]
+    assert [a.kind for a in dec_split.anomalies] == [a.kind for a in dec_whole.anomalies]

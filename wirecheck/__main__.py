@@ -1,0 +1,3 @@
+from wirecheck.cli import main
+
+raise SystemExit(main())
