@@ -352,15 +352,15 @@ def reasoning_expected(view: ExchangeView, ctx: CheckConfig) -> bool:
         return effort.lower() not in ("none", "minimal")
     if view.req.get("include_reasoning") is False:
         return False
-    if ctx.expect_reasoning is not None:
-        return ctx.expect_reasoning
-    return "thinking" in (view.model or view.req.get("model") or "").lower()
+    # Not inferred from the model name: thinking models may skip reasoning on some turns, and a
+    # false alarm is a defect too. --expect-reasoning says so for a whole capture.
+    return ctx.expect_reasoning is True
 
 
 @rule("reasoning-missing", fault=Fault.PARSER, area="reasoning", summary="Thinking is on but the response has no reasoning field.")
 def _reasoning_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Expected when the request turns thinking on (``chat_template_kwargs.thinking``, ``enable_thinking``,
-    ``reasoning_effort``), the model is a thinking model, or ``--expect-reasoning`` is given. Both
+    ``reasoning_effort``) or ``--expect-reasoning`` is given. Both
     ``reasoning`` (vLLM 0.16+) and ``reasoning_content`` count. Think markup left in content is
     ``reasoning-markup-in-content`` instead."""
     if not view.ok or not reasoning_expected(view, ctx):

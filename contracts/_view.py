@@ -71,7 +71,10 @@ def build_view(ex: Exchange) -> ExchangeView:
         return view
     view.status = resp.status
     view.content_type = resp.header("content-type") or ""
-    raw_stream = _is_sse(view.content_type) or (view.wants_stream and 200 <= resp.status < 300)
+    # Judge by the Content-Type; a stream asked for and served under another non-JSON type is still
+    # decoded as one (stream-content-type reports the header).
+    ctype = view.content_type.split(";", 1)[0].strip().lower()
+    raw_stream = _is_sse(ctype) or (view.wants_stream and not ctype.endswith("json"))
     if 200 <= resp.status < 300 and raw_stream:
         view.kind = "stream"
         decoder = SSEDecoder()
