@@ -168,14 +168,14 @@ def _take_chunk(st: AssembledStream, obj: dict[str, Any], ev: SSEEvent) -> None:
         else:
             st.anomalies.append(StreamAnomaly("bad-chunk-shape", f"usage is {_excerpt(usage)}", n, "/usage"))
     if not isinstance(choices, list):
-        st.anomalies.append(
-            StreamAnomaly("bad-chunk-shape", "chunk has no choices list", n, "/choices")
-        )
+        st.anomalies.append(StreamAnomaly("bad-chunk-shape", "chunk has no choices list", n, "/choices"))
         return
     token = False
     for ci, ch in enumerate(choices):
         if not isinstance(ch, dict):
-            st.anomalies.append(StreamAnomaly("bad-chunk-shape", "choice is not an object", n, f"/choices/{ci}"))
+            st.anomalies.append(
+                StreamAnomaly("bad-chunk-shape", "choice is not an object", n, f"/choices/{ci}")
+            )
             continue
         idx = ch.get("index", 0)
         if not isinstance(idx, int):
@@ -191,10 +191,14 @@ def _take_chunk(st: AssembledStream, obj: dict[str, Any], ev: SSEEvent) -> None:
             delta = {}
             if "message" in ch:
                 st.anomalies.append(
-                    StreamAnomaly("bad-chunk-shape", "stream choice carries message, not delta", n, f"/choices/{ci}")
+                    StreamAnomaly(
+                        "bad-chunk-shape", "stream choice carries message, not delta", n, f"/choices/{ci}"
+                    )
                 )
             else:
-                st.anomalies.append(StreamAnomaly("bad-chunk-shape", "choice has no delta", n, f"/choices/{ci}"))
+                st.anomalies.append(
+                    StreamAnomaly("bad-chunk-shape", "choice has no delta", n, f"/choices/{ci}")
+                )
         elif not isinstance(delta, dict):
             st.anomalies.append(
                 StreamAnomaly("bad-chunk-shape", f"delta is {_excerpt(delta)}", n, f"/choices/{ci}/delta")
@@ -223,7 +227,9 @@ def _take_chunk(st: AssembledStream, obj: dict[str, Any], ev: SSEEvent) -> None:
             st.token_times.append(ev.t_ms)
 
 
-def _take_delta(st: AssembledStream, choice: AssembledChoice, delta: dict[str, Any], n: int, ptr: str) -> bool:
+def _take_delta(
+    st: AssembledStream, choice: AssembledChoice, delta: dict[str, Any], n: int, ptr: str
+) -> bool:
     """Fold one delta into its choice; True when it carried output (not just the role)."""
     token = False
     after_finish = choice.finish_reason is not None
@@ -236,7 +242,9 @@ def _take_delta(st: AssembledStream, choice: AssembledChoice, delta: dict[str, A
             choice.content = content if choice.content is None else choice.content + content
             token = token or bool(content)
         else:
-            st.anomalies.append(StreamAnomaly("bad-chunk-shape", f"content is {_excerpt(content)}", n, ptr + "/content"))
+            st.anomalies.append(
+                StreamAnomaly("bad-chunk-shape", f"content is {_excerpt(content)}", n, ptr + "/content")
+            )
     r1 = delta.get("reasoning")
     r2 = delta.get("reasoning_content")
     if r1 is not None or r2 is not None:
@@ -246,7 +254,9 @@ def _take_delta(st: AssembledStream, choice: AssembledChoice, delta: dict[str, A
             choice.reasoning_fields.add("reasoning_content")
         if r1 is not None and r2 is not None and r1 != r2:
             st.anomalies.append(
-                StreamAnomaly("reasoning-conflict", f"reasoning={_excerpt(r1)} reasoning_content={_excerpt(r2)}", n, ptr)
+                StreamAnomaly(
+                    "reasoning-conflict", f"reasoning={_excerpt(r1)} reasoning_content={_excerpt(r2)}", n, ptr
+                )
             )
         piece = r1 if r1 is not None else r2
         if isinstance(piece, str):
@@ -254,42 +264,61 @@ def _take_delta(st: AssembledStream, choice: AssembledChoice, delta: dict[str, A
             token = token or bool(piece)
         else:
             st.anomalies.append(
-                StreamAnomaly("reasoning-not-string", _excerpt(piece), n, ptr + ("/reasoning" if r1 is not None else "/reasoning_content"))
+                StreamAnomaly(
+                    "reasoning-not-string",
+                    _excerpt(piece),
+                    n,
+                    ptr + ("/reasoning" if r1 is not None else "/reasoning_content"),
+                )
             )
             token = True
-    for key in delta:
+    for key, value in delta.items():
         if key not in _STANDARD_DELTA_KEYS:
             choice.extra_delta_keys.add(key)
-            if delta[key] not in (None, "", [], {}):
+            if value not in (None, "", [], {}):
                 token = True
     tcs = delta.get("tool_calls")
     if tcs is not None:
         if not isinstance(tcs, list):
-            st.anomalies.append(StreamAnomaly("bad-chunk-shape", f"tool_calls is {_excerpt(tcs)}", n, ptr + "/tool_calls"))
+            st.anomalies.append(
+                StreamAnomaly("bad-chunk-shape", f"tool_calls is {_excerpt(tcs)}", n, ptr + "/tool_calls")
+            )
         else:
             for ti, tc in enumerate(tcs):
                 if isinstance(tc, dict):
                     _take_tool_delta(st, choice, tc, n, f"{ptr}/tool_calls/{ti}")
                     token = True
                 else:
-                    st.anomalies.append(StreamAnomaly("bad-chunk-shape", "tool call delta is not an object", n, f"{ptr}/tool_calls/{ti}"))
+                    st.anomalies.append(
+                        StreamAnomaly(
+                            "bad-chunk-shape", "tool call delta is not an object", n, f"{ptr}/tool_calls/{ti}"
+                        )
+                    )
     if token and after_finish:
-        st.anomalies.append(StreamAnomaly("output-after-finish", f"finish_reason was {choice.finish_reason}", n, ptr))
+        st.anomalies.append(
+            StreamAnomaly("output-after-finish", f"finish_reason was {choice.finish_reason}", n, ptr)
+        )
     return token
 
 
-def _take_tool_delta(st: AssembledStream, choice: AssembledChoice, tc: dict[str, Any], n: int, ptr: str) -> None:
+def _take_tool_delta(
+    st: AssembledStream, choice: AssembledChoice, tc: dict[str, Any], n: int, ptr: str
+) -> None:
     idx = tc.get("index")
     tc_id = tc.get("id")
     fn = tc.get("function")
     if fn is not None and not isinstance(fn, dict):
-        st.anomalies.append(StreamAnomaly("bad-chunk-shape", f"function is {_excerpt(fn)}", n, ptr + "/function"))
+        st.anomalies.append(
+            StreamAnomaly("bad-chunk-shape", f"function is {_excerpt(fn)}", n, ptr + "/function")
+        )
         fn = None
     name = fn.get("name") if fn else None
     args = fn.get("arguments") if fn else None
-    has_args = bool(fn) and "arguments" in fn
+    has_args = fn is not None and "arguments" in fn
     if args is not None and not isinstance(args, str):
-        st.anomalies.append(StreamAnomaly("arguments-not-string", _excerpt(args), n, ptr + "/function/arguments"))
+        st.anomalies.append(
+            StreamAnomaly("arguments-not-string", _excerpt(args), n, ptr + "/function/arguments")
+        )
         args = json.dumps(args, ensure_ascii=False)
     if not isinstance(idx, int) or isinstance(idx, bool):
         st.anomalies.append(StreamAnomaly("tool-index-missing", f"index is {idx!r}", n, ptr + "/index"))
@@ -299,7 +328,9 @@ def _take_tool_delta(st: AssembledStream, choice: AssembledChoice, tc: dict[str,
         else:
             idx = last.index
     call = choice._by_index.get(idx)
-    if call is not None and ((tc_id and call.id and tc_id != call.id) or (name and call.name and name != call.name)):
+    if call is not None and (
+        (tc_id and call.id and tc_id != call.id) or (name and call.name and name != call.name)
+    ):
         # A second call sent at an index already taken: the SDK would merge the two into one.
         st.anomalies.append(
             StreamAnomaly(
@@ -331,16 +362,19 @@ def _take_tool_delta(st: AssembledStream, choice: AssembledChoice, tc: dict[str,
     call.deltas += 1
     if tc_id and tc_id == call.id and args and args == call.arguments:
         # A summary chunk that repeats the whole call (litellm #20480): a client would append it again.
-        st.anomalies.append(
-            StreamAnomaly("tool-call-repeated", f"call {tc_id!r} sent again whole", n, ptr)
-        )
+        st.anomalies.append(StreamAnomaly("tool-call-repeated", f"call {tc_id!r} sent again whole", n, ptr))
         return
     if tc_id:
         if call.id is None:
             call.id = tc_id
         else:
             st.anomalies.append(
-                StreamAnomaly("tool-id-repeated", f"id {tc_id!r} sent again; a client would hold {call.id + tc_id!r}", n, ptr + "/id")
+                StreamAnomaly(
+                    "tool-id-repeated",
+                    f"id {tc_id!r} sent again; a client would hold {call.id + tc_id!r}",
+                    n,
+                    ptr + "/id",
+                )
             )
     if tc.get("type") is not None:
         call.type = tc.get("type")
@@ -349,7 +383,12 @@ def _take_tool_delta(st: AssembledStream, choice: AssembledChoice, tc: dict[str,
             call.name = name
         else:
             st.anomalies.append(
-                StreamAnomaly("tool-name-repeated", f"name {name!r} sent again; a client would hold {call.name + name!r}", n, ptr + "/function/name")
+                StreamAnomaly(
+                    "tool-name-repeated",
+                    f"name {name!r} sent again; a client would hold {call.name + name!r}",
+                    n,
+                    ptr + "/function/name",
+                )
             )
     if args:
         call.arguments += args

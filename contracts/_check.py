@@ -95,7 +95,9 @@ def check_exchanges(exchanges: Iterable[Exchange], config: CheckConfig | None = 
         result.twins += 1
         for r in rules("twins"):
             if r.id not in ctx.disabled:
-                per_view[id(tw.streamed)].extend(_finding(r, h, tw.streamed.id, tw.streamed.tap) for h in r.func(tw, ctx))
+                per_view[id(tw.streamed)].extend(
+                    _finding(r, h, tw.streamed.id, tw.streamed.tap) for h in r.func(tw, ctx)
+                )
 
     pairs = pair_taps(views, by_fingerprint=ctx.pair_by_fingerprint)
     result.pairs = len(pairs)
@@ -106,17 +108,19 @@ def check_exchanges(exchanges: Iterable[Exchange], config: CheckConfig | None = 
 
     for v in views:
         found = per_view[id(v)]
-        p = partner.get(id(v))
-        if p is None:
+        tp = partner.get(id(v))
+        if tp is None:
             _attribute_single(v, found, ctx)
-        elif v is p.caller:
-            per_view[id(v)] = _attribute_caller(found, per_view[id(p.engine)])
+        elif v is tp.caller:
+            per_view[id(v)] = _attribute_caller(found, per_view[id(tp.engine)])
         else:
-            per_view[id(v)] = _attribute_engine(found, per_view[id(p.caller)])
+            per_view[id(v)] = _attribute_engine(found, per_view[id(tp.caller)])
     for p in pairs:
         for r in rules("taps"):
             if r.id not in ctx.disabled:
-                per_view[id(p.caller)].extend(_finding(r, h, p.caller.id, p.caller.tap) for h in r.func(p, ctx))
+                per_view[id(p.caller)].extend(
+                    _finding(r, h, p.caller.id, p.caller.tap) for h in r.func(p, ctx)
+                )
     for v in views:
         result.findings.extend(per_view[id(v)])
     return result

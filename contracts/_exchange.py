@@ -116,7 +116,7 @@ def _need(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: s
     if key not in obj:
         raise _Bad(f"{where}: missing key {key!r}")
     value = obj[key]
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise _Bad(f"{where}.{key}: expected {_kind_name(kind)}, got {type(value).__name__}")
     return value
 
@@ -335,13 +335,15 @@ def read_exchanges(source: str | Path | IO[str]) -> Iterator[Exchange]:
 def _read_lines(fh: IO[str], name: str) -> Iterator[Exchange]:
     lineno = 0
     try:
-        for lineno, line in enumerate(fh, 1):  # noqa: B007 - lineno is used after the loop on errors
+        for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise InputError(f"not JSON ({exc.msg} at column {exc.colno})", source=name, line=lineno) from None
+                raise InputError(
+                    f"not JSON ({exc.msg} at column {exc.colno})", source=name, line=lineno
+                ) from None
             yield load_exchange(obj, source=name, line=lineno)
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text ({exc.reason})", source=name, line=lineno + 1) from None

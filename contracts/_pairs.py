@@ -40,7 +40,11 @@ def _canonical(req: dict[str, Any], drop: tuple[str, ...] = ()) -> str:
 
 def request_fingerprint(view: ExchangeView) -> str:
     """A hash of the request without transport-only fields (stream flags)."""
-    text = _canonical(view.req, ("stream", "stream_options")) if view.req else view.ex.request.body.decode("utf-8", "replace")
+    text = (
+        _canonical(view.req, ("stream", "stream_options"))
+        if view.req
+        else view.ex.request.body.decode("utf-8", "replace")
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -64,7 +68,9 @@ def _ts(view: ExchangeView) -> float | None:
         return None
 
 
-def pair_taps(views: list[ExchangeView], *, by_fingerprint: bool = False, window_s: float = 30.0) -> list[TapPair]:
+def pair_taps(
+    views: list[ExchangeView], *, by_fingerprint: bool = False, window_s: float = 30.0
+) -> list[TapPair]:
     """Caller/engine pairs: by correlation first, then (optionally) by request fingerprint and time."""
     pairs: list[TapPair] = []
     engines: dict[str, list[ExchangeView]] = {}
@@ -98,7 +104,13 @@ def pair_taps(views: list[ExchangeView], *, by_fingerprint: bool = False, window
             dt = abs(te - t) if te is not None and t is not None else 0.0
             if dt > window_s:
                 continue
-            score = 2 if request_fingerprint(e) == fp else 1 if user is not None and _last_user_text(e) == user else 0
+            score = (
+                2
+                if request_fingerprint(e) == fp
+                else 1
+                if user is not None and _last_user_text(e) == user
+                else 0
+            )
             if score and (best is None or (score, -dt) > (best[0], -best[1])):
                 best = (score, dt, e)
         if best is not None:

@@ -62,8 +62,12 @@ def render_junit(result: CheckResult, *, exchange_ids: list[str] | None = None) 
         rest = [f for f in by_ex.get(ex_id, []) if f.severity != "error"]
         if errs:
             failures += 1
-            fail = ET.SubElement(case, "failure", message=f"{errs[0].rule}: {errs[0].message}"[:500], type=errs[0].rule)
-            fail.text = "\n".join(f"{f.rule} [{f.fault}] {f.message} at {f.evidence.get('pointer', '')}" for f in errs)
+            fail = ET.SubElement(
+                case, "failure", message=f"{errs[0].rule}: {errs[0].message}"[:500], type=errs[0].rule
+            )
+            fail.text = "\n".join(
+                f"{f.rule} [{f.fault}] {f.message} at {f.evidence.get('pointer', '')}" for f in errs
+            )
         if rest:
             out = ET.SubElement(case, "system-out")
             out.text = "\n".join(f"{f.severity} {f.rule} [{f.fault}] {f.message}" for f in rest)
@@ -93,7 +97,9 @@ def render_rules_markdown() -> str:
         by_id = {r.id: r for r in rules()}
         for rid in areas[area]:
             r = by_id[rid]
-            out.append(f"| `{r.id}` | {r.severity} | {r.fault} | {r.scope} | {r.summary.replace('|', '\\|')} |")
+            out.append(
+                f"| `{r.id}` | {r.severity} | {r.fault} | {r.scope} | {r.summary.replace('|', '\\|')} |"
+            )
         out.append("")
         for rid in areas[area]:
             r = by_id[rid]

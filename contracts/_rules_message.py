@@ -19,7 +19,9 @@ from ._view import ExchangeView
 
 _K2_ID = re.compile(r"^functions\.(?P<name>.+):(?P<idx>\d+)$")
 _K2_HEADER = re.compile(r"^.+:\d+$")
-_KNOWN_FINISH = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call", "repetition", "abort", "error"})
+_KNOWN_FINISH = frozenset(
+    {"stop", "length", "tool_calls", "content_filter", "function_call", "repetition", "abort", "error"}
+)
 
 
 # --- helpers shared by the rules ---------------------------------------------------------------------
@@ -108,30 +110,63 @@ def _calls(view: ExchangeView) -> Iterator[tuple[AssembledChoice, AssembledCall]
 # --- tool calls ------------------------------------------------------------------------------------
 
 
-@rule("tool-call-undeclared", fault=Fault.MODEL, area="tools", summary="A tool call names a tool the request did not declare.")
+@rule(
+    "tool-call-undeclared",
+    fault=Fault.MODEL,
+    area="tools",
+    summary="A tool call names a tool the request did not declare.",
+)
 def _undeclared(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The name must be one of ``tools[].function.name``. The main residual error of Kimi K2 after
     parser fixes (Moonshot's vendor verifier). An empty name is ``tool-call-shape``."""
     for ch, c in _calls(view):
         if c.name and c.name not in view.tools:
             declared = ", ".join(sorted(view.tools)) or "none"
-            yield hit(f"tool {c.name!r} was not declared (declared: {declared})", view.call_pointer(ch, c, "/function/name"), c.name, event=c.first_event)
+            yield hit(
+                f"tool {c.name!r} was not declared (declared: {declared})",
+                view.call_pointer(ch, c, "/function/name"),
+                c.name,
+                event=c.first_event,
+            )
 
 
-@rule("tool-call-shape", fault=Fault.PARSER, area="tools", summary="A tool call lacks its name or type 'function', or arguments are not a JSON string.")
+@rule(
+    "tool-call-shape",
+    fault=Fault.PARSER,
+    area="tools",
+    summary="A tool call lacks its name or type 'function', or arguments are not a JSON string.",
+)
 def _shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Each call is ``{"id", "type": "function", "function": {"name", "arguments": <string>}}``."""
     for ch, c in _calls(view):
         if not c.name:
-            yield hit("tool call has no function name", view.call_pointer(ch, c, "/function/name"), event=c.first_event)
+            yield hit(
+                "tool call has no function name",
+                view.call_pointer(ch, c, "/function/name"),
+                event=c.first_event,
+            )
         if c.type not in ("function", None) or (c.type is None and view.kind == "json"):
-            yield hit(f"tool call type is {c.type!r}, expected 'function'", view.call_pointer(ch, c, "/type"), event=c.first_event)
+            yield hit(
+                f"tool call type is {c.type!r}, expected 'function'",
+                view.call_pointer(ch, c, "/type"),
+                event=c.first_event,
+            )
     for a in view.anomalies:
         if a.kind == "arguments-not-string":
-            yield hit("function.arguments is not a string (the wire carries JSON text)", a.pointer, a.detail, event=a.event)
+            yield hit(
+                "function.arguments is not a string (the wire carries JSON text)",
+                a.pointer,
+                a.detail,
+                event=a.event,
+            )
 
 
-@rule("tool-call-args-invalid-json", fault=Fault.MODEL, area="tools", summary="Tool call arguments are not valid JSON.")
+@rule(
+    "tool-call-args-invalid-json",
+    fault=Fault.MODEL,
+    area="tools",
+    summary="Tool call arguments are not valid JSON.",
+)
 def _args_json(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Arguments must parse as JSON. When the choice stopped on ``length`` this is reported as
     ``tool-call-args-truncated`` instead (vLLM closes a cut call with partial arguments)."""
@@ -141,19 +176,41 @@ def _args_json(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         ok, _ = _parse_args(c)
         if not ok:
             what = "empty arguments" if not c.arguments else "arguments are not JSON"
-            yield hit(f"{c.name}: {what}", view.call_pointer(ch, c, "/function/arguments"), c.arguments, event=c.first_event)
+            yield hit(
+                f"{c.name}: {what}",
+                view.call_pointer(ch, c, "/function/arguments"),
+                c.arguments,
+                event=c.first_event,
+            )
 
 
-@rule("tool-call-args-truncated", fault=Fault.CALLER, severity=Severity.WARNING, area="tools", summary="Tool call arguments were cut off by finish_reason length.")
+@rule(
+    "tool-call-args-truncated",
+    fault=Fault.CALLER,
+    severity=Severity.WARNING,
+    area="tools",
+    summary="Tool call arguments were cut off by finish_reason length.",
+)
 def _args_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Legal vLLM behaviour, but the call cannot be executed: raise ``max_tokens``."""
     for ch, c in _calls(view):
         if _stopped_by_length(ch) and not _parse_args(c)[0]:
             fault, why = _cap_fault(view)
-            yield hit(f"{c.name}: arguments incomplete; {why}", view.call_pointer(ch, c, "/function/arguments"), c.arguments, fault=fault, event=c.first_event)
+            yield hit(
+                f"{c.name}: arguments incomplete; {why}",
+                view.call_pointer(ch, c, "/function/arguments"),
+                c.arguments,
+                fault=fault,
+                event=c.first_event,
+            )
 
 
-@rule("tool-call-args-not-object", fault=Fault.MODEL, area="tools", summary="Tool call arguments are JSON but not an object.")
+@rule(
+    "tool-call-args-not-object",
+    fault=Fault.MODEL,
+    area="tools",
+    summary="Tool call arguments are JSON but not an object.",
+)
 def _args_object(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Function arguments are a JSON object. A JSON *string* holding an object is double encoding."""
     for ch, c in _calls(view):
@@ -166,10 +223,20 @@ def _args_object(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                         extra = " (a JSON string holding an object: double-encoded)"
                 except ValueError:
                     pass
-            yield hit(f"{c.name}: arguments are a JSON {type(value).__name__}{extra}", view.call_pointer(ch, c, "/function/arguments"), c.arguments, event=c.first_event)
+            yield hit(
+                f"{c.name}: arguments are a JSON {type(value).__name__}{extra}",
+                view.call_pointer(ch, c, "/function/arguments"),
+                c.arguments,
+                event=c.first_event,
+            )
 
 
-@rule("tool-call-args-schema", fault=Fault.MODEL, area="tools", summary="Tool call arguments break the tool's parameters schema (JSON Schema 2020-12).")
+@rule(
+    "tool-call-args-schema",
+    fault=Fault.MODEL,
+    area="tools",
+    summary="Tool call arguments break the tool's parameters schema (JSON Schema 2020-12).",
+)
 def _args_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Validated with jsonschema's Draft 2020-12 validator against ``function.parameters``."""
     for ch, c in _calls(view):
@@ -180,7 +247,12 @@ def _args_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             continue
         errors = schema_errors(view.tools[c.name], value)
         if errors:
-            yield hit(f"{c.name}: " + "; ".join(errors), view.call_pointer(ch, c, "/function/arguments"), c.arguments, event=c.first_event)
+            yield hit(
+                f"{c.name}: " + "; ".join(errors),
+                view.call_pointer(ch, c, "/function/arguments"),
+                c.arguments,
+                event=c.first_event,
+            )
 
 
 @rule("tool-call-id-missing", fault=Fault.PARSER, area="tools", summary="A tool call has no id.")
@@ -191,19 +263,35 @@ def _id_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit(f"{c.name or 'tool call'}: no id", view.call_pointer(ch, c, "/id"), event=c.first_event)
 
 
-@rule("tool-call-id-duplicate", fault=Fault.PARSER, area="tools", summary="Two tool calls of one message share an id.")
+@rule(
+    "tool-call-id-duplicate",
+    fault=Fault.PARSER,
+    area="tools",
+    summary="Two tool calls of one message share an id.",
+)
 def _id_dup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Ids are unique within a message, or tool results become ambiguous."""
     for ch in view.choices if view.ok else []:
         seen: dict[str, AssembledCall] = {}
         for c in ch.calls:
             if c.id and c.id in seen:
-                yield hit(f"id {c.id!r} used by two calls", view.call_pointer(ch, c, "/id"), c.id, event=c.first_event)
+                yield hit(
+                    f"id {c.id!r} used by two calls",
+                    view.call_pointer(ch, c, "/id"),
+                    c.id,
+                    event=c.first_event,
+                )
             elif c.id:
                 seen[c.id] = c
 
 
-@rule("tool-call-id-format", fault=Fault.MODEL, severity=Severity.WARNING, area="tools", summary="A Kimi K2 tool call id is not functions.NAME:IDX, or disagrees with the name.")
+@rule(
+    "tool-call-id-format",
+    fault=Fault.MODEL,
+    severity=Severity.WARNING,
+    area="tools",
+    summary="A Kimi K2 tool call id is not functions.NAME:IDX, or disagrees with the name.",
+)
 def _id_format(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """For the Kimi K2 family the model's own header is the id: ``functions.<name>:<idx>``. A header
     like ``search:0`` (no ``functions.`` prefix) is the model's; a name that disagrees with the id is
@@ -216,12 +304,28 @@ def _id_format(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         m = _K2_ID.match(c.id)
         if m is None:
             shape = "a header without the functions. prefix" if _K2_HEADER.match(c.id) else "not a K2 header"
-            yield hit(f"id {c.id!r} is {shape} (expected functions.NAME:IDX)", view.call_pointer(ch, c, "/id"), c.id, event=c.first_event)
+            yield hit(
+                f"id {c.id!r} is {shape} (expected functions.NAME:IDX)",
+                view.call_pointer(ch, c, "/id"),
+                c.id,
+                event=c.first_event,
+            )
         elif c.name and m["name"] != c.name:
-            yield hit(f"id {c.id!r} names {m['name']!r} but the call names {c.name!r}", view.call_pointer(ch, c, "/id"), c.id, fault=Fault.PARSER, event=c.first_event)
+            yield hit(
+                f"id {c.id!r} names {m['name']!r} but the call names {c.name!r}",
+                view.call_pointer(ch, c, "/id"),
+                c.id,
+                fault=Fault.PARSER,
+                event=c.first_event,
+            )
 
 
-@rule("tool-choice-violated", fault=Fault.MODEL, area="tools", summary="The response ignores tool_choice none, required or a named function.")
+@rule(
+    "tool-choice-violated",
+    fault=Fault.MODEL,
+    area="tools",
+    summary="The response ignores tool_choice none, required or a named function.",
+)
 def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """``none``: no calls; ``required``: at least one call; named: a call to that function. With
     markup left in content the parser, not the model, lost the call."""
@@ -234,28 +338,57 @@ def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         fault = Fault.PARSER if leaked else None
         names = [c.name for c in ch.calls]
         if tc == "none" and names:
-            yield hit(f"tool_choice is none but the response calls {', '.join(names)}", f"/choices/{ch.index}/message/tool_calls")
+            yield hit(
+                f"tool_choice is none but the response calls {', '.join(names)}",
+                f"/choices/{ch.index}/message/tool_calls",
+            )
         elif tc == "required" and not names and not _stopped_by_length(ch):
-            yield hit("tool_choice is required but the response has no tool call", f"/choices/{ch.index}/message", ch.content, fault=fault)
-        elif forced is not None and not _stopped_by_length(ch) and (not names or any(n != forced for n in names)):
+            yield hit(
+                "tool_choice is required but the response has no tool call",
+                f"/choices/{ch.index}/message",
+                ch.content,
+                fault=fault,
+            )
+        elif (
+            forced is not None
+            and not _stopped_by_length(ch)
+            and (not names or any(n != forced for n in names))
+        ):
             got = ", ".join(names) or "no call"
-            yield hit(f"tool_choice names {forced!r} but the response has {got}", f"/choices/{ch.index}/message", fault=fault)
+            yield hit(
+                f"tool_choice names {forced!r} but the response has {got}",
+                f"/choices/{ch.index}/message",
+                fault=fault,
+            )
 
 
-@rule("parallel-tool-calls-violated", fault=Fault.MODEL, area="tools", summary="More than one tool call although parallel_tool_calls is false.")
+@rule(
+    "parallel-tool-calls-violated",
+    fault=Fault.MODEL,
+    area="tools",
+    summary="More than one tool call although parallel_tool_calls is false.",
+)
 def _parallel(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """``parallel_tool_calls: false`` allows at most one call per message."""
     if not view.ok or view.req.get("parallel_tool_calls") is not False:
         return
     for ch in view.choices:
         if len(ch.calls) > 1:
-            yield hit(f"{len(ch.calls)} tool calls with parallel_tool_calls false", f"/choices/{ch.index}/message/tool_calls")
+            yield hit(
+                f"{len(ch.calls)} tool calls with parallel_tool_calls false",
+                f"/choices/{ch.index}/message/tool_calls",
+            )
 
 
 # --- finish_reason ---------------------------------------------------------------------------------
 
 
-@rule("finish-reason-mismatch", fault=Fault.PARSER, area="tools", summary="finish_reason disagrees with the tool calls of the message.")
+@rule(
+    "finish-reason-mismatch",
+    fault=Fault.PARSER,
+    area="tools",
+    summary="finish_reason disagrees with the tool calls of the message.",
+)
 def _finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """``tool_calls`` needs calls (an empty one is vllm #54701); calls with ``stop`` are wrong for
     vLLM unless a named ``tool_choice`` forced them (a warning: some upstreams legitimately do it, so
@@ -265,12 +398,24 @@ def _finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     for ch in view.choices:
         ptr = f"/choices/{ch.index}/finish_reason"
         if ch.finish_reason == "tool_calls" and not ch.calls:
-            yield hit("finish_reason is tool_calls but the message has no tool calls", ptr, event=ch.finish_event)
+            yield hit(
+                "finish_reason is tool_calls but the message has no tool calls", ptr, event=ch.finish_event
+            )
         elif ch.finish_reason == "stop" and ch.calls and _forced_name(view) is None:
-            yield hit("message has tool calls but finish_reason is stop (vLLM sends tool_calls)", ptr, severity=Severity.WARNING, event=ch.finish_event)
+            yield hit(
+                "message has tool calls but finish_reason is stop (vLLM sends tool_calls)",
+                ptr,
+                severity=Severity.WARNING,
+                event=ch.finish_event,
+            )
 
 
-@rule("finish-reason-missing", fault=Fault.ENGINE, area="tools", summary="A choice ends without a finish_reason, or with one outside the known set.")
+@rule(
+    "finish-reason-missing",
+    fault=Fault.ENGINE,
+    area="tools",
+    summary="A choice ends without a finish_reason, or with one outside the known set.",
+)
 def _finish_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Every choice ends with one of stop, length, tool_calls, content_filter, repetition. A stream cut
     by the transport is reported by ``transport-error`` instead."""
@@ -281,13 +426,23 @@ def _finish_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         if ch.finish_reason is None:
             yield hit("choice has no finish_reason", ptr)
         elif ch.finish_reason not in _KNOWN_FINISH:
-            yield hit(f"unknown finish_reason {ch.finish_reason!r}", ptr, ch.finish_reason, severity=Severity.WARNING)
+            yield hit(
+                f"unknown finish_reason {ch.finish_reason!r}",
+                ptr,
+                ch.finish_reason,
+                severity=Severity.WARNING,
+            )
 
 
 # --- markup in text --------------------------------------------------------------------------------
 
 
-@rule("tool-markup-in-content", fault=Fault.PARSER, area="markup", summary="Tool-call markup (K2 tokens, K3 <|open|>tools, hermes <tool_call>) left in content.")
+@rule(
+    "tool-markup-in-content",
+    fault=Fault.PARSER,
+    area="markup",
+    summary="Tool-call markup (K2 tokens, K3 <|open|>tools, hermes <tool_call>) left in content.",
+)
 def _tool_markup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The model wrote a call and the tool parser did not map it (vllm #39056, #42021, #51073), or no
     tool parser is configured."""
@@ -296,10 +451,19 @@ def _tool_markup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     for ch in view.choices:
         m = find_markup(TOOL_MARKUP, ch.content)
         if m:
-            yield hit("tool-call markup in content: the tool parser did not map the call", f"/choices/{ch.index}/message/content", m[1])
+            yield hit(
+                "tool-call markup in content: the tool parser did not map the call",
+                f"/choices/{ch.index}/message/content",
+                m[1],
+            )
 
 
-@rule("tool-call-in-reasoning", fault=Fault.MODEL, area="markup", summary="Tool-call markup inside reasoning: the model called a tool before its thinking closed.")
+@rule(
+    "tool-call-in-reasoning",
+    fault=Fault.MODEL,
+    area="markup",
+    summary="Tool-call markup inside reasoning: the model called a tool before its thinking closed.",
+)
 def _tool_in_reasoning(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A call written before ``</think>`` lands in reasoning, where no tool parser looks."""
     if not view.ok:
@@ -307,10 +471,19 @@ def _tool_in_reasoning(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     for ch in view.choices:
         m = find_markup(TOOL_MARKUP, ch.reasoning)
         if m:
-            yield hit("tool-call markup inside reasoning: a call before </think> closed", f"/choices/{ch.index}/message/reasoning", m[1])
+            yield hit(
+                "tool-call markup inside reasoning: a call before </think> closed",
+                f"/choices/{ch.index}/message/reasoning",
+                m[1],
+            )
 
 
-@rule("reasoning-markup-in-content", fault=Fault.PARSER, area="markup", summary="Think markup (</think>, <|open|>think) left in content.")
+@rule(
+    "reasoning-markup-in-content",
+    fault=Fault.PARSER,
+    area="markup",
+    summary="Think markup (</think>, <|open|>think) left in content.",
+)
 def _reasoning_markup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The reasoning parser did not split reasoning from the answer."""
     if not view.ok:
@@ -318,10 +491,19 @@ def _reasoning_markup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     for ch in view.choices:
         m = find_markup(REASONING_MARKUP, ch.content)
         if m:
-            yield hit("reasoning markup in content: the reasoning parser did not split it", f"/choices/{ch.index}/message/content", m[1])
+            yield hit(
+                "reasoning markup in content: the reasoning parser did not split it",
+                f"/choices/{ch.index}/message/content",
+                m[1],
+            )
 
 
-@rule("special-token-leak", fault=Fault.PARSER, area="markup", summary="Other special tokens (<|close|>message<|sep|>, <|im_end|>) in content or reasoning.")
+@rule(
+    "special-token-leak",
+    fault=Fault.PARSER,
+    area="markup",
+    summary="Other special tokens (<|close|>message<|sep|>, <|im_end|>) in content or reasoning.",
+)
 def _special(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Kimi chat-template and channel tokens that no field should carry (vllm #51399, PR #38579).
     Text already reported as tool or think markup is not reported twice."""
@@ -357,7 +539,12 @@ def reasoning_expected(view: ExchangeView, ctx: CheckConfig) -> bool:
     return ctx.expect_reasoning is True
 
 
-@rule("reasoning-missing", fault=Fault.PARSER, area="reasoning", summary="Thinking is on but the response has no reasoning field.")
+@rule(
+    "reasoning-missing",
+    fault=Fault.PARSER,
+    area="reasoning",
+    summary="Thinking is on but the response has no reasoning field.",
+)
 def _reasoning_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Expected when the request turns thinking on (``chat_template_kwargs.thinking``, ``enable_thinking``,
     ``reasoning_effort``) or ``--expect-reasoning`` is given. Both
@@ -371,10 +558,18 @@ def _reasoning_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         if find_markup(REASONING_MARKUP, ch.content):
             continue
         if not ch.reasoning_fields and not ch.extra_delta_keys & {"reasoning_details", "thinking"}:
-            yield hit("thinking is on but no reasoning arrived (check --reasoning-parser)", f"/choices/{ch.index}/message/reasoning")
+            yield hit(
+                "thinking is on but no reasoning arrived (check --reasoning-parser)",
+                f"/choices/{ch.index}/message/reasoning",
+            )
 
 
-@rule("reasoning-shape", fault=Fault.PARSER, area="reasoning", summary="Reasoning is not a string, or reasoning and reasoning_content disagree.")
+@rule(
+    "reasoning-shape",
+    fault=Fault.PARSER,
+    area="reasoning",
+    summary="Reasoning is not a string, or reasoning and reasoning_content disagree.",
+)
 def _reasoning_shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Reasoning is text in ``reasoning`` or ``reasoning_content``; vLLM 0.11-0.15 send both with the
     same value, which is legal. An object there (envoyproxy/ai-gateway #2318) breaks clients."""
@@ -382,7 +577,9 @@ def _reasoning_shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         if a.kind == "reasoning-not-string":
             yield hit("reasoning is not a string", a.pointer, a.detail, event=a.event)
         elif a.kind == "reasoning-conflict":
-            yield hit("reasoning and reasoning_content carry different text", a.pointer, a.detail, event=a.event)
+            yield hit(
+                "reasoning and reasoning_content carry different text", a.pointer, a.detail, event=a.event
+            )
 
 
 # --- structured output -----------------------------------------------------------------------------
@@ -429,7 +626,12 @@ def _constrained_choices(view: ExchangeView) -> Iterator[tuple[AssembledChoice, 
         yield ch, c[0], c[1]
 
 
-@rule("json-output-invalid", fault=Fault.MODEL, area="output", summary="response_format / structured_outputs asked for JSON and content is not JSON (or not an object).")
+@rule(
+    "json-output-invalid",
+    fault=Fault.MODEL,
+    area="output",
+    summary="response_format / structured_outputs asked for JSON and content is not JSON (or not an object).",
+)
 def _json_invalid(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """With ``json_object`` the content is a JSON object; with ``json_schema`` it is JSON. Cut by
     ``length`` is ``json-output-truncated`` instead."""
@@ -443,10 +645,18 @@ def _json_invalid(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit("content is not JSON although JSON output was requested", ptr, ch.content)
             continue
         if kind == "json_object" and not isinstance(value, dict):
-            yield hit(f"content is a JSON {type(value).__name__}, json_object asks for an object", ptr, ch.content)
+            yield hit(
+                f"content is a JSON {type(value).__name__}, json_object asks for an object", ptr, ch.content
+            )
 
 
-@rule("json-output-truncated", fault=Fault.CALLER, severity=Severity.WARNING, area="output", summary="Requested JSON output was cut off by finish_reason length.")
+@rule(
+    "json-output-truncated",
+    fault=Fault.CALLER,
+    severity=Severity.WARNING,
+    area="output",
+    summary="Requested JSON output was cut off by finish_reason length.",
+)
 def _json_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Not the model's fault: the token cap stopped it mid-document."""
     for ch, kind, _ in _constrained_choices(view):
@@ -455,10 +665,17 @@ def _json_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 json.loads(ch.content or "")
             except ValueError:
                 fault, why = _cap_fault(view)
-                yield hit(f"JSON output incomplete; {why}", f"/choices/{ch.index}/message/content", ch.content, fault=fault)
+                yield hit(
+                    f"JSON output incomplete; {why}",
+                    f"/choices/{ch.index}/message/content",
+                    ch.content,
+                    fault=fault,
+                )
 
 
-@rule("json-output-schema", fault=Fault.MODEL, area="output", summary="JSON output breaks the requested schema.")
+@rule(
+    "json-output-schema", fault=Fault.MODEL, area="output", summary="JSON output breaks the requested schema."
+)
 def _json_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Validated against ``response_format.json_schema.schema`` (or ``structured_outputs.json``)."""
     for ch, kind, schema in _constrained_choices(view):
@@ -473,7 +690,12 @@ def _json_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit("; ".join(errors), f"/choices/{ch.index}/message/content", ch.content)
 
 
-@rule("structured-output-violated", fault=Fault.MODEL, area="output", summary="Content does not match the structured_outputs regex or choice.")
+@rule(
+    "structured-output-violated",
+    fault=Fault.MODEL,
+    area="output",
+    summary="Content does not match the structured_outputs regex or choice.",
+)
 def _structured(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """``structured_outputs.choice``: content is one of the choices; ``regex``: it matches whole."""
     for ch, kind, arg in _constrained_choices(view):

@@ -16,7 +16,14 @@ from ._assembly import AssembledChoice
 from ._pairs import TapPair, TwinPair
 from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
 
-_REQUEST_KEYS = ("tools", "tool_choice", "parallel_tool_calls", "response_format", "structured_outputs", "stream")
+_REQUEST_KEYS = (
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "response_format",
+    "structured_outputs",
+    "stream",
+)
 _STANDARD_REASONING = frozenset({"reasoning", "reasoning_content"})
 
 
@@ -48,14 +55,24 @@ def _msg_summary(m: Any) -> tuple[Any, ...]:
     if not isinstance(m, dict):
         return ("?",)
     calls = tuple(
-        (tc.get("id"), (tc.get("function") or {}).get("name"), _json_or_text((tc.get("function") or {}).get("arguments") or ""))
+        (
+            tc.get("id"),
+            (tc.get("function") or {}).get("name"),
+            _json_or_text((tc.get("function") or {}).get("arguments") or ""),
+        )
         for tc in m.get("tool_calls") or []
         if isinstance(tc, dict)
     )
     return (m.get("role"), _text(m.get("content")), calls, m.get("tool_call_id"))
 
 
-@rule("gateway-request-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="The request reached the engine with tools, tool_choice, response_format, stream flags or history changed.")
+@rule(
+    "gateway-request-changed",
+    fault=Fault.GATEWAY,
+    scope="taps",
+    area="gateway",
+    summary="The request reached the engine with tools, tool_choice, response_format, stream flags or history changed.",
+)
 def _request_changed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """response_format stripped (CLIProxyAPI #5533), history merged or ``tool`` messages dropped
     (litellm #2662), tool_call_ids rewritten (CLIProxyAPI #3184). Fields a gateway adds are allowed."""
@@ -65,10 +82,21 @@ def _request_changed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     for key in _REQUEST_KEYS:
         if key in c and c.get(key) != e.get(key):
             what = "removed" if key not in e else f"changed to {json.dumps(e.get(key))[:120]}"
-            yield hit(f"request {key} {what} on the way to the engine", f"/request/body/{key}", json.dumps(c.get(key))[:200])
+            yield hit(
+                f"request {key} {what} on the way to the engine",
+                f"/request/body/{key}",
+                json.dumps(c.get(key))[:200],
+            )
     so_c, so_e = c.get("stream_options") or {}, e.get("stream_options") or {}
-    if isinstance(so_c, dict) and isinstance(so_e, dict) and so_c.get("include_usage") and not so_e.get("include_usage"):
-        yield hit("stream_options.include_usage dropped on the way to the engine", "/request/body/stream_options")
+    if (
+        isinstance(so_c, dict)
+        and isinstance(so_e, dict)
+        and so_c.get("include_usage")
+        and not so_e.get("include_usage")
+    ):
+        yield hit(
+            "stream_options.include_usage dropped on the way to the engine", "/request/body/stream_options"
+        )
     mc, me = c.get("messages"), e.get("messages")
     if isinstance(mc, list) and isinstance(me, list):
         sc, se = [_msg_summary(m) for m in mc], [_msg_summary(m) for m in me]
@@ -78,11 +106,27 @@ def _request_changed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
                 yield hit(f"history altered: roles {roles_c} became {roles_e}", "/request/body/messages")
             else:
                 i = next(i for i, (a, b) in enumerate(zip(sc, se, strict=True)) if a != b)
-                part = "tool_call_id" if sc[i][3] != se[i][3] else "tool_calls" if sc[i][2] != se[i][2] else "content"
-                yield hit(f"history altered: messages[{i}].{part} changed", f"/request/body/messages/{i}", str(sc[i][1])[:200])
+                part = (
+                    "tool_call_id"
+                    if sc[i][3] != se[i][3]
+                    else "tool_calls"
+                    if sc[i][2] != se[i][2]
+                    else "content"
+                )
+                yield hit(
+                    f"history altered: messages[{i}].{part} changed",
+                    f"/request/body/messages/{i}",
+                    str(sc[i][1])[:200],
+                )
 
 
-@rule("gateway-status-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="The caller got another HTTP status than the engine sent.")
+@rule(
+    "gateway-status-changed",
+    fault=Fault.GATEWAY,
+    scope="taps",
+    area="gateway",
+    summary="The caller got another HTTP status than the engine sent.",
+)
 def _status(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """A 200 from the engine that reaches the caller as 502, or an engine 500 turned into 200."""
     sc, se = pair.caller.status, pair.engine.status
@@ -99,25 +143,51 @@ def _choices(pair: TapPair) -> Iterator[tuple[AssembledChoice, AssembledChoice]]
             yield ch, eng[ch.index]
 
 
-@rule("gateway-reasoning-dropped", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="The engine sent reasoning; the caller got none.")
+@rule(
+    "gateway-reasoning-dropped",
+    fault=Fault.GATEWAY,
+    scope="taps",
+    area="gateway",
+    summary="The engine sent reasoning; the caller got none.",
+)
 def _reasoning_dropped(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """A gateway that only knows ``reasoning_content`` drops vLLM's ``reasoning`` (litellm #20246,
     #26501; lm-proxy #69)."""
     for c, e in _choices(pair):
-        if e.reasoning and not c.reasoning and not c.reasoning_fields and e.reasoning not in (c.content or ""):
-            if not c.extra_delta_keys & {"reasoning_details", "thinking"}:
-                yield hit("reasoning dropped between the taps", f"/choices/{c.index}/message/reasoning", e.reasoning)
+        # merged into content or reshaped into another field are reported by their own rules
+        merged = e.reasoning is not None and e.reasoning in (c.content or "")
+        reshaped = bool(c.reasoning_fields or c.extra_delta_keys & {"reasoning_details", "thinking"})
+        if e.reasoning and not c.reasoning and not merged and not reshaped:
+            yield hit(
+                "reasoning dropped between the taps", f"/choices/{c.index}/message/reasoning", e.reasoning
+            )
 
 
-@rule("gateway-reasoning-merged", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="The engine's reasoning reached the caller inside content.")
+@rule(
+    "gateway-reasoning-merged",
+    fault=Fault.GATEWAY,
+    scope="taps",
+    area="gateway",
+    summary="The engine's reasoning reached the caller inside content.",
+)
 def _reasoning_merged(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """Reasoning prepended to the answer text (higress PR #1842)."""
     for c, e in _choices(pair):
         if e.reasoning and e.reasoning not in (e.content or "") and e.reasoning in (c.content or ""):
-            yield hit("reasoning merged into content between the taps", f"/choices/{c.index}/message/content", c.content)
+            yield hit(
+                "reasoning merged into content between the taps",
+                f"/choices/{c.index}/message/content",
+                c.content,
+            )
 
 
-@rule("gateway-reasoning-reshaped", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="Reasoning reached the caller as another type or field (reasoning_details), or with other text.")
+@rule(
+    "gateway-reasoning-reshaped",
+    fault=Fault.GATEWAY,
+    scope="taps",
+    area="gateway",
+    summary="Reasoning reached the caller as another type or field (reasoning_details), or with other text.",
+)
 def _reasoning_reshaped(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """``reasoning_content`` turned into an object (envoyproxy/ai-gateway #2318) or into
     ``reasoning_details`` (bifrost #5325)."""
@@ -129,20 +199,40 @@ def _reasoning_reshaped(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
             where = ", ".join(other) or ", ".join(sorted(c.reasoning_fields)) + " (not text)"
             yield hit(f"reasoning reshaped into {where}", f"/choices/{c.index}/message")
         elif c.reasoning is not None and c.reasoning != e.reasoning:
-            yield hit("reasoning text changed between the taps", f"/choices/{c.index}/message/reasoning", c.reasoning)
+            yield hit(
+                "reasoning text changed between the taps",
+                f"/choices/{c.index}/message/reasoning",
+                c.reasoning,
+            )
 
 
-@rule("gateway-reasoning-renamed", fault=Fault.GATEWAY, severity=Severity.WARNING, scope="taps", area="gateway", summary="Reasoning moved between reasoning and reasoning_content.")
+@rule(
+    "gateway-reasoning-renamed",
+    fault=Fault.GATEWAY,
+    severity=Severity.WARNING,
+    scope="taps",
+    area="gateway",
+    summary="Reasoning moved between reasoning and reasoning_content.",
+)
 def _reasoning_renamed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """Both names are in use; a rename is only a fault for clients that read the other one."""
     for c, e in _choices(pair):
         if e.reasoning and c.reasoning == e.reasoning:
             ce, cc = e.reasoning_fields & _STANDARD_REASONING, c.reasoning_fields & _STANDARD_REASONING
             if cc and ce and not cc & ce:
-                yield hit(f"reasoning field renamed {'/'.join(sorted(ce))} -> {'/'.join(sorted(cc))}", f"/choices/{c.index}/message")
+                yield hit(
+                    f"reasoning field renamed {'/'.join(sorted(ce))} -> {'/'.join(sorted(cc))}",
+                    f"/choices/{c.index}/message",
+                )
 
 
-@rule("gateway-content-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="The answer text differs between the taps.")
+@rule(
+    "gateway-content-changed",
+    fault=Fault.GATEWAY,
+    scope="taps",
+    area="gateway",
+    summary="The answer text differs between the taps.",
+)
 def _content(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """Text that was added, cut or duplicated on the way (a mid-stream retry concatenating partial and
     full text: nuguard #455). Reasoning merged into content is reported as such instead."""
@@ -155,7 +245,13 @@ def _content(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("content differs between the taps", f"/choices/{c.index}/message/content", tc)
 
 
-@rule("gateway-tool-calls-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="Tool calls differ between the taps: count, names, ids, indexes, or re-encoded arguments.")
+@rule(
+    "gateway-tool-calls-changed",
+    fault=Fault.GATEWAY,
+    scope="taps",
+    area="gateway",
+    summary="Tool calls differ between the taps: count, names, ids, indexes, or re-encoded arguments.",
+)
 def _tool_calls(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """Re-indexed calls (litellm #33678), ids rewritten (CLIProxyAPI #3878), arguments double-encoded
     (praxis-proxy/ai #558). Arguments that are the same JSON with other spacing are the same."""
@@ -169,7 +265,9 @@ def _tool_calls(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
             if cc.name != ce.name:
                 yield hit(f"call {i}: name {ce.name!r} became {cc.name!r}", p + "/function/name", cc.name)
             if cc.id != ce.id:
-                yield hit(f"call {i}: id {ce.id!r} became {cc.id!r} (tool_call_id chain breaks)", p + "/id", cc.id)
+                yield hit(
+                    f"call {i}: id {ce.id!r} became {cc.id!r} (tool_call_id chain breaks)", p + "/id", cc.id
+                )
             if pair.caller.kind == pair.engine.kind == "stream" and cc.index != ce.index:
                 yield hit(f"call {i}: stream index {ce.index} became {cc.index}", p)
             kc, vc = _json_or_text(cc.arguments)
@@ -177,20 +275,39 @@ def _tool_calls(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
             if (kc, vc) == (ke, ve):
                 continue
             if kc == "json" and isinstance(vc, str) and _json_or_text(vc) == (ke, ve):
-                yield hit(f"call {i}: arguments double-encoded (a JSON string holding the JSON)", p + "/function/arguments", cc.arguments)
+                yield hit(
+                    f"call {i}: arguments double-encoded (a JSON string holding the JSON)",
+                    p + "/function/arguments",
+                    cc.arguments,
+                )
             else:
                 yield hit(f"call {i}: arguments changed", p + "/function/arguments", cc.arguments)
 
 
-@rule("gateway-finish-reason-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="finish_reason differs between the taps.")
+@rule(
+    "gateway-finish-reason-changed",
+    fault=Fault.GATEWAY,
+    scope="taps",
+    area="gateway",
+    summary="finish_reason differs between the taps.",
+)
 def _finish(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """``tool_calls`` turned into ``stop`` (litellm #21041, #12240; envoyproxy/ai-gateway PR #2399)."""
     for c, e in _choices(pair):
         if c.finish_reason != e.finish_reason:
-            yield hit(f"finish_reason {e.finish_reason!r} became {c.finish_reason!r}", f"/choices/{c.index}/finish_reason")
+            yield hit(
+                f"finish_reason {e.finish_reason!r} became {c.finish_reason!r}",
+                f"/choices/{c.index}/finish_reason",
+            )
 
 
-@rule("gateway-usage-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="Usage dropped or recomputed between the taps.")
+@rule(
+    "gateway-usage-changed",
+    fault=Fault.GATEWAY,
+    scope="taps",
+    area="gateway",
+    summary="Usage dropped or recomputed between the taps.",
+)
 def _usage(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """The final usage chunk dropped, or rewritten by counting text (OmniRoute #9750, headroom PR #2026)."""
     if not (pair.caller.ok and pair.engine.ok):
@@ -204,17 +321,33 @@ def _usage(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
                 yield hit(f"usage.{key} {ue.get(key)} became {uc.get(key)}", f"/usage/{key}")
 
 
-@rule("gateway-error-hidden", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="An engine error (in-band frame or transport failure) reached the caller as a normal ending.")
+@rule(
+    "gateway-error-hidden",
+    fault=Fault.GATEWAY,
+    scope="taps",
+    area="gateway",
+    summary="An engine error (in-band frame or transport failure) reached the caller as a normal ending.",
+)
 def _error_hidden(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """``data: {"error":...}`` swallowed and replaced by a normal stop (litellm #40578)."""
     e, c = pair.engine, pair.caller
-    engine_failed = bool(e.stream and e.stream.error_frames) or (e.ex.error is not None and e.ex.error.kind != "client_abort")
-    caller_failed = bool(c.stream and c.stream.error_frames) or c.ex.error is not None or (c.status or 0) >= 400
+    engine_failed = bool(e.stream and e.stream.error_frames) or (
+        e.ex.error is not None and e.ex.error.kind != "client_abort"
+    )
+    caller_failed = (
+        bool(c.stream and c.stream.error_frames) or c.ex.error is not None or (c.status or 0) >= 400
+    )
     if engine_failed and not caller_failed:
         yield hit("the engine failed but the caller saw a normal response", "/events")
 
 
-@rule("gateway-stream-buffered", fault=Fault.GATEWAY, scope="taps", area="gateway", summary="The gateway buffered the stream: tokens spread over time at the engine arrived at once at the caller.")
+@rule(
+    "gateway-stream-buffered",
+    fault=Fault.GATEWAY,
+    scope="taps",
+    area="gateway",
+    summary="The gateway buffered the stream: tokens spread over time at the engine arrived at once at the caller.",
+)
 def _buffered(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """TTFT 272 ms direct vs 1740 ms through the gateway (litellm #26102); nginx ``proxy_buffering``
     (dstack #4269). Judged from per-chunk arrival offsets: the caller's token span against the
@@ -241,7 +374,13 @@ def _deterministic(req: dict[str, Any]) -> bool:
     return req.get("temperature") == 0 or req.get("top_k") == 1
 
 
-@rule("stream-nonstream-mismatch", fault=Fault.PARSER, scope="twins", area="stream", summary="A streamed and a non-streamed response to the same request disagree in meaning.")
+@rule(
+    "stream-nonstream-mismatch",
+    fault=Fault.PARSER,
+    scope="twins",
+    area="stream",
+    summary="A streamed and a non-streamed response to the same request disagree in meaning.",
+)
 def _twins(pair: TwinPair, ctx: CheckConfig) -> Iterator[Hit]:
     """The streaming parser and the whole-response parser must agree (hermes streaming mis-parses:
     vllm #9693, #28806). Always compared: the reasoning field used. With greedy decoding
@@ -256,18 +395,31 @@ def _twins(pair: TwinPair, ctx: CheckConfig) -> Iterator[Hit]:
         ptr = f"/choices/{cs.index}"
         fs, fp = cs.reasoning_fields & _STANDARD_REASONING, cp.reasoning_fields & _STANDARD_REASONING
         if cs.reasoning and cp.reasoning and fs != fp:
-            yield hit(f"reasoning in {'/'.join(sorted(fs))} when streamed, {'/'.join(sorted(fp))} when not", ptr)
+            yield hit(
+                f"reasoning in {'/'.join(sorted(fs))} when streamed, {'/'.join(sorted(fp))} when not", ptr
+            )
         if not strict:
             continue
         if [c.name for c in cs.calls] != [c.name for c in cp.calls]:
-            yield hit(f"tool calls {[c.name for c in cs.calls]} streamed vs {[c.name for c in cp.calls]} not streamed", ptr + "/message/tool_calls")
+            yield hit(
+                f"tool calls {[c.name for c in cs.calls]} streamed vs {[c.name for c in cp.calls]} not streamed",
+                ptr + "/message/tool_calls",
+            )
         else:
             for i, (a, b) in enumerate(zip(cs.calls, cp.calls, strict=True)):
                 if _json_or_text(a.arguments) != _json_or_text(b.arguments):
-                    yield hit(f"call {i} arguments differ between stream and non-stream", f"{ptr}/message/tool_calls/{i}", a.arguments)
+                    yield hit(
+                        f"call {i} arguments differ between stream and non-stream",
+                        f"{ptr}/message/tool_calls/{i}",
+                        a.arguments,
+                    )
         if (cs.content or "") != (cp.content or ""):
             yield hit("content differs between stream and non-stream", ptr + "/message/content", cs.content)
         if (cs.reasoning or "") != (cp.reasoning or ""):
-            yield hit("reasoning differs between stream and non-stream", ptr + "/message/reasoning", cs.reasoning)
+            yield hit(
+                "reasoning differs between stream and non-stream", ptr + "/message/reasoning", cs.reasoning
+            )
         if cs.finish_reason != cp.finish_reason:
-            yield hit(f"finish_reason {cs.finish_reason!r} streamed vs {cp.finish_reason!r}", ptr + "/finish_reason")
+            yield hit(
+                f"finish_reason {cs.finish_reason!r} streamed vs {cp.finish_reason!r}", ptr + "/finish_reason"
+            )

@@ -11,16 +11,30 @@ from jsonschema.exceptions import SchemaError
 from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
 from ._view import ExchangeView
 
-_GUIDED = ("guided_json", "guided_regex", "guided_choice", "guided_grammar", "guided_decoding_backend", "guided_whitespace_pattern")
+_GUIDED = (
+    "guided_json",
+    "guided_regex",
+    "guided_choice",
+    "guided_grammar",
+    "guided_decoding_backend",
+    "guided_whitespace_pattern",
+)
 
 
-@rule("request-malformed", fault=Fault.CALLER, area="request", summary="The chat request body is not a JSON object with a messages list.")
+@rule(
+    "request-malformed",
+    fault=Fault.CALLER,
+    area="request",
+    summary="The chat request body is not a JSON object with a messages list.",
+)
 def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """vLLM answers such bodies with 400 (``Bad Request``, ``param`` like ``body.messages``)."""
     if not view.is_chat:
         return
     if view.request_problem:
-        yield hit(view.request_problem, "/request/body", view.ex.request.body[:200].decode("utf-8", "replace"))
+        yield hit(
+            view.request_problem, "/request/body", view.ex.request.body[:200].decode("utf-8", "replace")
+        )
         return
     msgs = view.req.get("messages")
     if not isinstance(msgs, list) or not msgs:
@@ -31,7 +45,12 @@ def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit(f"messages[{i}] has no role", f"/request/body/messages/{i}")
 
 
-@rule("request-orphan-tool-call-id", fault=Fault.CALLER, area="request", summary="A tool message answers a tool_call_id that no earlier assistant message issued.")
+@rule(
+    "request-orphan-tool-call-id",
+    fault=Fault.CALLER,
+    area="request",
+    summary="A tool message answers a tool_call_id that no earlier assistant message issued.",
+)
 def _orphan(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Each ``role: tool`` message links to a call of an earlier assistant turn. A broken chain is the
     caller's, or a gateway's that rewrote ids (CLIProxyAPI #3184): the dual tap tells which."""
@@ -51,19 +70,37 @@ def _orphan(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             if not isinstance(tid, str) or not tid:
                 yield hit(f"messages[{i}] (tool) has no tool_call_id", f"/request/body/messages/{i}")
             elif tid not in issued:
-                yield hit(f"messages[{i}] answers tool_call_id {tid!r}, which no earlier assistant turn issued", f"/request/body/messages/{i}/tool_call_id", tid)
+                yield hit(
+                    f"messages[{i}] answers tool_call_id {tid!r}, which no earlier assistant turn issued",
+                    f"/request/body/messages/{i}/tool_call_id",
+                    tid,
+                )
 
 
-@rule("request-guided-fields", fault=Fault.CALLER, area="request", summary="Removed guided_* fields: vLLM ignores them with HTTP 200 and unconstrained output.")
+@rule(
+    "request-guided-fields",
+    fault=Fault.CALLER,
+    area="request",
+    summary="Removed guided_* fields: vLLM ignores them with HTTP 200 and unconstrained output.",
+)
 def _guided(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_grammar`` were removed in vLLM
     0.12; only the server log warns. Use ``response_format`` or ``structured_outputs``."""
     for key in _GUIDED:
         if key in view.req:
-            yield hit(f"{key} is ignored by vLLM >= 0.12 (use response_format or structured_outputs)", f"/request/body/{key}", json.dumps(view.req[key])[:200])
+            yield hit(
+                f"{key} is ignored by vLLM >= 0.12 (use response_format or structured_outputs)",
+                f"/request/body/{key}",
+                json.dumps(view.req[key])[:200],
+            )
 
 
-@rule("request-empty-tools", fault=Fault.CALLER, area="request", summary="tools is an empty list, or tool_choice is set without tools.")
+@rule(
+    "request-empty-tools",
+    fault=Fault.CALLER,
+    area="request",
+    summary="tools is an empty list, or tool_choice is set without tools.",
+)
 def _empty_tools(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """vLLM rejects both with 400 (``parameter=tools``); other servers silently differ."""
     tools = view.req.get("tools")
@@ -74,7 +111,13 @@ def _empty_tools(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit(f"tool_choice {tc!r} without tools", "/request/body/tool_choice")
 
 
-@rule("request-tool-schema-invalid", fault=Fault.CALLER, severity=Severity.WARNING, area="request", summary="A tool's parameters are not a valid JSON Schema.")
+@rule(
+    "request-tool-schema-invalid",
+    fault=Fault.CALLER,
+    severity=Severity.WARNING,
+    area="request",
+    summary="A tool's parameters are not a valid JSON Schema.",
+)
 def _tool_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Arguments cannot be judged against a broken schema, and constrained decoding may reject it."""
     for name, params in view.tools.items():
@@ -97,21 +140,36 @@ def _server_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit(f"HTTP {view.status}: {_error_message(view)}", "/response/status", view.status)
 
 
-@rule("http-client-error", fault=Fault.CALLER, area="http", summary="HTTP 4xx: the request broke the server's contract.")
+@rule(
+    "http-client-error",
+    fault=Fault.CALLER,
+    area="http",
+    summary="HTTP 4xx: the request broke the server's contract.",
+)
 def _client_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """vLLM answers schema errors with 400 (never 422), unknown models with 404, a wrong key with 401."""
     if view.status is not None and 400 <= view.status < 500:
         yield hit(f"HTTP {view.status}: {_error_message(view)}", "/response/status", view.status)
 
 
-@rule("error-body-shape", fault=Fault.ENGINE, severity=Severity.WARNING, area="http", summary="An error response whose body is not {\"error\": {\"message\", ...}}.")
+@rule(
+    "error-body-shape",
+    fault=Fault.ENGINE,
+    severity=Severity.WARNING,
+    area="http",
+    summary='An error response whose body is not {"error": {"message", ...}}.',
+)
 def _error_body(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """OpenAI clients read ``error.message``. vLLM's 401 body ``{"error": "Unauthorized"}`` is legal."""
     if view.kind != "error" or view.status is None:
         return
     body = view.body
     if view.body_problem or not isinstance(body, dict) or "error" not in body:
-        yield hit("error body is not {\"error\": {...}}", "/response/body", view.ex.response.content[:200].decode("utf-8", "replace") if view.ex.response else None)
+        yield hit(
+            'error body is not {"error": {...}}',
+            "/response/body",
+            view.ex.response.content[:200].decode("utf-8", "replace") if view.ex.response else None,
+        )
         return
     err = body["error"]
     if isinstance(err, str) and view.status == 401:
@@ -120,7 +178,12 @@ def _error_body(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("error has no message string", "/response/body/error", json.dumps(err)[:200])
 
 
-@rule("response-malformed", fault=Fault.ENGINE, area="http", summary="A 2xx chat completion whose body is not a chat.completion object.")
+@rule(
+    "response-malformed",
+    fault=Fault.ENGINE,
+    area="http",
+    summary="A 2xx chat completion whose body is not a chat.completion object.",
+)
 def _response_malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The body is JSON with ``choices[].message``; anything else cannot be read by a client."""
     if not view.is_chat or view.status is None or not 200 <= view.status < 300 or view.kind == "stream":
@@ -141,7 +204,12 @@ _TRANSPORT_FAULT = {
 }
 
 
-@rule("transport-error", fault=Fault.ENGINE, area="http", summary="The exchange broke on the transport: refused, reset mid-stream, timeout, client abort.")
+@rule(
+    "transport-error",
+    fault=Fault.ENGINE,
+    area="http",
+    summary="The exchange broke on the transport: refused, reset mid-stream, timeout, client abort.",
+)
 def _transport(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Recorded by the proxy as the exchange's ``error``. A client abort is the caller's and only
     informational; a record gap (store overflow) says evidence is missing."""

@@ -28,7 +28,12 @@ def _stream(view: ExchangeView) -> bool:
     return view.kind == "stream" and view.stream is not None
 
 
-@rule("stream-malformed-frame", fault=Fault.ENGINE, area="stream", summary="An SSE frame that a client cannot decode: not JSON, wrong shape, no data: prefix, bad UTF-8, unterminated.")
+@rule(
+    "stream-malformed-frame",
+    fault=Fault.ENGINE,
+    area="stream",
+    summary="An SSE frame that a client cannot decode: not JSON, wrong shape, no data: prefix, bad UTF-8, unterminated.",
+)
 def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Each event's data is one chunk object. Split or joined frames (litellm #30224, envoy #45437),
     a missing ``data: `` prefix (opik PR #5149) and cut streams all land here. At most three findings
@@ -41,7 +46,12 @@ def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         if a.kind in _FRAMING:
             counts[a.kind] = counts.get(a.kind, 0) + 1
             if counts[a.kind] <= 3:
-                yield hit(f"event {a.event}: {_FRAMING[a.kind]}", f"/events/{a.event}{a.pointer}", a.detail, event=a.event)
+                yield hit(
+                    f"event {a.event}: {_FRAMING[a.kind]}",
+                    f"/events/{a.event}{a.pointer}",
+                    a.detail,
+                    event=a.event,
+                )
     for s in view.sse_anomalies:
         if s.kind in _SSE_FRAMING:
             if s.kind == "unterminated-event" and view.ex.error is not None:
@@ -54,7 +64,9 @@ def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("more malformed frames: " + ", ".join(f"{n} {k}" for k, n in extra.items()), "/events")
 
 
-@rule("stream-done-missing", fault=Fault.ENGINE, area="stream", summary="The stream ended without data: [DONE].")
+@rule(
+    "stream-done-missing", fault=Fault.ENGINE, area="stream", summary="The stream ended without data: [DONE]."
+)
 def _done_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """vLLM always ends with ``data: [DONE]``, also after an in-band error (one-api #1628). A stream
     cut by the transport is reported by ``transport-error``."""
@@ -75,10 +87,20 @@ def _after_done(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Nothing follows ``[DONE]``; clients stop reading there and lose it."""
     if _stream(view) and view.stream is not None and view.stream.after_done:
         first = view.stream.anomaly("data-after-done")[0]
-        yield hit(f"{view.stream.after_done} event(s) after [DONE]", f"/events/{first.event}", first.detail, event=first.event)
+        yield hit(
+            f"{view.stream.after_done} event(s) after [DONE]",
+            f"/events/{first.event}",
+            first.detail,
+            event=first.event,
+        )
 
 
-@rule("stream-error-frame", fault=Fault.ENGINE, area="stream", summary="An in-band error frame data: {\"error\": ...} inside a 200 stream.")
+@rule(
+    "stream-error-frame",
+    fault=Fault.ENGINE,
+    area="stream",
+    summary='An in-band error frame data: {"error": ...} inside a 200 stream.',
+)
 def _error_frame(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """How vLLM reports an engine failure after the stream started."""
     if not _stream(view) or view.stream is None:
@@ -88,7 +110,12 @@ def _error_frame(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit(f"error inside the stream: {msg}", f"/events/{n}/error", err, event=n)
 
 
-@rule("stream-tool-index-gap", fault=Fault.PARSER, area="stream", summary="Streamed tool call indexes are not dense from 0, or missing.")
+@rule(
+    "stream-tool-index-gap",
+    fault=Fault.PARSER,
+    area="stream",
+    summary="Streamed tool call indexes are not dense from 0, or missing.",
+)
 def _index_gap(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Clients index calls by ``index``: the first call is 0, the next 1 (agentgateway #2965)."""
     if not _stream(view) or view.stream is None:
@@ -98,7 +125,12 @@ def _index_gap(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit(a.detail, f"/events/{a.event}{a.pointer}", event=a.event)
 
 
-@rule("stream-tool-index-reuse", fault=Fault.PARSER, area="stream", summary="Two tool calls streamed at one index (a client merges them).")
+@rule(
+    "stream-tool-index-reuse",
+    fault=Fault.PARSER,
+    area="stream",
+    summary="Two tool calls streamed at one index (a client merges them).",
+)
 def _index_reuse(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Every call at ``index: 0`` merges parallel calls into ``{..}{..}`` on the client (litellm #33678)."""
     if not _stream(view) or view.stream is None:
@@ -107,7 +139,12 @@ def _index_reuse(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit(a.detail, f"/events/{a.event}{a.pointer}", event=a.event)
 
 
-@rule("stream-tool-id-repeated", fault=Fault.PARSER, area="stream", summary="A tool call's id or name is sent again on a later delta, or the whole call repeated.")
+@rule(
+    "stream-tool-id-repeated",
+    fault=Fault.PARSER,
+    area="stream",
+    summary="A tool call's id or name is sent again on a later delta, or the whole call repeated.",
+)
 def _id_repeated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Clients concatenate ``id`` and ``function.name`` across deltas, so each is sent once per call
     (litellm #20480). A summary chunk repeating the whole call makes the client append it twice."""
@@ -115,12 +152,20 @@ def _id_repeated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         return
     seen: set[str] = set()
     for a in view.stream.anomalies:
-        if a.kind in ("tool-id-repeated", "tool-name-repeated", "tool-call-repeated") and a.kind + a.pointer not in seen:
+        if (
+            a.kind in ("tool-id-repeated", "tool-name-repeated", "tool-call-repeated")
+            and a.kind + a.pointer not in seen
+        ):
             seen.add(a.kind + a.pointer)
             yield hit(a.detail, f"/events/{a.event}{a.pointer}", event=a.event)
 
 
-@rule("stream-usage-missing", fault=Fault.ENGINE, area="stream", summary="stream_options.include_usage was asked and no usage chunk came.")
+@rule(
+    "stream-usage-missing",
+    fault=Fault.ENGINE,
+    area="stream",
+    summary="stream_options.include_usage was asked and no usage chunk came.",
+)
 def _usage_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """With ``include_usage`` the last chunk before ``[DONE]`` has ``"choices": []`` and ``usage``
     (dropped by some gateways: OmniRoute #9750)."""
@@ -131,19 +176,36 @@ def _usage_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("include_usage was asked but no chunk carried usage", "/events")
 
 
-@rule("stream-output-after-finish", fault=Fault.ENGINE, area="stream", summary="Output deltas for a choice after its finish_reason.")
+@rule(
+    "stream-output-after-finish",
+    fault=Fault.ENGINE,
+    area="stream",
+    summary="Output deltas for a choice after its finish_reason.",
+)
 def _after_finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A choice ends with its finish chunk; later text, reasoning or calls are output of a second
     attempt (a gateway's mid-stream retry: nuguard #455) or a framing bug."""
     if not _stream(view) or view.stream is None:
         return
     for a in view.stream.anomaly("output-after-finish")[:1]:
-        yield hit(f"output after the choice finished ({a.detail})", f"/events/{a.event}{a.pointer}", event=a.event)
+        yield hit(
+            f"output after the choice finished ({a.detail})", f"/events/{a.event}{a.pointer}", event=a.event
+        )
     for a in view.stream.anomaly("finish-reason-repeated")[:1]:
-        yield hit(f"finish_reason changed within the stream: {a.detail}", f"/events/{a.event}{a.pointer}", event=a.event)
+        yield hit(
+            f"finish_reason changed within the stream: {a.detail}",
+            f"/events/{a.event}{a.pointer}",
+            event=a.event,
+        )
 
 
-@rule("stream-inconsistent", fault=Fault.ENGINE, severity=Severity.WARNING, area="stream", summary="Chunk id or model changes within one stream.")
+@rule(
+    "stream-inconsistent",
+    fault=Fault.ENGINE,
+    severity=Severity.WARNING,
+    area="stream",
+    summary="Chunk id or model changes within one stream.",
+)
 def _inconsistent(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """All chunks of a stream share ``id`` and ``model``; a change means two streams were spliced."""
     if not _stream(view) or view.stream is None:
@@ -153,14 +215,25 @@ def _inconsistent(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit(a.detail, f"/events/{a.event}{a.pointer}", event=a.event)
 
 
-@rule("stream-content-type", fault=Fault.ENGINE, severity=Severity.WARNING, area="stream", summary="A streamed response without Content-Type text/event-stream.")
+@rule(
+    "stream-content-type",
+    fault=Fault.ENGINE,
+    severity=Severity.WARNING,
+    area="stream",
+    summary="A streamed response without Content-Type text/event-stream.",
+)
 def _content_type(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """vLLM sends ``text/event-stream``; proxies decide whether to buffer by it."""
     if _stream(view) and not view.content_type.lower().startswith("text/event-stream"):
         yield hit(f"Content-Type is {view.content_type or 'absent'!r}", "/response/headers/content-type")
 
 
-@rule("stream-not-streamed", fault=Fault.ENGINE, area="stream", summary="The request asked stream: true and the response is one JSON body.")
+@rule(
+    "stream-not-streamed",
+    fault=Fault.ENGINE,
+    area="stream",
+    summary="The request asked stream: true and the response is one JSON body.",
+)
 def _not_streamed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A gateway that turns a stream into one body hides every token's timing."""
     if view.wants_stream and view.kind == "json":

@@ -49,7 +49,12 @@ class ExchangeView:
     @property
     def ok(self) -> bool:
         """A 2xx chat completion with a usable body or stream."""
-        return self.is_chat and self.status is not None and 200 <= self.status < 300 and self.kind in ("stream", "json")
+        return (
+            self.is_chat
+            and self.status is not None
+            and 200 <= self.status < 300
+            and self.kind in ("stream", "json")
+        )
 
     def call_pointer(self, choice: AssembledChoice, call: AssembledCall, tail: str = "") -> str:
         pos = choice.calls.index(call)
@@ -63,7 +68,9 @@ def _is_sse(content_type: str) -> bool:
 def build_view(ex: Exchange) -> ExchangeView:
     view = ExchangeView(ex)
     req = ex.request
-    view.is_chat = req.method == "POST" and req.path.split("?", 1)[0].rstrip("/").endswith("/chat/completions")
+    view.is_chat = req.method == "POST" and req.path.split("?", 1)[0].rstrip("/").endswith(
+        "/chat/completions"
+    )
     if view.is_chat:
         _parse_request(view)
     resp = ex.response
@@ -159,7 +166,9 @@ def _take_completion(view: ExchangeView) -> None:
         if content is None or isinstance(content, str):
             choice.content = content
         else:
-            view.anomalies.append(StreamAnomaly("bad-shape", "content is not a string or null", -1, ptr + "/message/content"))
+            view.anomalies.append(
+                StreamAnomaly("bad-shape", "content is not a string or null", -1, ptr + "/message/content")
+            )
         for key in ("reasoning", "reasoning_content"):
             value = msg.get(key)
             if value is not None:
@@ -169,10 +178,19 @@ def _take_completion(view: ExchangeView) -> None:
                         choice.reasoning = value
                     elif choice.reasoning != value:
                         view.anomalies.append(
-                            StreamAnomaly("reasoning-conflict", "reasoning and reasoning_content differ", -1, ptr + "/message")
+                            StreamAnomaly(
+                                "reasoning-conflict",
+                                "reasoning and reasoning_content differ",
+                                -1,
+                                ptr + "/message",
+                            )
                         )
                 else:
-                    view.anomalies.append(StreamAnomaly("reasoning-not-string", json.dumps(value)[:200], -1, f"{ptr}/message/{key}"))
+                    view.anomalies.append(
+                        StreamAnomaly(
+                            "reasoning-not-string", json.dumps(value)[:200], -1, f"{ptr}/message/{key}"
+                        )
+                    )
         for key in msg:
             if key not in _MESSAGE_KEYS:
                 choice.extra_delta_keys.add(key)
@@ -185,11 +203,17 @@ def _take_completion(view: ExchangeView) -> None:
                     continue
                 fn = tc.get("function")
                 if not isinstance(fn, dict):
-                    view.anomalies.append(StreamAnomaly("bad-shape", "tool call has no function object", -1, tptr))
+                    view.anomalies.append(
+                        StreamAnomaly("bad-shape", "tool call has no function object", -1, tptr)
+                    )
                     fn = {}
                 args = fn.get("arguments")
                 if args is not None and not isinstance(args, str):
-                    view.anomalies.append(StreamAnomaly("arguments-not-string", json.dumps(args)[:200], -1, tptr + "/function/arguments"))
+                    view.anomalies.append(
+                        StreamAnomaly(
+                            "arguments-not-string", json.dumps(args)[:200], -1, tptr + "/function/arguments"
+                        )
+                    )
                     args = json.dumps(args, ensure_ascii=False)
                 name = fn.get("name")
                 choice.calls.append(
@@ -203,7 +227,9 @@ def _take_completion(view: ExchangeView) -> None:
                     )
                 )
         elif tcs is not None:
-            view.anomalies.append(StreamAnomaly("bad-shape", "tool_calls is not a list", -1, ptr + "/message/tool_calls"))
+            view.anomalies.append(
+                StreamAnomaly("bad-shape", "tool_calls is not a list", -1, ptr + "/message/tool_calls")
+            )
         choice.finish_reason = ch.get("finish_reason")
         choice.stop_reason = ch.get("stop_reason")
         view.choices.append(choice)
@@ -211,7 +237,15 @@ def _take_completion(view: ExchangeView) -> None:
 
 _MESSAGE_KEYS = frozenset(
     {
-        "role", "content", "refusal", "annotations", "audio", "function_call", "tool_calls",
-        "reasoning", "reasoning_content", "name",
+        "role",
+        "content",
+        "refusal",
+        "annotations",
+        "audio",
+        "function_call",
+        "tool_calls",
+        "reasoning",
+        "reasoning_content",
+        "name",
     }
 )

@@ -25,7 +25,10 @@ WEATHER = {
         "description": "Weather for a city",
         "parameters": {
             "type": "object",
-            "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+            "properties": {
+                "city": {"type": "string"},
+                "days": {"type": "integer", "minimum": 1, "maximum": 7},
+            },
             "required": ["city"],
             "additionalProperties": False,
         },
@@ -33,12 +36,18 @@ WEATHER = {
 }
 SEARCH = {
     "type": "function",
-    "function": {"name": "search", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}},
+    "function": {
+        "name": "search",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+    },
 }
 
 
 def req(**kw: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": K2, "messages": [{"role": "user", "content": "What is the weather in Tokyo?"}]}
+    body: dict[str, Any] = {
+        "model": K2,
+        "messages": [{"role": "user", "content": "What is the weather in Tokyo?"}],
+    }
     body.update(kw)
     return body
 
@@ -47,13 +56,25 @@ def tool_req(**kw: Any) -> dict[str, Any]:
     return req(tools=[WEATHER, SEARCH], **kw)
 
 
-def call(name: str = "get_weather", args: Any = '{"city": "Tokyo"}', id: str | None = None, idx: int = 0) -> dict[str, Any]:
+def call(
+    name: str = "get_weather", args: Any = '{"city": "Tokyo"}', id: str | None = None, idx: int = 0
+) -> dict[str, Any]:
     if not isinstance(args, str):
         args = json.dumps(args)
-    return {"id": id or f"functions.{name}:{idx}", "type": "function", "function": {"name": name, "arguments": args}}
+    return {
+        "id": id or f"functions.{name}:{idx}",
+        "type": "function",
+        "function": {"name": name, "arguments": args},
+    }
 
 
-def message(content: str | None = None, *, tool_calls: list[dict[str, Any]] | None = None, reasoning: str | None = None, **extra: Any) -> dict[str, Any]:
+def message(
+    content: str | None = None,
+    *,
+    tool_calls: list[dict[str, Any]] | None = None,
+    reasoning: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     m: dict[str, Any] = {
         "role": "assistant",
         "content": content,
@@ -69,7 +90,13 @@ def message(content: str | None = None, *, tool_calls: list[dict[str, Any]] | No
     return m
 
 
-def completion(msg: dict[str, Any] | None = None, finish: str | None = "stop", *, usage: dict[str, Any] | None = None, model: str = K2) -> dict[str, Any]:
+def completion(
+    msg: dict[str, Any] | None = None,
+    finish: str | None = "stop",
+    *,
+    usage: dict[str, Any] | None = None,
+    model: str = K2,
+) -> dict[str, Any]:
     return {
         "id": CID,
         "object": "chat.completion",
@@ -87,18 +114,43 @@ def completion(msg: dict[str, Any] | None = None, finish: str | None = "stop", *
         ],
         "service_tier": None,
         "system_fingerprint": FP,
-        "usage": usage or {"prompt_tokens": 12, "total_tokens": 32, "completion_tokens": 20, "prompt_tokens_details": None, "completion_tokens_details": None},
+        "usage": usage
+        or {
+            "prompt_tokens": 12,
+            "total_tokens": 32,
+            "completion_tokens": 20,
+            "prompt_tokens_details": None,
+            "completion_tokens_details": None,
+        },
         "prompt_logprobs": None,
         "kv_transfer_params": None,
     }
 
 
-def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, *, model: str = K2, index: int = 0, **top: Any) -> dict[str, Any]:
-    ch: dict[str, Any] = {"index": index, "delta": delta if delta is not None else {}, "logprobs": None, "finish_reason": finish}
+def chunk(
+    delta: dict[str, Any] | None = None,
+    finish: str | None = None,
+    *,
+    model: str = K2,
+    index: int = 0,
+    **top: Any,
+) -> dict[str, Any]:
+    ch: dict[str, Any] = {
+        "index": index,
+        "delta": delta if delta is not None else {},
+        "logprobs": None,
+        "finish_reason": finish,
+    }
     if finish is not None:
         ch["stop_reason"] = None
     ch["token_ids"] = None
-    obj: dict[str, Any] = {"id": CID, "object": "chat.completion.chunk", "created": 1796199188, "model": model, "choices": [ch]}
+    obj: dict[str, Any] = {
+        "id": CID,
+        "object": "chat.completion.chunk",
+        "created": 1796199188,
+        "model": model,
+        "choices": [ch],
+    }
     obj["kv_transfer_params"] = None
     obj.update(top)
     return obj
@@ -110,7 +162,14 @@ def role_chunk(model: str = K2) -> dict[str, Any]:
         "object": "chat.completion.chunk",
         "created": 1796199188,
         "model": model,
-        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}],
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"role": "assistant", "content": ""},
+                "logprobs": None,
+                "finish_reason": None,
+            }
+        ],
         "prompt_token_ids": None,
         "prompt_text": None,
     }
@@ -123,7 +182,11 @@ def usage_chunk(prompt: int = 12, completion_tokens: int = 20, model: str = K2) 
         "created": 1796199188,
         "model": model,
         "choices": [],
-        "usage": {"prompt_tokens": prompt, "total_tokens": prompt + completion_tokens, "completion_tokens": completion_tokens},
+        "usage": {
+            "prompt_tokens": prompt,
+            "total_tokens": prompt + completion_tokens,
+            "completion_tokens": completion_tokens,
+        },
         "system_fingerprint": FP,
     }
 
@@ -139,7 +202,9 @@ def frames(*objs: Any, done: bool = True, sep: str = "\n\n", prefix: str = "data
     return "".join(out).encode()
 
 
-def text_stream(*pieces: str, reasoning: tuple[str, ...] = (), finish: str = "stop", usage: bool = False, model: str = K2) -> list[dict[str, Any]]:
+def text_stream(
+    *pieces: str, reasoning: tuple[str, ...] = (), finish: str = "stop", usage: bool = False, model: str = K2
+) -> list[dict[str, Any]]:
     objs = [role_chunk(model)]
     objs += [chunk({"reasoning": r}, model=model) for r in reasoning]
     objs += [chunk({"content": p}, model=model) for p in pieces]
@@ -149,13 +214,28 @@ def text_stream(*pieces: str, reasoning: tuple[str, ...] = (), finish: str = "st
     return objs
 
 
-def k2_tool_stream(name: str = "get_weather", args: str = '{"city": "Tokyo"}', *, idx: int = 0, finish: str = "tool_calls") -> list[dict[str, Any]]:
+def k2_tool_stream(
+    name: str = "get_weather", args: str = '{"city": "Tokyo"}', *, idx: int = 0, finish: str = "tool_calls"
+) -> list[dict[str, Any]]:
     """The Kimi K2 engine parser's deltas: id, type, name and the first fragment, then fragments,
     the closing brace held back until the call ends."""
     cid = f"functions.{name}:{idx}"
     first, rest = args[:2], args[2:-1]
     objs = [role_chunk()]
-    objs.append(chunk({"tool_calls": [{"id": cid, "type": "function", "index": idx, "function": {"name": name, "arguments": first}}]}))
+    objs.append(
+        chunk(
+            {
+                "tool_calls": [
+                    {
+                        "id": cid,
+                        "type": "function",
+                        "index": idx,
+                        "function": {"name": name, "arguments": first},
+                    }
+                ]
+            }
+        )
+    )
     for i in range(0, len(rest), 5):
         objs.append(chunk({"tool_calls": [{"index": idx, "function": {"arguments": rest[i : i + 5]}}]}))
     objs.append(chunk({"tool_calls": [{"index": idx, "function": {"arguments": args[-1]}}]}))
@@ -180,16 +260,26 @@ def exchange(
     body = request if isinstance(request, bytes) else json.dumps(request).encode()
     resp = None
     if response is not None or pieces is not None:
-        is_stream = stream if stream is not None else isinstance(response, bytes) and not response.startswith(b"{")
+        is_stream = (
+            stream if stream is not None else isinstance(response, bytes) and not response.startswith(b"{")
+        )
         ctype = content_type or ("text/event-stream" if is_stream else "application/json")
-        data = response if isinstance(response, bytes) else json.dumps(response).encode() if response is not None else b""
+        data = (
+            response
+            if isinstance(response, bytes)
+            else json.dumps(response).encode()
+            if response is not None
+            else b""
+        )
         if pieces is None and is_stream:
             pieces = [data]
         chunks = None
         if pieces is not None:
             ts = times or [float(i) for i in range(len(pieces))]
             chunks = [Chunk(t, p) for t, p in zip(ts, pieces, strict=True)]
-        resp = HttpResponse(status=status, headers=[("content-type", ctype)], body=b"" if chunks else data, chunks=chunks)
+        resp = HttpResponse(
+            status=status, headers=[("content-type", ctype)], body=b"" if chunks else data, chunks=chunks
+        )
     return Exchange(
         id=id or f"ex-{next(_ids)}",
         tap=tap,

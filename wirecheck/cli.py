@@ -28,7 +28,9 @@ EXAMPLE = Path(__file__).with_name("examples") / "dual-tap.jsonl"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="wirecheck", description="Conformance checks for OpenAI-compatible agent traffic served by vLLM.")
+    p = argparse.ArgumentParser(
+        prog="wirecheck", description="Conformance checks for OpenAI-compatible agent traffic served by vLLM."
+    )
     p.add_argument("--version", action="version", version=f"wirecheck {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -37,13 +39,31 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--example", action="store_true", help="check the shipped example capture")
     c.add_argument("--format", choices=("text", "json", "junit"), default="text")
     c.add_argument("--output", "-o", metavar="PATH", help="write the report here instead of standard output")
-    c.add_argument("--pair-taps", action="store_true", help="also pair caller and engine exchanges that lack a correlation id, by request fingerprint and time")
-    c.add_argument("--direct", action="store_true", help="the taps sit straight in front of the engine: single-tap findings keep their fault")
+    c.add_argument(
+        "--pair-taps",
+        action="store_true",
+        help="also pair caller and engine exchanges that lack a correlation id, by request fingerprint and time",
+    )
+    c.add_argument(
+        "--direct",
+        action="store_true",
+        help="the taps sit straight in front of the engine: single-tap findings keep their fault",
+    )
     c.add_argument("--family", choices=("auto", "kimi_k2", "kimi_k3", "hermes", "generic"), default="auto")
     expect = c.add_mutually_exclusive_group()
-    expect.add_argument("--expect-reasoning", dest="expect_reasoning", action="store_true", default=None, help="every response must carry reasoning")
-    expect.add_argument("--no-expect-reasoning", dest="expect_reasoning", action="store_false", help="never expect reasoning")
-    c.add_argument("--disable", action="append", default=[], metavar="RULE", help="leave a rule out (repeatable)")
+    expect.add_argument(
+        "--expect-reasoning",
+        dest="expect_reasoning",
+        action="store_true",
+        default=None,
+        help="every response must carry reasoning",
+    )
+    expect.add_argument(
+        "--no-expect-reasoning", dest="expect_reasoning", action="store_false", help="never expect reasoning"
+    )
+    c.add_argument(
+        "--disable", action="append", default=[], metavar="RULE", help="leave a rule out (repeatable)"
+    )
 
     r = sub.add_parser("rules", help="list the rule catalogue")
     r.add_argument("--markdown", action="store_true", help="print docs/rules.md")
@@ -68,7 +88,9 @@ def _check(args: argparse.Namespace) -> int:
         raise WirecheckError("check: name at least one FILE (or --example)")
     unknown = [r for r in args.disable if r not in {x.id for x in rules()}]
     if unknown:
-        raise WirecheckError(f"check: unknown rule(s) for --disable: {', '.join(unknown)} (see 'wirecheck rules')")
+        raise WirecheckError(
+            f"check: unknown rule(s) for --disable: {', '.join(unknown)} (see 'wirecheck rules')"
+        )
     config = CheckConfig(
         family=args.family,
         expect_reasoning=args.expect_reasoning,

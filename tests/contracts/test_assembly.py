@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
+from wirecheck.contracts import assemble_stream, decode_sse
 
 from tests import wire
-from wirecheck.contracts import assemble_stream, decode_sse
 
 
 def assemble(objs: list[Any], pieces: list[bytes] | None = None) -> Any:
@@ -29,7 +29,9 @@ def sdk_snapshot(objs: list[dict[str, Any]]) -> Any:
 def test_k2_stream_assembles_to_the_reference_call() -> None:
     st_ = assemble(wire.k2_tool_stream())
     ch = st_.choices[0]
-    assert [(c.id, c.name, c.arguments) for c in ch.calls] == [("functions.get_weather:0", "get_weather", '{"city": "Tokyo"}')]
+    assert [(c.id, c.name, c.arguments) for c in ch.calls] == [
+        ("functions.get_weather:0", "get_weather", '{"city": "Tokyo"}')
+    ]
     assert ch.finish_reason == "tool_calls"
     assert st_.done == 1
     assert st_.anomalies == []
@@ -45,14 +47,35 @@ def test_reasoning_then_content_and_usage() -> None:
 
 def test_both_reasoning_names_with_one_value_count_once() -> None:
     # vLLM 0.11-0.15 sent reasoning and reasoning_content with the same value
-    st_ = assemble([wire.role_chunk(), wire.chunk({"reasoning": "ab", "reasoning_content": "ab"}), wire.chunk({}, "stop")])
+    st_ = assemble(
+        [
+            wire.role_chunk(),
+            wire.chunk({"reasoning": "ab", "reasoning_content": "ab"}),
+            wire.chunk({}, "stop"),
+        ]
+    )
     assert st_.choices[0].reasoning == "ab"
     assert st_.anomalies == []
 
 
 def test_id_repeated_on_every_delta_is_recorded_with_what_a_client_holds() -> None:
-    objs = [wire.role_chunk(), wire.chunk({"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city"'}}]}),
-            wire.chunk({"tool_calls": [{"index": 0, "id": "c1", "function": {"arguments": ': "x"}'}}]}), wire.chunk({}, "tool_calls")]
+    objs = [
+        wire.role_chunk(),
+        wire.chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city"'},
+                    }
+                ]
+            }
+        ),
+        wire.chunk({"tool_calls": [{"index": 0, "id": "c1", "function": {"arguments": ': "x"}'}}]}),
+        wire.chunk({}, "tool_calls"),
+    ]
     st_ = assemble(objs)
     [a] = st_.anomaly("tool-id-repeated")
     assert "c1c1" in a.detail
@@ -62,17 +85,56 @@ def test_id_repeated_on_every_delta_is_recorded_with_what_a_client_holds() -> No
 
 
 def test_two_calls_at_one_index_are_split_and_recorded() -> None:
-    objs = [wire.role_chunk(),
-            wire.chunk({"tool_calls": [{"index": 0, "id": "a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "A"}'}}]}),
-            wire.chunk({"tool_calls": [{"index": 0, "id": "b", "type": "function", "function": {"name": "search", "arguments": '{"q": "B"}'}}]}),
-            wire.chunk({}, "tool_calls")]
+    objs = [
+        wire.role_chunk(),
+        wire.chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "a",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "A"}'},
+                    }
+                ]
+            }
+        ),
+        wire.chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "b",
+                        "type": "function",
+                        "function": {"name": "search", "arguments": '{"q": "B"}'},
+                    }
+                ]
+            }
+        ),
+        wire.chunk({}, "tool_calls"),
+    ]
     st_ = assemble(objs)
     assert [c.name for c in st_.choices[0].calls] == ["get_weather", "search"]
     assert len(st_.anomaly("tool-index-reuse")) == 1
 
 
 def test_index_gap_is_recorded() -> None:
-    objs = [wire.role_chunk(), wire.chunk({"tool_calls": [{"index": 1, "id": "a", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}), wire.chunk({}, "tool_calls")]
+    objs = [
+        wire.role_chunk(),
+        wire.chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 1,
+                        "id": "a",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": "{}"},
+                    }
+                ]
+            }
+        ),
+        wire.chunk({}, "tool_calls"),
+    ]
     assert len(assemble(objs).anomaly("tool-index-gap")) == 1
 
 
@@ -84,13 +146,22 @@ def test_done_twice_and_data_after_done() -> None:
 
 
 def test_error_frame_is_kept_apart() -> None:
-    st_ = assemble([wire.role_chunk(), {"error": {"message": "boom", "type": "InternalServerError", "param": None, "code": 500}}])
+    st_ = assemble(
+        [
+            wire.role_chunk(),
+            {"error": {"message": "boom", "type": "InternalServerError", "param": None, "code": 500}},
+        ]
+    )
     assert st_.error_frames[0][1]["message"] == "boom"
 
 
 # --- agreement with the OpenAI SDK's own accumulator (property) -----------------------------------
 
-_args = st.dictionaries(st.sampled_from(["city", "q", "days", "unit"]), st.one_of(st.text(max_size=8), st.integers(-5, 50)), max_size=3)
+_args = st.dictionaries(
+    st.sampled_from(["city", "q", "days", "unit"]),
+    st.one_of(st.text(max_size=8), st.integers(-5, 50)),
+    max_size=3,
+)
 
 
 @st.composite
@@ -108,7 +179,20 @@ def legal_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
         args = json.dumps(draw(_args))
         cid = f"functions.{name}:{i}" if style == "k2" else f"chatcmpl-tool-{i:016x}"
         if style == "k3":
-            objs.append(wire.chunk({"tool_calls": [{"index": i, "id": cid, "type": "function", "function": {"name": name, "arguments": args}}]}))
+            objs.append(
+                wire.chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": i,
+                                "id": cid,
+                                "type": "function",
+                                "function": {"name": name, "arguments": args},
+                            }
+                        ]
+                    }
+                )
+            )
             continue
         head: dict[str, Any] = {"index": i, "id": cid, "type": "function", "function": {"name": name}}
         if style == "k2":
@@ -118,7 +202,11 @@ def legal_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
         frags = [args[a:b] for a, b in zip([0, *cuts], [*cuts, len(args)], strict=True)]
         if style == "hermes" and draw(st.booleans()):
             # one chunk may hold two entries with the same index
-            objs.append(wire.chunk({"content": None, "tool_calls": [head, {"index": i, "function": {"arguments": frags[0]}}]}))
+            objs.append(
+                wire.chunk(
+                    {"content": None, "tool_calls": [head, {"index": i, "function": {"arguments": frags[0]}}]}
+                )
+            )
             frags = frags[1:]
         else:
             objs.append(wire.chunk({"tool_calls": [head]}))
@@ -129,7 +217,9 @@ def legal_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 
 @given(legal_streams(), st.data())
-def test_assembly_matches_the_sdk_and_ignores_the_split(objs: list[dict[str, Any]], data: st.DataObject) -> None:
+def test_assembly_matches_the_sdk_and_ignores_the_split(
+    objs: list[dict[str, Any]], data: st.DataObject
+) -> None:
     raw = wire.frames(*objs)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=10)))
     pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
@@ -139,6 +229,8 @@ def test_assembly_matches_the_sdk_and_ignores_the_split(objs: list[dict[str, Any
     sdk = sdk_snapshot(objs).choices[0].message
     assert (ch.content or None) == (sdk.content or None)
     sdk_calls = sdk.tool_calls or []
-    assert [(c.id, c.name, c.arguments) for c in ch.calls] == [(t.id, t.function.name, t.function.arguments) for t in sdk_calls]
+    assert [(c.id, c.name, c.arguments) for c in ch.calls] == [
+        (t.id, t.function.name, t.function.arguments) for t in sdk_calls
+    ]
     reasoning = (sdk.model_extra or {}).get("reasoning")
     assert (ch.reasoning or None) == (reasoning or None)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
+
 from tests import wire
 from tests.wire import call, completion, exchange, message, req, tool_req
-from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
 
 BAD_ARGS = completion(message(None, tool_calls=[call(args='{"city": Tokyo}')]), "tool_calls")
 GOOD = completion(message(None, tool_calls=[call()]), "tool_calls")
@@ -55,7 +56,7 @@ def test_fault_only_at_the_caller_tap_is_the_gateways() -> None:
 
 
 def test_parser_leak_at_both_taps_is_the_parser() -> None:
-    leak = completion(message("<tool_call>{\"name\": \"get_weather\"}</tool_call>"))
+    leak = completion(message('<tool_call>{"name": "get_weather"}</tool_call>'))
     found = by_rule(correlated(exchange(tool_req(), leak), exchange(tool_req(), leak)))
     assert found["tool-markup-in-content"][:2] == ("parser", "engine")
 
@@ -67,7 +68,12 @@ def test_request_broken_on_the_way_in_is_the_gateways() -> None:
         {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sunny"},
     ]
     dropped = [history[0], history[2]]  # the gateway dropped the assistant turn
-    found = by_rule(correlated(exchange(tool_req(messages=history), completion()), exchange(tool_req(messages=dropped), completion())))
+    found = by_rule(
+        correlated(
+            exchange(tool_req(messages=history), completion()),
+            exchange(tool_req(messages=dropped), completion()),
+        )
+    )
     assert found["request-orphan-tool-call-id"][:2] == ("gateway", "engine")
     assert found["gateway-request-changed"][:2] == ("gateway", "caller")
 

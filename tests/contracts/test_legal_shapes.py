@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
 
 from tests import wire
 from tests.wire import call, chunk, completion, exchange, message, req, role_chunk, tool_req
-from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
 
 DATA = Path(__file__).with_name("data")
 WEATHER_REQ = tool_req(model=wire.K2)
@@ -40,7 +40,9 @@ def test_reference_nonstream_k2_tool_call() -> None:
 
 def test_reference_stream_reasoning_then_content() -> None:
     raw = (DATA / "vllm033-stream-reasoning-content.sse").read_bytes()
-    res = check_exchanges([sse_exchange(req(stream_options={"include_usage": True}), raw)], CheckConfig(direct=True))
+    res = check_exchanges(
+        [sse_exchange(req(stream_options={"include_usage": True}), raw)], CheckConfig(direct=True)
+    )
     assert res.findings == []
 
 
@@ -52,30 +54,78 @@ def test_reference_stream_k2_tool_call() -> None:
 
 def test_reference_frames_split_byte_by_byte() -> None:
     raw = (DATA / "vllm033-stream-k2-tool.sse").read_bytes()
-    ex = exchange({**WEATHER_REQ, "stream": True}, None, stream=True, pieces=[raw[i : i + 1] for i in range(len(raw))])
+    ex = exchange(
+        {**WEATHER_REQ, "stream": True}, None, stream=True, pieces=[raw[i : i + 1] for i in range(len(raw))]
+    )
     assert check_exchanges([ex], CheckConfig(direct=True)).findings == []
 
 
 NAME_FIRST = [  # hermes and the 0.15 Kimi parser: name first with no arguments key, content null
     role_chunk(),
-    chunk({"content": None, "tool_calls": [{"index": 0, "id": "chatcmpl-tool-a1b2c3d4e5f60718", "type": "function", "function": {"name": "get_weather"}}]}),
+    chunk(
+        {
+            "content": None,
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "chatcmpl-tool-a1b2c3d4e5f60718",
+                    "type": "function",
+                    "function": {"name": "get_weather"},
+                }
+            ],
+        }
+    ),
     chunk({"content": None, "tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]}),
     chunk({"content": None, "tool_calls": [{"index": 0, "function": {"arguments": '"Tokyo"}'}}]}),
     chunk({}, "tool_calls"),
 ]
 SAME_INDEX_TWICE = [
     role_chunk(),
-    chunk({"content": None, "tool_calls": [
-        {"index": 0, "id": "chatcmpl-tool-a1b2c3d4e5f60718", "type": "function", "function": {"name": "get_weather"}},
-        {"index": 0, "function": {"arguments": '{"city": "Tokyo"}'}},
-    ]}),
+    chunk(
+        {
+            "content": None,
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "chatcmpl-tool-a1b2c3d4e5f60718",
+                    "type": "function",
+                    "function": {"name": "get_weather"},
+                },
+                {"index": 0, "function": {"arguments": '{"city": "Tokyo"}'}},
+            ],
+        }
+    ),
     chunk({}, "tool_calls"),
 ]
 K3_WHOLE = [
     role_chunk(wire.K3),
     chunk({"reasoning": "Weather and a search."}, model=wire.K3),
-    chunk({"tool_calls": [{"index": 0, "id": "chatcmpl-tool-0123456789abcdef", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Tokyo"}'}}]}, model=wire.K3),
-    chunk({"tool_calls": [{"index": 1, "id": "chatcmpl-tool-fedcba9876543210", "type": "function", "function": {"name": "search", "arguments": '{"q": "Tokyo"}'}}]}, model=wire.K3),
+    chunk(
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "chatcmpl-tool-0123456789abcdef",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Tokyo"}'},
+                }
+            ]
+        },
+        model=wire.K3,
+    ),
+    chunk(
+        {
+            "tool_calls": [
+                {
+                    "index": 1,
+                    "id": "chatcmpl-tool-fedcba9876543210",
+                    "type": "function",
+                    "function": {"name": "search", "arguments": '{"q": "Tokyo"}'},
+                }
+            ]
+        },
+        model=wire.K3,
+    ),
     chunk({}, "tool_calls", model=wire.K3),
 ]
 
@@ -104,13 +154,44 @@ LEGAL_STREAMS: dict[str, tuple[dict[str, Any], bytes]] = {
     "data-without-space": (req(), wire.frames(*wire.text_stream("hi"), prefix="data:")),
     "crlf-line-ends": (req(), wire.frames(*wire.text_stream("hi"), sep="\r\n\r\n")),
     "cr-line-ends": (req(), wire.frames(*wire.text_stream("hi"), sep="\r\r")),
-    "keep-alive-comments": (req(), b": keep-alive\n\n" + wire.frames(wire.role_chunk(), done=False) + b": keep-alive\n\n" + wire.frames(*wire.text_stream("hi")[1:])),
-    "several-data-lines-in-one-event": (req(), b"data: " + json.dumps(wire.role_chunk(), indent=1).replace("\n", "\ndata: ").encode() + b"\n\n" + wire.frames(*wire.text_stream("hi")[1:])),
-    "continuous-usage-stats": (req(stream_options={"include_usage": True, "continuous_usage_stats": True}), wire.frames(*_continuous_usage())),
+    "keep-alive-comments": (
+        req(),
+        b": keep-alive\n\n"
+        + wire.frames(wire.role_chunk(), done=False)
+        + b": keep-alive\n\n"
+        + wire.frames(*wire.text_stream("hi")[1:]),
+    ),
+    "several-data-lines-in-one-event": (
+        req(),
+        b"data: "
+        + json.dumps(wire.role_chunk(), indent=1).replace("\n", "\ndata: ").encode()
+        + b"\n\n"
+        + wire.frames(*wire.text_stream("hi")[1:]),
+    ),
+    "continuous-usage-stats": (
+        req(stream_options={"include_usage": True, "continuous_usage_stats": True}),
+        wire.frames(*_continuous_usage()),
+    ),
     "rust-frontend-no-nulls": (WEATHER_REQ, wire.frames(*[_drop_nulls(o) for o in wire.k2_tool_stream()])),
-    "vllm-015-both-reasoning-names": (req(), wire.frames(role_chunk(), chunk({"reasoning": "r", "reasoning_content": "r"}), chunk({"content": "x"}), chunk({}, "stop"))),
-    "reasoning-content-dialect": (req(), wire.frames(role_chunk(), chunk({"reasoning_content": "r"}), chunk({"content": "x"}), chunk({}, "stop"))),
-    "length-with-partial-call": (tool_req(max_tokens=8), wire.frames(*wire.k2_tool_stream(args='{"city": "Tok', finish="length")[:-2], chunk({}, "length"))),
+    "vllm-015-both-reasoning-names": (
+        req(),
+        wire.frames(
+            role_chunk(),
+            chunk({"reasoning": "r", "reasoning_content": "r"}),
+            chunk({"content": "x"}),
+            chunk({}, "stop"),
+        ),
+    ),
+    "reasoning-content-dialect": (
+        req(),
+        wire.frames(
+            role_chunk(), chunk({"reasoning_content": "r"}), chunk({"content": "x"}), chunk({}, "stop")
+        ),
+    ),
+    "length-with-partial-call": (
+        tool_req(max_tokens=8),
+        wire.frames(*wire.k2_tool_stream(args='{"city": "Tok', finish="length")[:-2], chunk({}, "length")),
+    ),
     "bom-at-start": (req(), b"\xef\xbb\xbf" + wire.frames(*wire.text_stream("hi"))),
 }
 
@@ -131,16 +212,26 @@ def test_legal_stream_shapes_survive_any_chunking() -> None:
 
 def test_named_tool_choice_with_stop_is_legal() -> None:
     r = tool_req(tool_choice={"type": "function", "function": {"name": "get_weather"}})
-    assert check_exchanges([exchange(r, completion(message(None, tool_calls=[call()]), "stop"))], CheckConfig(direct=True)).findings == []
+    assert (
+        check_exchanges(
+            [exchange(r, completion(message(None, tool_calls=[call()]), "stop"))], CheckConfig(direct=True)
+        ).findings
+        == []
+    )
 
 
 def test_tool_calls_with_stop_from_another_upstream_is_only_a_warning() -> None:
-    res = check_exchanges([exchange(tool_req(), completion(message(None, tool_calls=[call()]), "stop"))], CheckConfig(direct=True))
+    res = check_exchanges(
+        [exchange(tool_req(), completion(message(None, tool_calls=[call()]), "stop"))],
+        CheckConfig(direct=True),
+    )
     assert [(f.rule, str(f.severity)) for f in res.findings] == [("finish-reason-mismatch", "warning")]
 
 
 def test_k3_ids_are_not_judged_by_k2_rules() -> None:
-    body = completion(message(None, tool_calls=[call(id="chatcmpl-tool-0123456789abcdef")]), "tool_calls", model=wire.K3)
+    body = completion(
+        message(None, tool_calls=[call(id="chatcmpl-tool-0123456789abcdef")]), "tool_calls", model=wire.K3
+    )
     assert check_exchanges([exchange(tool_req(model=wire.K3), body)], CheckConfig(direct=True)).findings == []
 
 

@@ -7,10 +7,21 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from wirecheck.contracts import CheckConfig, Exchange, ExchangeError, Finding, check_exchanges, rules
 
 from tests import wire
-from tests.wire import call, chunk, completion, exchange, message, per_frame, req, role_chunk, streamed, tool_req
-from wirecheck.contracts import CheckConfig, Exchange, ExchangeError, Finding, check_exchanges, rules
+from tests.wire import (
+    call,
+    chunk,
+    completion,
+    exchange,
+    message,
+    per_frame,
+    req,
+    role_chunk,
+    streamed,
+    tool_req,
+)
 
 Case = Callable[[], list[Exchange]]
 
@@ -45,7 +56,13 @@ HISTORY = [
     {"role": "assistant", "content": None, "tool_calls": [call()]},
     {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sunny"},
 ]
-JSON_SCHEMA = {"type": "json_schema", "json_schema": {"name": "w", "schema": {"type": "object", "properties": {"t": {"type": "number"}}, "required": ["t"]}}}
+JSON_SCHEMA = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "w",
+        "schema": {"type": "object", "properties": {"t": {"type": "number"}}, "required": ["t"]},
+    },
+}
 REASONING = wire.text_stream("Hello", reasoning=("The ", "user"))
 
 
@@ -56,19 +73,26 @@ def buffered_pair(buffered: bool) -> list[Exchange]:
     return taps(caller, engine)
 
 
-def pair(c_req: dict[str, Any], c_body: Any, e_req: dict[str, Any] | None = None, e_body: Any = None, **kw: Any) -> Case:
+def pair(
+    c_req: dict[str, Any], c_body: Any, e_req: dict[str, Any] | None = None, e_body: Any = None, **kw: Any
+) -> Case:
     """A caller/engine pair; the engine side defaults to the caller side's request and body."""
+
     def make() -> list[Exchange]:
         e = exchange(e_req or c_req, e_body if e_body is not None else c_body, **kw)
         c = exchange(c_req, c_body, **kw)
         return taps(c, e)
+
     return make
 
 
-def stream_pair(c_objs: list[Any], e_objs: list[Any], request: dict[str, Any] | None = None, e_done: bool = True) -> Case:
+def stream_pair(
+    c_objs: list[Any], e_objs: list[Any], request: dict[str, Any] | None = None, e_done: bool = True
+) -> Case:
     def make() -> list[Exchange]:
         r = request or req()
         return taps(streamed(r, c_objs), streamed(r, e_objs, done=e_done))
+
     return make
 
 
@@ -82,74 +106,421 @@ K2_ERR = {"error": {"message": "boom", "type": "InternalServerError", "param": N
 CASES: dict[str, tuple[Case, Case, str]] = {
     # --- tools
     "tool-call-undeclared": (one(tool_req(), tool_msg(call("delete_all", "{}"))), OK_TOOL, "model"),
-    "tool-call-shape": (one(tool_req(), tool_msg({"id": "x", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Tokyo"}}})), OK_TOOL, "parser"),
-    "tool-call-args-invalid-json": (one(tool_req(), tool_msg(call(args='{"city": Tokyo}'))), OK_TOOL, "model"),
-    "tool-call-args-truncated": (one(tool_req(max_tokens=20), tool_msg(call(args='{"city": "To'), finish="length")), one(tool_req(max_tokens=20), tool_msg(call(), finish="length")), "caller"),
-    "tool-call-args-not-object": (one(tool_req(), tool_msg(call(args=json.dumps('{"city": "Tokyo"}')))), OK_TOOL, "model"),
-    "tool-call-args-schema": (one(tool_req(), tool_msg(call(args={"city": "Tokyo", "days": 30}))), one(tool_req(), tool_msg(call(args={"city": "Tokyo", "days": 3}))), "model"),
-    "tool-call-id-missing": (one(tool_req(), tool_msg({"type": "function", "function": {"name": "get_weather", "arguments": "{}"}})), OK_TOOL, "parser"),
-    "tool-call-id-duplicate": (one(tool_req(), tool_msg(call(id="c1"), call("search", {"q": "x"}, id="c1"))), one(tool_req(), tool_msg(call(id="c1"), call("search", {"q": "x"}, id="c2"))), "parser"),
-    "tool-call-id-format": (one(tool_req(), tool_msg(call("search", {"q": "x"}, id="search:0"))), one(tool_req(), tool_msg(call("search", {"q": "x"}, idx=0))), "model"),
-    "tool-choice-violated": (one(tool_req(tool_choice="required"), completion(message("It is sunny."))), one(tool_req(tool_choice="required"), tool_msg(call())), "model"),
-    "parallel-tool-calls-violated": (one(tool_req(parallel_tool_calls=False), tool_msg(call(), call("search", {"q": "x"}, idx=1))), one(tool_req(parallel_tool_calls=False), tool_msg(call())), "model"),
+    "tool-call-shape": (
+        one(
+            tool_req(),
+            tool_msg(
+                {
+                    "id": "x",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": {"city": "Tokyo"}},
+                }
+            ),
+        ),
+        OK_TOOL,
+        "parser",
+    ),
+    "tool-call-args-invalid-json": (
+        one(tool_req(), tool_msg(call(args='{"city": Tokyo}'))),
+        OK_TOOL,
+        "model",
+    ),
+    "tool-call-args-truncated": (
+        one(tool_req(max_tokens=20), tool_msg(call(args='{"city": "To'), finish="length")),
+        one(tool_req(max_tokens=20), tool_msg(call(), finish="length")),
+        "caller",
+    ),
+    "tool-call-args-not-object": (
+        one(tool_req(), tool_msg(call(args=json.dumps('{"city": "Tokyo"}')))),
+        OK_TOOL,
+        "model",
+    ),
+    "tool-call-args-schema": (
+        one(tool_req(), tool_msg(call(args={"city": "Tokyo", "days": 30}))),
+        one(tool_req(), tool_msg(call(args={"city": "Tokyo", "days": 3}))),
+        "model",
+    ),
+    "tool-call-id-missing": (
+        one(
+            tool_req(), tool_msg({"type": "function", "function": {"name": "get_weather", "arguments": "{}"}})
+        ),
+        OK_TOOL,
+        "parser",
+    ),
+    "tool-call-id-duplicate": (
+        one(tool_req(), tool_msg(call(id="c1"), call("search", {"q": "x"}, id="c1"))),
+        one(tool_req(), tool_msg(call(id="c1"), call("search", {"q": "x"}, id="c2"))),
+        "parser",
+    ),
+    "tool-call-id-format": (
+        one(tool_req(), tool_msg(call("search", {"q": "x"}, id="search:0"))),
+        one(tool_req(), tool_msg(call("search", {"q": "x"}, idx=0))),
+        "model",
+    ),
+    "tool-choice-violated": (
+        one(tool_req(tool_choice="required"), completion(message("It is sunny."))),
+        one(tool_req(tool_choice="required"), tool_msg(call())),
+        "model",
+    ),
+    "parallel-tool-calls-violated": (
+        one(tool_req(parallel_tool_calls=False), tool_msg(call(), call("search", {"q": "x"}, idx=1))),
+        one(tool_req(parallel_tool_calls=False), tool_msg(call())),
+        "model",
+    ),
     "finish-reason-mismatch": (one(tool_req(), completion(message("hi"), "tool_calls")), OK_TOOL, "parser"),
-    "finish-reason-missing": (sse(req(), [role_chunk(), chunk({"content": "hi"})]), sse(req(), wire.text_stream("hi")), "engine"),
+    "finish-reason-missing": (
+        sse(req(), [role_chunk(), chunk({"content": "hi"})]),
+        sse(req(), wire.text_stream("hi")),
+        "engine",
+    ),
     # --- markup
-    "tool-markup-in-content": (one(tool_req(), completion(message('<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Tokyo"}<|tool_call_end|><|tool_calls_section_end|>'))), OK_TOOL, "parser"),
-    "tool-call-in-reasoning": (one(tool_req(), completion(message("ok", reasoning='Let me call <|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|>'))), one(tool_req(), completion(message("ok", reasoning="I will call the weather tool."))), "model"),
-    "reasoning-markup-in-content": (one(req(), completion(message("I think so.</think>Hello"))), OK_TEXT, "parser"),
-    "special-token-leak": (one(req(model=wire.K3), completion(message("Hello<|close|>message<|sep|>"), model=wire.K3)), one(req(model=wire.K3), completion(message("Hello"), model=wire.K3)), "parser"),
+    "tool-markup-in-content": (
+        one(
+            tool_req(),
+            completion(
+                message(
+                    '<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Tokyo"}<|tool_call_end|><|tool_calls_section_end|>'
+                )
+            ),
+        ),
+        OK_TOOL,
+        "parser",
+    ),
+    "tool-call-in-reasoning": (
+        one(
+            tool_req(),
+            completion(
+                message(
+                    "ok",
+                    reasoning='Let me call <|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|>',
+                )
+            ),
+        ),
+        one(tool_req(), completion(message("ok", reasoning="I will call the weather tool."))),
+        "model",
+    ),
+    "reasoning-markup-in-content": (
+        one(req(), completion(message("I think so.</think>Hello"))),
+        OK_TEXT,
+        "parser",
+    ),
+    "special-token-leak": (
+        one(req(model=wire.K3), completion(message("Hello<|close|>message<|sep|>"), model=wire.K3)),
+        one(req(model=wire.K3), completion(message("Hello"), model=wire.K3)),
+        "parser",
+    ),
     # --- reasoning
-    "reasoning-missing": (one(req(chat_template_kwargs={"thinking": True}), completion(message("Hello"))), one(req(chat_template_kwargs={"thinking": True}), completion(message("Hello", reasoning="The user greets."))), "parser"),
-    "reasoning-shape": (one(req(), completion(message("Hello", reasoning={"text": "x"}))), one(req(), completion(message("Hello", reasoning="x", reasoning_content="x"))), "parser"),
+    "reasoning-missing": (
+        one(req(chat_template_kwargs={"thinking": True}), completion(message("Hello"))),
+        one(
+            req(chat_template_kwargs={"thinking": True}),
+            completion(message("Hello", reasoning="The user greets.")),
+        ),
+        "parser",
+    ),
+    "reasoning-shape": (
+        one(req(), completion(message("Hello", reasoning={"text": "x"}))),
+        one(req(), completion(message("Hello", reasoning="x", reasoning_content="x"))),
+        "parser",
+    ),
     # --- output
-    "json-output-invalid": (one(req(response_format={"type": "json_object"}), completion(message("```json\n{}\n```"))), one(req(response_format={"type": "json_object"}), completion(message('{"a": 1}'))), "model"),
-    "json-output-truncated": (one(req(response_format={"type": "json_object"}, max_tokens=5), completion(message('{"a": '), "length")), one(req(response_format={"type": "json_object"}, max_tokens=5), completion(message('{"a": 1}'), "length")), "caller"),
-    "json-output-schema": (one(req(response_format=JSON_SCHEMA), completion(message('{"t": "hot"}'))), one(req(response_format=JSON_SCHEMA), completion(message('{"t": 21.5}'))), "model"),
-    "structured-output-violated": (one(req(structured_outputs={"choice": ["yes", "no"]}), completion(message("maybe"))), one(req(structured_outputs={"choice": ["yes", "no"]}), completion(message("yes"))), "model"),
+    "json-output-invalid": (
+        one(req(response_format={"type": "json_object"}), completion(message("```json\n{}\n```"))),
+        one(req(response_format={"type": "json_object"}), completion(message('{"a": 1}'))),
+        "model",
+    ),
+    "json-output-truncated": (
+        one(
+            req(response_format={"type": "json_object"}, max_tokens=5),
+            completion(message('{"a": '), "length"),
+        ),
+        one(
+            req(response_format={"type": "json_object"}, max_tokens=5),
+            completion(message('{"a": 1}'), "length"),
+        ),
+        "caller",
+    ),
+    "json-output-schema": (
+        one(req(response_format=JSON_SCHEMA), completion(message('{"t": "hot"}'))),
+        one(req(response_format=JSON_SCHEMA), completion(message('{"t": 21.5}'))),
+        "model",
+    ),
+    "structured-output-violated": (
+        one(req(structured_outputs={"choice": ["yes", "no"]}), completion(message("maybe"))),
+        one(req(structured_outputs={"choice": ["yes", "no"]}), completion(message("yes"))),
+        "model",
+    ),
     # --- stream framing
-    "stream-malformed-frame": (lambda: [exchange(req(stream=True), wire.frames(role_chunk()) [:-16] + b'\n\n{"choices":[]}\n\ndata: [DONE]\n\n', stream=True)], sse(req(), wire.text_stream("hi")), "engine"),
-    "stream-done-missing": (sse(req(), wire.text_stream("hi"), done=False), sse(req(), wire.text_stream("hi")), "engine"),
-    "stream-done-repeated": (sse(req(), [*wire.text_stream("hi"), "[DONE]"]), sse(req(), wire.text_stream("hi")), "engine"),
-    "stream-data-after-done": (lambda: [exchange(req(stream=True), wire.frames(*wire.text_stream("hi")) + wire.frames(chunk({"content": "x"}), done=False), stream=True)], sse(req(), wire.text_stream("hi")), "engine"),
-    "stream-error-frame": (sse(req(), [role_chunk(), chunk({"content": "He"}), K2_ERR]), sse(req(), wire.text_stream("He")), "engine"),
-    "stream-tool-index-gap": (sse(tool_req(), [role_chunk(), chunk({"tool_calls": [{"index": 1, **call()}]}), chunk({}, "tool_calls")]), sse(tool_req(), wire.k2_tool_stream()), "parser"),
-    "stream-tool-index-reuse": (sse(tool_req(), [role_chunk(), chunk({"tool_calls": [{"index": 0, **call()}]}), chunk({"tool_calls": [{"index": 0, **call("search", {"q": "x"}, idx=1)}]}), chunk({}, "tool_calls")]),
-                                sse(tool_req(), [role_chunk(), chunk({"tool_calls": [{"index": 0, **call()}]}), chunk({"tool_calls": [{"index": 1, **call("search", {"q": "x"}, idx=1)}]}), chunk({}, "tool_calls")]), "parser"),
-    "stream-tool-id-repeated": (sse(tool_req(), [role_chunk(), chunk({"tool_calls": [{"index": 0, "id": "c", "type": "function", "function": {"name": "get_weather", "arguments": '{"city"'}}]}), chunk({"tool_calls": [{"index": 0, "id": "c", "function": {"arguments": ': "x"}'}}]}), chunk({}, "tool_calls")]),
-                                sse(tool_req(), wire.k2_tool_stream()), "parser"),
-    "stream-usage-missing": (sse(req(stream_options={"include_usage": True}), wire.text_stream("hi")), sse(req(stream_options={"include_usage": True}), wire.text_stream("hi", usage=True)), "engine"),
-    "stream-output-after-finish": (sse(req(), [role_chunk(), chunk({}, "stop"), chunk({"content": "more"})]), sse(req(), wire.text_stream("hi")), "engine"),
-    "stream-inconsistent": (sse(req(), [role_chunk(), chunk({"content": "a"}, id="chatcmpl-other"), chunk({}, "stop")]), sse(req(), wire.text_stream("hi")), "engine"),
-    "stream-content-type": (lambda: [exchange(req(stream=True), wire.frames(*wire.text_stream("hi")), stream=True, content_type="text/plain")], sse(req(), wire.text_stream("hi")), "engine"),
-    "stream-not-streamed": (one(req(stream=True), completion()), sse(req(), wire.text_stream("hi")), "engine"),
+    "stream-malformed-frame": (
+        lambda: [
+            exchange(
+                req(stream=True),
+                wire.frames(role_chunk())[:-16] + b'\n\n{"choices":[]}\n\ndata: [DONE]\n\n',
+                stream=True,
+            )
+        ],
+        sse(req(), wire.text_stream("hi")),
+        "engine",
+    ),
+    "stream-done-missing": (
+        sse(req(), wire.text_stream("hi"), done=False),
+        sse(req(), wire.text_stream("hi")),
+        "engine",
+    ),
+    "stream-done-repeated": (
+        sse(req(), [*wire.text_stream("hi"), "[DONE]"]),
+        sse(req(), wire.text_stream("hi")),
+        "engine",
+    ),
+    "stream-data-after-done": (
+        lambda: [
+            exchange(
+                req(stream=True),
+                wire.frames(*wire.text_stream("hi")) + wire.frames(chunk({"content": "x"}), done=False),
+                stream=True,
+            )
+        ],
+        sse(req(), wire.text_stream("hi")),
+        "engine",
+    ),
+    "stream-error-frame": (
+        sse(req(), [role_chunk(), chunk({"content": "He"}), K2_ERR]),
+        sse(req(), wire.text_stream("He")),
+        "engine",
+    ),
+    "stream-tool-index-gap": (
+        sse(
+            tool_req(),
+            [role_chunk(), chunk({"tool_calls": [{"index": 1, **call()}]}), chunk({}, "tool_calls")],
+        ),
+        sse(tool_req(), wire.k2_tool_stream()),
+        "parser",
+    ),
+    "stream-tool-index-reuse": (
+        sse(
+            tool_req(),
+            [
+                role_chunk(),
+                chunk({"tool_calls": [{"index": 0, **call()}]}),
+                chunk({"tool_calls": [{"index": 0, **call("search", {"q": "x"}, idx=1)}]}),
+                chunk({}, "tool_calls"),
+            ],
+        ),
+        sse(
+            tool_req(),
+            [
+                role_chunk(),
+                chunk({"tool_calls": [{"index": 0, **call()}]}),
+                chunk({"tool_calls": [{"index": 1, **call("search", {"q": "x"}, idx=1)}]}),
+                chunk({}, "tool_calls"),
+            ],
+        ),
+        "parser",
+    ),
+    "stream-tool-id-repeated": (
+        sse(
+            tool_req(),
+            [
+                role_chunk(),
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "c",
+                                "type": "function",
+                                "function": {"name": "get_weather", "arguments": '{"city"'},
+                            }
+                        ]
+                    }
+                ),
+                chunk({"tool_calls": [{"index": 0, "id": "c", "function": {"arguments": ': "x"}'}}]}),
+                chunk({}, "tool_calls"),
+            ],
+        ),
+        sse(tool_req(), wire.k2_tool_stream()),
+        "parser",
+    ),
+    "stream-usage-missing": (
+        sse(req(stream_options={"include_usage": True}), wire.text_stream("hi")),
+        sse(req(stream_options={"include_usage": True}), wire.text_stream("hi", usage=True)),
+        "engine",
+    ),
+    "stream-output-after-finish": (
+        sse(req(), [role_chunk(), chunk({}, "stop"), chunk({"content": "more"})]),
+        sse(req(), wire.text_stream("hi")),
+        "engine",
+    ),
+    "stream-inconsistent": (
+        sse(req(), [role_chunk(), chunk({"content": "a"}, id="chatcmpl-other"), chunk({}, "stop")]),
+        sse(req(), wire.text_stream("hi")),
+        "engine",
+    ),
+    "stream-content-type": (
+        lambda: [
+            exchange(
+                req(stream=True), wire.frames(*wire.text_stream("hi")), stream=True, content_type="text/plain"
+            )
+        ],
+        sse(req(), wire.text_stream("hi")),
+        "engine",
+    ),
+    "stream-not-streamed": (
+        one(req(stream=True), completion()),
+        sse(req(), wire.text_stream("hi")),
+        "engine",
+    ),
     # --- request
-    "request-malformed": (lambda: [exchange(b'{"model": "x", "messages": [', completion())], OK_TEXT, "caller"),
-    "request-orphan-tool-call-id": (one(tool_req(messages=[{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "nope", "content": "r"}]), completion()), one(tool_req(messages=HISTORY), completion()), "caller"),
-    "request-guided-fields": (one(req(guided_json={"type": "object"}), completion()), one(req(structured_outputs={"json": {"type": "object"}}), completion(message("{}"))), "caller"),
+    "request-malformed": (
+        lambda: [exchange(b'{"model": "x", "messages": [', completion())],
+        OK_TEXT,
+        "caller",
+    ),
+    "request-orphan-tool-call-id": (
+        one(
+            tool_req(
+                messages=[
+                    {"role": "user", "content": "x"},
+                    {"role": "tool", "tool_call_id": "nope", "content": "r"},
+                ]
+            ),
+            completion(),
+        ),
+        one(tool_req(messages=HISTORY), completion()),
+        "caller",
+    ),
+    "request-guided-fields": (
+        one(req(guided_json={"type": "object"}), completion()),
+        one(req(structured_outputs={"json": {"type": "object"}}), completion(message("{}"))),
+        "caller",
+    ),
     "request-empty-tools": (one(req(tools=[]), completion()), OK_TOOL, "caller"),
-    "request-tool-schema-invalid": (one(req(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "objekt"}}}]), completion()), OK_TOOL, "caller"),
+    "request-tool-schema-invalid": (
+        one(
+            req(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "objekt"}}}]),
+            completion(),
+        ),
+        OK_TOOL,
+        "caller",
+    ),
     # --- http and transport
     "http-server-error": (one(req(), K2_ERR, status=500), OK_TEXT, "engine"),
-    "http-client-error": (one(req(), {"error": {"message": "bad (parameter=tools, value=[])", "type": "BadRequestError", "param": None, "code": 400}}, status=400), OK_TEXT, "caller"),
-    "error-body-shape": (one(req(), {"detail": "oops"}, status=500), one(req(), {"error": "Unauthorized"}, status=401), "engine"),
+    "http-client-error": (
+        one(
+            req(),
+            {
+                "error": {
+                    "message": "bad (parameter=tools, value=[])",
+                    "type": "BadRequestError",
+                    "param": None,
+                    "code": 400,
+                }
+            },
+            status=400,
+        ),
+        OK_TEXT,
+        "caller",
+    ),
+    "error-body-shape": (
+        one(req(), {"detail": "oops"}, status=500),
+        one(req(), {"error": "Unauthorized"}, status=401),
+        "engine",
+    ),
     "response-malformed": (one(req(), {"id": "x", "object": "chat.completion"}), OK_TEXT, "engine"),
-    "transport-error": (lambda: [exchange(req(stream=True), wire.frames(role_chunk(), done=False), stream=True, error=ExchangeError("upstream_reset", "connection reset", 12.0))], sse(req(), wire.text_stream("hi")), "engine"),
+    "transport-error": (
+        lambda: [
+            exchange(
+                req(stream=True),
+                wire.frames(role_chunk(), done=False),
+                stream=True,
+                error=ExchangeError("upstream_reset", "connection reset", 12.0),
+            )
+        ],
+        sse(req(), wire.text_stream("hi")),
+        "engine",
+    ),
     # --- dual tap
-    "gateway-request-changed": (pair(req(response_format={"type": "json_object"}), completion(message("{}")), req(), completion(message("{}"))), pair(req(), completion()), "gateway"),
-    "gateway-status-changed": (lambda: taps(exchange(req(), K2_ERR, status=502), exchange(req(), completion())), pair(req(), completion()), "gateway"),
-    "gateway-reasoning-dropped": (stream_pair(wire.text_stream("Hello"), REASONING), stream_pair(REASONING, REASONING), "gateway"),
-    "gateway-reasoning-merged": (stream_pair(wire.text_stream("The user", "Hello"), REASONING), stream_pair(REASONING, REASONING), "gateway"),
-    "gateway-reasoning-reshaped": (pair(req(), completion(message("Hello", reasoning=None, reasoning_details=[{"text": "x"}])), req(), completion(message("Hello", reasoning="x"))), pair(req(), completion(message("Hello", reasoning="x"))), "gateway"),
-    "gateway-reasoning-renamed": (pair(req(), completion(message("Hello", reasoning=None, reasoning_content="x")), req(), completion(message("Hello", reasoning="x"))), pair(req(), completion(message("Hello", reasoning="x"))), "gateway"),
-    "gateway-content-changed": (pair(req(), completion(message("Hello Hello")), req(), completion()), pair(req(), completion()), "gateway"),
-    "gateway-tool-calls-changed": (pair(tool_req(), tool_msg(call(args=json.dumps('{"city": "Tokyo"}'))), tool_req(), tool_msg(call())), pair(tool_req(), tool_msg(call(args='{"city":"Tokyo"}')), tool_req(), tool_msg(call())), "gateway"),
-    "gateway-finish-reason-changed": (pair(tool_req(), tool_msg(call(), finish="stop"), tool_req(), tool_msg(call())), OK_TOOL, "gateway"),
-    "gateway-usage-changed": (stream_pair(wire.text_stream("hi"), wire.text_stream("hi", usage=True), req(stream_options={"include_usage": True})), stream_pair(wire.text_stream("hi", usage=True), wire.text_stream("hi", usage=True)), "gateway"),
-    "gateway-error-hidden": (stream_pair(wire.text_stream("He"), [role_chunk(), chunk({"content": "He"}), K2_ERR]), stream_pair(wire.text_stream("He"), wire.text_stream("He")), "gateway"),
+    "gateway-request-changed": (
+        pair(
+            req(response_format={"type": "json_object"}),
+            completion(message("{}")),
+            req(),
+            completion(message("{}")),
+        ),
+        pair(req(), completion()),
+        "gateway",
+    ),
+    "gateway-status-changed": (
+        lambda: taps(exchange(req(), K2_ERR, status=502), exchange(req(), completion())),
+        pair(req(), completion()),
+        "gateway",
+    ),
+    "gateway-reasoning-dropped": (
+        stream_pair(wire.text_stream("Hello"), REASONING),
+        stream_pair(REASONING, REASONING),
+        "gateway",
+    ),
+    "gateway-reasoning-merged": (
+        stream_pair(wire.text_stream("The user", "Hello"), REASONING),
+        stream_pair(REASONING, REASONING),
+        "gateway",
+    ),
+    "gateway-reasoning-reshaped": (
+        pair(
+            req(),
+            completion(message("Hello", reasoning=None, reasoning_details=[{"text": "x"}])),
+            req(),
+            completion(message("Hello", reasoning="x")),
+        ),
+        pair(req(), completion(message("Hello", reasoning="x"))),
+        "gateway",
+    ),
+    "gateway-reasoning-renamed": (
+        pair(
+            req(),
+            completion(message("Hello", reasoning=None, reasoning_content="x")),
+            req(),
+            completion(message("Hello", reasoning="x")),
+        ),
+        pair(req(), completion(message("Hello", reasoning="x"))),
+        "gateway",
+    ),
+    "gateway-content-changed": (
+        pair(req(), completion(message("Hello Hello")), req(), completion()),
+        pair(req(), completion()),
+        "gateway",
+    ),
+    "gateway-tool-calls-changed": (
+        pair(tool_req(), tool_msg(call(args=json.dumps('{"city": "Tokyo"}'))), tool_req(), tool_msg(call())),
+        pair(tool_req(), tool_msg(call(args='{"city":"Tokyo"}')), tool_req(), tool_msg(call())),
+        "gateway",
+    ),
+    "gateway-finish-reason-changed": (
+        pair(tool_req(), tool_msg(call(), finish="stop"), tool_req(), tool_msg(call())),
+        OK_TOOL,
+        "gateway",
+    ),
+    "gateway-usage-changed": (
+        stream_pair(
+            wire.text_stream("hi"),
+            wire.text_stream("hi", usage=True),
+            req(stream_options={"include_usage": True}),
+        ),
+        stream_pair(wire.text_stream("hi", usage=True), wire.text_stream("hi", usage=True)),
+        "gateway",
+    ),
+    "gateway-error-hidden": (
+        stream_pair(wire.text_stream("He"), [role_chunk(), chunk({"content": "He"}), K2_ERR]),
+        stream_pair(wire.text_stream("He"), wire.text_stream("He")),
+        "gateway",
+    ),
     "gateway-stream-buffered": (lambda: buffered_pair(True), lambda: buffered_pair(False), "gateway"),
     # --- stream vs non-stream
-    "stream-nonstream-mismatch": (twins(wire.k2_tool_stream(args='{"city": "Osaka"}'), tool_msg(call()), tool_req(temperature=0)), twins(wire.k2_tool_stream(), tool_msg(call()), tool_req(temperature=0)), "parser"),
+    "stream-nonstream-mismatch": (
+        twins(wire.k2_tool_stream(args='{"city": "Osaka"}'), tool_msg(call()), tool_req(temperature=0)),
+        twins(wire.k2_tool_stream(), tool_msg(call()), tool_req(temperature=0)),
+        "parser",
+    ),
 }
 
 
@@ -173,5 +544,7 @@ def test_good_cases_have_no_error_at_all() -> None:
     # (a legal 401 body is still a failed request)
     allowed = {"error-body-shape": {"http-client-error"}}
     for rule_id, (_, good, _) in CASES.items():
-        errors = [f for f in run(good()) if f.severity == "error" and f.rule not in allowed.get(rule_id, set())]
+        errors = [
+            f for f in run(good()) if f.severity == "error" and f.rule not in allowed.get(rule_id, set())
+        ]
         assert not errors, (rule_id, [(f.rule, f.message) for f in errors])

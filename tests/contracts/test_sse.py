@@ -1,6 +1,5 @@
 from hypothesis import given
 from hypothesis import strategies as st
-
 from wirecheck.contracts import SSEDecoder, decode_sse
 
 
@@ -124,5 +123,7 @@ def test_any_split_gives_the_same_events(stream: bytes, data: st.DataObject) -> 
     cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=12)))
     pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
     split, dec_split = decode_sse(pieces)
-    assert [(e.data, e.event, e.id, e.retry) for e in split] == [(e.data, e.event, e.id, e.retry) for e in whole]
+    assert [(e.data, e.event, e.id, e.retry) for e in split] == [
+        (e.data, e.event, e.id, e.retry) for e in whole
+    ]
     assert [a.kind for a in dec_split.anomalies] == [a.kind for a in dec_whole.anomalies]

@@ -1,0 +1,1 @@
+"""wirecheck.acceptance: see DESIGN.md (not built yet)."""

@@ -1,0 +1,1 @@
+"""wirecheck.generators: see DESIGN.md (not built yet)."""

@@ -1,0 +1,1 @@
+"""wirecheck.proxy: see DESIGN.md (not built yet)."""

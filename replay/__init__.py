@@ -1,0 +1,1 @@
+"""wirecheck.replay: see DESIGN.md (not built yet)."""

@@ -1,0 +1,1 @@
+"""wirecheck.sim: see DESIGN.md (not built yet)."""
