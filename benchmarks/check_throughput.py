@@ -49,25 +49,53 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         "object": "chat.completion.chunk",
         "created": 1796199188,
         "model": MODEL,
-        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "token_ids": None}],
+        "choices": [
+            {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "token_ids": None}
+        ],
         "kv_transfer_params": None,
     }
 
 
 def _words(rng: random.Random, n: int) -> list[str]:
-    vocab = ["the", " weather", " in", " Tokyo", " is", " sunny", ",", " with", " a", " high", " of", " 21", "°C", "."]
+    vocab = [
+        "the",
+        " weather",
+        " in",
+        " Tokyo",
+        " is",
+        " sunny",
+        ",",
+        " with",
+        " a",
+        " high",
+        " of",
+        " 21",
+        "°C",
+        ".",
+    ]
     return [rng.choice(vocab) for _ in range(n)]
 
 
 def _stream(rng: random.Random, kind: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    req: dict[str, Any] = {"model": MODEL, "messages": [{"role": "user", "content": "weather?"}], "stream": True}
+    req: dict[str, Any] = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "weather?"}],
+        "stream": True,
+    }
     objs: list[dict[str, Any]] = [
         {
             "id": "chatcmpl-8a9e95f5621789de",
             "object": "chat.completion.chunk",
             "created": 1796199188,
             "model": MODEL,
-            "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}],
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"role": "assistant", "content": ""},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
+            ],
         }
     ]
     objs += [_chunk({"reasoning": w}) for w in _words(rng, rng.randint(20, 80))]
@@ -92,7 +120,10 @@ def _stream(rng: random.Random, kind: str) -> tuple[dict[str, Any], list[dict[st
                     }
                 )
             )
-            objs += [_chunk({"tool_calls": [{"index": 0, "function": {"arguments": args[i : i + 3]}}]}) for i in range(2, len(args), 3)]
+            objs += [
+                _chunk({"tool_calls": [{"index": 0, "function": {"arguments": args[i : i + 3]}}]})
+                for i in range(2, len(args), 3)
+            ]
         else:
             objs.append(
                 _chunk(
@@ -132,7 +163,12 @@ def corpus(n: int, seed: int = 7) -> tuple[list[Exchange], list[str], int]:
             Exchange(
                 id=f"b{i}",
                 tap="engine",
-                request=HttpRequest("POST", "/v1/chat/completions", [("content-type", "application/json")], json.dumps(req).encode()),
+                request=HttpRequest(
+                    "POST",
+                    "/v1/chat/completions",
+                    [("content-type", "application/json")],
+                    json.dumps(req).encode(),
+                ),
                 response=HttpResponse(200, [("content-type", "text/event-stream")], b"", chunks),
             )
         )
@@ -153,7 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exchanges", type=int, default=400)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "check_throughput.json"))
-    ap.add_argument("--target", type=float, default=4.0, help="fail (exit 1) when checked is slower than this many times the baseline")
+    ap.add_argument(
+        "--target",
+        type=float,
+        default=4.0,
+        help="fail (exit 1) when checked is slower than this many times the baseline",
+    )
     args = ap.parse_args(argv)
 
     exchanges, payloads, size = corpus(args.exchanges)
@@ -170,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
         ("bare json.loads of frames (baseline)", t_parse, mb / t_parse, 1.0),
         ("wirecheck check (decode+assemble+rules)", t_check, mb / t_check, t_check / t_parse),
     ]
-    print(f"corpus: {len(exchanges)} streams, {len(payloads)} frames, {mb:.2f} MB of SSE; best of {args.repeat}; one core")
+    print(
+        f"corpus: {len(exchanges)} streams, {len(payloads)} frames, {mb:.2f} MB of SSE; best of {args.repeat}; one core"
+    )
     print(f"{'path':42} {'seconds':>9} {'MB/s':>9} {'x baseline':>11}")
     for name, t, rate, ratio in rows:
         print(f"{name:42} {t:9.4f} {rate:9.1f} {ratio:11.2f}")
