@@ -7,9 +7,11 @@ from collections.abc import Iterator
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from pydantic import ValidationError
 
 from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
 from ._view import ExchangeView
+from ._wire import ChatRequest
 
 _GUIDED = (
     "guided_json",
@@ -43,6 +45,13 @@ def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     for i, m in enumerate(msgs):
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             yield hit(f"messages[{i}] has no role", f"/request/body/messages/{i}")
+            return
+    try:
+        ChatRequest.model_validate(view.req)
+    except ValidationError as exc:
+        for err in exc.errors()[:3]:
+            where = "/".join(str(p) for p in err["loc"])
+            yield hit(f"{where}: {err['msg']}", f"/request/body/{where}", json.dumps(err.get("input"))[:200])
 
 
 @rule(

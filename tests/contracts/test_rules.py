@@ -524,6 +524,15 @@ CASES: dict[str, tuple[Case, Case, str]] = {
 }
 
 
+def test_request_shape_is_judged_by_the_wire_model() -> None:
+    bad = exchange(
+        req(tools=[{"type": "function", "function": {"parameters": {}}}], stream="yes"), completion()
+    )
+    msgs = [f.message for f in run([bad]) if f.rule == "request-malformed"]
+    assert any(m.startswith("tools/0/function/name") for m in msgs), msgs
+    assert any(m.startswith("stream") for m in msgs), msgs
+
+
 def test_every_rule_has_a_case() -> None:
     assert sorted(CASES) == [r.id for r in rules()]
 
