@@ -526,7 +526,7 @@ CASES: dict[str, tuple[Case, Case, str]] = {
 
 def test_request_shape_is_judged_by_the_wire_model() -> None:
     bad = exchange(
-        req(tools=[{"type": "function", "function": {"parameters": {}}}], stream="yes"), completion()
+        req(tools=[{"type": "function", "function": {"parameters": {}}}], stream="maybe"), completion()
     )
     msgs = [f.message for f in run([bad]) if f.rule == "request-malformed"]
     assert any(m.startswith("tools/0/function/name") for m in msgs), msgs
