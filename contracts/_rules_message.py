@@ -57,6 +57,39 @@ def schema_errors(schema: Any, value: Any, limit: int = 3) -> list[str]:
     return out
 
 
+def _cut_json(text: str) -> bool:
+    """True when ``text`` is the start of a valid JSON document cut short (closing it parses)."""
+    stack: list[str] = []
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]":
+            if not stack or stack.pop() != ch:
+                return False
+    if not stack and not in_str:
+        return False
+    head = text + ('"' if in_str else "")
+    closers = "".join(reversed(stack))
+    for tail in ("", "null", ": null"):
+        body = head.rstrip().rstrip(",") if not tail else head
+        try:
+            json.loads(body + tail + closers)
+            return True
+        except ValueError:
+            continue
+    return False
+
+
 def _parse_args(call: AssembledCall) -> tuple[bool, Any]:
     try:
         return True, json.loads(call.arguments)
@@ -169,19 +202,34 @@ def _shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 )
 def _args_json(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Arguments must parse as JSON. When the choice stopped on ``length`` this is reported as
-    ``tool-call-args-truncated`` instead (vLLM closes a cut call with partial arguments)."""
+    ``tool-call-args-truncated`` instead (vLLM closes a cut call with partial arguments). Arguments
+    that are sound up to an abrupt end, with the call closed normally, were cut by the parser
+    (Kimi K2 truncated arguments, vllm PR #38579): the parser is blamed; a syntax error inside the
+    document is the model's."""
     for ch, c in _calls(view):
         if not c.name or _stopped_by_length(ch):
             continue
-        ok, _ = _parse_args(c)
-        if not ok:
-            what = "empty arguments" if not c.arguments else "arguments are not JSON"
-            yield hit(
-                f"{c.name}: {what}",
-                view.call_pointer(ch, c, "/function/arguments"),
-                c.arguments,
-                event=c.first_event,
-            )
+        try:
+            json.loads(c.arguments)
+        except json.JSONDecodeError as exc:
+            ptr = view.call_pointer(ch, c, "/function/arguments")
+            if not c.arguments:
+                yield hit(f"{c.name}: empty arguments", ptr, event=c.first_event)
+            elif exc.pos >= len(c.arguments.rstrip()) or _cut_json(c.arguments):
+                yield hit(
+                    f"{c.name}: arguments end mid-document ({exc.msg}): cut short by the parser",
+                    ptr,
+                    c.arguments,
+                    event=c.first_event,
+                    fault=Fault.PARSER,
+                )
+            else:
+                yield hit(
+                    f"{c.name}: arguments are not JSON ({exc.msg} at {exc.pos})",
+                    ptr,
+                    c.arguments,
+                    event=c.first_event,
+                )
 
 
 @rule(

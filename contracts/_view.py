@@ -48,12 +48,15 @@ class ExchangeView:
 
     @property
     def ok(self) -> bool:
-        """A 2xx chat completion with a usable body or stream."""
+        """A 2xx chat completion with a usable body or stream that ran to its end: a stream cut by
+        an in-band error or the transport is not judged as a message (its own rules report it)."""
         return (
             self.is_chat
             and self.status is not None
             and 200 <= self.status < 300
             and self.kind in ("stream", "json")
+            and self.ex.error is None
+            and not (self.stream is not None and self.stream.error_frames)
         )
 
     def call_pointer(self, choice: AssembledChoice, call: AssembledCall, tail: str = "") -> str:

@@ -557,3 +557,18 @@ def test_good_cases_have_no_error_at_all() -> None:
             f for f in run(good()) if f.severity == "error" and f.rule not in allowed.get(rule_id, set())
         ]
         assert not errors, (rule_id, [(f.rule, f.message) for f in errors])
+
+
+def test_arguments_cut_short_with_a_normal_finish_are_the_parsers() -> None:
+    cut = exchange(tool_req(), tool_msg(call(args='{"city": "To')))
+    [f] = [f for f in run([cut]) if f.rule == "tool-call-args-invalid-json"]
+    assert str(f.fault) == "parser" and "cut short" in f.message
+    broken = exchange(tool_req(), tool_msg(call(args='{"city": Tokyo}')))
+    [g] = [f for f in run([broken]) if f.rule == "tool-call-args-invalid-json"]
+    assert str(g.fault) == "model"
+
+
+def test_a_stream_cut_by_an_error_frame_is_not_judged_as_a_message() -> None:
+    objs = [*wire.k2_tool_stream(args='{"city": "Tokyo"}')[:3], K2_ERR]
+    rules_hit = {f.rule for f in run([streamed(tool_req(), objs)])}
+    assert rules_hit == {"stream-error-frame"}

@@ -1,0 +1,401 @@
+"""The scripted "agent model": what a well-behaved model would answer, written as raw model markup.
+
+Deterministic: the same request (and request number, for faults) gives the same output. The model
+calls a declared tool when the user turn names it (or ``tool_choice`` demands one), writes arguments
+valid for the tool's JSON Schema, answers after a tool result, retries after a tool error, thinks when
+thinking is on, and writes JSON valid for a requested schema. Model faults change what it writes;
+the family's markup (Kimi K2 tokens, Kimi K3 XTML channels, hermes tags) is then parsed by the
+simulator's own parsers (``_parsers``), so parser faults arise where vLLM's do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+__all__ = ["Plan", "PlannedCall", "plan_reply", "value_for_schema", "write_markup"]
+
+
+@dataclass(slots=True)
+class PlannedCall:
+    name: str
+    args_text: str  # JSON text as the model writes it (may be broken on purpose)
+    args: dict[str, Any] | None = None
+    header: str | None = None  # Kimi K2 header override (bad id fault)
+
+
+@dataclass(slots=True)
+class Plan:
+    reasoning: str | None = None
+    content: str = ""
+    calls: list[PlannedCall] = field(default_factory=list)
+    call_in_think: bool = False
+    forced_name: str | None = None
+
+
+def _h(*parts: Any) -> int:
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big")
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _words(text: str) -> list[str]:
+    caps = re.findall(r"\b[A-Z][a-zA-Z]{2,}\b", text)
+    return (
+        [
+            w
+            for w in caps
+            if w not in {"What", "The", "Please", "Can", "How", "Use", "Call", "And", "Then", "Is"}
+        ]
+        or re.findall(r"[a-zA-Z]{3,}", text)[-1:]
+        or ["value"]
+    )
+
+
+def value_for_schema(schema: Any, hint: str, key: str = "", depth: int = 0) -> Any:
+    """A value valid for ``schema`` (a practical subset of JSON Schema 2020-12), built from ``hint``."""
+    if not isinstance(schema, dict) or depth > 8:
+        return hint if schema is not False else None
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][_h(key, hint) % len(schema["enum"])]
+    for comb in ("anyOf", "oneOf"):
+        if isinstance(schema.get(comb), list) and schema[comb]:
+            return value_for_schema(schema[comb][0], hint, key, depth + 1)
+    if isinstance(schema.get("allOf"), list):
+        merged: dict[str, Any] = {}
+        for sub in schema["allOf"]:
+            if isinstance(sub, dict):
+                for k, v in sub.items():
+                    if k in ("properties",) and k in merged:
+                        merged[k] = {**merged[k], **v}
+                    elif k == "required" and k in merged:
+                        merged[k] = list(dict.fromkeys([*merged[k], *v]))
+                    else:
+                        merged[k] = v
+        rest = {k: v for k, v in schema.items() if k != "allOf"}
+        return value_for_schema({**merged, **rest}, hint, key, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), kind[0] if kind else "string")
+    if kind is None:
+        kind = "object" if "properties" in schema else "array" if "items" in schema else "string"
+    if kind == "object":
+        props = schema.get("properties") or {}
+        required = [r for r in schema.get("required") or [] if isinstance(r, str)]
+        out: dict[str, Any] = {}
+        for name, sub in props.items():
+            if name in required or _h("opt", name, hint) % 2 == 0:
+                out[name] = value_for_schema(sub, hint, name, depth + 1)
+        for name in required:
+            if name not in out:
+                out[name] = hint
+        max_p = schema.get("maxProperties")
+        if isinstance(max_p, int) and len(out) > max_p:
+            for name in [n for n in out if n not in required][: len(out) - max_p]:
+                del out[name]
+        min_p = schema.get("minProperties")
+        extra = schema.get("additionalProperties", True)
+        i = 0
+        while isinstance(min_p, int) and len(out) < min_p and i < 50:
+            cand = next((n for n in props if n not in out), f"extra_{i}")
+            if cand in props:
+                out[cand] = value_for_schema(props[cand], hint, cand, depth + 1)
+            elif extra is not False:
+                out[cand] = value_for_schema(extra if isinstance(extra, dict) else {}, hint, cand, depth + 1)
+            i += 1
+        return out
+    if kind == "array":
+        items = schema.get("items", {})
+        n = max(int(schema.get("minItems", 1) or 0), 1 if schema.get("maxItems", 1) != 0 else 0)
+        if isinstance(schema.get("maxItems"), int):
+            n = min(n, schema["maxItems"])
+        values = [value_for_schema(items, f"{hint}{i}" if i else hint, key, depth + 1) for i in range(n)]
+        if schema.get("uniqueItems"):
+            uniq: list[Any] = []
+            for v in values:
+                if v not in uniq:
+                    uniq.append(v)
+            values = uniq
+        return values
+    if kind in ("integer", "number"):
+        lo = schema.get("minimum", schema.get("exclusiveMinimum", None))
+        hi = schema.get("maximum", schema.get("exclusiveMaximum", None))
+        v: float = 3
+        if lo is not None:
+            v = lo + (1 if "exclusiveMinimum" in schema and "minimum" not in schema else 0)
+            v = max(v, lo)
+        if hi is not None and v > hi - (1 if "exclusiveMaximum" in schema and "maximum" not in schema else 0):
+            v = hi - (1 if "exclusiveMaximum" in schema and "maximum" not in schema else 0)
+        mult = schema.get("multipleOf")
+        if isinstance(mult, int | float) and mult > 0:
+            v = (int(v // mult) + (1 if v % mult else 0)) * mult
+        if kind == "integer":
+            return int(v)
+        return float(v)
+    if kind == "boolean":
+        return _h(key, hint) % 2 == 0
+    if kind == "null":
+        return None
+    fmt = schema.get("format")
+    text = {
+        "date": "2026-12-02",
+        "date-time": "2026-12-02T10:00:00Z",
+        "time": "10:00:00Z",
+        "email": "ops@example.com",
+        "uri": "https://example.com/x",
+        "uuid": "3f2b8a8e-1c2d-4e5f-8a9b-0c1d2e3f4a5b",
+        "ipv4": "192.0.2.1",
+    }.get(str(fmt), hint)
+    lo_len, hi_len = int(schema.get("minLength", 0) or 0), schema.get("maxLength")
+    if len(text) < lo_len:
+        text = text + "x" * (lo_len - len(text))
+    if isinstance(hi_len, int) and len(text) > hi_len:
+        text = text[:hi_len]
+    return text
+
+
+def _args_for(tool: dict[str, Any], hint: str) -> dict[str, Any]:
+    params = tool.get("parameters") or {"type": "object", "properties": {}}
+    value = value_for_schema(params, hint)
+    if not isinstance(value, dict):
+        value = {}
+    try:
+        Draft202012Validator(params).validate(value)
+    except Exception:  # noqa: BLE001 - a keyword this generator does not cover: fall back to the minimum
+        value = {r: hint for r in params.get("required", [])} if isinstance(params, dict) else {}
+    return value
+
+
+def _break_schema(tool: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """Arguments of the wrong type for the schema: a number where the first property wants text."""
+    props = (tool.get("parameters") or {}).get("properties") or {}
+    for name, sub in props.items():
+        kind = sub.get("type") if isinstance(sub, dict) else None
+        bad: Any = 12345 if kind != "integer" and kind != "number" else "not-a-number"
+        return {**args, name: bad}
+    return {**args, "unexpected": [1, 2]} if args else {"unexpected": [1, 2]}
+
+
+def _tool_defs(req: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for t in req.get("tools") or []:
+        fn = t.get("function") if isinstance(t, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            out[fn["name"]] = fn
+    return out
+
+
+def _mentions(tool: str, text: str) -> bool:
+    low = text.lower()
+    if tool.lower() in low or tool.lower().replace("_", " ") in low:
+        return True
+    words = [
+        w for w in re.split(r"[_\W]+", tool.lower()) if len(w) >= 4 and w not in {"tool", "func", "function"}
+    ]
+    return any(re.search(rf"\b{re.escape(w)}", low) for w in words)
+
+
+def thinking_on(req: dict[str, Any], default: bool) -> bool:
+    kwargs = req.get("chat_template_kwargs")
+    if isinstance(kwargs, dict):
+        for key in ("thinking", "enable_thinking"):
+            if key in kwargs:
+                return bool(kwargs[key])
+    return default
+
+
+def plan_reply(req: dict[str, Any], *, thinking: bool, faults: set[str], seq: int) -> Plan:
+    msgs = [m for m in req.get("messages") or [] if isinstance(m, dict)]
+    tools = _tool_defs(req)
+    last = msgs[-1] if msgs else {"role": "user", "content": ""}
+    user_text = next((_text(m.get("content")) for m in reversed(msgs) if m.get("role") == "user"), "")
+    hint = " ".join(_words(user_text)[:1])
+    tc = req.get("tool_choice", "auto" if tools else "none")
+    forced = tc["function"]["name"] if isinstance(tc, dict) and isinstance(tc.get("function"), dict) else None
+    plan = Plan(forced_name=forced)
+    prior_calls = sum(len(m.get("tool_calls") or []) for m in msgs if m.get("role") == "assistant")
+
+    want: list[str] = []
+    if tools and tc != "none":
+        if last.get("role") == "tool":
+            result = _text(last.get("content"))
+            failed = bool(re.search(r"\berror\b|\bfailed\b|\btimeout\b|\bexception\b", result, re.I))
+            call = _call_for(msgs, last.get("tool_call_id"))
+            retries = _consecutive_failures(msgs)
+            if failed and call is not None and retries <= 2 and call["function"]["name"] in tools:
+                text = call["function"].get("arguments") or "{}"
+                try:
+                    prev = json.loads(text)
+                except ValueError:
+                    prev = None
+                plan.calls.append(
+                    PlannedCall(call["function"]["name"], text, prev if isinstance(prev, dict) else None)
+                )
+                plan.reasoning = f"The {call['function']['name']} call failed; I will retry it once more."
+            else:
+                name = call["function"]["name"] if call else "the tool"
+                if failed:
+                    plan.content = f"Sorry: {name} kept failing ({result[:60]}). Please try again later."
+                else:
+                    plan.content = f"Based on the {name} result: {result[:80]}"
+                plan.reasoning = "I have the tool result and can answer now."
+        else:
+            want = [n for n in tools if _mentions(n, user_text)]
+            if forced and forced in tools:
+                want = [forced]
+            elif tc == "required" and not want:
+                want = [next(iter(tools))]
+            if req.get("parallel_tool_calls") is False:
+                want = want[:1]
+            want = want[:3]
+    if "model.ignore_tool_choice" in faults and (tc == "required" or forced):
+        want = []
+    for name in want:
+        args = _args_for(tools[name], hint or "value")
+        if "model.schema_violation" in faults:
+            args = _break_schema(tools[name], args)
+        plan.calls.append(PlannedCall(name, json.dumps(args), args))
+    if plan.calls and "model.undeclared_tool" in faults:
+        plan.calls[0].name = plan.calls[0].name + "_v2"
+    if plan.calls and "model.invalid_json" in faults:
+        c = plan.calls[0]
+        text = json.dumps(c.args) if c.args else '{"value": "x"}'
+        # an unquoted string value: broken in the middle, not cut at the end
+        c.args_text = (
+            re.sub(r'": "([^"]*)"', r'": \1', text, count=1) if '": "' in text else text[:-1] + ", value}"
+        )
+    for i, c in enumerate(plan.calls):
+        c.header = f"functions.{c.name}:{prior_calls + i}"
+        if "model.bad_id" in faults:
+            c.header = f"{c.name}:{prior_calls + i}"
+    if plan.calls and "model.call_in_think" in faults:
+        plan.call_in_think = True
+    if not plan.calls and not plan.content:
+        plan.content = _answer(req, user_text, faults)
+    if thinking and plan.reasoning is None:
+        what = f"call {', '.join(c.name for c in plan.calls)}" if plan.calls else "answer directly"
+        plan.reasoning = f"The user asks: {user_text[:48]!r}. I should {what}."
+    if not thinking:
+        plan.reasoning = None
+    return plan
+
+
+def _answer(req: dict[str, Any], user_text: str, faults: set[str]) -> str:
+    rf = req.get("response_format") if isinstance(req.get("response_format"), dict) else {}
+    so = req.get("structured_outputs") if isinstance(req.get("structured_outputs"), dict) else {}
+    schema: Any = None
+    if rf.get("type") == "json_schema":
+        schema = (rf.get("json_schema") or {}).get("schema", {})
+    elif rf.get("type") == "json_object" or so.get("json_object"):
+        schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    elif so.get("json") is not None:
+        schema = so["json"] if not isinstance(so["json"], str) else json.loads(so["json"])
+    elif isinstance(so.get("choice"), list) and so["choice"]:
+        return str(so["choice"][0])
+    elif isinstance(so.get("regex"), str):
+        for cand in ("yes", "no", "0", "1", "A", user_text):
+            if re.fullmatch(so["regex"], cand):
+                return cand
+        return "yes"
+    if schema is not None:
+        hint = " ".join(_words(user_text)[:1]) or "answer"
+        text = json.dumps(value_for_schema(schema, hint))
+        if "model.bad_json_output" in faults:
+            return f"```json\n{text}\n```"
+        return text
+    return f"Here is what I found about {' '.join(_words(user_text)[:2]) or 'that'}: it looks fine."
+
+
+def _call_for(msgs: list[dict[str, Any]], call_id: Any) -> dict[str, Any] | None:
+    for m in reversed(msgs):
+        for tc in m.get("tool_calls") or []:
+            if isinstance(tc, dict) and tc.get("id") == call_id and isinstance(tc.get("function"), dict):
+                return tc
+    return None
+
+
+def _consecutive_failures(msgs: list[dict[str, Any]]) -> int:
+    n = 0
+    for m in reversed(msgs):
+        if m.get("role") == "tool":
+            if re.search(r"\berror\b|\bfailed\b|\btimeout\b|\bexception\b", _text(m.get("content")), re.I):
+                n += 1
+            else:
+                break
+        elif m.get("role") == "user":
+            break
+    return n
+
+
+# --- raw markup per family ----------------------------------------------------------------------
+
+
+def _k3_args(args_text: str, args: dict[str, Any] | None) -> str:
+    if args is None:  # broken JSON: one typed argument carrying the raw text
+        return f'<|open|>argument key="raw" type="object"<|sep|>{args_text}<|close|>argument<|sep|>'
+    parts = []
+    for k, v in args.items():
+        if isinstance(v, str):
+            parts.append(f'<|open|>argument key="{k}" type="string"<|sep|>{v}<|close|>argument<|sep|>')
+        else:
+            parts.append(
+                f'<|open|>argument key="{k}" type="json"<|sep|>{json.dumps(v)}<|close|>argument<|sep|>'
+            )
+    return "".join(parts)
+
+
+def write_markup(plan: Plan, family: str) -> str:
+    """The raw text the model writes, in its family's markup."""
+    calls = plan.calls
+    if family == "kimi_k2":
+        tools = ""
+        if calls:
+            tools = (
+                "<|tool_calls_section_begin|>"
+                + "".join(
+                    f"<|tool_call_begin|>{c.header}<|tool_call_argument_begin|>{c.args_text}<|tool_call_end|>"
+                    for c in calls
+                )
+                + "<|tool_calls_section_end|>"
+            )
+        if plan.reasoning is None:
+            return plan.content + tools
+        if plan.call_in_think:
+            return f"{plan.reasoning}{tools}</think>{plan.content}"
+        return f"{plan.reasoning}</think>{plan.content}{tools}"
+    if family == "kimi_k3":
+        tools = ""
+        if calls:
+            body = ""
+            for i, c in enumerate(calls, 1):
+                args = c.args if c.args is not None and c.args_text == json.dumps(c.args) else None
+                body += f'<|open|>call tool="{c.name}" index="{i}"<|sep|>{_k3_args(c.args_text, args)}<|close|>call<|sep|>'
+            tools = f"<|open|>tools<|sep|>{body}<|close|>tools<|sep|>"
+        response = f"<|open|>response<|sep|>{plan.content}<|close|>response<|sep|>" if plan.content else ""
+        if plan.reasoning is None:
+            return response + tools
+        if plan.call_in_think:
+            return f"<|open|>think<|sep|>{plan.reasoning}{tools}<|close|>think<|sep|>{response}"
+        return f"<|open|>think<|sep|>{plan.reasoning}<|close|>think<|sep|>{response}{tools}"
+    # hermes
+    tools = "".join(
+        f'<tool_call>{{"name": "{c.name}", "arguments": {c.args_text}}}</tool_call>' for c in calls
+    )
+    if plan.reasoning is None:
+        return plan.content + tools
+    if plan.call_in_think:
+        return f"<think>{plan.reasoning}{tools}</think>{plan.content}"
+    return f"<think>{plan.reasoning}</think>{plan.content}{tools}"

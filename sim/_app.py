@@ -1,0 +1,534 @@
+"""The simulator's HTTP surface: vLLM's OpenAI-compatible endpoints as an ASGI app (Starlette).
+
+Shapes follow vllm-wire.md: every declared field present with explicit nulls, ``tool_calls`` omitted
+when empty, the role chunk first, ``"delta": {}`` on the finish chunk, the usage chunk with
+``"choices": []``, ``[DONE]`` always last (also after an in-band error), errors as
+``{"error": {"message", "type", "param", "code"}}`` with 400 (never 422) for schema errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ._agent import Plan, plan_reply, thinking_on, write_markup
+from ._config import SimConfig
+from ._engine import Engine, EngineDead, SeqRequest
+from ._metrics import SimMetrics
+from ._parsers import Parsed, StreamEmitter, parse_output
+from ._tokens import detokenize, render_prompt, token_id, tokenize
+
+__all__ = ["SimState", "create_app"]
+
+
+class _Reject(Exception):
+    def __init__(self, status: int, message: str, type_: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.param = status, message, type_, param
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(
+            {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.status}},
+            status_code=self.status,
+        )
+
+
+def _bad(message: str, param: str, value: Any) -> _Reject:
+    return _Reject(
+        400, f"{message} (parameter={param}, value={json.dumps(value)[:80]})", "BadRequestError", None
+    )
+
+
+class SimState:
+    def __init__(self, cfg: SimConfig) -> None:
+        self.cfg = cfg
+        self.metrics = SimMetrics(cfg.model)
+        self.engine = Engine(cfg, self.metrics)
+        self.seq = itertools.count(1)
+        self.started = time.time()
+
+
+def _served(cfg: SimConfig, model: Any) -> bool:
+    return model is None or model == cfg.model or model == cfg.model.split("/")[-1]
+
+
+def _validate(cfg: SimConfig, req: Any) -> dict[str, Any]:
+    if not isinstance(req, dict):
+        raise _Reject(400, "Input should be a valid dictionary", "Bad Request", "body")
+    msgs = req.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise _Reject(
+            400,
+            "Field required" if msgs is None else "Input should be a non-empty list",
+            "Bad Request",
+            "body.messages",
+        )
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise _Reject(400, "Field required", "Bad Request", f"body.messages.{i}.role")
+    if not _served(cfg, req.get("model")):
+        raise _Reject(404, f"The model `{req.get('model')}` does not exist.", "NotFoundError", "model")
+    tools = req.get("tools")
+    if tools is not None and (not isinstance(tools, list) or tools == []):
+        raise _bad("tools must be a non-empty list when given", "tools", tools)
+    tc = req.get("tool_choice")
+    if tc not in (None, "none", "auto") and not tools:
+        raise _bad("When using `tool_choice`, `tools` must be set.", "tool_choice", tc)
+    if isinstance(tc, dict) and cfg.family == "kimi_k3":
+        strict = all(isinstance(t, dict) and (t.get("function") or {}).get("strict") for t in tools or [])
+        if not strict:
+            raise _bad("Named tool_choice needs strict tool calling for this model", "tool_choice", tc)
+    for key in ("max_tokens", "max_completion_tokens"):
+        v = req.get(key)
+        if v is not None and (not isinstance(v, int) or v < 1):
+            raise _Reject(400, "Input should be a positive integer", "Bad Request", f"body.{key}")
+        if isinstance(v, int) and v > cfg.max_model_len:
+            raise _bad(f"{key} is larger than max_model_len {cfg.max_model_len}", key, v)
+    if req.get("stream") not in (None, True, False):
+        raise _Reject(400, "Input should be a valid boolean", "Bad Request", "body.stream")
+    return req
+
+
+def _faults(state: SimState, seq: int) -> set[str]:
+    f = state.cfg.faults
+    return {name for name in f.rates if f.fires(name, seq)}
+
+
+class _Reply:
+    """One chat completion in progress: the plan, the parse, and how it is shown on the wire."""
+
+    def __init__(
+        self, state: SimState, req: dict[str, Any], faults: set[str], seq: int, request_id: str
+    ) -> None:
+        cfg = state.cfg
+        self.cfg, self.req, self.faults, self.seq = cfg, req, faults, seq
+        self.id = request_id
+        self.created = int(time.time())
+        self.thinking = thinking_on(req, cfg.thinking_default)
+        self.plan: Plan = plan_reply(req, thinking=self.thinking, faults=faults, seq=seq)
+        self.raw = write_markup(self.plan, cfg.family)
+        self.out_tokens = tokenize(self.raw) or [""]
+        tc = req.get("tool_choice")
+        self.mode = "named" if isinstance(tc, dict) else str(tc or ("auto" if req.get("tools") else "none"))
+        self.trunc = None
+        if "parser.truncated_args" in faults and self.plan.calls:
+            self.trunc = max(1, len(self.plan.calls[-1].args_text) // 2)
+
+    def parse(self, text: str) -> Parsed:
+        cfg, f = self.cfg, self.faults
+        tool_parser = cfg.tool_parser and bool(self.req.get("tools"))
+        if "parser.markup_in_content" in f and self.plan.calls:
+            if cfg.family == "kimi_k3":
+                return Parsed(None, text, [])  # the K3 parser's exception path: content = model output
+            tool_parser = False
+        reasoning_parser = cfg.reasoning_parser and "parser.reasoning_in_content" not in f
+        p = parse_output(
+            text,
+            cfg.family,
+            thinking=self.thinking,
+            tool_parser=tool_parser,
+            reasoning_parser=reasoning_parser,
+            id_seed=self.id,
+        )
+        if "parser.call_dropped" in f:
+            p.calls = []
+        if self.trunc is not None and p.calls:
+            p.calls[-1].arguments = p.calls[-1].arguments[: self.trunc]
+        return p
+
+    def finish_reason(self, engine_reason: str, p: Parsed) -> str:
+        if engine_reason == "length":
+            return "length"
+        had_calls = bool(p.calls) or ("parser.call_dropped" in self.faults and bool(self.plan.calls))
+        if had_calls and self.mode != "named":
+            return "tool_calls"
+        return "stop"
+
+    def usage(self, prompt: int, completion: int, cached: int, p: Parsed | None) -> dict[str, Any]:
+        u: dict[str, Any] = {
+            "prompt_tokens": prompt,
+            "total_tokens": prompt + completion,
+            "completion_tokens": completion,
+        }
+        u["prompt_tokens_details"] = {
+            "cached_tokens": cached,
+            "created_cache_tokens": None,
+            "multimodal_tokens": None,
+        }
+        if self.cfg.reasoning_parser:
+            u["completion_tokens_details"] = {
+                "reasoning_tokens": len(tokenize(p.reasoning)) if p and p.reasoning else 0
+            }
+        return u
+
+    def stream_style(self) -> str:
+        if self.cfg.family == "kimi_k3":
+            return "whole"
+        if self.cfg.family == "kimi_k2" and self.cfg.dialect == "vllm-0.33":
+            return "fragments"
+        return "name_first"
+
+
+def _message(reply: _Reply, p: Parsed) -> dict[str, Any]:
+    msg: dict[str, Any] = {
+        "role": "assistant",
+        "content": p.content or (None if p.calls else p.content),
+        "refusal": None,
+        "annotations": None,
+        "audio": None,
+        "function_call": None,
+    }
+    if p.calls:
+        msg["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in p.calls
+        ]
+    msg["reasoning"] = p.reasoning
+    if reply.cfg.dialect == "vllm-0.15":
+        msg["reasoning_content"] = p.reasoning
+    return msg
+
+
+def _chunk(reply: _Reply, delta: dict[str, Any], finish: str | None = None, **top: Any) -> bytes:
+    choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    if finish is not None:
+        choice.update({"stop_reason": None, "token_ids": None, "weight_versions": None})
+    else:
+        choice["token_ids"] = None
+    obj: dict[str, Any] = {
+        "id": reply.id,
+        "object": "chat.completion.chunk",
+        "created": reply.created,
+        "model": reply.cfg.model,
+        "choices": [choice],
+    }
+    obj.update(top)
+    obj.setdefault("kv_transfer_params", None)
+    return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
+
+
+def _role_chunk(reply: _Reply) -> bytes:
+    obj = {
+        "id": reply.id,
+        "object": "chat.completion.chunk",
+        "created": reply.created,
+        "model": reply.cfg.model,
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"role": "assistant", "content": ""},
+                "logprobs": None,
+                "finish_reason": None,
+            }
+        ],
+        "prompt_token_ids": None,
+        "prompt_text": None,
+    }
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def chat_completions(request: Request) -> Response:
+    state: SimState = request.app.state.sim
+    cfg = state.cfg
+    try:
+        body = await request.body()
+        try:
+            raw = json.loads(body)
+        except ValueError as exc:
+            raise _Reject(400, f"JSON decode error: {exc}", "Bad Request", "body") from None
+        req = _validate(cfg, raw)
+        seq = next(state.seq)
+        faults = _faults(state, seq)
+        if state.engine.dead:
+            raise _Reject(
+                500, f"EngineCore encountered an issue: {state.engine.dead_reason}", "InternalServerError"
+            )
+        if "engine.queue_full" in faults or len(state.engine.waiting) >= cfg.max_waiting:
+            raise _Reject(503, "The server is at capacity: the waiting queue is full", "Service Unavailable")
+        if "engine.error_500" in faults:
+            raise _Reject(
+                500,
+                "EngineCore encountered an issue. See stack trace for the root cause.",
+                "InternalServerError",
+            )
+        rid = request.headers.get("x-request-id")
+        request_id = (
+            f"chatcmpl-{rid}"
+            if rid
+            else "chatcmpl-" + hashlib.sha256(f"{cfg.seed}:{seq}:{time.time_ns()}".encode()).hexdigest()[:16]
+        )
+        reply = _Reply(state, req, faults, seq, request_id)
+        prompt = [token_id(t) for t in tokenize(render_prompt(req["messages"], req.get("tools")))]
+        if len(prompt) > cfg.max_model_len:
+            raise _bad(
+                f"The prompt ({len(prompt)} tokens) is longer than the maximum model length of {cfg.max_model_len}",
+                "messages",
+                len(prompt),
+            )
+        cap = req.get("max_completion_tokens") or req.get("max_tokens") or cfg.max_model_len
+        cap = min(cap, cfg.max_model_len - len(prompt))  # prompt + max_tokens beyond the window is clamped
+        seqreq = SeqRequest(rid=seq, prompt=prompt, output=reply.out_tokens, max_tokens=max(cap, 1))
+        if "engine.slow_first_token" in faults:
+            seqreq.not_before = time.monotonic() + cfg.slow_first_token_s * cfg.time_scale
+        try:
+            state.engine.submit(seqreq)
+        except EngineDead as exc:
+            raise _Reject(500, f"EngineCore encountered an issue: {exc}", "InternalServerError") from None
+    except _Reject as rej:
+        return rej.response()
+    if req.get("stream"):
+        return StreamingResponse(_stream(state, reply, seqreq, request), media_type="text/event-stream")
+    return await _whole(state, reply, seqreq, request)
+
+
+async def _whole(state: SimState, reply: _Reply, seqreq: SeqRequest, request: Request) -> Response:
+    tokens: list[str] = []
+    try:
+        while True:
+            kind, value = await seqreq.events.get()
+            if kind == "token":
+                tokens.append(value)
+            elif kind == "finish":
+                break
+            else:
+                return _Reject(
+                    500, f"EngineCore encountered an issue: {value}", "InternalServerError"
+                ).response()
+    except asyncio.CancelledError:
+        state.engine.abort(seqreq)
+        raise
+    p = reply.parse(detokenize(tokens))
+    finish = reply.finish_reason(value, p)
+    state.metrics.parser.labels(
+        mode=reply.mode,
+        outcome="tool_call" if p.calls else "no_tool_call",
+        request_type="non_stream",
+        **state.metrics.labels,
+    ).inc()
+    body = {
+        "id": reply.id,
+        "object": "chat.completion",
+        "created": reply.created,
+        "model": reply.cfg.model,
+        "choices": [
+            {
+                "index": 0,
+                "message": _message(reply, p),
+                "logprobs": None,
+                "finish_reason": finish,
+                "stop_reason": None,
+                "token_ids": None,
+                "routed_experts": None,
+                "weight_versions": None,
+            }
+        ],
+        "service_tier": None,
+        "system_fingerprint": reply.cfg.fingerprint,
+        "usage": reply.usage(len(seqreq.prompt), len(tokens), seqreq.cached, p),
+        "prompt_logprobs": None,
+        "prompt_token_ids": None,
+        "prompt_text": None,
+        "kv_transfer_params": None,
+        "ec_transfer_params": None,
+        "metrics": None,
+    }
+    return JSONResponse(body)
+
+
+async def _stream(
+    state: SimState, reply: _Reply, seqreq: SeqRequest, request: Request
+) -> AsyncIterator[bytes]:
+    cfg = reply.cfg
+    opts = reply.req.get("stream_options") if isinstance(reply.req.get("stream_options"), dict) else {}
+    include_usage = bool(opts.get("include_usage"))
+    continuous = include_usage and bool(opts.get("continuous_usage_stats"))
+    emitter = StreamEmitter(reply.stream_style(), both_reasoning_names=cfg.dialect == "vllm-0.15")
+    tokens: list[str] = []
+    half = max(1, len(reply.out_tokens) // 2)
+    finished = False
+    try:
+        while True:
+            kind, value = await seqreq.events.get()
+            if kind == "error":
+                if not tokens:
+                    yield _role_chunk(reply)
+                yield (
+                    b"data: "
+                    + json.dumps(
+                        {
+                            "error": {
+                                "message": f"EngineCore encountered an issue: {value}",
+                                "type": "InternalServerError",
+                                "param": None,
+                                "code": 500,
+                            }
+                        }
+                    ).encode()
+                    + b"\n\n"
+                )
+                yield b"data: [DONE]\n\n"
+                finished = True
+                return
+            if kind == "token":
+                if not tokens:
+                    yield _role_chunk(reply)
+                tokens.append(value)
+                if len(tokens) == half and "engine.error_mid_stream" in reply.faults:
+                    state.engine.abort(seqreq)
+                    yield (
+                        b"data: "
+                        + json.dumps(
+                            {
+                                "error": {
+                                    "message": "EngineCore encountered an issue mid-stream",
+                                    "type": "InternalServerError",
+                                    "param": None,
+                                    "code": 500,
+                                }
+                            }
+                        ).encode()
+                        + b"\n\n"
+                    )
+                    yield b"data: [DONE]\n\n"
+                    finished = True
+                    return
+                if len(tokens) == half and "engine.reset_mid_stream" in reply.faults:
+                    state.engine.abort(seqreq)
+                    finished = True
+                    raise ConnectionResetError("simulated connection reset mid-stream")
+                delta = emitter.step(reply.parse(detokenize(tokens)), final=False)
+                if delta:
+                    extra = (
+                        {"usage": reply.usage(len(seqreq.prompt), len(tokens), seqreq.cached, None)}
+                        if continuous
+                        else {}
+                    )
+                    yield _chunk(reply, delta, **extra)
+                continue
+            # finish
+            p = reply.parse(detokenize(tokens))
+            delta = emitter.step(p, final=True)
+            if delta:
+                yield _chunk(reply, delta)
+            finish = reply.finish_reason(value, p)
+            state.metrics.parser.labels(
+                mode=reply.mode,
+                outcome="tool_call" if p.calls else "no_tool_call",
+                request_type="stream",
+                **state.metrics.labels,
+            ).inc()
+            yield (
+                _chunk(reply, {}, finish, system_fingerprint=cfg.fingerprint)
+                if p.calls
+                else _chunk(reply, {}, finish)
+            )
+            if include_usage:
+                usage = reply.usage(len(seqreq.prompt), len(tokens), seqreq.cached, p)
+                obj = {
+                    "id": reply.id,
+                    "object": "chat.completion.chunk",
+                    "created": reply.created,
+                    "model": cfg.model,
+                    "choices": [],
+                    "usage": usage,
+                    "system_fingerprint": cfg.fingerprint,
+                }
+                yield b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+            yield b"data: [DONE]\n\n"
+            finished = True
+            return
+    finally:
+        if not finished:
+            # the client went away: abort so the engine frees the KV cache, as vLLM does
+            state.engine.abort(seqreq)
+
+
+async def models(request: Request) -> Response:
+    cfg: SimConfig = request.app.state.sim.cfg
+    card = {
+        "id": cfg.model,
+        "object": "model",
+        "created": int(request.app.state.sim.started),
+        "owned_by": "vllm",
+        "root": cfg.model,
+        "parent": None,
+        "max_model_len": cfg.max_model_len,
+        "permission": [],
+    }
+    return JSONResponse({"object": "list", "data": [card]})
+
+
+async def health(request: Request) -> Response:
+    return Response(status_code=503 if request.app.state.sim.engine.dead else 200)
+
+
+async def version(request: Request) -> Response:
+    return JSONResponse({"version": request.app.state.sim.cfg.version})
+
+
+async def load(request: Request) -> Response:
+    return JSONResponse({"server_load": request.app.state.sim.engine.load()})
+
+
+async def tokenize_ep(request: Request) -> Response:
+    cfg: SimConfig = request.app.state.sim.cfg
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        return _Reject(400, "JSON decode error", "Bad Request", "body").response()
+    if not isinstance(body, dict) or ("messages" not in body and "prompt" not in body):
+        return _Reject(400, "Field required", "Bad Request", "body.prompt").response()
+    text = render_prompt(body["messages"], body.get("tools")) if "messages" in body else str(body["prompt"])
+    toks = tokenize(text)
+    return JSONResponse(
+        {
+            "count": len(toks),
+            "max_model_len": cfg.max_model_len,
+            "tokens": [token_id(t) for t in toks],
+            "token_strs": toks,
+        }
+    )
+
+
+async def detokenize_ep(request: Request) -> Response:
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        return _Reject(400, "JSON decode error", "Bad Request", "body").response()
+    # ids do not map back in this tokenizer; token_strs (an extension) does
+    strs = body.get("token_strs") if isinstance(body, dict) else None
+    return JSONResponse({"prompt": detokenize(strs) if isinstance(strs, list) else ""})
+
+
+async def metrics_ep(request: Request) -> Response:
+    return Response(
+        request.app.state.sim.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8"
+    )
+
+
+def create_app(cfg: SimConfig | None = None) -> Starlette:
+    """The simulator as an ASGI app; ``app.state.sim`` holds its engine and metrics."""
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+            Route("/version", version, methods=["GET"]),
+            Route("/load", load, methods=["GET"]),
+            Route("/tokenize", tokenize_ep, methods=["POST"]),
+            Route("/detokenize", detokenize_ep, methods=["POST"]),
+            Route("/metrics", metrics_ep, methods=["GET"]),
+        ]
+    )
+    app.state.sim = SimState(cfg or SimConfig())
+    return app

@@ -1,0 +1,263 @@
+"""The simulator's own tool and reasoning parsers: raw model markup to wire fields, as vLLM's do.
+
+Written apart from the checker on purpose (DESIGN.md): a simulator that used the checker's markup
+patterns could not catch the checker's bugs. Behaviour follows vllm-wire.md section 3:
+
+- kimi_k2 (engine parser, 0.33): a call whose header does not match ``.+:\\d+`` is dropped; argument
+  JSON is passed through unchanged; a call cut by max_tokens is closed with partial arguments.
+- kimi_k3: channels ``<|open|>X<|sep|>...<|close|>X<|sep|>``; string arguments are raw text, others
+  JSON; ids are minted (``chatcmpl-tool-<16 hex>``); on an exception content = the whole output.
+- hermes (legacy): ``<tool_call>{...}</tool_call>``; arguments are taken as written.
+
+Streaming works like vLLM's parsers: parse the text so far, send what is new. How the new part is cut
+into deltas is the family's (and the dialect's) streaming style; see ``StreamEmitter``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ParsedCall", "Parsed", "StreamEmitter", "parse_output"]
+
+_K2_SECTION = re.compile(r"<\|tool_calls?_section_begin\|>")
+_K2_SECTION_END = "<|tool_calls_section_end|>"
+_K2_CALL = "<|tool_call_begin|>"
+_K2_ARG = "<|tool_call_argument_begin|>"
+_K2_CALL_END = "<|tool_call_end|>"
+_K2_HEADER = re.compile(r"^(?:functions\.)?(?P<name>.+):(?P<idx>\d+)$")
+_K3_CHANNEL = re.compile(r"<\|open\|>(think|response|tools)<\|sep\|>(.*?)(?:<\|close\|>\1<\|sep\|>|$)", re.S)
+_K3_CALL = re.compile(
+    r'<\|open\|>call tool="([^"]*)" index="(\d+)"<\|sep\|>(.*?)(<\|close\|>call<\|sep\|>|$)', re.S
+)
+_K3_ARG = re.compile(
+    r'<\|open\|>argument key="([^"]*)" type="([^"]*)"<\|sep\|>(.*?)(<\|close\|>argument<\|sep\|>|$)', re.S
+)
+_HERMES_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.S)
+
+
+@dataclass(slots=True)
+class ParsedCall:
+    id: str
+    name: str
+    arguments: str
+    closed: bool
+
+
+@dataclass(slots=True)
+class Parsed:
+    reasoning: str | None = None
+    content: str = ""
+    calls: list[ParsedCall] = field(default_factory=list)
+
+
+def mint_id(seed: str, i: int) -> str:
+    return "chatcmpl-tool-" + hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()[:16]
+
+
+def parse_output(
+    text: str,
+    family: str,
+    *,
+    thinking: bool,
+    tool_parser: bool = True,
+    reasoning_parser: bool = True,
+    id_seed: str = "",
+) -> Parsed:
+    """Parse the model's raw text so far (or whole) into reasoning, content and calls."""
+    if family == "kimi_k3":
+        return _parse_k3(
+            text,
+            thinking=thinking,
+            tool_parser=tool_parser,
+            reasoning_parser=reasoning_parser,
+            id_seed=id_seed,
+        )
+    out = Parsed()
+    rest = text
+    end_tag = "</think>"
+    if reasoning_parser and thinking:
+        start = "<think>"
+        if end_tag in text:
+            reasoning, rest = text.split(end_tag, 1)
+        else:
+            reasoning, rest = text, ""
+        out.reasoning = reasoning[len(start) :] if reasoning.startswith(start) else reasoning
+    if not tool_parser:
+        out.content = rest
+        return out
+    if family == "kimi_k2":
+        return _parse_k2(rest, out)
+    return _parse_hermes(rest, out, id_seed)
+
+
+def _parse_k2(rest: str, out: Parsed) -> Parsed:
+    m = _K2_SECTION.search(rest)
+    if m is None:
+        out.content = rest
+        return out
+    out.content = rest[: m.start()]
+    section = rest[m.end() :].split(_K2_SECTION_END, 1)[0]
+    for piece in section.split(_K2_CALL)[1:]:
+        header, sep, args = piece.partition(_K2_ARG)
+        if not sep:
+            continue  # the header is still being written
+        hm = _K2_HEADER.match(header.strip())
+        if hm is None:
+            continue  # the engine parser drops a call whose header is not NAME:IDX
+        closed = _K2_CALL_END in args
+        args = args.split(_K2_CALL_END, 1)[0]
+        out.calls.append(ParsedCall(header.strip(), hm["name"], args, closed))
+    return out
+
+
+def _parse_hermes(rest: str, out: Parsed, id_seed: str) -> Parsed:
+    first = rest.find("<tool_call>")
+    if first < 0:
+        out.content = rest
+        return out
+    out.content = rest[:first]
+    for i, m in enumerate(_HERMES_CALL.finditer(rest[first:])):
+        body, closed = m.group(1), bool(m.group(2))
+        nm = re.search(r'"name"\s*:\s*"([^"]*)"', body)
+        if nm is None:
+            continue
+        am = re.search(r'"arguments"\s*:\s*', body)
+        args = ""
+        if am is not None:
+            args = body[am.end() :].rstrip()
+            if closed and args.endswith("}"):
+                args = args[:-1].rstrip()  # the closing brace of the {"name", "arguments"} object
+        out.calls.append(ParsedCall(mint_id(id_seed, i), nm.group(1), args, closed))
+    return out
+
+
+def _complete_k3(text: str) -> str:
+    """Drop a trailing channel marker that is not closed by <|sep|> yet (it arrives token by token)."""
+    cut = max(text.rfind("<|open|>"), text.rfind("<|close|>"))
+    if cut >= 0 and "<|sep|>" not in text[cut:]:
+        return text[:cut]
+    return text
+
+
+def _parse_k3(
+    text: str, *, thinking: bool, tool_parser: bool, reasoning_parser: bool, id_seed: str
+) -> Parsed:
+    out = Parsed()
+    text = _complete_k3(text)
+    content = []
+    pos = 0
+    for m in _K3_CHANNEL.finditer(text):
+        content.append(text[pos : m.start()])
+        pos = m.end()
+        kind, body = m.group(1), m.group(2)
+        if kind == "think" and reasoning_parser:
+            out.reasoning = (out.reasoning or "") + body
+        elif kind == "response":
+            content.append(body)
+        elif kind == "tools" and tool_parser:
+            for i, cm in enumerate(_K3_CALL.finditer(body)):
+                name, args_raw, closed = cm.group(1), cm.group(3), bool(cm.group(4))
+                parts = []
+                for am in _K3_ARG.finditer(args_raw):
+                    key, kind_, value = am.group(1), am.group(2), am.group(3)
+                    if key == "raw" and kind_ == "object":
+                        parts.append(None)
+                        raw_args = value
+                        continue
+                    parts.append(f"{json.dumps(key)}: {json.dumps(value) if kind_ == 'string' else value}")
+                if None in parts:
+                    args = raw_args
+                else:
+                    args = "{" + ", ".join(p for p in parts if p is not None) + "}"
+                out.calls.append(ParsedCall(mint_id(id_seed, i), name, args, closed))
+        else:
+            content.append(m.group(0))
+    content.append(text[pos:])
+    out.content = "".join(content)
+    if not thinking and out.reasoning is not None:
+        out.content = out.reasoning + out.content
+        out.reasoning = None
+    return out
+
+
+class StreamEmitter:
+    """Turns successive parses of the growing text into deltas, in a family's streaming style.
+
+    - ``fragments`` (kimi_k2 engine parser, 0.33): the first delta of a call carries id, type, name
+      and the first argument fragment; later deltas only ``index`` and fragments; the closing ``}``
+      is held back until the call ends.
+    - ``name_first`` (hermes, kimi_k2 in 0.15): the name first with no ``arguments`` key and
+      ``"content": null``, then fragments.
+    - ``whole`` (kimi_k3): each call in one delta once it closes.
+    """
+
+    def __init__(self, style: str, *, both_reasoning_names: bool = False) -> None:
+        self.style = style
+        self.both = both_reasoning_names
+        self.reasoning_sent = 0
+        self.content_sent = 0
+        self.calls_started = 0
+        self.args_sent: list[int] = []
+
+    def step(self, p: Parsed, *, final: bool) -> dict[str, Any] | None:
+        delta: dict[str, Any] = {}
+        r = p.reasoning or ""
+        if len(r) > self.reasoning_sent:
+            piece = r[self.reasoning_sent :]
+            self.reasoning_sent = len(r)
+            delta["reasoning"] = piece
+            if self.both:
+                delta["reasoning_content"] = piece
+        if len(p.content) > self.content_sent:
+            delta["content"] = p.content[self.content_sent :]
+            self.content_sent = len(p.content)
+        tcs: list[dict[str, Any]] = []
+        for i, c in enumerate(p.calls):
+            closed = c.closed or final
+            if self.style == "whole":
+                if i >= self.calls_started and closed:
+                    tcs.append(
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "index": i,
+                            "function": {"name": c.name, "arguments": c.arguments},
+                        }
+                    )
+                    self.calls_started = i + 1
+                    self.args_sent.append(len(c.arguments))
+                continue
+            avail = c.arguments
+            if not closed and avail.rstrip().endswith("}"):
+                # held back until the call ends (hermes: it may be the wrapper object's brace)
+                avail = avail.rstrip()[:-1] if self.style == "fragments" else avail.rstrip().rstrip("}")
+            if i >= self.calls_started:
+                if self.style == "fragments" and not avail:
+                    continue  # K2 sends the header with the first fragment
+                head: dict[str, Any] = {
+                    "id": c.id,
+                    "type": "function",
+                    "index": i,
+                    "function": {"name": c.name},
+                }
+                if self.style == "fragments":
+                    head["function"]["arguments"] = avail
+                    self.args_sent.append(len(avail))
+                else:
+                    self.args_sent.append(0)
+                    delta.setdefault("content", None)
+                tcs.append(head)
+                self.calls_started = i + 1
+                if self.style == "fragments":
+                    continue
+            sent = self.args_sent[i]
+            if len(avail) > sent:
+                tcs.append({"index": i, "function": {"arguments": avail[sent:]}})
+                self.args_sent[i] = len(avail)
+        if tcs:
+            delta["tool_calls"] = tcs
+        return delta or None
