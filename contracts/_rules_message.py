@@ -382,8 +382,12 @@ def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     tc = view.req.get("tool_choice")
     forced = _forced_name(view)
     for ch in view.choices:
-        leaked = find_markup(TOOL_MARKUP, ch.content) is not None
-        fault = Fault.PARSER if leaked else None
+        # markup left in content, or finish_reason tool_calls with the calls gone: the model did
+        # call, and the parser lost it
+        lost = find_markup(TOOL_MARKUP, ch.content) is not None or (
+            ch.finish_reason == "tool_calls" and not ch.calls
+        )
+        fault = Fault.PARSER if lost else None
         names = [c.name for c in ch.calls]
         if tc == "none" and names:
             yield hit(
@@ -662,7 +666,12 @@ def output_constraint(req: dict[str, Any]) -> tuple[str, Any] | None:
     return None
 
 
+_THINK_END = re.compile(r"</think>|<\|close\|>think<\|sep\|>")
+
+
 def _constrained_choices(view: ExchangeView) -> Iterator[tuple[AssembledChoice, str, Any]]:
+    """Choices under an output constraint, with content as the answer part: reasoning the parser left
+    in content is reported by reasoning-markup-in-content, and only what follows it is judged here."""
     if not view.ok:
         return
     c = output_constraint(view.req)
@@ -671,6 +680,12 @@ def _constrained_choices(view: ExchangeView) -> Iterator[tuple[AssembledChoice, 
     for ch in view.choices:
         if ch.calls and not ch.content:
             continue  # the model answered with a tool call
+        if ch.content and _THINK_END.search(ch.content):
+            answer = AssembledChoice(
+                ch.index, content=_THINK_END.split(ch.content)[-1], finish_reason=ch.finish_reason
+            )
+            yield answer, c[0], c[1]
+            continue
         yield ch, c[0], c[1]
 
 

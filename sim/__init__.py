@@ -6,5 +6,17 @@ wire fields, and the checker judges them.
 
 from ._app import SimState, create_app
 from ._config import FAULTS, FaultSpec, SimConfig, parse_faults
+from ._gateway import GATEWAY_FAULTS, GatewayConfig, create_gateway, parse_gateway_faults
 
-__all__ = ["FAULTS", "FaultSpec", "SimConfig", "SimState", "create_app", "parse_faults"]
+__all__ = [
+    "FAULTS",
+    "GATEWAY_FAULTS",
+    "FaultSpec",
+    "GatewayConfig",
+    "SimConfig",
+    "SimState",
+    "create_app",
+    "create_gateway",
+    "parse_faults",
+    "parse_gateway_faults",
+]

@@ -240,6 +240,8 @@ def _role_chunk(reply: _Reply) -> bytes:
 async def chat_completions(request: Request) -> Response:
     state: SimState = request.app.state.sim
     cfg = state.cfg
+    if cfg.api_key is not None and request.headers.get("authorization") != f"Bearer {cfg.api_key}":
+        return JSONResponse({"error": "Unauthorized"}, status_code=401)
     try:
         body = await request.body()
         try:

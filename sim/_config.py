@@ -113,6 +113,8 @@ class SimConfig:
     oom_at_tokens: int | None = None
     oom_recover_s: float | None = None
     tensor_parallel_size: int = 8
+    #: like vLLM's --api-key: requests without "Authorization: Bearer KEY" get 401 {"error": "Unauthorized"}
+    api_key: str | None = None
     sse_keep_alive_s: float | None = None
 
     def __post_init__(self) -> None:

@@ -1,0 +1,385 @@
+"""A pass-through gateway that can apply every gateway fault of gateway-faults.md, one name per fault.
+
+With no faults it forwards requests and responses unchanged (streams chunk by chunk, unbuffered).
+Each fault rewrites what a real gateway was reported to rewrite (docs/sim.md lists them with the
+reports). Streams are cut into frames by the gateway's own splitter: vLLM (and the simulator) end
+every frame with a blank line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ._config import FaultSpec, parse_faults
+
+__all__ = ["GATEWAY_FAULTS", "GatewayConfig", "create_gateway", "parse_gateway_faults"]
+
+GATEWAY_FAULTS: dict[str, str] = {
+    # request side
+    "response_format_stripped": "response_format / structured_outputs removed from the request (CLIProxyAPI #5533)",
+    "history_merged": "consecutive messages of one role merged into one (litellm #2662)",
+    "tool_messages_dropped": "role: tool messages dropped from the history (hermes-agent PR #14316)",
+    "correlation_header_dropped": "unknown x- headers dropped, x-wirecheck-id among them",
+    # response side
+    "reasoning_dropped": "the reasoning field dropped (litellm #20246)",
+    "reasoning_renamed": "reasoning renamed to reasoning_content",
+    "reasoning_reshaped": "reasoning turned into reasoning_details objects (bifrost #5325)",
+    "reasoning_merged": "reasoning prepended to content (higress PR #1842)",
+    "tool_index_zero": "every tool call at index 0 (litellm #33678)",
+    "tool_index_from_one": "tool call indexes start at 1 (agentgateway #2965)",
+    "id_every_delta": "the tool call id repeated on every delta (litellm #20480)",
+    "ids_rewritten": "tool call ids replaced by the gateway's own (CLIProxyAPI #3878)",
+    "args_double_encoded": "arguments wrapped again as a JSON string (praxis-proxy/ai #558)",
+    "stream_buffered": "the whole stream held back and sent at once (litellm #26102)",
+    "sse_split_frames": "a blank line inserted inside a frame's JSON (litellm #30224)",
+    "sse_no_data_prefix": "frames sent without their data: prefix (opik PR #5149)",
+    "done_missing": "data: [DONE] dropped (litellm #1255)",
+    "done_doubled": "data: [DONE] sent twice (one-api #1628)",
+    "error_hidden": "an in-band error frame replaced by a normal stop (litellm #40578)",
+    "finish_reason_changed": "finish_reason tool_calls turned into stop (litellm #21041)",
+    "usage_dropped": "the usage chunk (and usage) dropped (OmniRoute #9750)",
+    "usage_recomputed": "usage rewritten by counting characters (headroom PR #2026)",
+    "retry_duplicates": "the answer text sent again after a replayed attempt (nuguard #455)",
+}
+_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailers",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "host",
+}
+
+
+def parse_gateway_faults(spec: str | None, *, seed: int = 0) -> FaultSpec:
+    return parse_faults(spec, seed=seed, known=GATEWAY_FAULTS)
+
+
+@dataclass(kw_only=True, slots=True)
+class GatewayConfig:
+    upstream: str
+    faults: FaultSpec = field(default_factory=FaultSpec)
+    timeout_s: float = 600.0
+    #: in-process upstream (tests): an httpx transport instead of the network
+    transport: httpx.AsyncBaseTransport | None = None
+
+
+class _Faults:
+    def __init__(self, active: set[str], seq: int) -> None:
+        self.on = active
+        self.seq = seq
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.on
+
+
+# --- request side --------------------------------------------------------------------------------
+
+
+def _rewrite_request(body: dict[str, Any], f: _Faults) -> dict[str, Any]:
+    if "response_format_stripped" in f:
+        body.pop("response_format", None)
+        body.pop("structured_outputs", None)
+    msgs = body.get("messages")
+    if isinstance(msgs, list):
+        if "tool_messages_dropped" in f:
+            msgs = [m for m in msgs if not (isinstance(m, dict) and m.get("role") == "tool")]
+        if "history_merged" in f:
+            merged: list[Any] = []
+            for m in msgs:
+                prev = merged[-1] if merged else None
+                if (
+                    isinstance(m, dict)
+                    and isinstance(prev, dict)
+                    and m.get("role") == prev.get("role")
+                    and isinstance(m.get("content"), str)
+                    and isinstance(prev.get("content"), str)
+                ):
+                    merged[-1] = {**prev, "content": prev["content"] + "\n" + m["content"]}
+                else:
+                    merged.append(m)
+            msgs = merged
+        body["messages"] = msgs
+    return body
+
+
+# --- response side -------------------------------------------------------------------------------
+
+
+def _new_id(old: str, seq: int) -> str:
+    return "call_" + hashlib.sha256(f"{seq}:{old}".encode()).hexdigest()[:24]
+
+
+def _rewrite_message(msg: dict[str, Any], f: _Faults) -> None:
+    """Non-streamed message."""
+    reasoning = msg.get("reasoning")
+    if reasoning is not None:
+        if "reasoning_dropped" in f:
+            msg["reasoning"] = None
+        elif "reasoning_renamed" in f:
+            msg["reasoning_content"] = msg.pop("reasoning")
+        elif "reasoning_reshaped" in f:
+            msg.pop("reasoning")
+            msg["reasoning_details"] = [{"type": "reasoning.text", "text": reasoning}]
+        elif "reasoning_merged" in f:
+            msg["content"] = reasoning + (msg.get("content") or "")
+            msg["reasoning"] = None
+    if "retry_duplicates" in f and isinstance(msg.get("content"), str):
+        msg["content"] = msg["content"] + msg["content"]
+    for tc in msg.get("tool_calls") or []:
+        if "ids_rewritten" in f and isinstance(tc.get("id"), str):
+            tc["id"] = _new_id(tc["id"], f.seq)
+        fn = tc.get("function") or {}
+        if "args_double_encoded" in f and isinstance(fn.get("arguments"), str):
+            fn["arguments"] = json.dumps(fn["arguments"])
+
+
+def _rewrite_completion(body: dict[str, Any], f: _Faults) -> dict[str, Any]:
+    for ch in body.get("choices") or []:
+        if isinstance(ch.get("message"), dict):
+            _rewrite_message(ch["message"], f)
+        if "finish_reason_changed" in f and ch.get("finish_reason") == "tool_calls":
+            ch["finish_reason"] = "stop"
+    usage = body.get("usage")
+    if isinstance(usage, dict):
+        if "usage_dropped" in f:
+            body["usage"] = None
+        elif "usage_recomputed" in f:
+            text = "".join((ch.get("message") or {}).get("content") or "" for ch in body.get("choices") or [])
+            usage["completion_tokens"] = max(1, len(text) // 4)
+            usage["total_tokens"] = usage.get("prompt_tokens", 0) + usage["completion_tokens"]
+    return body
+
+
+class _StreamRewriter:
+    def __init__(self, f: _Faults) -> None:
+        self.f = f
+        self.ids: dict[int, str] = {}
+        self.started: set[int] = set()
+        self.content: list[str] = []
+
+    def frame(self, data: str) -> list[str]:
+        """One frame's data in, the frames' data to send out."""
+        f = self.f
+        if data.strip() == "[DONE]":
+            if "done_missing" in f:
+                return []
+            return ["[DONE]", "[DONE]"] if "done_doubled" in f else ["[DONE]"]
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return [data]
+        if not isinstance(obj, dict):
+            return [data]
+        if "error" in obj and "choices" not in obj and "error_hidden" in f:
+            fake = {
+                "id": "chatcmpl-gateway",
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            }
+            return [json.dumps(fake)]
+        out_before: list[str] = []
+        if obj.get("choices") == [] and obj.get("usage") is not None:
+            if "usage_dropped" in f:
+                return []
+            if "usage_recomputed" in f:
+                u = obj["usage"]
+                u["completion_tokens"] = max(1, len("".join(self.content)) // 4)
+                u["total_tokens"] = u.get("prompt_tokens", 0) + u["completion_tokens"]
+        for ch in obj.get("choices") or []:
+            delta = ch.get("delta") or {}
+            r = delta.get("reasoning")
+            if r is not None:
+                if "reasoning_dropped" in f:
+                    delta.pop("reasoning")
+                elif "reasoning_renamed" in f:
+                    delta["reasoning_content"] = delta.pop("reasoning")
+                elif "reasoning_reshaped" in f:
+                    delta.pop("reasoning")
+                    delta["reasoning_details"] = [{"type": "reasoning.text", "text": r}]
+                elif "reasoning_merged" in f:
+                    delta.pop("reasoning")
+                    delta["content"] = r + (delta.get("content") or "")
+            if isinstance(delta.get("content"), str):
+                self.content.append(delta["content"])
+            for tc in delta.get("tool_calls") or []:
+                idx = tc.get("index", 0)
+                if isinstance(tc.get("id"), str):
+                    self.ids[idx] = _new_id(tc["id"], f.seq) if "ids_rewritten" in f else tc["id"]
+                    tc["id"] = self.ids[idx]
+                elif "id_every_delta" in f and idx in self.ids:
+                    tc["id"] = self.ids[idx]
+                fn = tc.get("function")
+                if (
+                    "args_double_encoded" in f
+                    and isinstance(fn, dict)
+                    and isinstance(fn.get("arguments"), str)
+                ):
+                    piece = json.dumps(fn["arguments"])[1:-1]
+                    if idx not in self.started:
+                        piece = '"' + piece
+                        self.started.add(idx)
+                    fn["arguments"] = piece
+                if "tool_index_zero" in f:
+                    tc["index"] = 0
+                elif "tool_index_from_one" in f and isinstance(idx, int):
+                    tc["index"] = idx + 1
+            if ch.get("finish_reason") is not None:
+                if "args_double_encoded" in f and self.started:
+                    closing = [{"index": i, "function": {"arguments": '"'}} for i in sorted(self.started)]
+                    out_before.append(
+                        json.dumps(
+                            {
+                                **obj,
+                                "choices": [
+                                    {
+                                        "index": ch.get("index", 0),
+                                        "delta": {"tool_calls": closing},
+                                        "finish_reason": None,
+                                    }
+                                ],
+                            }
+                        )
+                    )
+                if "retry_duplicates" in f and self.content:
+                    out_before.append(
+                        json.dumps(
+                            {
+                                **obj,
+                                "choices": [
+                                    {
+                                        "index": ch.get("index", 0),
+                                        "delta": {"content": "".join(self.content)},
+                                        "finish_reason": None,
+                                    }
+                                ],
+                            }
+                        )
+                    )
+                if "finish_reason_changed" in f and ch["finish_reason"] == "tool_calls":
+                    ch["finish_reason"] = "stop"
+        return [*out_before, json.dumps(obj, separators=(",", ":"), ensure_ascii=False)]
+
+
+def _encode(data: str, f: _Faults) -> bytes:
+    if "sse_no_data_prefix" in f:
+        return data.encode() + b"\n\n"
+    frame = "data: " + data
+    if "sse_split_frames" in f and data.startswith("{") and len(data) > 20:
+        cut = len(frame) // 2
+        frame = frame[:cut] + "\n\n" + frame[cut:]
+    return frame.encode() + b"\n\n"
+
+
+async def _rewrite_stream(upstream: httpx.Response, f: _Faults) -> AsyncIterator[bytes]:
+    rw = _StreamRewriter(f)
+    buf = b""
+    held: list[bytes] = []
+    async for piece in upstream.aiter_bytes():
+        buf += piece
+        while b"\n\n" in buf:
+            frame, buf = buf.split(b"\n\n", 1)
+            text = frame.decode("utf-8", "replace")
+            if not text.startswith("data:"):
+                out = [frame + b"\n\n"]  # comments and anything else pass as they are
+            else:
+                data = text[5:].lstrip(" ")
+                out = [_encode(d, f) for d in rw.frame(data)]
+            if "stream_buffered" in f:
+                held.extend(out)
+            else:
+                for o in out:
+                    yield o
+    if buf:  # a last frame without its blank line passes as it came
+        held.append(buf)
+    if held:
+        yield b"".join(held)
+
+
+def create_gateway(cfg: GatewayConfig) -> Starlette:
+    """The faulty gateway as an ASGI app forwarding to ``cfg.upstream``."""
+    seq = itertools.count(1)
+    client = httpx.AsyncClient(
+        base_url=cfg.upstream.rstrip("/"), timeout=cfg.timeout_s, transport=cfg.transport
+    )
+
+    async def forward(request: Request) -> Response:
+        n = next(seq)
+        active = _Faults({name for name in cfg.faults.rates if cfg.faults.fires(name, n)}, n)
+        body = await request.body()
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
+        if "correlation_header_dropped" in active:
+            headers = [(k, v) for k, v in headers if not k.lower().startswith("x-")]
+        is_chat = request.method == "POST" and request.url.path.rstrip("/").endswith("/chat/completions")
+        if is_chat and active.on:
+            try:
+                parsed = json.loads(body)
+                if isinstance(parsed, dict):
+                    body = json.dumps(_rewrite_request(parsed, active)).encode()
+            except ValueError:
+                pass
+        url = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        try:
+            upstream_req = client.build_request(request.method, url, headers=headers, content=body)
+            upstream = await client.send(upstream_req, stream=True)
+        except httpx.HTTPError as exc:
+            return JSONResponse(
+                {
+                    "error": {
+                        "message": f"gateway: upstream failed: {exc}",
+                        "type": "BadGateway",
+                        "param": None,
+                        "code": 502,
+                    }
+                },
+                status_code=502,
+            )
+        raw_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP}
+        # bodies the gateway reads are decoded, so they go out without content-encoding
+        out_headers = {k: v for k, v in raw_headers.items() if k.lower() != "content-encoding"}
+        ctype = upstream.headers.get("content-type", "")
+        if ctype.startswith("text/event-stream"):
+            if active.on:
+                gen, hdrs = _rewrite_stream(upstream, active), out_headers
+            else:
+                gen, hdrs = upstream.aiter_raw(), raw_headers
+            return StreamingResponse(
+                gen,
+                status_code=upstream.status_code,
+                headers=hdrs,
+                background=BackgroundTask(upstream.aclose),
+            )
+        content = await upstream.aread()
+        await upstream.aclose()
+        if is_chat and active.on and ctype.startswith("application/json") and upstream.status_code == 200:
+            try:
+                content = json.dumps(_rewrite_completion(json.loads(content), active)).encode()
+            except (ValueError, AttributeError):
+                pass
+        return Response(content, status_code=upstream.status_code, headers=out_headers)
+
+    app = Starlette(
+        routes=[
+            Route(
+                "/{path:path}", forward, methods=["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
+            )
+        ]
+    )
+    app.state.client = client
+    return app
