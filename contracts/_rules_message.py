@@ -73,9 +73,8 @@ def _cut_json(text: str) -> bool:
             in_str = True
         elif ch in "{[":
             stack.append("}" if ch == "{" else "]")
-        elif ch in "}]":
-            if not stack or stack.pop() != ch:
-                return False
+        elif ch in "}]" and (not stack or stack.pop() != ch):
+            return False
     if not stack and not in_str:
         return False
     head = text + ('"' if in_str else "")

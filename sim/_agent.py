@@ -133,18 +133,20 @@ def value_for_schema(schema: Any, hint: str, key: str = "", depth: int = 0) -> A
     if kind in ("integer", "number"):
         lo = schema.get("minimum", schema.get("exclusiveMinimum", None))
         hi = schema.get("maximum", schema.get("exclusiveMaximum", None))
-        v: float = 3
+        num: float = 3
         if lo is not None:
-            v = lo + (1 if "exclusiveMinimum" in schema and "minimum" not in schema else 0)
-            v = max(v, lo)
-        if hi is not None and v > hi - (1 if "exclusiveMaximum" in schema and "maximum" not in schema else 0):
-            v = hi - (1 if "exclusiveMaximum" in schema and "maximum" not in schema else 0)
+            num = lo + (1 if "exclusiveMinimum" in schema and "minimum" not in schema else 0)
+            num = max(num, lo)
+        if hi is not None and num > hi - (
+            1 if "exclusiveMaximum" in schema and "maximum" not in schema else 0
+        ):
+            num = hi - (1 if "exclusiveMaximum" in schema and "maximum" not in schema else 0)
         mult = schema.get("multipleOf")
         if isinstance(mult, int | float) and mult > 0:
-            v = (int(v // mult) + (1 if v % mult else 0)) * mult
+            num = (int(num // mult) + (1 if num % mult else 0)) * mult
         if kind == "integer":
-            return int(v)
-        return float(v)
+            return int(num)
+        return float(num)
     if kind == "boolean":
         return _h(key, hint) % 2 == 0
     if kind == "null":
@@ -174,7 +176,7 @@ def _args_for(tool: dict[str, Any], hint: str) -> dict[str, Any]:
         value = {}
     try:
         Draft202012Validator(params).validate(value)
-    except Exception:  # noqa: BLE001 - a keyword this generator does not cover: fall back to the minimum
+    except Exception:
         value = {r: hint for r in params.get("required", [])} if isinstance(params, dict) else {}
     return value
 
@@ -184,7 +186,7 @@ def _break_schema(tool: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     props = (tool.get("parameters") or {}).get("properties") or {}
     for name, sub in props.items():
         kind = sub.get("type") if isinstance(sub, dict) else None
-        bad: Any = 12345 if kind != "integer" and kind != "number" else "not-a-number"
+        bad: Any = 12345 if kind not in {"integer", "number"} else "not-a-number"
         return {**args, name: bad}
     return {**args, "unexpected": [1, 2]} if args else {"unexpected": [1, 2]}
 
@@ -294,8 +296,9 @@ def plan_reply(req: dict[str, Any], *, thinking: bool, faults: set[str], seq: in
 
 
 def _answer(req: dict[str, Any], user_text: str, faults: set[str]) -> str:
-    rf = req.get("response_format") if isinstance(req.get("response_format"), dict) else {}
-    so = req.get("structured_outputs") if isinstance(req.get("structured_outputs"), dict) else {}
+    rf_raw, so_raw = req.get("response_format"), req.get("structured_outputs")
+    rf: dict[str, Any] = rf_raw if isinstance(rf_raw, dict) else {}
+    so: dict[str, Any] = so_raw if isinstance(so_raw, dict) else {}
     schema: Any = None
     if rf.get("type") == "json_schema":
         schema = (rf.get("json_schema") or {}).get("schema", {})

@@ -199,7 +199,7 @@ def _message(reply: _Reply, p: Parsed) -> dict[str, Any]:
     return msg
 
 
-def _chunk(reply: _Reply, delta: dict[str, Any], finish: str | None = None, **top: Any) -> bytes:
+def _chunk(reply: _Reply, delta: dict[str, Any], finish: str | None = None, **top: object) -> bytes:
     choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
     if finish is not None:
         choice.update({"stop_reason": None, "token_ids": None, "weight_versions": None})
@@ -351,7 +351,8 @@ async def _stream(
     state: SimState, reply: _Reply, seqreq: SeqRequest, request: Request
 ) -> AsyncIterator[bytes]:
     cfg = reply.cfg
-    opts = reply.req.get("stream_options") if isinstance(reply.req.get("stream_options"), dict) else {}
+    raw_opts = reply.req.get("stream_options")
+    opts: dict[str, Any] = raw_opts if isinstance(raw_opts, dict) else {}
     include_usage = bool(opts.get("include_usage"))
     continuous = include_usage and bool(opts.get("continuous_usage_stats"))
     emitter = StreamEmitter(reply.stream_style(), both_reasoning_names=cfg.dialect == "vllm-0.15")
@@ -415,7 +416,7 @@ async def _stream(
                         if continuous
                         else {}
                     )
-                    yield _chunk(reply, delta, **extra)
+                    yield _chunk(reply, delta, None, **extra)
                 continue
             # finish
             p = reply.parse(detokenize(tokens))

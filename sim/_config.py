@@ -63,8 +63,8 @@ class FaultSpec:
 
 def parse_faults(spec: str | None, *, seed: int = 0, known: dict[str, str] = FAULTS) -> FaultSpec:
     rates: dict[str, float] = {}
-    for part in (spec or "").split(","):
-        part = part.strip()
+    for raw in (spec or "").split(","):
+        part = raw.strip()
         if not part:
             continue
         name, _, rate_s = part.partition("=")

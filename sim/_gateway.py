@@ -8,6 +8,7 @@ every frame with a blank line.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -368,10 +369,8 @@ def create_gateway(cfg: GatewayConfig) -> Starlette:
         content = await upstream.aread()
         await upstream.aclose()
         if is_chat and active.on and ctype.startswith("application/json") and upstream.status_code == 200:
-            try:
+            with contextlib.suppress(ValueError, AttributeError):
                 content = json.dumps(_rewrite_completion(json.loads(content), active)).encode()
-            except (ValueError, AttributeError):
-                pass
         return Response(content, status_code=upstream.status_code, headers=out_headers)
 
     app = Starlette(

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ParsedCall", "Parsed", "StreamEmitter", "parse_output"]
+__all__ = ["Parsed", "ParsedCall", "StreamEmitter", "parse_output"]
 
 _K2_SECTION = re.compile(r"<\|tool_calls?_section_begin\|>")
 _K2_SECTION_END = "<|tool_calls_section_end|>"
@@ -161,18 +161,15 @@ def _parse_k3(
         elif kind == "tools" and tool_parser:
             for i, cm in enumerate(_K3_CALL.finditer(body)):
                 name, args_raw, closed = cm.group(1), cm.group(3), bool(cm.group(4))
-                parts = []
+                parts: list[str] = []
+                raw_args: str | None = None  # broken JSON written as one raw argument
                 for am in _K3_ARG.finditer(args_raw):
                     key, kind_, value = am.group(1), am.group(2), am.group(3)
                     if key == "raw" and kind_ == "object":
-                        parts.append(None)
                         raw_args = value
                         continue
                     parts.append(f"{json.dumps(key)}: {json.dumps(value) if kind_ == 'string' else value}")
-                if None in parts:
-                    args = raw_args
-                else:
-                    args = "{" + ", ".join(p for p in parts if p is not None) + "}"
+                args = raw_args if raw_args is not None else "{" + ", ".join(parts) + "}"
                 out.calls.append(ParsedCall(mint_id(id_seed, i), name, args, closed))
         else:
             content.append(m.group(0))

@@ -9,10 +9,9 @@ cache), and that markup tokens arrive whole, as they do from a real tokenizer.
 from __future__ import annotations
 
 import json
+import re as _re
 import zlib
 from typing import Any
-
-import re as _re
 
 __all__ = ["VOCAB", "detokenize", "render_prompt", "token_id", "tokenize"]
 
