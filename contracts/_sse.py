@@ -149,7 +149,7 @@ class SSEDecoder:
             if "\x00" not in value:
                 self._id = value
         elif name == "retry":
-            if value.isdigit():
+            if value.isascii() and value.isdigit():  # ASCII digits only (WHATWG); "²" is a digit to Python
                 self._retry = int(value)
         else:
             self.anomalies.append(SSEAnomaly("unknown-field", line[:200], self.events_seen, self._t))

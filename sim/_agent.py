@@ -224,7 +224,7 @@ def plan_reply(req: dict[str, Any], *, thinking: bool, faults: set[str], seq: in
     tools = _tool_defs(req)
     last = msgs[-1] if msgs else {"role": "user", "content": ""}
     user_text = next((_text(m.get("content")) for m in reversed(msgs) if m.get("role") == "user"), "")
-    hint = " ".join(_words(user_text)[:1])
+    hint = _words(user_text)[-1]  # the last proper noun: "weather in Tokyo" -> Tokyo
     tc = req.get("tool_choice", "auto" if tools else "none")
     forced = tc["function"]["name"] if isinstance(tc, dict) and isinstance(tc.get("function"), dict) else None
     plan = Plan(forced_name=forced)
@@ -314,7 +314,7 @@ def _answer(req: dict[str, Any], user_text: str, faults: set[str]) -> str:
                 return cand
         return "yes"
     if schema is not None:
-        hint = " ".join(_words(user_text)[:1]) or "answer"
+        hint = _words(user_text)[-1]  # the last proper noun: "weather in Tokyo" -> Tokyo or "answer"
         text = json.dumps(value_for_schema(schema, hint))
         if "model.bad_json_output" in faults:
             return f"```json\n{text}\n```"

@@ -127,3 +127,8 @@ def test_any_split_gives_the_same_events(stream: bytes, data: st.DataObject) -> 
         (e.data, e.event, e.id, e.retry) for e in whole
     ]
     assert [a.kind for a in dec_split.anomalies] == [a.kind for a in dec_whole.anomalies]
+
+
+def test_retry_takes_ascii_digits_only() -> None:
+    evs, _ = decode_sse("retry: \u00b2\ndata: x\n\n".encode())
+    assert evs[0].retry is None
