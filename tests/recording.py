@@ -7,6 +7,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -46,6 +47,7 @@ class RecordingTransport(httpx.AsyncBaseTransport):
             id=f"{self.tap}-{len(self.sink) + 1}",
             tap=self.tap,
             correlation=request.headers.get("x-wirecheck-id"),
+            started_at=datetime.now(UTC).isoformat(),
             request=HttpRequest(
                 request.method, request.url.raw_path.decode(), list(request.headers.items()), body
             ),

@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from wirecheck.sim import SimConfig, create_app
 
 from tests import wire
 from tests.servers import serve
-from wirecheck.sim import SimConfig, create_app
 
 
 def test_openai_sdk_streams_tool_calls_from_the_simulator() -> None:

@@ -1,0 +1,109 @@
+"""The fault-injecting gateway between two taps: each fault alone is found and blamed on the gateway."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from wirecheck.contracts import CheckConfig, check_exchanges
+from wirecheck.sim import GATEWAY_FAULTS
+
+from tests import wire
+from tests.sim.test_app import HISTORY_OK, drive
+
+K2 = "moonshotai/Kimi-K2-Thinking"
+BODIES: list[dict[str, Any]] = [
+    {
+        "model": K2,
+        "messages": [{"role": "user", "content": "Weather in Osaka, and search the news for Osaka"}],
+        "tools": [wire.WEATHER, wire.SEARCH],
+    },
+    {"model": K2, "messages": [{"role": "user", "content": "Hello there"}]},
+    {
+        "model": K2,
+        "messages": [{"role": "user", "content": "Weather for Paris as JSON"}],
+        "response_format": {"type": "json_object"},
+    },
+    {
+        "model": K2,
+        "messages": [{"role": "user", "content": "Hi."}, {"role": "user", "content": "Tell me about Kyoto"}],
+    },
+    {"model": K2, "messages": HISTORY_OK, "tools": [wire.WEATHER]},
+]
+
+# gateway fault -> the rule that finds it (at the caller tap, blamed on the gateway)
+EXPECTED: dict[str, str] = {
+    "response_format_stripped": "gateway-request-changed",
+    "history_merged": "gateway-request-changed",
+    "tool_messages_dropped": "gateway-request-changed",
+    "reasoning_dropped": "gateway-reasoning-dropped",
+    "reasoning_renamed": "gateway-reasoning-renamed",
+    "reasoning_reshaped": "gateway-reasoning-reshaped",
+    "reasoning_merged": "gateway-reasoning-merged",
+    "tool_index_zero": "stream-tool-index-reuse",
+    "tool_index_from_one": "stream-tool-index-gap",
+    "id_every_delta": "stream-tool-id-repeated",
+    "ids_rewritten": "gateway-tool-calls-changed",
+    "args_double_encoded": "gateway-tool-calls-changed",
+    "sse_split_frames": "stream-malformed-frame",
+    "sse_no_data_prefix": "stream-malformed-frame",
+    "done_missing": "stream-done-missing",
+    "done_doubled": "stream-done-repeated",
+    "finish_reason_changed": "gateway-finish-reason-changed",
+    "usage_dropped": "gateway-usage-changed",
+    "usage_recomputed": "gateway-usage-changed",
+    "retry_duplicates": "gateway-content-changed",
+}
+SPECIAL = {"stream_buffered", "error_hidden", "correlation_header_dropped"}
+
+
+def test_every_gateway_fault_is_tested() -> None:
+    assert set(EXPECTED) | SPECIAL == set(GATEWAY_FAULTS)
+
+
+async def test_without_faults_the_gateway_changes_nothing(dual_tap: Callable[..., Any]) -> None:
+    c = dual_tap()
+    await drive(c, BODIES)
+    res = check_exchanges(c.exchanges)
+    assert res.pairs == 10
+    assert [(f.rule, f.message) for f in res.findings] == []
+
+
+@pytest.mark.parametrize("fault", sorted(EXPECTED))
+async def test_each_gateway_fault_is_blamed_on_the_gateway(dual_tap: Callable[..., Any], fault: str) -> None:
+    c = dual_tap(fault)
+    await drive(c, BODIES)
+    res = check_exchanges(c.exchanges)
+    hits = [f for f in res.findings if f.rule == EXPECTED[fault]]
+    assert hits, (fault, sorted({f.rule for f in res.findings}))
+    assert {(str(f.fault), f.tap) for f in hits} == {("gateway", "caller")}
+    assert {str(f.fault) for f in res.findings} == {"gateway"}, [
+        (f.rule, str(f.fault), f.message) for f in res.findings
+    ]
+
+
+async def test_hidden_engine_error_is_the_gateways(dual_tap: Callable[..., Any]) -> None:
+    c = dual_tap("error_hidden", faults="engine.error_mid_stream")
+    await drive(c, BODIES[:1], both=False)
+    res = check_exchanges(c.exchanges)
+    by = {(f.rule, str(f.fault), f.tap) for f in res.findings}
+    assert ("gateway-error-hidden", "gateway", "caller") in by
+    assert ("stream-error-frame", "engine", "engine") in by
+
+
+async def test_buffered_stream_is_the_gateways(dual_tap: Callable[..., Any]) -> None:
+    c = dual_tap("stream_buffered", time_scale=0.2)  # ~3 ms a token: the engine spreads them out
+    await drive(c, BODIES[1:2], both=False)
+    res = check_exchanges(c.exchanges)
+    [f] = [f for f in res.findings if f.rule == "gateway-stream-buffered"]
+    assert (str(f.fault), f.tap) == ("gateway", "caller")
+
+
+async def test_dropped_correlation_header_pairs_by_fingerprint(dual_tap: Callable[..., Any]) -> None:
+    c = dual_tap("correlation_header_dropped,reasoning_dropped")
+    await drive(c, BODIES[1:2])
+    assert check_exchanges(c.exchanges).pairs == 0
+    res = check_exchanges(c.exchanges, CheckConfig(pair_by_fingerprint=True))
+    assert res.pairs == 2
+    assert {(f.rule, str(f.fault)) for f in res.findings} == {("gateway-reasoning-dropped", "gateway")}
