@@ -67,6 +67,48 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("rules", help="list the rule catalogue")
     r.add_argument("--markdown", action="store_true", help="print docs/rules.md")
+
+    s = sub.add_parser("sim", help="run the vLLM-faithful simulator (docs/sim.md)")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--model", default="", help="served model name (default: the family's)")
+    s.add_argument("--family", choices=("kimi_k2", "kimi_k3", "hermes"), default="kimi_k2")
+    s.add_argument("--dialect", choices=("vllm-0.33", "vllm-0.15"), default="vllm-0.33")
+    s.add_argument(
+        "--faults", default="", metavar="SPEC", help="NAME[=RATE],... (wirecheck sim --list-faults)"
+    )
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--list-faults", action="store_true", help="list the fault names and exit")
+    s.add_argument("--api-key", default=None)
+    s.add_argument(
+        "--no-tool-parser", action="store_true", help="serve without a tool parser (markup stays in content)"
+    )
+    s.add_argument("--max-model-len", type=int, default=131072)
+    cap = s.add_argument_group("capacity model")
+    cap.add_argument("--block-size", type=int, default=16)
+    cap.add_argument("--num-gpu-blocks", type=int, default=8192, help="KV budget in blocks")
+    cap.add_argument("--max-num-seqs", type=int, default=256)
+    cap.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    cap.add_argument("--max-waiting", type=int, default=1024, help="queue length past which requests get 503")
+    cap.add_argument("--prefill-tokens-per-s", type=float, default=20000.0)
+    cap.add_argument("--decode-tokens-per-s", type=float, default=60.0)
+    cap.add_argument("--no-prefix-caching", action="store_true")
+    cap.add_argument(
+        "--hybrid-cache", action="store_true", help="Kimi K3 KDA cache: state only at prompt ends"
+    )
+    cap.add_argument("--prefix-cache-retention-interval", type=int, default=0)
+    cap.add_argument("--time-scale", type=float, default=1.0, help="real seconds per simulated second")
+    cap.add_argument("--slow-first-token-s", type=float, default=2.0)
+    cap.add_argument("--oom-at-tokens", type=int, default=None)
+    cap.add_argument("--oom-recover-s", type=float, default=None)
+
+    g = sub.add_parser("sim-gateway", help="run the fault-injecting gateway (docs/sim.md)")
+    g.add_argument("--upstream", required=False, metavar="URL")
+    g.add_argument("--host", default="127.0.0.1")
+    g.add_argument("--port", type=int, default=8001)
+    g.add_argument("--faults", default="", metavar="SPEC")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--list-faults", action="store_true")
     return p
 
 
@@ -122,6 +164,64 @@ def _rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sim(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from wirecheck.sim import FAULTS, SimConfig, create_app, parse_faults
+
+    if args.list_faults:
+        for name, what in FAULTS.items():
+            print(f"{name:32} {what}")
+        return 0
+    cfg = SimConfig(
+        model=args.model,
+        family=args.family,
+        dialect=args.dialect,
+        faults=parse_faults(args.faults, seed=args.seed),
+        seed=args.seed,
+        api_key=args.api_key,
+        tool_parser=not args.no_tool_parser,
+        max_model_len=args.max_model_len,
+        block_size=args.block_size,
+        num_gpu_blocks=args.num_gpu_blocks,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        max_waiting=args.max_waiting,
+        prefill_tokens_per_s=args.prefill_tokens_per_s,
+        decode_tokens_per_s=args.decode_tokens_per_s,
+        enable_prefix_caching=not args.no_prefix_caching,
+        hybrid_cache=args.hybrid_cache,
+        prefix_cache_retention_interval=args.prefix_cache_retention_interval,
+        time_scale=args.time_scale,
+        slow_first_token_s=args.slow_first_token_s,
+        oom_at_tokens=args.oom_at_tokens,
+        oom_recover_s=args.oom_recover_s,
+    )
+    print(
+        f"wirecheck sim: {cfg.model} ({cfg.family}, {cfg.dialect}) on http://{args.host}:{args.port}",
+        flush=True,
+    )
+    uvicorn.run(create_app(cfg), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def _sim_gateway(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from wirecheck.sim import GATEWAY_FAULTS, GatewayConfig, create_gateway, parse_gateway_faults
+
+    if args.list_faults:
+        for name, what in GATEWAY_FAULTS.items():
+            print(f"{name:28} {what}")
+        return 0
+    if not args.upstream:
+        raise WirecheckError("sim-gateway: --upstream URL is required")
+    cfg = GatewayConfig(upstream=args.upstream, faults=parse_gateway_faults(args.faults, seed=args.seed))
+    print(f"wirecheck sim-gateway: http://{args.host}:{args.port} -> {args.upstream}", flush=True)
+    uvicorn.run(create_gateway(cfg), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -133,6 +233,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check(args)
         if args.command == "rules":
             return _rules(args)
+        if args.command == "sim":
+            return _sim(args)
+        if args.command == "sim-gateway":
+            return _sim_gateway(args)
     except WirecheckError as exc:
         print(f"wirecheck: error: {exc}", file=sys.stderr)
         return 2

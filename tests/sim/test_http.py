@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from wirecheck.sim import SimConfig, create_app
+from wirecheck.sim import SimConfig, create_app, parse_faults
 
 from tests import wire
 from tests.servers import serve
@@ -55,8 +55,6 @@ def test_openai_sdk_streams_tool_calls_from_the_simulator() -> None:
 
 
 def test_reset_mid_stream_cuts_the_connection() -> None:
-    from wirecheck.sim import parse_faults
-
     app = create_app(SimConfig(time_scale=0.001, faults=parse_faults("engine.reset_mid_stream")))
     with (
         serve(app) as url,

@@ -1,0 +1,87 @@
+"""``wirecheck sim`` and ``wirecheck sim-gateway`` as processes on loopback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+from tests import wire
+from tests.servers import free_port
+
+
+@contextmanager
+def running(*args: str) -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wirecheck", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)  # reaps the process and closes its pipes
+
+
+def wait_up(url: str) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url, timeout=0.5)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    raise AssertionError(f"{url} did not come up")
+
+
+def test_sim_and_gateway_processes_serve_and_inject_faults() -> None:
+    sp, gp = free_port(), free_port()
+    with (
+        running("sim", "--port", str(sp), "--time-scale", "0.001", "--faults", "model.undeclared_tool"),
+        running(
+            "sim-gateway",
+            "--upstream",
+            f"http://127.0.0.1:{sp}",
+            "--port",
+            str(gp),
+            "--faults",
+            "finish_reason_changed",
+        ),
+    ):
+        wait_up(f"http://127.0.0.1:{sp}/health")
+        wait_up(f"http://127.0.0.1:{gp}/health")
+        direct = httpx.post(
+            f"http://127.0.0.1:{sp}/v1/chat/completions", json=wire.tool_req(), timeout=10
+        ).json()
+        assert direct["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather_v2"
+        assert direct["choices"][0]["finish_reason"] == "tool_calls"
+        via = httpx.post(
+            f"http://127.0.0.1:{gp}/v1/chat/completions", json=wire.tool_req(), timeout=10
+        ).json()
+        assert via["choices"][0]["finish_reason"] == "stop"
+        assert (
+            httpx.get(f"http://127.0.0.1:{gp}/metrics", timeout=5).text.count("vllm:num_requests_running")
+            >= 1
+        )
+
+
+def test_unknown_fault_is_a_clear_error() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "wirecheck", "sim", "--faults", "model.nope"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert out.returncode == 2 and "unknown fault 'model.nope'" in out.stderr
+    listing = subprocess.run(
+        [sys.executable, "-m", "wirecheck", "sim-gateway", "--list-faults"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert listing.returncode == 0 and "stream_buffered" in listing.stdout
