@@ -286,6 +286,8 @@ async def chat_completions(request: Request) -> Response:
             state.engine.submit(seqreq)
         except EngineDead as exc:
             raise _Reject(500, f"EngineCore encountered an issue: {exc}", "InternalServerError") from None
+        except ValueError as exc:
+            raise _bad(str(exc), "messages", len(prompt)) from None
     except _Reject as rej:
         return rej.response()
     if req.get("stream"):
@@ -421,8 +423,14 @@ async def _stream(
             # finish
             p = reply.parse(detokenize(tokens))
             delta = emitter.step(p, final=True)
+            # continuous_usage_stats: cumulative usage on every chunk, the last ones included
+            top: dict[str, object] = (
+                {"usage": reply.usage(len(seqreq.prompt), len(tokens), seqreq.cached, p)}
+                if continuous
+                else {}
+            )
             if delta:
-                yield _chunk(reply, delta)
+                yield _chunk(reply, delta, None, **top)
             finish = reply.finish_reason(value, p)
             state.metrics.parser.labels(
                 mode=reply.mode,
@@ -430,11 +438,9 @@ async def _stream(
                 request_type="stream",
                 **state.metrics.labels,
             ).inc()
-            yield (
-                _chunk(reply, {}, finish, system_fingerprint=cfg.fingerprint)
-                if p.calls
-                else _chunk(reply, {}, finish)
-            )
+            if p.calls:
+                top["system_fingerprint"] = cfg.fingerprint
+            yield _chunk(reply, {}, finish, **top)
             if include_usage:
                 usage = reply.usage(len(seqreq.prompt), len(tokens), seqreq.cached, p)
                 obj = {

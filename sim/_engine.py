@@ -122,6 +122,12 @@ class Engine:
     def submit(self, req: SeqRequest) -> None:
         if self.dead:
             raise EngineDead(self.dead_reason)
+        need = -(-(len(req.prompt) + 1) // self.cfg.block_size)
+        if need > self.cfg.num_gpu_blocks:
+            raise ValueError(
+                f"the prompt needs {need} KV blocks; the cache has {self.cfg.num_gpu_blocks} "
+                f"({self.cfg.num_gpu_blocks * self.cfg.block_size} tokens)"
+            )
         req.arrival = time.monotonic()
         req.hashes = block_hashes(req.prompt, self.cfg.block_size)
         self.waiting.append(req)
@@ -191,13 +197,18 @@ class Engine:
         hit_blocks = min(hit_blocks, (len(req.prompt) - 1) // bs)  # one token is always computed
         total = -(-(req.context + 1) // bs)
         new = total - hit_blocks
-        if self.free_blocks() < new or not self._evict(new):
-            return False
+        # pin the hit blocks first, so that making room cannot evict them
         for h in req.hashes[:hit_blocks]:
             if self.cache[h] == 0:
                 self.pinned += 1
             self.cache[h] += 1
             self.cache.move_to_end(h)
+        if self.free_blocks() < new or not self._evict(new):
+            for h in req.hashes[:hit_blocks]:
+                self.cache[h] -= 1
+                if self.cache[h] == 0:
+                    self.pinned -= 1
+            return False
         full = req.hashes[hit_blocks:] if self.cfg.enable_prefix_caching and not req.recompute else []
         for h in full:
             if h in self.cache:  # computed meanwhile by a sibling request
@@ -308,6 +319,10 @@ class Engine:
                 req.recompute = 0
             if req.context + 1 > (len(req.pinned) + req.private) * bs:
                 if self.free_blocks() < 1 and not self._evict(1):
+                    if len(self.running) == 1:
+                        # alone and out of KV: the cache cannot hold this sequence any longer
+                        self._finish(req, "length", now)
+                        continue
                     victim = self.running[-1]
                     self._preempt(victim)
                     if victim is req:

@@ -272,3 +272,44 @@ async def test_client_disconnect_aborts_and_frees_the_kv_cache(sim_client: Calla
     m = await scrape(c)
     assert m["vllm:request_success_total{finished_reason=abort}"] == 1
     assert m["vllm:num_requests_running"] == 0 and m["vllm:kv_cache_usage_perc"] == 0
+
+
+async def test_lru_eviction_forgets_the_oldest_prefix(sim_client: Callable[..., Any]) -> None:
+    body_a = _agent_input("Alpha team rules. " * 40, "Order 1?")
+    probe = sim_client()
+    n = (
+        await probe.post("/tokenize", json={"messages": body_a["messages"], "tools": body_a["tools"]})
+    ).json()["count"]
+    c = sim_client(num_gpu_blocks=-(-n // 16) + 8)  # room for about one prompt's blocks
+    await post(c, body_a)
+    await post(c, _agent_input("Beta team rules. " * 40, "Order 1?"))  # evicts most of A
+    m1 = await scrape(c)
+    await post(c, body_a)
+    m2 = await scrape(c)
+    assert m2["vllm:prefix_cache_hits_total"] - m1["vllm:prefix_cache_hits_total"] < n / 2
+
+
+async def test_continuous_usage_stats_put_usage_on_every_chunk(sim_client: Callable[..., Any]) -> None:
+    c = sim_client()
+    r = await post(
+        c, wire.req(stream=True, stream_options={"include_usage": True, "continuous_usage_stats": True})
+    )
+    frames = [f for f in r.text.split("\n\n") if f.startswith("data: {") and '"delta":{"role"' not in f]
+    assert frames and all('"usage":{' in f for f in frames)
+
+
+async def test_a_prompt_larger_than_the_kv_cache_is_rejected_not_hung(sim_client: Callable[..., Any]) -> None:
+    c = sim_client(num_gpu_blocks=4)
+    r = await c.post("/v1/chat/completions", json=_agent_input(SYSTEM, "Order?"))
+    assert r.status_code == 400 and "KV blocks" in r.json()["error"]["message"]
+
+
+async def test_a_lone_sequence_that_outgrows_the_cache_stops_with_length(
+    sim_client: Callable[..., Any],
+) -> None:
+    body = wire.req(messages=[{"role": "user", "content": "Hello"}])
+    probe = sim_client()
+    n = (await probe.post("/tokenize", json={"messages": body["messages"]})).json()["count"]
+    c = sim_client(num_gpu_blocks=-(-(n + 1) // 16))
+    r = await asyncio.wait_for(post(c, body), 5)
+    assert r.json()["choices"][0]["finish_reason"] == "length"
