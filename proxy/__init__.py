@@ -1,1 +1,28 @@
-"""wirecheck.proxy: see DESIGN.md (not built yet)."""
+"""wirecheck.proxy: the transparent recording proxy (ASGI), its taps, the SQLite store and batch
+writer, the live-check worker, export, and the mitmproxy addon (``proxy/mitm_addon.py``)."""
+
+from ._app import CORRELATION_HEADER, DEFAULT_REDACT, ProxyApp, TapConfig
+from ._export import to_har, write_har, write_jsonl
+from ._live import check_pending, run_checker, start_checker
+from ._runner import ProxyRun, run_proxy
+from ._store import SCHEMA_VERSION, Store, StoreStats, is_store, open_store
+
+__all__ = [
+    "CORRELATION_HEADER",
+    "DEFAULT_REDACT",
+    "SCHEMA_VERSION",
+    "ProxyApp",
+    "ProxyRun",
+    "Store",
+    "StoreStats",
+    "TapConfig",
+    "check_pending",
+    "is_store",
+    "open_store",
+    "run_checker",
+    "run_proxy",
+    "start_checker",
+    "to_har",
+    "write_har",
+    "write_jsonl",
+]

@@ -23,6 +23,7 @@ from wirecheck.contracts import (
     render_text,
     rules,
 )
+from wirecheck.proxy import DEFAULT_REDACT
 
 EXAMPLE = Path(__file__).with_name("examples") / "dual-tap.jsonl"
 
@@ -67,6 +68,50 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("rules", help="list the rule catalogue")
     r.add_argument("--markdown", action="store_true", help="print docs/rules.md")
+
+    x = sub.add_parser("proxy", help="run the recording proxy in the request path")
+    x.add_argument(
+        "--upstream",
+        required=True,
+        metavar="URL",
+        help="where the (caller) listener forwards: the gateway, or vLLM",
+    )
+    x.add_argument("--listen", default="127.0.0.1:8100", metavar="HOST:PORT")
+    x.add_argument("--tap", default="caller", help="name of the first listener's tap (default caller)")
+    x.add_argument(
+        "--engine-upstream", metavar="URL", help="dual tap: where the engine listener forwards (vLLM)"
+    )
+    x.add_argument(
+        "--engine-listen",
+        default="127.0.0.1:8101",
+        metavar="HOST:PORT",
+        help="dual tap: point the gateway's upstream here",
+    )
+    x.add_argument("--store", default="wirecheck.db", help="SQLite store (default wirecheck.db)")
+    x.add_argument("--no-store", action="store_true", help="forward only, record nothing")
+    x.add_argument(
+        "--no-live-checks", action="store_true", help="record only; check later with wirecheck check STORE"
+    )
+    x.add_argument(
+        "--redact",
+        default=",".join(sorted(DEFAULT_REDACT)),
+        help="headers to redact in the record (comma-separated; '' for none)",
+    )
+    x.add_argument("--body-limit", default="32MiB", help="largest request body (413 past it)")
+    x.add_argument(
+        "--read-timeout", type=float, default=600.0, help="seconds to wait for the upstream's next byte"
+    )
+    x.add_argument(
+        "--settle",
+        type=float,
+        default=1.0,
+        help="seconds to wait for the other tap before checking an exchange",
+    )
+
+    e = sub.add_parser("export", help="export a store as exchange JSONL or HAR")
+    e.add_argument("store", metavar="STORE")
+    e.add_argument("--format", choices=("jsonl", "har"), default="jsonl")
+    e.add_argument("--output", "-o", metavar="PATH")
 
     s = sub.add_parser("sim", help="run the vLLM-faithful simulator (docs/sim.md)")
     s.add_argument("--host", default="127.0.0.1")
@@ -113,13 +158,112 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _load(files: Sequence[str]) -> list[Exchange]:
+    from wirecheck.proxy import is_store, open_store
+
     out: list[Exchange] = []
     for name in files:
         if name == "-":
             out.extend(read_exchanges(sys.stdin))
+        elif is_store(name):
+            store = open_store(name)
+            try:
+                out.extend(store.exchanges())
+            finally:
+                store.close()
         else:
             out.extend(read_exchanges(name))
     return out
+
+
+def _hostport(value: str, what: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise WirecheckError(f"{what}: expected HOST:PORT, got {value!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def _size(value: str) -> int:
+    units = {
+        "kib": 1024,
+        "mib": 1024**2,
+        "gib": 1024**3,
+        "kb": 1000,
+        "mb": 1000**2,
+        "gb": 1000**3,
+        "b": 1,
+        "": 1,
+    }
+    num = value.strip().lower().rstrip()
+    for unit in sorted(units, key=len, reverse=True):
+        if unit and num.endswith(unit):
+            try:
+                return int(float(num[: -len(unit)]) * units[unit])
+            except ValueError:
+                break
+    if num.isdigit():
+        return int(num)
+    raise WirecheckError(f"--body-limit: cannot read {value!r} (e.g. 32MiB)")
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    from wirecheck.proxy import ProxyRun, TapConfig, run_proxy
+
+    redact = frozenset(h.strip().lower() for h in args.redact.split(",") if h.strip())
+    limit = _size(args.body_limit)
+    taps = [
+        (
+            TapConfig(
+                upstream=args.upstream,
+                tap=args.tap,
+                redact=redact,
+                body_limit=limit,
+                read_timeout_s=args.read_timeout,
+            ),
+            *_hostport(args.listen, "--listen"),
+        )
+    ]
+    if args.engine_upstream:
+        engine = TapConfig(
+            upstream=args.engine_upstream,
+            tap="engine",
+            inject_correlation=False,
+            redact=redact,
+            body_limit=limit,
+            read_timeout_s=args.read_timeout,
+        )
+        taps.append((engine, *_hostport(args.engine_listen, "--engine-listen")))
+    for cfg, host, _ in taps:
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            print(
+                f"wirecheck proxy: warning: the {cfg.tap} tap listens on {host}, beyond loopback",
+                file=sys.stderr,
+            )
+    return run_proxy(
+        ProxyRun(
+            taps=taps,
+            store_path=None if args.no_store else args.store,
+            live_checks=not args.no_live_checks,
+            settle_s=args.settle,
+        )
+    )
+
+
+def _export(args: argparse.Namespace) -> int:
+    from wirecheck.proxy import open_store, write_har, write_jsonl
+
+    store = open_store(args.store)
+    try:
+        exchanges = list(store.exchanges())
+    finally:
+        store.close()
+    fh = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 - stdout is not closed
+    try:
+        n = write_har(exchanges, fh) if args.format == "har" else write_jsonl(exchanges, fh)
+    finally:
+        if args.output:
+            fh.close()
+    print(f"wirecheck export: {n} exchange(s)", file=sys.stderr)
+    return 0
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -233,6 +377,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check(args)
         if args.command == "rules":
             return _rules(args)
+        if args.command == "proxy":
+            return _proxy(args)
+        if args.command == "export":
+            return _export(args)
         if args.command == "sim":
             return _sim(args)
         if args.command == "sim-gateway":

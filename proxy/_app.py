@@ -1,0 +1,479 @@
+"""The transparent recording proxy: a plain ASGI callable.
+
+On the request path it only forwards and tees bytes: the request goes to the configured upstream as
+it came (hop-by-hop headers aside; a caller tap adds ``x-wirecheck-id``), and every upstream chunk is
+sent on the moment it arrives, raw (gzip is not decoded), with its arrival offset noted from a
+monotonic clock. When the exchange ends it is handed to the store's queue, which never blocks.
+Parsing and checking happen elsewhere (the live-check worker), so a slow rule never slows a caller.
+
+Failures are survived and recorded: a refused or timed-out upstream gets an OpenAI-shaped 502/504
+marked ``x-wirecheck-proxy: error``; an upstream that breaks mid-body breaks the downstream connection
+too (so the caller sees the truncation, as it would without the proxy); a caller that goes away
+cancels the upstream request at once, so vLLM aborts it and frees its KV cache.
+
+Safe defaults: it forwards only to its one upstream (an absolute-form target for another host is
+refused), and bodies over the limit get 413.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from wirecheck.contracts import Chunk, Exchange, ExchangeError, HttpRequest, HttpResponse
+
+from ._store import Store
+
+__all__ = ["CORRELATION_HEADER", "DEFAULT_REDACT", "ProxyApp", "TapConfig"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+CORRELATION_HEADER = "x-wirecheck-id"
+DEFAULT_REDACT = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"})
+_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+    }
+)
+
+
+@dataclass(kw_only=True, slots=True)
+class TapConfig:
+    """One listener of the proxy: which tap it is and where it forwards."""
+
+    upstream: str
+    tap: str = "caller"
+    #: inject x-wirecheck-id when the request has none (the caller tap); the engine tap reads it
+    inject_correlation: bool = True
+    redact: frozenset[str] = DEFAULT_REDACT
+    body_limit: int = 32 * 1024 * 1024
+    connect_timeout_s: float = 10.0
+    #: longest wait for the upstream's next byte
+    read_timeout_s: float = 600.0
+    control_prefix: str = "/wirecheck/"
+    extra_headers: dict[str, str] = field(default_factory=dict)
+
+
+class _Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.exchanges = Counter(
+            "wirecheck_exchanges", "Exchanges forwarded.", ["tap", "outcome"], registry=r
+        )
+        self.bytes = Counter("wirecheck_bytes", "Bytes forwarded.", ["tap", "direction"], registry=r)
+        self.drops = Counter(
+            "wirecheck_store_drops", "Exchanges dropped because the store queue was full.", registry=r
+        )
+        self.added = Histogram(
+            "wirecheck_added_latency_seconds",
+            "Time from an upstream chunk's arrival to its hand-off downstream.",
+            ["tap"],
+            buckets=(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05),
+            registry=r,
+        )
+        self.findings = Counter(
+            "wirecheck_findings",
+            "Findings by rule and fault (from the live checks).",
+            ["rule", "fault", "severity"],
+            registry=r,
+        )
+        self._seen: dict[tuple[str, str, str], int] = {}
+
+    def sync_findings(self, counts: list[tuple[str, str, str, int]]) -> None:
+        for rule, fault, severity, n in counts:
+            key = (rule, fault, severity)
+            delta = n - self._seen.get(key, 0)
+            if delta > 0:
+                self.findings.labels(rule=rule, fault=fault, severity=severity).inc(delta)
+                self._seen[key] = n
+
+
+def _json_error(status: int, message: str, kind: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    body = json.dumps(
+        {"error": {"message": f"wirecheck proxy: {message}", "type": kind, "param": None, "code": status}}
+    ).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"x-wirecheck-proxy", b"error"),
+    ]
+    return status, headers, body
+
+
+class ProxyApp:
+    """ASGI app for one tap. ``store`` may be shared by several taps (dual-tap mode)."""
+
+    def __init__(
+        self, cfg: TapConfig, store: Store | None = None, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.metrics = _Metrics()
+        up = urlsplit(cfg.upstream)
+        if up.scheme not in ("http", "https") or not up.netloc:
+            raise ValueError(f"upstream {cfg.upstream!r} is not an http(s) URL")
+        self._up = up
+        self._base_path = up.path.rstrip("/")
+        self._client = httpx.AsyncClient(
+            base_url=f"{up.scheme}://{up.netloc}",
+            transport=transport,
+            timeout=httpx.Timeout(
+                connect=cfg.connect_timeout_s, read=cfg.read_timeout_s, write=cfg.read_timeout_s, pool=None
+            ),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024, keepalive_expiry=60),
+            follow_redirects=False,
+        )
+        # no headers of httpx's own (user-agent, accept, accept-encoding): forward the caller's only
+        self._client.headers = httpx.Headers()
+        self._n = 0
+        self.in_flight = 0
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    # --- ASGI --------------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path: str = scope.get("path", "/")
+        if path.startswith(self.cfg.control_prefix):
+            await self._control(scope, send)
+            return
+        await self._forward(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            msg = await receive()
+            if msg["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif msg["type"] == "lifespan.shutdown":
+                await self.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    # --- forwarding --------------------------------------------------------------------------------
+
+    def _target(self, scope: Scope) -> str | None:
+        raw = scope.get("raw_path") or scope.get("path", "/").encode()
+        target = raw.decode("latin-1")
+        if target.startswith(("http://", "https://")):
+            t = urlsplit(target)
+            if t.netloc != self._up.netloc:
+                return None
+            target = t.path or "/"
+        qs = scope.get("query_string") or b""
+        return self._base_path + target + (("?" + qs.decode("latin-1")) if qs else "")
+
+    async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
+        cfg = self.cfg
+        t0 = time.monotonic()
+        self._n += 1
+        self.in_flight += 1
+        started = datetime.now(UTC).isoformat()
+        method: str = scope["method"]
+        in_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])]
+        ex = Exchange(id=f"{cfg.tap}-{uuid.uuid4().hex[:16]}", tap=cfg.tap, started_at=started)
+        try:
+            target = self._target(scope)
+            ex.request = HttpRequest(
+                method,
+                scope.get("raw_path", b"").decode("latin-1") or scope.get("path", "/"),
+                self._redacted(in_headers),
+                b"",
+            )
+            if target is None:
+                await self._reply(
+                    send,
+                    *_json_error(403, "this proxy forwards only to its configured upstream", "forbidden"),
+                    ex,
+                    t0,
+                    "refused",
+                )
+                return
+            body, disconnected = await self._read_body(receive)
+            if body is None:
+                await self._reply(
+                    send,
+                    *_json_error(
+                        413, f"request body over the limit of {cfg.body_limit} bytes", "request_too_large"
+                    ),
+                    ex,
+                    t0,
+                    "too_large",
+                )
+                return
+            if disconnected:
+                ex.error = ExchangeError(
+                    "client_abort", "the caller went away before sending the whole request", _ms(t0)
+                )
+                self._finish(ex, "client_abort")
+                return
+            ex.request.body = body
+            out_headers = [
+                (k, v) for k, v in in_headers if k.lower() not in _HOP and k.lower() != "content-length"
+            ]
+            corr = next((v for k, v in in_headers if k.lower() == CORRELATION_HEADER), None)
+            if corr is None and cfg.inject_correlation:
+                corr = uuid.uuid4().hex
+                out_headers.append((CORRELATION_HEADER, corr))
+            ex.correlation = corr
+            out_headers.extend(cfg.extra_headers.items())
+            await self._exchange(ex, method, target, out_headers, body, receive, send, t0)
+        finally:
+            self.in_flight -= 1
+
+    def _redacted(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [(k, "[redacted]" if k.lower() in self.cfg.redact else v) for k, v in headers]
+
+    async def _read_body(self, receive: Receive) -> tuple[bytes | None, bool]:
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                return b"".join(parts), True
+            chunk = msg.get("body", b"")
+            size += len(chunk)
+            if size > self.cfg.body_limit:
+                return None, False
+            parts.append(chunk)
+            if not msg.get("more_body", False):
+                return b"".join(parts), False
+
+    async def _exchange(
+        self,
+        ex: Exchange,
+        method: str,
+        target: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        receive: Receive,
+        send: Send,
+        t0: float,
+    ) -> None:
+        tap = self.cfg.tap
+        req = self._client.build_request(method, target, headers=headers, content=body)
+        try:
+            upstream = await self._client.send(req, stream=True)
+        except httpx.TimeoutException as exc:
+            ex.error = ExchangeError(
+                "timeout", f"no answer from {self.cfg.upstream}: {type(exc).__name__}", _ms(t0)
+            )
+            await self._reply(
+                send,
+                *_json_error(504, f"upstream {self.cfg.upstream} did not answer in time", "upstream_timeout"),
+                ex,
+                t0,
+                "timeout",
+                record_response=False,
+            )
+            return
+        except httpx.HTTPError as exc:
+            ex.error = ExchangeError("upstream_refused", f"{type(exc).__name__}: {exc}", _ms(t0))
+            await self._reply(
+                send,
+                *_json_error(
+                    502,
+                    f"upstream {self.cfg.upstream} is unreachable ({type(exc).__name__})",
+                    "upstream_unreachable",
+                ),
+                ex,
+                t0,
+                "refused",
+                record_response=False,
+            )
+            return
+        resp_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in upstream.headers.raw]
+        chunks: list[Chunk] = []
+        ex.response = HttpResponse(upstream.status_code, self._redacted(resp_headers), b"", chunks)
+        down_headers = [(k, v) for k, v in upstream.headers.raw if k.decode("latin-1").lower() not in _HOP]
+        outcome = "ok"
+        pump = asyncio.ensure_future(self._pump(upstream, send, down_headers, chunks, t0))
+        watcher = asyncio.ensure_future(_watch_disconnect(receive))
+        try:
+            done, _ = await asyncio.wait({pump, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if watcher in done and not pump.done():
+                # the caller went away: stop reading at once, so the engine aborts the request
+                pump.cancel()
+                ex.error = ExchangeError("client_abort", "the caller disconnected mid-response", _ms(t0))
+                outcome = "client_abort"
+                try:
+                    await pump
+                except (asyncio.CancelledError, Exception):
+                    pass
+            else:
+                err = pump.exception()
+                if err is not None:
+                    if isinstance(err, _DownstreamGone):
+                        ex.error = ExchangeError(
+                            "client_abort", "the caller disconnected mid-response", _ms(t0)
+                        )
+                        outcome = "client_abort"
+                    elif isinstance(err, httpx.TimeoutException):
+                        ex.error = ExchangeError(
+                            "timeout", f"the upstream stopped sending: {type(err).__name__}", _ms(t0)
+                        )
+                        outcome = "timeout"
+                    else:
+                        ex.error = ExchangeError("upstream_reset", f"{type(err).__name__}: {err}", _ms(t0))
+                        outcome = "upstream_reset"
+                    if not isinstance(err, _DownstreamGone):
+                        # make the caller see the break, as it would without the proxy
+                        raise _Broken(str(err)) from err
+        finally:
+            watcher.cancel()
+            await upstream.aclose()
+            self.metrics.bytes.labels(tap=tap, direction="response").inc(sum(len(c.data) for c in chunks))
+            self.metrics.bytes.labels(tap=tap, direction="request").inc(len(body))
+            self._finish(ex, outcome)
+
+    async def _pump(
+        self,
+        upstream: httpx.Response,
+        send: Send,
+        headers: list[tuple[bytes, bytes]],
+        chunks: list[Chunk],
+        t0: float,
+    ) -> None:
+        added = self.metrics.added.labels(tap=self.cfg.tap)
+        try:
+            await send({"type": "http.response.start", "status": upstream.status_code, "headers": headers})
+        except OSError as exc:
+            raise _DownstreamGone(str(exc)) from exc
+        async for piece in upstream.aiter_raw():
+            arrived = time.monotonic()
+            chunks.append(Chunk((arrived - t0) * 1000.0, piece))
+            try:
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            except OSError as exc:
+                raise _DownstreamGone(str(exc)) from exc
+            added.observe(time.monotonic() - arrived)
+        try:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError as exc:
+            raise _DownstreamGone(str(exc)) from exc
+
+    async def _reply(
+        self,
+        send: Send,
+        status: int,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        ex: Exchange,
+        t0: float,
+        outcome: str,
+        *,
+        record_response: bool = True,
+    ) -> None:
+        if record_response:
+            ex.response = HttpResponse(status, [(k.decode(), v.decode()) for k, v in headers], body)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+        self._finish(ex, outcome)
+
+    def _finish(self, ex: Exchange, outcome: str) -> None:
+        self.metrics.exchanges.labels(tap=self.cfg.tap, outcome=outcome).inc()
+        ex.extra["_ended_mono"] = time.monotonic()
+        if self.store is not None and not self.store.put(ex):
+            self.metrics.drops.inc()
+
+    # --- control endpoints -------------------------------------------------------------------------
+
+    async def _control(self, scope: Scope, send: Send) -> None:
+        path = scope["path"][len(self.cfg.control_prefix) :].strip("/")
+        status, ctype, body = (
+            404,
+            b"application/json",
+            b'{"error": {"message": "unknown wirecheck endpoint", "type": "not_found", "param": null, "code": 404}}',
+        )
+        if path == "health":
+            info = {
+                "status": "ok",
+                "tap": self.cfg.tap,
+                "upstream": self.cfg.upstream,
+                "in_flight": self.in_flight,
+            }
+            if self.store is not None:
+                info["store"] = {
+                    "path": self.store.path,
+                    "queued": self.store.stats.queued,
+                    "written": self.store.stats.written,
+                    "dropped": self.store.stats.dropped,
+                }
+            status, body = 200, json.dumps(info).encode()
+        elif path == "findings":
+            if self.store is None:
+                status, body = 200, b"[]"
+            else:
+                q = dict(_parse_qs(scope.get("query_string", b"")))
+                rows = await asyncio.to_thread(self.store.findings, **q)
+                status, body = 200, json.dumps(rows).encode()
+        elif path == "metrics":
+            if self.store is not None:
+                self.metrics.sync_findings(await asyncio.to_thread(self.store.finding_counts))
+            status, ctype, body = (
+                200,
+                b"text/plain; version=0.0.4; charset=utf-8",
+                generate_latest(self.metrics.registry),
+            )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode())],
+            }
+        )
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class _DownstreamGone(Exception):
+    """The caller's connection is gone."""
+
+
+class _Broken(Exception):
+    """Raised to the server so that it drops the caller's connection mid-response."""
+
+
+async def _watch_disconnect(receive: Receive) -> None:
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            return
+
+
+def _ms(t0: float) -> float:
+    return (time.monotonic() - t0) * 1000.0
+
+
+def _parse_qs(qs: bytes) -> list[tuple[str, str]]:
+    from urllib.parse import parse_qsl
+
+    allowed = {"rule", "fault", "severity", "tap", "exchange_id", "limit"}
+    return [(k, v) for k, v in parse_qsl(qs.decode("latin-1")) if k in allowed]

@@ -1,0 +1,366 @@
+"""The embedded store: SQLite in WAL mode, a versioned schema, and a batch writer behind a bounded queue.
+
+The request path never waits on the disk: :meth:`Store.put` hands an exchange to a queue and returns;
+when the queue is full the exchange is dropped, counted, and the gap is written down (a ``gaps`` row
+with the count and the time span) as soon as the writer catches up, so evidence is never silently
+incomplete. A writer thread commits in batches; :meth:`Store.close` (SIGTERM) flushes everything. A
+SIGKILL loses at most the batch in flight: each batch is one transaction, and WAL keeps the file
+consistent.
+
+Exchanges are stored in their interchange form (docs/exchange-format.md), one JSON document a row, so
+export and replay read back exactly what the taps saw.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wirecheck.contracts import Exchange, Finding, InputError, dump_exchange, load_exchange
+
+__all__ = ["SCHEMA_VERSION", "Store", "StoreStats", "is_store", "open_store"]
+
+SCHEMA_VERSION = 1
+_MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE exchanges (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        tap TEXT NOT NULL,
+        correlation TEXT,
+        started_at TEXT,
+        ended_mono REAL,
+        method TEXT,
+        path TEXT,
+        status INTEGER,
+        error TEXT,
+        checked INTEGER NOT NULL DEFAULT 0,
+        doc TEXT NOT NULL
+    );
+    CREATE INDEX exchanges_correlation ON exchanges(correlation);
+    CREATE INDEX exchanges_checked ON exchanges(checked, seq);
+    CREATE TABLE findings (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        exchange_id TEXT NOT NULL,
+        tap TEXT NOT NULL,
+        rule TEXT NOT NULL,
+        severity TEXT NOT NULL,
+        fault TEXT NOT NULL,
+        message TEXT NOT NULL,
+        evidence TEXT NOT NULL
+    );
+    CREATE INDEX findings_exchange ON findings(exchange_id);
+    CREATE TABLE gaps (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        dropped INTEGER NOT NULL,
+        first_at TEXT NOT NULL,
+        last_at TEXT NOT NULL
+    );
+    """,
+}
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def is_store(path: str | Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
+    if readonly:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10, check_same_thread=False)
+    else:
+        conn = sqlite3.connect(path, timeout=10, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=10000")
+    return conn
+
+
+def _migrate(conn: sqlite3.Connection, name: str) -> None:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise InputError(
+            f"store schema version {version} is newer than this wirecheck ({SCHEMA_VERSION})", source=name
+        )
+    for v in range(version + 1, SCHEMA_VERSION + 1):
+        # one transaction per step: a crash mid-migration leaves the previous version intact
+        try:
+            conn.executescript(f"BEGIN IMMEDIATE;\n{_MIGRATIONS[v]}\nPRAGMA user_version={v};\nCOMMIT;")
+        except sqlite3.Error:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+
+@dataclass(slots=True)
+class StoreStats:
+    queued: int = 0
+    written: int = 0
+    dropped: int = 0
+    batches: int = 0
+
+
+class Store:
+    """A wirecheck store. ``Store(path)`` opens or creates it; ``writer=True`` starts the batch writer."""
+
+    def __init__(
+        self, path: str | Path, *, writer: bool = False, queue_size: int = 10000, batch_size: int = 256
+    ) -> None:
+        self.path = str(path)
+        self.stats = StoreStats()
+        try:
+            self._conn = _connect(self.path)
+            _migrate(self._conn, self.path)
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"not a usable wirecheck store ({exc})", source=self.path) from None
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[Exchange | None] = queue.Queue(maxsize=queue_size)
+        self._batch = batch_size
+        self._gap: list[Any] = []  # [count, first, last] of drops not yet written
+        self._gap_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        if writer:
+            self._thread = threading.Thread(target=self._run, name="wirecheck-store-writer", daemon=True)
+            self._thread.start()
+
+    # --- the request path ------------------------------------------------------------------------
+
+    def put(self, ex: Exchange) -> bool:
+        """Queue an exchange for writing; never blocks. False when it was dropped (queue full)."""
+        try:
+            self._queue.put_nowait(ex)
+            self.stats.queued += 1
+            return True
+        except queue.Full:
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            with self._gap_lock:
+                self.stats.dropped += 1
+                if self._gap:
+                    self._gap[0] += 1
+                    self._gap[2] = now
+                else:
+                    self._gap = [1, now, now]
+            return False
+
+    # --- the writer ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            try:
+                first = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                self._write([])
+                continue
+            taken = 1
+            batch: list[Exchange] = []
+            if first is None:
+                stop = True
+            else:
+                batch.append(first)
+            while len(batch) < self._batch and not stop:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                taken += 1
+                if item is None:
+                    stop = True
+                else:
+                    batch.append(item)
+            try:
+                self._write(batch)
+            finally:
+                for _ in range(taken):
+                    self._queue.task_done()
+
+    def _write(self, batch: list[Exchange]) -> None:
+        with self._gap_lock:
+            gap, self._gap = self._gap, []
+        if not batch and not gap:
+            return
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                self._insert(batch)
+                if gap:
+                    self._conn.execute("INSERT INTO gaps(dropped, first_at, last_at) VALUES (?, ?, ?)", gap)
+                self._conn.execute("COMMIT")
+            except Exception:
+                self._conn.execute("ROLLBACK")
+                raise
+        self.stats.written += len(batch)
+        self.stats.batches += 1
+
+    def _insert(self, batch: Iterable[Exchange]) -> None:
+        rows = []
+        for ex in batch:
+            doc = dump_exchange(ex)
+            ended = ex.extra.get("_ended_mono")
+            doc.pop("_ended_mono", None)
+            rows.append(
+                (
+                    ex.id,
+                    ex.tap,
+                    ex.correlation,
+                    ex.started_at,
+                    ended if ended is not None else time.monotonic(),
+                    ex.request.method,
+                    ex.request.path,
+                    ex.response.status if ex.response else None,
+                    ex.error.kind if ex.error else None,
+                    json.dumps(doc, ensure_ascii=False, separators=(",", ":")),
+                )
+            )
+        self._conn.executemany(
+            "INSERT OR REPLACE INTO exchanges(id, tap, correlation, started_at, ended_mono, method, path, status, error, doc)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+
+    def write_now(self, exchanges: Iterable[Exchange]) -> None:
+        """Write synchronously (imports, tests), bypassing the queue."""
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                self._insert(exchanges)
+                self._conn.execute("COMMIT")
+            except Exception:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait until everything queued so far is written."""
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks and self._thread is not None and self._thread.is_alive():
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.005)
+        if self._thread is None:
+            self._write([])
+
+    def close(self) -> None:
+        """Flush every queued exchange and close (what SIGTERM does)."""
+        if self._thread is not None and self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join(timeout=60)
+        self._write([])
+        with self._lock:
+            self._conn.close()
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def exchanges(self, *, where: str = "", args: tuple[Any, ...] = ()) -> Iterator[Exchange]:
+        with self._lock:
+            rows = self._conn.execute(f"SELECT seq, doc FROM exchanges {where} ORDER BY seq", args).fetchall()
+        for seq, doc in rows:
+            yield load_exchange(json.loads(doc), source=self.path, line=seq)
+
+    def exchanges_for(self, ids: list[str], correlations: list[str]) -> list[Exchange]:
+        """The exchanges with these ids, and every exchange sharing one of these correlations."""
+        if not ids and not correlations:
+            return []
+        marks_i = ",".join("?" * len(ids)) or "NULL"
+        marks_c = ",".join("?" * len(correlations)) or "NULL"
+        return list(
+            self.exchanges(
+                where=f"WHERE id IN ({marks_i}) OR correlation IN ({marks_c})", args=(*ids, *correlations)
+            )
+        )
+
+    def count(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM exchanges").fetchone()[0])
+
+    def gaps(self) -> list[tuple[int, str, str]]:
+        with self._lock:
+            return [
+                tuple(r)
+                for r in self._conn.execute("SELECT dropped, first_at, last_at FROM gaps ORDER BY seq")
+            ]  # type: ignore[misc]
+
+    def add_findings(self, findings: Iterable[Finding], checked_ids: Iterable[str]) -> None:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.executemany(
+                    "INSERT INTO findings(exchange_id, tap, rule, severity, fault, message, evidence) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            f.exchange_id,
+                            f.tap,
+                            f.rule,
+                            str(f.severity),
+                            str(f.fault),
+                            f.message,
+                            json.dumps(f.evidence),
+                        )
+                        for f in findings
+                    ],
+                )
+                self._conn.executemany(
+                    "UPDATE exchanges SET checked = 1 WHERE id = ?", [(i,) for i in checked_ids]
+                )
+                self._conn.execute("COMMIT")
+            except Exception:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    def findings(self, **filters: Any) -> list[dict[str, Any]]:
+        """Stored findings; filters: rule, fault, severity, tap, exchange_id (exact), limit."""
+        limit = int(filters.pop("limit", 1000))
+        clauses, args = [], []
+        for key in ("rule", "fault", "severity", "tap", "exchange_id"):
+            if filters.get(key):
+                clauses.append(f"{key} = ?")
+                args.append(filters[key])
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT exchange_id, tap, rule, severity, fault, message, evidence FROM findings {where} ORDER BY seq LIMIT ?",
+                (*args, limit),
+            ).fetchall()
+        keys = ("exchange_id", "tap", "rule", "severity", "fault", "message", "evidence")
+        return [{**dict(zip(keys, r, strict=True)), "evidence": json.loads(r[6])} for r in rows]
+
+    def finding_counts(self) -> list[tuple[str, str, str, int]]:
+        with self._lock:
+            return [
+                tuple(r)
+                for r in self._conn.execute(
+                    "SELECT rule, fault, severity, COUNT(*) FROM findings GROUP BY rule, fault, severity"
+                )
+            ]  # type: ignore[misc]
+
+    def unchecked(self, settle_s: float, limit: int = 500) -> list[tuple[str, str | None]]:
+        """(id, correlation) of exchanges that ended at least ``settle_s`` ago and are not checked."""
+        cutoff = time.monotonic() - settle_s
+        with self._lock:
+            return [
+                (r[0], r[1])
+                for r in self._conn.execute(
+                    "SELECT id, correlation FROM exchanges WHERE checked = 0 AND ended_mono <= ? ORDER BY seq LIMIT ?",
+                    (cutoff, limit),
+                )
+            ]
+
+
+def open_store(path: str | Path) -> Store:
+    """Open an existing store for reading (a clear error when the file is not one)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("no such store", source=str(p))
+    if not is_store(p):
+        raise InputError("not a wirecheck store (not an SQLite file)", source=str(p))
+    return Store(p)
