@@ -20,6 +20,7 @@ _FRAMING = {
 _SSE_FRAMING = {
     "unknown-field": "line with an unknown field (a frame without its 'data: ' prefix?)",
     "invalid-utf8": "bytes are not UTF-8",
+    "bad-content-encoding": "the body does not decode by its Content-Encoding",
     "unterminated-event": "the last event has no closing blank line; a client drops it",
 }
 

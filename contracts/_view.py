@@ -7,6 +7,7 @@ tool calls or reasoning is written once and judges both.
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +65,44 @@ class ExchangeView:
         return f"/choices/{choice.index}/message/tool_calls/{pos}{tail}"
 
 
+class _Inflate:
+    """Incremental content-encoding decoder (gzip, deflate, br): the taps record bytes as they
+    travelled, compressed included, and the checker reads what a client would decode."""
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+        self.failed: str | None = None
+        if encoding == "br":
+            import brotli  # type: ignore[import-not-found,import-untyped,unused-ignore]
+
+            self._d: Any = brotli.Decompressor()
+        else:
+            self._d = zlib.decompressobj(wbits=47 if encoding in ("gzip", "x-gzip") else 15)
+
+    def feed(self, data: bytes) -> bytes:
+        if self.failed is not None:
+            return b""
+        try:
+            if self.encoding == "br":
+                return bytes(self._d.process(data))
+            return bytes(self._d.decompress(data))
+        except Exception as exc:  # zlib.error, brotli.error
+            self.failed = f"{self.encoding} body does not decode ({exc})"
+            return b""
+
+
+def _inflater(resp: Any) -> _Inflate | None:
+    enc = (resp.header("content-encoding") or "").strip().lower()
+    if enc in ("gzip", "x-gzip", "deflate"):
+        return _Inflate(enc)
+    if enc == "br":
+        try:
+            return _Inflate(enc)
+        except ImportError:
+            return None
+    return None
+
+
 def _is_sse(content_type: str) -> bool:
     return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
 
@@ -89,12 +128,15 @@ def build_view(ex: Exchange) -> ExchangeView:
         view.kind = "stream"
         decoder = SSEDecoder()
         events: list[SSEEvent] = []
-        if resp.chunks is not None:
-            for c in resp.chunks:
-                events.extend(decoder.feed(c.data, c.t_ms))
-        else:
-            events.extend(decoder.feed(resp.body))
+        inflate = _inflater(resp)
+        pieces = [(c.data, c.t_ms) for c in resp.chunks] if resp.chunks is not None else [(resp.body, None)]
+        for data, t in pieces:
+            events.extend(decoder.feed(inflate.feed(data) if inflate else data, t))
         events.extend(decoder.close())
+        if inflate is not None and inflate.failed:
+            decoder.anomalies.append(
+                SSEAnomaly("bad-content-encoding", inflate.failed, decoder.events_seen, None)
+            )
         view.events = events
         view.sse_anomalies = decoder.anomalies
         st = assemble_stream(events)
@@ -106,13 +148,20 @@ def build_view(ex: Exchange) -> ExchangeView:
         view.model = st.model
         return view
     content = resp.content
-    if not content:
+    inflate = _inflater(resp)
+    if inflate is not None and content:
+        decoded = inflate.feed(content)
+        if inflate.failed:
+            view.body_problem = inflate.failed
+        content = decoded
+    if not content and view.body_problem is None:
         view.kind = "none" if resp.status < 400 else "error"
         return view
-    try:
-        view.body = json.loads(content)
-    except (ValueError, UnicodeDecodeError) as exc:
-        view.body_problem = f"body is not JSON ({exc})"
+    if view.body_problem is None:
+        try:
+            view.body = json.loads(content)
+        except (ValueError, UnicodeDecodeError) as exc:
+            view.body_problem = f"body is not JSON ({exc})"
     if resp.status >= 400:
         view.kind = "error"
         return view

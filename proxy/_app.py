@@ -18,6 +18,7 @@ refused), and bodies over the limit get 413.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -181,14 +182,14 @@ class ProxyApp:
     # --- forwarding --------------------------------------------------------------------------------
 
     def _target(self, scope: Scope) -> str | None:
-        raw = scope.get("raw_path") or scope.get("path", "/").encode()
+        raw: bytes = scope.get("raw_path") or scope.get("path", "/").encode()
         target = raw.decode("latin-1")
         if target.startswith(("http://", "https://")):
             t = urlsplit(target)
             if t.netloc != self._up.netloc:
                 return None
             target = t.path or "/"
-        qs = scope.get("query_string") or b""
+        qs: bytes = scope.get("query_string") or b""
         return self._base_path + target + (("?" + qs.decode("latin-1")) if qs else "")
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -211,22 +212,20 @@ class ProxyApp:
             if target is None:
                 await self._reply(
                     send,
-                    *_json_error(403, "this proxy forwards only to its configured upstream", "forbidden"),
+                    _json_error(403, "this proxy forwards only to its configured upstream", "forbidden"),
                     ex,
-                    t0,
-                    "refused",
+                    outcome="refused",
                 )
                 return
             body, disconnected = await self._read_body(receive)
             if body is None:
                 await self._reply(
                     send,
-                    *_json_error(
+                    _json_error(
                         413, f"request body over the limit of {cfg.body_limit} bytes", "request_too_large"
                     ),
                     ex,
-                    t0,
-                    "too_large",
+                    outcome="too_large",
                 )
                 return
             if disconnected:
@@ -245,7 +244,16 @@ class ProxyApp:
                 out_headers.append((CORRELATION_HEADER, corr))
             ex.correlation = corr
             out_headers.extend(cfg.extra_headers.items())
-            await self._exchange(ex, method, target, out_headers, body, receive, send, t0)
+            await self._exchange(
+                ex,
+                method=method,
+                target=target,
+                headers=out_headers,
+                body=body,
+                receive=receive,
+                send=send,
+                t0=t0,
+            )
         finally:
             self.in_flight -= 1
 
@@ -270,6 +278,7 @@ class ProxyApp:
     async def _exchange(
         self,
         ex: Exchange,
+        *,
         method: str,
         target: str,
         headers: list[tuple[str, str]],
@@ -288,10 +297,9 @@ class ProxyApp:
             )
             await self._reply(
                 send,
-                *_json_error(504, f"upstream {self.cfg.upstream} did not answer in time", "upstream_timeout"),
+                _json_error(504, f"upstream {self.cfg.upstream} did not answer in time", "upstream_timeout"),
                 ex,
-                t0,
-                "timeout",
+                outcome="timeout",
                 record_response=False,
             )
             return
@@ -299,14 +307,13 @@ class ProxyApp:
             ex.error = ExchangeError("upstream_refused", f"{type(exc).__name__}: {exc}", _ms(t0))
             await self._reply(
                 send,
-                *_json_error(
+                _json_error(
                     502,
                     f"upstream {self.cfg.upstream} is unreachable ({type(exc).__name__})",
                     "upstream_unreachable",
                 ),
                 ex,
-                t0,
-                "refused",
+                outcome="refused",
                 record_response=False,
             )
             return
@@ -324,10 +331,8 @@ class ProxyApp:
                 pump.cancel()
                 ex.error = ExchangeError("client_abort", "the caller disconnected mid-response", _ms(t0))
                 outcome = "client_abort"
-                try:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
                     await pump
-                except (asyncio.CancelledError, Exception):
-                    pass
             else:
                 err = pump.exception()
                 if err is not None:
@@ -383,15 +388,13 @@ class ProxyApp:
     async def _reply(
         self,
         send: Send,
-        status: int,
-        headers: list[tuple[bytes, bytes]],
-        body: bytes,
+        reply: tuple[int, list[tuple[bytes, bytes]], bytes],
         ex: Exchange,
-        t0: float,
-        outcome: str,
         *,
+        outcome: str,
         record_response: bool = True,
     ) -> None:
+        status, headers, body = reply
         if record_response:
             ex.response = HttpResponse(status, [(k.decode(), v.decode()) for k, v in headers], body)
         await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -288,7 +288,7 @@ class Store:
             return [
                 tuple(r)
                 for r in self._conn.execute("SELECT dropped, first_at, last_at FROM gaps ORDER BY seq")
-            ]  # type: ignore[misc]
+            ]
 
     def add_findings(self, findings: Iterable[Finding], checked_ids: Iterable[str]) -> None:
         with self._lock:
@@ -341,7 +341,7 @@ class Store:
                 for r in self._conn.execute(
                     "SELECT rule, fault, severity, COUNT(*) FROM findings GROUP BY rule, fault, severity"
                 )
-            ]  # type: ignore[misc]
+            ]
 
     def unchecked(self, settle_s: float, limit: int = 500) -> list[tuple[str, str | None]]:
         """(id, correlation) of exchanges that ended at least ``settle_s`` ago and are not checked."""

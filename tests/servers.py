@@ -21,7 +21,7 @@ def free_port() -> int:
 @contextlib.contextmanager
 def serve(app: Any, port: int | None = None) -> Iterator[str]:
     port = port or free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="auto")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -238,3 +238,21 @@ def test_k3_ids_are_not_judged_by_k2_rules() -> None:
 def test_vllm_401_body_is_a_string() -> None:
     res = check_exchanges([exchange(req(), {"error": "Unauthorized"}, status=401)], CheckConfig(direct=True))
     assert [f.rule for f in res.findings] == ["http-client-error"]
+
+
+def test_gzip_encoded_stream_is_decoded_chunk_by_chunk() -> None:
+    import zlib
+
+    raw = (DATA / "vllm033-stream-k2-tool.sse").read_bytes()
+    comp = zlib.compressobj(wbits=31)
+    gz = comp.compress(raw) + comp.flush()
+    pieces = [gz[i : i + 50] for i in range(0, len(gz), 50)]
+    ex = exchange({**WEATHER_REQ, "stream": True}, None, stream=True, pieces=pieces)
+    assert ex.response is not None
+    ex.response.headers.append(("content-encoding", "gzip"))
+    assert check_exchanges([ex], CheckConfig(direct=True)).findings == []
+    broken = exchange({**WEATHER_REQ, "stream": True}, None, stream=True, pieces=[b"not gzip at all"])
+    assert broken.response is not None
+    broken.response.headers.append(("content-encoding", "gzip"))
+    rules = {f.rule for f in check_exchanges([broken], CheckConfig(direct=True)).findings}
+    assert "stream-malformed-frame" in rules

@@ -6,9 +6,9 @@ from typing import Any
 
 import httpx
 import pytest
+from wirecheck.proxy import ProxyApp, Store, TapConfig
 
 from tests.recording import StreamingASGITransport
-from wirecheck.proxy import ProxyApp, Store, TapConfig
 
 
 @pytest.fixture

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from tests import wire
-from tests.recording import StreamingASGITransport
 from wirecheck.contracts import CheckConfig, check_exchanges
 from wirecheck.proxy import ProxyApp, Store, TapConfig, check_pending
 from wirecheck.sim import SimConfig, create_app
+
+from tests import wire
+from tests.recording import StreamingASGITransport
 
 
 def raw_upstream(
@@ -202,10 +203,8 @@ async def test_upstream_silence_times_out(store: Store) -> None:
 
 
 async def _drain(c: httpx.AsyncClient) -> None:
-    try:
+    with contextlib.suppress(httpx.HTTPError):
         await fetch(c)
-    except httpx.HTTPError:
-        pass
 
 
 async def test_body_limit_and_foreign_absolute_targets(
