@@ -30,9 +30,11 @@ from urllib.parse import urlsplit
 
 import httpx
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
 from wirecheck.contracts import Chunk, Exchange, ExchangeError, HttpRequest, HttpResponse
 
 from ._store import Store
+from ._upstream import UpstreamResponse, UpstreamTimeout, UpstreamUnreachable, make_upstream
 
 __all__ = ["CORRELATION_HEADER", "DEFAULT_REDACT", "ProxyApp", "TapConfig"]
 
@@ -138,22 +140,14 @@ class ProxyApp:
             raise ValueError(f"upstream {cfg.upstream!r} is not an http(s) URL")
         self._up = up
         self._base_path = up.path.rstrip("/")
-        self._client = httpx.AsyncClient(
-            base_url=f"{up.scheme}://{up.netloc}",
-            transport=transport,
-            timeout=httpx.Timeout(
-                connect=cfg.connect_timeout_s, read=cfg.read_timeout_s, write=cfg.read_timeout_s, pool=None
-            ),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024, keepalive_expiry=60),
-            follow_redirects=False,
+        self._upstream = make_upstream(
+            up, transport=transport, connect_s=cfg.connect_timeout_s, read_s=cfg.read_timeout_s
         )
-        # no headers of httpx's own (user-agent, accept, accept-encoding): forward the caller's only
-        self._client.headers = httpx.Headers()
         self._n = 0
         self.in_flight = 0
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._upstream.aclose()
 
     # --- ASGI --------------------------------------------------------------------------------------
 
@@ -288,10 +282,9 @@ class ProxyApp:
         t0: float,
     ) -> None:
         tap = self.cfg.tap
-        req = self._client.build_request(method, target, headers=headers, content=body)
         try:
-            upstream = await self._client.send(req, stream=True)
-        except httpx.TimeoutException as exc:
+            upstream = await self._upstream.open(method, target, headers, body)
+        except UpstreamTimeout as exc:
             ex.error = ExchangeError(
                 "timeout", f"no answer from {self.cfg.upstream}: {type(exc).__name__}", _ms(t0)
             )
@@ -303,8 +296,8 @@ class ProxyApp:
                 record_response=False,
             )
             return
-        except httpx.HTTPError as exc:
-            ex.error = ExchangeError("upstream_refused", f"{type(exc).__name__}: {exc}", _ms(t0))
+        except UpstreamUnreachable as exc:
+            ex.error = ExchangeError("upstream_refused", str(exc), _ms(t0))
             await self._reply(
                 send,
                 _json_error(
@@ -317,10 +310,10 @@ class ProxyApp:
                 record_response=False,
             )
             return
-        resp_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in upstream.headers.raw]
+        resp_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in upstream.headers]
         chunks: list[Chunk] = []
-        ex.response = HttpResponse(upstream.status_code, self._redacted(resp_headers), b"", chunks)
-        down_headers = [(k, v) for k, v in upstream.headers.raw if k.decode("latin-1").lower() not in _HOP]
+        ex.response = HttpResponse(upstream.status, self._redacted(resp_headers), b"", chunks)
+        down_headers = [(k, v) for k, v in upstream.headers if k.decode("latin-1").lower() not in _HOP]
         outcome = "ok"
         pump = asyncio.ensure_future(self._pump(upstream, send, down_headers, chunks, t0))
         watcher = asyncio.ensure_future(_watch_disconnect(receive))
@@ -341,13 +334,13 @@ class ProxyApp:
                             "client_abort", "the caller disconnected mid-response", _ms(t0)
                         )
                         outcome = "client_abort"
-                    elif isinstance(err, httpx.TimeoutException):
+                    elif isinstance(err, UpstreamTimeout):
                         ex.error = ExchangeError(
                             "timeout", f"the upstream stopped sending: {type(err).__name__}", _ms(t0)
                         )
                         outcome = "timeout"
                     else:
-                        ex.error = ExchangeError("upstream_reset", f"{type(err).__name__}: {err}", _ms(t0))
+                        ex.error = ExchangeError("upstream_reset", str(err), _ms(t0))
                         outcome = "upstream_reset"
                     if not isinstance(err, _DownstreamGone):
                         # make the caller see the break, as it would without the proxy
@@ -361,7 +354,7 @@ class ProxyApp:
 
     async def _pump(
         self,
-        upstream: httpx.Response,
+        upstream: UpstreamResponse,
         send: Send,
         headers: list[tuple[bytes, bytes]],
         chunks: list[Chunk],
@@ -369,10 +362,10 @@ class ProxyApp:
     ) -> None:
         added = self.metrics.added.labels(tap=self.cfg.tap)
         try:
-            await send({"type": "http.response.start", "status": upstream.status_code, "headers": headers})
+            await send({"type": "http.response.start", "status": upstream.status, "headers": headers})
         except OSError as exc:
             raise _DownstreamGone(str(exc)) from exc
-        async for piece in upstream.aiter_raw():
+        async for piece in upstream.body:
             arrived = time.monotonic()
             chunks.append(Chunk((arrived - t0) * 1000.0, piece))
             try:

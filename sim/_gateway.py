@@ -373,12 +373,18 @@ def create_gateway(cfg: GatewayConfig) -> Starlette:
                 content = json.dumps(_rewrite_completion(json.loads(content), active)).encode()
         return Response(content, status_code=upstream.status_code, headers=out_headers)
 
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        yield
+        await client.aclose()  # closes the pooled upstream connections with the server
+
     app = Starlette(
         routes=[
             Route(
                 "/{path:path}", forward, methods=["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
             )
-        ]
+        ],
+        lifespan=lifespan,
     )
     app.state.client = client
     return app

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+
 from wirecheck.contracts import Chunk, Exchange, ExchangeError, HttpRequest, HttpResponse
 
 

@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
-from wirecheck.contracts import assemble_stream, decode_sse
 
 from tests import wire
+from wirecheck.contracts import assemble_stream, decode_sse
 
 
 def assemble(objs: list[Any], pieces: list[bytes] | None = None) -> Any:

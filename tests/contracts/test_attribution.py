@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
-
 from tests import wire
 from tests.wire import call, completion, exchange, message, req, tool_req
+from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
 
 BAD_ARGS = completion(message(None, tool_calls=[call(args='{"city": Tokyo}')]), "tool_calls")
 GOOD = completion(message(None, tool_calls=[call()]), "tool_calls")

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
 
 from tests import wire
 from tests.wire import call, chunk, completion, exchange, message, req, role_chunk, tool_req
+from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
 
 DATA = Path(__file__).with_name("data")
 WEATHER_REQ = tool_req(model=wire.K2)

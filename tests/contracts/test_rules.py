@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from wirecheck.contracts import CheckConfig, Exchange, ExchangeError, Finding, check_exchanges, rules
 
 from tests import wire
 from tests.wire import (
@@ -22,6 +21,7 @@ from tests.wire import (
     streamed,
     tool_req,
 )
+from wirecheck.contracts import CheckConfig, Exchange, ExchangeError, Finding, check_exchanges, rules
 
 Case = Callable[[], list[Exchange]]
 

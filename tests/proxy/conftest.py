@@ -1,14 +1,13 @@
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from wirecheck.proxy import ProxyApp, Store, TapConfig
 
 from tests.recording import StreamingASGITransport
+from wirecheck.proxy import ProxyApp, Store, TapConfig
 
 
 @pytest.fixture
@@ -19,14 +18,18 @@ def store(tmp_path: Path) -> Any:
 
 
 @pytest.fixture
-def through_proxy(store: Store) -> Callable[..., httpx.AsyncClient]:
+async def through_proxy(store: Store) -> Any:
     """A client whose requests go through a ProxyApp (in process) to the given upstream ASGI app."""
+    apps: list[ProxyApp] = []
 
     def make(upstream_app: Any, **cfg: Any) -> httpx.AsyncClient:
         cfg.setdefault("upstream", "http://upstream")
         app = ProxyApp(TapConfig(**cfg), store, transport=StreamingASGITransport(upstream_app))
+        apps.append(app)
         c = httpx.AsyncClient(transport=StreamingASGITransport(app), base_url="http://proxy")
         c.proxy = app  # type: ignore[attr-defined]
         return c
 
-    return make
+    yield make
+    for app in apps:
+        await app.aclose()

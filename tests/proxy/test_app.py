@@ -10,12 +10,12 @@ from typing import Any
 import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from wirecheck.contracts import CheckConfig, check_exchanges
-from wirecheck.proxy import ProxyApp, Store, TapConfig, check_pending
-from wirecheck.sim import SimConfig, create_app
 
 from tests import wire
 from tests.recording import StreamingASGITransport
+from wirecheck.contracts import CheckConfig, check_exchanges
+from wirecheck.proxy import ProxyApp, Store, TapConfig, check_pending
+from wirecheck.sim import SimConfig, create_app
 
 
 def raw_upstream(
@@ -183,6 +183,7 @@ async def test_refused_upstream_gets_an_openai_shaped_502_marked_as_the_proxys(s
     app = ProxyApp(TapConfig(upstream=f"http://127.0.0.1:{free_port()}", connect_timeout_s=2), store)
     c = httpx.AsyncClient(transport=StreamingASGITransport(app), base_url="http://proxy")
     r, body = await fetch(c)
+    await app.aclose()
     assert r.status_code == 502 and r.headers["x-wirecheck-proxy"] == "error"
     err = httpx.Response(502, content=body).json()["error"]
     assert set(err) == {"message", "type", "param", "code"} and err["code"] == 502
@@ -198,6 +199,7 @@ async def test_upstream_silence_times_out(store: Store) -> None:
         app = ProxyApp(TapConfig(upstream=url, read_timeout_s=0.2), store)
         c = httpx.AsyncClient(transport=StreamingASGITransport(app), base_url="http://proxy")
         await _drain(c)
+        await app.aclose()
     [ex] = await recorded(store, 1)
     assert ex.error is not None and ex.error.kind == "timeout"
 

@@ -12,14 +12,14 @@ from typing import Any
 
 import httpx
 import openai
-from wirecheck.contracts import CheckConfig, check_exchanges
-from wirecheck.proxy import ProxyApp, Store, TapConfig, check_pending
-from wirecheck.sim import GatewayConfig, SimConfig, create_app, create_gateway, parse_gateway_faults
 
 from tests import wire
 from tests.nginx import nginx_gateway
 from tests.proxy.test_app import raw_upstream, recorded
 from tests.servers import serve
+from wirecheck.contracts import CheckConfig, check_exchanges
+from wirecheck.proxy import ProxyApp, Store, TapConfig, check_pending
+from wirecheck.sim import GatewayConfig, SimConfig, create_app, create_gateway, parse_gateway_faults
 
 
 @contextmanager
@@ -62,14 +62,17 @@ def test_a_caller_that_disconnects_cancels_the_upstream_within_100_ms(store: Sto
 
 def test_openai_sdk_streams_tool_calls_through_the_proxy(store: Store) -> None:
     sim = create_app(SimConfig(time_scale=0.001))
-    with serve(sim) as sim_url, proxy(sim_url, store) as url:
-        client = openai.OpenAI(base_url=f"{url}/v1", api_key="sk-test", max_retries=0)
-        with client.chat.completions.stream(
+    with (
+        serve(sim) as sim_url,
+        proxy(sim_url, store) as url,
+        openai.OpenAI(base_url=f"{url}/v1", api_key="sk-test", max_retries=0) as client,
+        client.chat.completions.stream(
             model="moonshotai/Kimi-K2-Thinking",
             messages=[{"role": "user", "content": "Weather in Osaka?"}],
             tools=[wire.WEATHER],  # type: ignore[list-item]
-        ) as s:
-            final = s.get_final_completion()
+        ) as s,
+    ):
+        final = s.get_final_completion()
     call = final.choices[0].message.tool_calls[0]  # type: ignore[index]
     assert (call.id, call.function.name, json.loads(call.function.arguments)["city"]) == (
         "functions.get_weather:0",

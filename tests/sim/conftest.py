@@ -5,6 +5,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.recording import RecordingTransport, StreamingASGITransport
 from wirecheck.contracts import Exchange
 from wirecheck.sim import (
     GatewayConfig,
@@ -14,8 +16,6 @@ from wirecheck.sim import (
     parse_faults,
     parse_gateway_faults,
 )
-
-from tests.recording import RecordingTransport, StreamingASGITransport
 
 FAST = 0.0005  # time scale for tests: a simulated second is half a millisecond
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import httpx
 import pytest
-from wirecheck.contracts import CheckConfig, check_exchanges
-from wirecheck.sim import FAULTS
 
 from tests import wire
 from tests.recording import post
+from wirecheck.contracts import CheckConfig, check_exchanges
+from wirecheck.sim import FAULTS
 
 HISTORY_OK = [
     {"role": "user", "content": "What is the weather in Tokyo?"},

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from wirecheck.contracts import CheckConfig, check_exchanges
-from wirecheck.sim import GATEWAY_FAULTS
 
 from tests import wire
 from tests.sim.test_app import HISTORY_OK, drive
+from wirecheck.contracts import CheckConfig, check_exchanges
+from wirecheck.sim import GATEWAY_FAULTS
 
 K2 = "moonshotai/Kimi-K2-Thinking"
 BODIES: list[dict[str, Any]] = [

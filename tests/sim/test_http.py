@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -9,16 +10,17 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from wirecheck.sim import SimConfig, create_app, parse_faults
 
 from tests import wire
 from tests.servers import serve
+from wirecheck.sim import SimConfig, create_app, parse_faults
 
 
 def test_openai_sdk_streams_tool_calls_from_the_simulator() -> None:
     app = create_app(SimConfig(time_scale=0.001))
-    with serve(app) as url:
+    with serve(app) as url, contextlib.ExitStack() as stack:
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0)
+        stack.callback(client.close)
         stream = client.chat.completions.create(
             model="moonshotai/Kimi-K2-Thinking",
             messages=[{"role": "user", "content": "Weather in Osaka, and search the news for Osaka"}],

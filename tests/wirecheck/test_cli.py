@@ -9,10 +9,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from wirecheck.contracts import write_exchanges
 
 from tests.wire import call, completion, exchange, message, tool_req
 from wirecheck.cli import EXAMPLE, main
+from wirecheck.contracts import write_exchanges
 
 
 def capture(tmp_path: Path, *exs: object, name: str = "cap.jsonl") -> Path:

@@ -1,0 +1,431 @@
+"""What the proxy adds to a stream: direct vs wirecheck vs nginx vs mitmproxy, same SSE upstream.
+
+Each run starts one paced SSE upstream (a raw asyncio HTTP/1.1 server: N events, one every
+``--interval-ms``), then, for each proxy, the proxy in its own process in front of it, and drives
+``level`` concurrent streams through it (each caller starts its next stream when one ends, their
+starts spread out, for ``--duration`` seconds) from a raw asyncio client that notes when each SSE
+event (``\\n\\n``) arrives. Reported per proxy and level, all measured in the same run:
+
+- added TTFT p50 / p99: the proxy's time-to-first-event percentile minus the direct one;
+- inter-event delay p50 / p99 (the upstream paces at ``--interval-ms``);
+- throughput ratio: events per second through the proxy over events per second direct;
+- proxy RSS: the largest resident set of the proxy's processes during the level (MB).
+
+Targets (issue 4): at 64 streams added TTFT p50 <= 1 ms and p99 <= 5 ms; throughput >= 0.9x direct;
+less added latency than mitmproxy at every level; RSS <= 150 MB at 256 streams. wirecheck runs as
+deployed: recording into a store with the live-check worker on. nginx runs with
+``proxy_buffering off``, mitmproxy in reverse mode with streaming on.
+
+    python benchmarks/proxy_overhead.py [--levels 1,16,64,256] [--proxies direct,wirecheck,nginx,mitmproxy]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --- the paced SSE upstream (run with --role upstream) -------------------------------------------
+
+
+async def _upstream(port: int, events: int, interval_ms: float) -> None:
+    frame = b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok"},"finish_reason":null}]}\n\n'
+    chunk = b"%x\r\n%s\r\n" % (len(frame), frame)
+    done = b"data: [DONE]\n\n"
+    done_chunk = b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                if length:
+                    await reader.readexactly(length)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                )
+                for _ in range(events):
+                    await asyncio.sleep(interval_ms / 1000)
+                    writer.write(chunk)
+                    await writer.drain()
+                writer.write(done_chunk)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
+# --- the client ---------------------------------------------------------------------------------
+
+
+async def _one_stream(port: int, body: bytes) -> tuple[float, list[float]] | None:
+    t0 = time.perf_counter()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return None
+    writer.write(
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+    )
+    await writer.drain()
+    arrivals: list[float] = []
+    buf = b""
+    try:
+        while True:
+            data = await reader.read(65536)
+            if not data:
+                break
+            now = time.perf_counter()
+            buf += data
+            n = buf.count(b"\n\n")
+            if n:
+                arrivals.extend([now - t0] * n)
+                buf = buf[buf.rfind(b"\n\n") + 2 :]
+            if b"[DONE]" in data:
+                break
+    except ConnectionError:
+        return None
+    finally:
+        writer.close()
+    if not arrivals:
+        return None
+    return arrivals[0], [b - a for a, b in itertools.pairwise(arrivals)]
+
+
+async def _level(port: int, streams: int, duration_s: float, stream_s: float) -> dict[str, Any]:
+    """``streams`` workers keep one stream each in flight for ``duration_s``, back to back, their
+    starts spread over one stream's length (as independent callers are, not in lockstep)."""
+    body = json.dumps(
+        {"model": "bench", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    ).encode()
+    ttft: list[float] = []
+    gaps: list[float] = []
+    events = 0
+    failed = 0
+    t0 = time.perf_counter()
+    end = t0 + duration_s
+
+    async def worker(i: int) -> None:
+        nonlocal events, failed
+        await asyncio.sleep(stream_s * i / streams)
+        while time.perf_counter() < end:
+            r = await _one_stream(port, body)
+            if r is None:
+                failed += 1
+                continue
+            ttft.append(r[0])
+            gaps.extend(r[1])
+            events += len(r[1]) + 1
+
+    await asyncio.gather(*(worker(i) for i in range(streams)))
+    elapsed = time.perf_counter() - t0
+    return {"ttft": ttft, "gaps": gaps, "events_per_s": events / elapsed, "failed": failed}
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def _rss_mb(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+    return total / 1024
+
+
+def _children(pid: int) -> list[int]:
+    out = [pid]
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            children = (task / "children").read_text().split()
+            for c in children:
+                out.extend(_children(int(c)))
+    return out
+
+
+# --- proxies ------------------------------------------------------------------------------------
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes] | None, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited early with {proc.returncode}")
+        time.sleep(0.05)
+    raise RuntimeError(f"port {port} did not open")
+
+
+@contextlib.contextmanager
+def _proxy(kind: str, upstream_port: int, tmp: Path) -> Iterator[tuple[int, subprocess.Popen[bytes] | None]]:
+    if kind == "direct":
+        yield upstream_port, None
+        return
+    port = free_port()
+    up = f"http://127.0.0.1:{upstream_port}"
+    if kind == "wirecheck":
+        cmd = [
+            sys.executable,
+            "-m",
+            "wirecheck",
+            "proxy",
+            "--upstream",
+            up,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--store",
+            str(tmp / "bench.db"),
+        ]
+    elif kind == "nginx":
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        conf = tmp / "nginx.conf"
+        conf.write_text(
+            f"worker_processes 1; pid {tmp}/nginx.pid; error_log {tmp}/nginx.err warn;\n"
+            f"events {{ worker_connections 4096; }}\n"
+            f"http {{ access_log off; proxy_temp_path {tmp}/p; client_body_temp_path {tmp}/b;\n"
+            f"  upstream up {{ server 127.0.0.1:{upstream_port}; keepalive 512; }}\n"
+            f"  server {{ listen 127.0.0.1:{port}; location / {{ proxy_pass http://up; proxy_http_version 1.1;\n"
+            f'    proxy_set_header Connection ""; proxy_buffering off; }} }} }}\n'
+        )
+        cmd = [nginx, "-c", str(conf), "-g", "daemon off;", "-e", f"{tmp}/nginx.err"]
+    elif kind == "mitmproxy":
+        mitmdump = str(Path(sys.executable).with_name("mitmdump"))
+        cmd = [
+            mitmdump,
+            "-q",
+            "--mode",
+            f"reverse:{up}",
+            "--listen-host",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "--set",
+            "stream_large_bodies=1",
+            "--set",
+            "connection_strategy=lazy",
+        ]
+    else:
+        raise ValueError(kind)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_port(port, proc)
+        yield port, proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--role", choices=("bench", "upstream"), default="bench")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--levels", default="1,16,64,256")
+    ap.add_argument("--proxies", default="direct,wirecheck,nginx,mitmproxy")
+    ap.add_argument("--events", type=int, default=20, help="SSE events per stream")
+    ap.add_argument("--interval-ms", type=float, default=20.0)
+    ap.add_argument("--duration", type=float, default=4.0, help="seconds of load at each level")
+    ap.add_argument("--out", default=str(HERE / "results" / "proxy_overhead.json"))
+    args = ap.parse_args(argv)
+    if args.role == "upstream":
+        asyncio.run(_upstream(args.port, args.events, args.interval_ms))
+        return 0
+
+    levels = [int(x) for x in args.levels.split(",")]
+    proxies = args.proxies.split(",")
+    if "direct" not in proxies:
+        proxies.insert(0, "direct")
+    up_port = free_port()
+    up = subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--role",
+            "upstream",
+            "--port",
+            str(up_port),
+            "--events",
+            str(args.events),
+            "--interval-ms",
+            str(args.interval_ms),
+        ]
+    )
+    rows: list[dict[str, Any]] = []
+    try:
+        _wait_port(up_port, up)
+        with tempfile.TemporaryDirectory(prefix="wc-bench-") as tmpd:
+            tmp = Path(tmpd)
+            os.chmod(tmp, 0o777)
+            raw: dict[tuple[str, int], dict[str, Any]] = {}
+            for kind in proxies:
+                with _proxy(kind, up_port, tmp) as (port, proc):
+                    for level in levels:
+                        stream_s = args.events * args.interval_ms / 1000
+                        asyncio.run(_level(port, min(level, 4), stream_s, stream_s))  # warm the pools
+                        rss = 0.0
+                        pids = _children(proc.pid) if proc else []
+                        result: dict[str, Any] = {}
+
+                        async def run_and_sample(
+                            port: int = port,
+                            level: int = level,
+                            pids: list[int] = pids,
+                            stream_s: float = stream_s,
+                        ) -> dict[str, Any]:
+                            nonlocal rss
+                            task = asyncio.ensure_future(_level(port, level, args.duration, stream_s))
+                            while not task.done():
+                                rss = max(rss, _rss_mb(pids))
+                                await asyncio.sleep(0.05)
+                            return task.result()
+
+                        result = asyncio.run(run_and_sample())
+                        result["rss_mb"] = rss
+                        raw[(kind, level)] = result
+            for kind in proxies:
+                for level in levels:
+                    r, d = raw[(kind, level)], raw[("direct", level)]
+                    rows.append(
+                        {
+                            "proxy": kind,
+                            "streams": level,
+                            "ttft_p50_ms": _pct(r["ttft"], 0.5) * 1000,
+                            "ttft_p99_ms": _pct(r["ttft"], 0.99) * 1000,
+                            "added_ttft_p50_ms": (_pct(r["ttft"], 0.5) - _pct(d["ttft"], 0.5)) * 1000,
+                            "added_ttft_p99_ms": (_pct(r["ttft"], 0.99) - _pct(d["ttft"], 0.99)) * 1000,
+                            "gap_p50_ms": _pct(r["gaps"], 0.5) * 1000,
+                            "gap_p99_ms": _pct(r["gaps"], 0.99) * 1000,
+                            "throughput_ratio": r["events_per_s"] / d["events_per_s"],
+                            "rss_mb": r["rss_mb"],
+                            "failed_streams": r["failed"],
+                            "samples": len(r["ttft"]),
+                        }
+                    )
+    finally:
+        up.send_signal(signal.SIGTERM)
+        up.wait(timeout=10)
+
+    print(
+        f"paced SSE upstream: {args.events} events x {args.interval_ms:g} ms; {args.duration:g} s of load a level; {os.cpu_count()} cores"
+    )
+    head = f"{'proxy':10} {'streams':>7} {'+TTFT p50':>10} {'+TTFT p99':>10} {'gap p50':>8} {'gap p99':>8} {'thru x':>7} {'RSS MB':>7} {'failed':>6}"
+    print(head)
+    for r in rows:
+        print(
+            f"{r['proxy']:10} {r['streams']:7d} {r['added_ttft_p50_ms']:9.2f}ms {r['added_ttft_p99_ms']:9.2f}ms "
+            f"{r['gap_p50_ms']:7.1f}ms {r['gap_p99_ms']:7.1f}ms {r['throughput_ratio']:7.2f} {r['rss_mb']:7.1f} {r['failed_streams']:6d}"
+        )
+    checks = _targets(rows, levels)
+    for name, ok, detail in checks:
+        print(f"target {'met   ' if ok else 'MISSED'} {name}: {detail}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": "proxy_overhead",
+                "python": platform.python_version(),
+                "cpu_count": os.cpu_count(),
+                "events": args.events,
+                "interval_ms": args.interval_ms,
+                "duration_s": args.duration,
+                "rows": rows,
+                "targets": [{"target": n, "met": ok, "detail": d} for n, ok, d in checks],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"wrote {out}")
+    return 0
+
+
+def _targets(rows: list[dict[str, Any]], levels: list[int]) -> list[tuple[str, bool, str]]:
+    by = {(r["proxy"], r["streams"]): r for r in rows}
+    out: list[tuple[str, bool, str]] = []
+    if ("wirecheck", 64) in by:
+        w = by[("wirecheck", 64)]
+        out.append(
+            (
+                "added TTFT p50 <= 1 ms at 64 streams",
+                w["added_ttft_p50_ms"] <= 1.0,
+                f"{w['added_ttft_p50_ms']:.2f} ms",
+            )
+        )
+        out.append(
+            (
+                "added TTFT p99 <= 5 ms at 64 streams",
+                w["added_ttft_p99_ms"] <= 5.0,
+                f"{w['added_ttft_p99_ms']:.2f} ms",
+            )
+        )
+    ratios = [by[("wirecheck", lv)]["throughput_ratio"] for lv in levels if ("wirecheck", lv) in by]
+    if ratios:
+        out.append(
+            ("throughput >= 0.9x direct at every level", min(ratios) >= 0.9, f"lowest {min(ratios):.2f}x")
+        )
+    pairs = [
+        (lv, by[("wirecheck", lv)], by[("mitmproxy", lv)])
+        for lv in levels
+        if ("wirecheck", lv) in by and ("mitmproxy", lv) in by
+    ]
+    if pairs:
+        worse = [lv for lv, w, m in pairs if w["added_ttft_p50_ms"] >= m["added_ttft_p50_ms"]]
+        out.append(
+            (
+                "less added TTFT p50 than mitmproxy at every level",
+                not worse,
+                f"not at {worse}" if worse else "at all levels",
+            )
+        )
+    if ("wirecheck", 256) in by:
+        rss = by[("wirecheck", 256)]["rss_mb"]
+        out.append(("RSS <= 150 MB at 256 streams", rss <= 150, f"{rss:.0f} MB (proxy and its worker)"))
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

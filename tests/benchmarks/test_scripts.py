@@ -1,0 +1,71 @@
+"""The benchmark scripts run and write their JSON (a smoke run: the figures come from full runs)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_proxy_overhead_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "po.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "proxy_overhead.py"),
+            "--levels",
+            "1,4",
+            "--proxies",
+            "direct,wirecheck",
+            "--duration",
+            "0.5",
+            "--events",
+            "3",
+            "--interval-ms",
+            "5",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert {(r["proxy"], r["streams"]) for r in rows} == {
+        ("direct", 1),
+        ("direct", 4),
+        ("wirecheck", 1),
+        ("wirecheck", 4),
+    }
+    assert all(r["failed_streams"] == 0 and r["samples"] > 0 for r in rows)
+    assert "+TTFT p50" in proc.stdout
+
+
+def test_check_throughput_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "ct.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "check_throughput.py"),
+            "--exchanges",
+            "20",
+            "--repeat",
+            "1",
+            "--out",
+            str(out),
+            "--target",
+            "100",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["streams"] == 20 and data["ratio"] > 0

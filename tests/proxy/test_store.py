@@ -1,0 +1,106 @@
+"""The SQLite store: versioned schema, batch writer, overflow accounting, crash safety."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from wirecheck.contracts import Exchange, HttpRequest, HttpResponse, InputError
+from wirecheck.proxy import SCHEMA_VERSION, Store, open_store
+
+
+def ex(i: int) -> Exchange:
+    return Exchange(
+        id=f"e{i}",
+        tap="caller",
+        correlation=f"c{i}",
+        request=HttpRequest(body=b'{"messages": []}'),
+        response=HttpResponse(200, [("content-type", "application/json")], b"{}"),
+    )
+
+
+def test_roundtrip_and_schema_version(tmp_path: Path) -> None:
+    s = Store(tmp_path / "a.db", writer=True)
+    for i in range(10):
+        assert s.put(ex(i))
+    s.close()
+    r = open_store(tmp_path / "a.db")
+    assert [e.id for e in r.exchanges()] == [f"e{i}" for i in range(10)]
+    r.close()
+    conn = sqlite3.connect(tmp_path / "a.db")
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_full_queue_drops_counts_and_records_the_gap(tmp_path: Path) -> None:
+    s = Store(tmp_path / "b.db", writer=True, queue_size=3)
+    with s._lock:  # the disk is stuck: the writer cannot take its batch
+        time.sleep(0.05)
+        results = [s.put(ex(i)) for i in range(10)]
+    s.close()
+    kept = results.count(True)
+    assert results.count(False) == s.stats.dropped > 0
+    r = open_store(tmp_path / "b.db")
+    assert r.count() == kept
+    [(dropped, first, last)] = r.gaps()
+    assert dropped == s.stats.dropped and first <= last
+    r.close()
+
+
+def test_unusable_files_are_clear_errors(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_text("not sqlite")
+    with pytest.raises(InputError, match="not a wirecheck store"):
+        open_store(junk)
+    with pytest.raises(InputError, match="no such store"):
+        open_store(tmp_path / "missing.db")
+    newer = tmp_path / "newer.db"
+    sqlite3.connect(newer).execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    with pytest.raises(InputError, match="newer than this wirecheck"):
+        Store(newer)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from wirecheck.contracts import Exchange, HttpRequest, HttpResponse
+    from wirecheck.proxy import Store
+    s = Store(sys.argv[1], writer=True, batch_size=50)
+    i = 0
+    while True:
+        s.put(Exchange(id=f"e{i}", request=HttpRequest(body=b"x" * 2000), response=HttpResponse(200, [], b"y" * 2000)))
+        i += 1
+        if i % 100 == 0:
+            print(i, flush=True)
+            time.sleep(0.001)
+    """
+)
+
+
+def test_sigkill_mid_write_never_corrupts_the_store(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for _ in range(30):  # let it write a few thousand exchanges
+        proc.stdout.readline()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    proc.stdout.close()
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    rows = conn.execute("SELECT doc FROM exchanges").fetchall()
+    assert len(rows) > 100
+    assert all(json.loads(d)["response"]["status"] == 200 for (d,) in rows)
+    conn.close()
+    r = open_store(db)
+    ids = [e.id for e in r.exchanges()]
+    assert ids == [f"e{i}" for i in range(len(ids))]  # a prefix: whole batches only
+    r.close()

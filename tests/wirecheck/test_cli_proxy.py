@@ -1,0 +1,118 @@
+"""``wirecheck proxy`` as a process: dual tap, live checks, SIGTERM flush; then export and check the store."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests import wire
+from tests.servers import free_port
+from tests.wirecheck.test_cli_sim import running, wait_up
+
+
+def test_dual_tap_process_records_checks_and_flushes_on_sigterm(tmp_path: Path) -> None:
+    db = tmp_path / "wc.db"
+    sp, gp, cp, ep = free_port(), free_port(), free_port(), free_port()
+    with (
+        running("sim", "--port", str(sp), "--time-scale", "0.001", "--faults", "model.undeclared_tool"),
+        running(
+            "sim-gateway",
+            "--upstream",
+            f"http://127.0.0.1:{ep}",
+            "--port",
+            str(gp),
+            "--faults",
+            "reasoning_dropped",
+        ),
+    ):
+        proxy = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "wirecheck",
+                "proxy",
+                "--upstream",
+                f"http://127.0.0.1:{gp}",
+                "--listen",
+                f"127.0.0.1:{cp}",
+                "--engine-upstream",
+                f"http://127.0.0.1:{sp}",
+                "--engine-listen",
+                f"127.0.0.1:{ep}",
+                "--store",
+                str(db),
+                "--settle",
+                "0.2",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            for url in (
+                f"http://127.0.0.1:{cp}/wirecheck/health",
+                f"http://127.0.0.1:{ep}/wirecheck/health",
+                f"http://127.0.0.1:{sp}/health",
+                f"http://127.0.0.1:{gp}/health",
+            ):
+                wait_up(url)
+            for i in range(5):
+                r = httpx.post(
+                    f"http://127.0.0.1:{cp}/v1/chat/completions",
+                    json=wire.tool_req(messages=[{"role": "user", "content": f"Weather in Kyoto {i}?"}]),
+                    timeout=10,
+                )
+                assert r.status_code == 200
+            # live checks run in the worker process; wait for them
+            for _ in range(100):
+                found = httpx.get(f"http://127.0.0.1:{cp}/wirecheck/findings", timeout=5).json()
+                if len(found) >= 10:
+                    break
+                subprocess.run(["sleep", "0.1"], check=True)
+            rules = {(f["rule"], f["fault"], f["tap"]) for f in found}
+            assert ("tool-call-undeclared", "model", "engine") in rules
+            assert ("gateway-reasoning-dropped", "gateway", "caller") in rules
+        finally:
+            proxy.send_signal(signal.SIGTERM)
+            _out, err = proxy.communicate(timeout=30)
+        assert proxy.returncode == 0, err
+    check = subprocess.run(
+        [sys.executable, "-m", "wirecheck", "check", str(db), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    res = json.loads(check.stdout)
+    # 10 chat exchanges, and the gateway's /health probe that reached the engine tap
+    assert res["exchanges"] == 11 and res["summary"]["pairs"] == 5
+    assert res["summary"]["by_fault"] == {"gateway": 5, "model": 5}
+    har = tmp_path / "cap.har"
+    exp = subprocess.run(
+        [sys.executable, "-m", "wirecheck", "export", str(db), "--format", "har", "-o", str(har)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert exp.returncode == 0, exp.stderr
+    entries = json.loads(har.read_text())["log"]["entries"]
+    assert len(entries) == 11 and {e["_wirecheck"]["tap"] for e in entries} == {"caller", "engine"}
+    jsonl = subprocess.run(
+        [sys.executable, "-m", "wirecheck", "export", str(db)], capture_output=True, text=True, check=False
+    )
+    assert len(jsonl.stdout.splitlines()) == 11
+
+
+def test_proxy_rejects_a_bad_listen_address() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "wirecheck", "proxy", "--upstream", "http://127.0.0.1:1", "--listen", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert out.returncode == 2 and "HOST:PORT" in out.stderr
