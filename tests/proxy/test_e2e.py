@@ -152,3 +152,20 @@ def test_simulated_gateway_fault_between_real_taps_is_the_gateways(store: Store)
         ("gateway-reasoning-merged", "gateway", "caller")
     }
     assert {f["fault"] for f in found} == {"gateway"}
+
+
+def test_an_upstream_that_never_answers_gets_an_openai_shaped_504(store: Store) -> None:
+    import socket as _socket
+
+    silent = _socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # accepts connections, never answers
+    try:
+        with proxy(f"http://127.0.0.1:{silent.getsockname()[1]}", store, read_timeout_s=0.3) as url:
+            r = httpx.post(f"{url}/v1/chat/completions", json=wire.req(), timeout=10)
+    finally:
+        silent.close()
+    assert r.status_code == 504 and r.headers["x-wirecheck-proxy"] == "error"
+    assert r.json()["error"]["code"] == 504
+    [ex] = asyncio.run(recorded(store, 1))
+    assert ex.error is not None and ex.error.kind == "timeout" and ex.response is None

@@ -1,0 +1,125 @@
+"""The proxy's own HTTP/1.1 upstream client, against raw servers that frame bodies every legal way."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from urllib.parse import urlsplit
+
+import pytest
+
+from wirecheck.proxy._upstream import UpstreamBroken, UpstreamTimeout, UpstreamUnreachable, make_upstream
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], object]
+
+
+@asynccontextmanager
+async def raw_server(
+    reply: bytes | Callable[[int], bytes], *, close: bool = False, stall: float = 0.0
+) -> AsyncIterator[tuple[str, list[bytes]]]:
+    seen: list[bytes] = []
+    count = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal count
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    ),
+                    0,
+                )
+                body = await reader.readexactly(length)
+                seen.append(head + body)
+                count += 1
+                if stall:
+                    await asyncio.sleep(stall)
+                writer.write(reply(count) if callable(reply) else reply)
+                await writer.drain()
+                if close:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        yield f"http://127.0.0.1:{port}", seen
+
+
+async def roundtrip(
+    url: str, method: str = "POST", body: bytes = b"{}", read_s: float = 5.0
+) -> tuple[int, list[tuple[bytes, bytes]], list[bytes], object]:
+    up = make_upstream(urlsplit(url), transport=None, connect_s=2, read_s=read_s)
+    resp = await up.open(method, "/v1/x?a=1", [("content-type", "application/json")], body)
+    pieces = [p async for p in resp.body]
+    await resp.aclose()
+    return resp.status, resp.headers, pieces, up
+
+
+async def test_chunked_with_extensions_and_trailers_keeps_the_connection() -> None:
+    reply = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n"
+    async with raw_server(reply) as (url, seen):
+        up = make_upstream(urlsplit(url), transport=None, connect_s=2, read_s=5)
+        for _ in range(3):
+            resp = await up.open("POST", "/v1/x", [], b"{}")
+            assert [p async for p in resp.body] == [b"hello", b" world"]
+            await resp.aclose()
+        assert len(up.idle) == 1  # one connection, reused
+        await up.aclose()
+    assert (
+        seen[0].startswith(b"POST /v1/x HTTP/1.1\r\nhost: 127.0.0.1:") and b"content-length: 2\r\n" in seen[0]
+    )
+
+
+async def test_content_length_close_delimited_head_and_204() -> None:
+    async with raw_server(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc") as (url, _):
+        status, _, pieces, up = await roundtrip(url)
+        assert (status, b"".join(pieces)) == (200, b"abc")
+        await up.aclose()  # type: ignore[attr-defined]
+    async with raw_server(b"HTTP/1.1 200 OK\r\n\r\nuntil the end", close=True) as (url, _):
+        _, _, pieces, up = await roundtrip(url)
+        assert b"".join(pieces) == b"until the end"
+        await up.aclose()  # type: ignore[attr-defined]
+    async with raw_server(b"HTTP/1.1 204 No Content\r\n\r\n") as (url, _):
+        status, _, pieces, up = await roundtrip(url)
+        assert (status, pieces) == (204, [])
+        await up.aclose()  # type: ignore[attr-defined]
+
+
+async def test_a_stale_keep_alive_connection_is_retried_once_on_a_fresh_one() -> None:
+    async with raw_server(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", close=True) as (url, seen):
+        up = make_upstream(urlsplit(url), transport=None, connect_s=2, read_s=5)
+        for _ in range(2):
+            resp = await up.open("POST", "/", [], b"{}")
+            assert b"".join([p async for p in resp.body]) == b"ok"
+            await resp.aclose()
+            await asyncio.sleep(0.05)  # the server has closed the kept connection meanwhile
+        await up.aclose()
+    assert len(seen) == 2
+
+
+async def test_errors_map_to_refused_timeout_and_broken() -> None:
+    from tests.servers import free_port
+
+    with pytest.raises(UpstreamUnreachable):
+        await roundtrip(f"http://127.0.0.1:{free_port()}")
+    async with raw_server(b"HTTP/1.1 200 OK\r\n\r\n", stall=1.0) as (url, _):
+        with pytest.raises(UpstreamTimeout):
+            await roundtrip(url, read_s=0.2)
+    async with raw_server(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel", close=True) as (
+        url,
+        _,
+    ):
+        with pytest.raises(UpstreamBroken):
+            await roundtrip(url)
+    async with raw_server(b"garbage\r\n\r\n") as (url, _):
+        with pytest.raises(UpstreamUnreachable, match="not an HTTP response"):
+            await roundtrip(url)
