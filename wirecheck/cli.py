@@ -108,6 +108,11 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds to wait for the other tap before checking an exchange",
     )
 
+    d = sub.add_parser("demo", help="run the whole request path on loopback with faults, and report")
+    d.add_argument("--out", default="wirecheck-demo", help="report folder (default ./wirecheck-demo)")
+    d.add_argument("--requests", type=int, default=48)
+    d.add_argument("--seed", type=int, default=7)
+
     e = sub.add_parser("export", help="export a store as exchange JSONL or HAR")
     e.add_argument("store", metavar="STORE")
     e.add_argument("--format", choices=("jsonl", "har"), default="jsonl")
@@ -381,6 +386,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _proxy(args)
         if args.command == "export":
             return _export(args)
+        if args.command == "demo":
+            from wirecheck._demo import run_demo
+
+            return run_demo(args.out, requests=args.requests, seed=args.seed)
         if args.command == "sim":
             return _sim(args)
         if args.command == "sim-gateway":
