@@ -1,1 +1,16 @@
-"""wirecheck.replay: see DESIGN.md (not built yet)."""
+"""wirecheck.replay: loaders for captured traffic (JSONL, HAR, mitmproxy flows), re-sending to a
+target or two side by side, and the comparison of their answers."""
+
+from ._loaders import detect_format, load_capture, load_har, load_mitm
+from ._replay import ReplayDiff, ReplayResult, compare_answers, replay
+
+__all__ = [
+    "ReplayDiff",
+    "ReplayResult",
+    "compare_answers",
+    "detect_format",
+    "load_capture",
+    "load_har",
+    "load_mitm",
+    "replay",
+]

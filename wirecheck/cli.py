@@ -6,6 +6,7 @@ Exit codes: 0 no error finding, 1 at least one error finding, 2 unusable input o
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -108,6 +109,25 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds to wait for the other tap before checking an exchange",
     )
 
+    rp = sub.add_parser("replay", help="re-send captured requests to a target (or two) and check the answers")
+    rp.add_argument("source", metavar="SOURCE", help="store, exchange JSONL, HAR or mitmproxy flow file")
+    rp.add_argument("--target", required=True, metavar="URL")
+    rp.add_argument(
+        "--compare", metavar="URL2", help="send each request to this target too and compare the answers"
+    )
+    rp.add_argument("--concurrency", type=int, default=4)
+    rp.add_argument("--rate", type=float, default=None, help="requests per second, open loop")
+    rp.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="K:V",
+        help="set a header (replaces redacted credentials)",
+    )
+    rp.add_argument("--store", metavar="OUT", help="record the answers into this store")
+    rp.add_argument("--dry-run", action="store_true", help="list what would be sent, send nothing")
+    rp.add_argument("--format", choices=("text", "json"), default="text")
+
     d = sub.add_parser("demo", help="run the whole request path on loopback with faults, and report")
     d.add_argument("--out", default="wirecheck-demo", help="report folder (default ./wirecheck-demo)")
     d.add_argument("--requests", type=int, default=48)
@@ -163,7 +183,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _load(files: Sequence[str]) -> list[Exchange]:
+    """Exchanges from stores, exchange JSONL, HAR and mitmproxy flow files, told apart by content."""
     from wirecheck.proxy import is_store, open_store
+    from wirecheck.replay import load_capture
 
     out: list[Exchange] = []
     for name in files:
@@ -176,7 +198,7 @@ def _load(files: Sequence[str]) -> list[Exchange]:
             finally:
                 store.close()
         else:
-            out.extend(read_exchanges(name))
+            out.extend(load_capture(name))
     return out
 
 
@@ -251,6 +273,83 @@ def _proxy(args: argparse.Namespace) -> int:
             settle_s=args.settle,
         )
     )
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from wirecheck.proxy import Store
+    from wirecheck.replay import replay
+
+    headers: dict[str, str] = {}
+    for h in args.header:
+        k, sep, v = h.partition(":")
+        if not sep or not k.strip():
+            raise WirecheckError(f"--header: expected K:V, got {h!r}")
+        headers[k.strip()] = v.strip()
+    captured = _load([args.source])
+    tty = sys.stderr.isatty()
+
+    def progress(done: int, total: int) -> None:
+        if tty:
+            print(f"\rreplay: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
+
+    res = replay(
+        captured,
+        args.target,
+        compare=args.compare,
+        concurrency=args.concurrency,
+        rate=args.rate,
+        headers=headers,
+        dry_run=args.dry_run,
+        progress=progress,
+    )
+    if args.dry_run:
+        for ex in res.planned:
+            print(
+                f"{ex.request.method} {args.target.rstrip('/')}{ex.request.path} ({len(ex.request.body)} bytes, from {ex.id})"
+            )
+        print(f"replay: {len(res.planned)} request(s) would be sent; nothing was sent", file=sys.stderr)
+        return 0
+    if args.store:
+        store = Store(args.store)
+        try:
+            store.write_now(res.answers)
+        finally:
+            store.close()
+    errors = [f for f in res.findings if f.severity == "error"]
+    if args.format == "json":
+        print(
+            json.dumps(
+                {
+                    "sent": res.sent,
+                    "answers": len(res.answers),
+                    "findings": [f.to_dict() for f in res.findings],
+                    "diffs": [
+                        {
+                            "source": d.source_id,
+                            "what": d.what,
+                            "target": d.a,
+                            "compare": d.b,
+                            "breaks_contract": d.blamed,
+                        }
+                        for d in res.diffs
+                    ],
+                },
+                indent=2,
+                default=str,
+            )
+        )
+    else:
+        for f in res.findings:
+            print(f"{str(f.severity).upper():7} {f.rule} [{f.fault}] {f.tap}:{f.exchange_id} {f.message}")
+        for d in res.diffs:
+            side = {"a": "the target", "b": "the compare target", "both": "both", "neither": "neither side"}[
+                d.blamed
+            ]
+            print(f"DIFF    {d.source_id}: {d.what}: {d.a!r} vs {d.b!r} (breaks the contract: {side})")
+        print(
+            f"replay: {res.sent} request(s) sent, {len(res.answers)} answer(s), {len(errors)} error finding(s), {len(res.diffs)} difference(s)"
+        )
+    return 1 if errors or any(d.blamed != "neither" for d in res.diffs) else 0
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -386,6 +485,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _proxy(args)
         if args.command == "export":
             return _export(args)
+        if args.command == "replay":
+            return _replay(args)
         if args.command == "demo":
             from wirecheck._demo import run_demo
 

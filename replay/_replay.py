@@ -1,0 +1,251 @@
+"""Re-send captured requests to a target (or two side by side), record the answers, compare them.
+
+What identifies a request is its method, path and body; what is sent is exactly that, to the target
+named on the command line only (the captured host is never contacted). Credentials redacted in the
+capture (``[redacted]``) are dropped, and ``--header`` values set in their place. Hop-by-hop and
+framing headers are recomputed. Each answer is recorded with per-chunk timing, like a tap would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from wirecheck.contracts import (
+    AssembledChoice,
+    CheckConfig,
+    Chunk,
+    Exchange,
+    ExchangeError,
+    Finding,
+    HttpRequest,
+    HttpResponse,
+    build_view,
+    check_exchanges,
+)
+
+__all__ = ["ReplayDiff", "ReplayResult", "compare_answers", "replay"]
+
+_DROP = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "upgrade",
+        "proxy-connection",
+        "accept-encoding",
+    }
+)
+
+
+@dataclass(slots=True)
+class ReplayDiff:
+    source_id: str
+    what: str
+    a: Any
+    b: Any
+    blamed: str  # "a" | "b" | "both" | "neither": the side(s) whose answer breaks the contract
+
+
+@dataclass(slots=True)
+class ReplayResult:
+    sent: int = 0
+    answers: list[Exchange] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    diffs: list[ReplayDiff] = field(default_factory=list)
+    planned: list[Exchange] = field(default_factory=list)
+
+
+def _headers(captured: list[tuple[str, str]], extra: dict[str, str]) -> list[tuple[str, str]]:
+    out = [
+        (k, v)
+        for k, v in captured
+        if k.lower() not in _DROP and v != "[redacted]" and k.lower() not in {e.lower() for e in extra}
+    ]
+    out.extend(extra.items())
+    return out
+
+
+async def _send(
+    client: httpx.AsyncClient, src: Exchange, target: str, tap: str, headers: dict[str, str]
+) -> Exchange:
+    req = src.request
+    ex = Exchange(
+        id=f"{tap}-{uuid.uuid4().hex[:12]}",
+        tap=tap,
+        correlation=src.id,  # the captured exchange this answers
+        started_at=datetime.now(UTC).isoformat(),
+        request=HttpRequest(req.method, req.path, _headers(req.headers, headers), req.body),
+        extra={"replay_of": src.id, "target": target},
+    )
+    t0 = time.monotonic()
+    try:
+        async with client.stream(
+            req.method, target.rstrip("/") + req.path, headers=ex.request.headers, content=req.body
+        ) as r:
+            chunks: list[Chunk] = []
+            ex.response = HttpResponse(r.status_code, list(r.headers.items()), b"", chunks)
+            async for piece in r.aiter_raw():
+                chunks.append(Chunk((time.monotonic() - t0) * 1000.0, piece))
+    except httpx.TimeoutException as exc:
+        ex.error = ExchangeError("timeout", f"{type(exc).__name__}", (time.monotonic() - t0) * 1000.0)
+    except httpx.ConnectError as exc:
+        ex.error = ExchangeError(
+            "upstream_refused", f"{type(exc).__name__}: {exc}", (time.monotonic() - t0) * 1000.0
+        )
+    except httpx.HTTPError as exc:
+        ex.error = ExchangeError(
+            "upstream_reset", f"{type(exc).__name__}: {exc}", (time.monotonic() - t0) * 1000.0
+        )
+    return ex
+
+
+def _summary(ch: AssembledChoice | None) -> dict[str, Any]:
+    if ch is None:
+        return {}
+    calls = []
+    for c in ch.calls:
+        try:
+            args: Any = json.loads(c.arguments)
+        except ValueError:
+            args = {"<not JSON>": c.arguments}
+        calls.append((c.name, json.dumps(args, sort_keys=True)))
+    content_json = None
+    if ch.content:
+        try:
+            json.loads(ch.content)
+            content_json = True
+        except ValueError:
+            content_json = False
+    return {
+        "tool_calls": calls,
+        "finish_reason": ch.finish_reason,
+        "reasoning_in": sorted(ch.reasoning_fields) if ch.reasoning else [],
+        "content_is_json": content_json,
+    }
+
+
+def compare_answers(
+    pairs: Iterable[tuple[Exchange, Exchange, Exchange]], findings: list[Finding]
+) -> list[ReplayDiff]:
+    """Differences in meaning between two targets' answers to the same captured request, each blamed
+    on the side whose answer breaks the contract (error findings), when one does."""
+    bad = {f.exchange_id for f in findings if f.severity == "error"}
+    out: list[ReplayDiff] = []
+    for src, a, b in pairs:
+        va, vb = build_view(a), build_view(b)
+        sa = _summary(va.choices[0] if va.choices else None)
+        sb = _summary(vb.choices[0] if vb.choices else None)
+        blamed = (
+            "both"
+            if a.id in bad and b.id in bad
+            else "a"
+            if a.id in bad
+            else "b"
+            if b.id in bad
+            else "neither"
+        )
+        if (va.status, va.kind) != (vb.status, vb.kind):
+            out.append(ReplayDiff(src.id, "status", va.status, vb.status, blamed))
+            continue
+        for key in ("tool_calls", "finish_reason", "reasoning_in", "content_is_json"):
+            if sa.get(key) != sb.get(key):
+                out.append(ReplayDiff(src.id, key, sa.get(key), sb.get(key), blamed))
+    return out
+
+
+def replay(
+    captured: Iterable[Exchange],
+    target: str,
+    *,
+    compare: str | None = None,
+    concurrency: int = 4,
+    rate: float | None = None,
+    headers: dict[str, str] | None = None,
+    dry_run: bool = False,
+    only_chat: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    compare_transport: httpx.AsyncBaseTransport | None = None,
+    timeout_s: float = 600.0,
+) -> ReplayResult:
+    """Re-send each captured request (one per request: the caller side when both taps were captured)."""
+    sources = _requests(captured, only_chat=only_chat)
+    result = ReplayResult(planned=sources)
+    if dry_run:
+        return result
+    extra = headers or {}
+
+    async def run() -> None:
+        sem = asyncio.Semaphore(max(1, concurrency))
+        interval = 1.0 / rate if rate else 0.0
+        start = time.monotonic()
+        done = 0
+        async with (
+            httpx.AsyncClient(timeout=timeout_s, transport=transport) as ca,
+            httpx.AsyncClient(timeout=timeout_s, transport=compare_transport) as cb,
+        ):
+            cb.headers = ca.headers = httpx.Headers()
+
+            async def one(i: int, src: Exchange) -> None:
+                nonlocal done
+                if interval:
+                    # open loop: request i leaves at its scheduled time, whatever the answers do
+                    await asyncio.sleep(max(0.0, start + i * interval - time.monotonic()))
+                async with sem:
+                    jobs = [_send(ca, src, target, "target", extra)]
+                    if compare:
+                        jobs.append(_send(cb, src, compare, "compare", extra))
+                    answers = await asyncio.gather(*jobs)
+                result.answers.extend(answers)
+                result.sent += 1
+                done += 1
+                if progress:
+                    progress(done, len(sources))
+
+            await asyncio.gather(*(one(i, s) for i, s in enumerate(sources)))
+
+    asyncio.run(run())
+    # the replayer talks straight to each target: single-tap findings keep their fault
+    res = check_exchanges(result.answers, CheckConfig(direct=True))
+    result.findings = res.findings
+    if compare:
+        by_src: dict[str, dict[str, Exchange]] = {}
+        for a in result.answers:
+            by_src.setdefault(str(a.extra.get("replay_of")), {})[a.tap] = a
+        src_by_id = {s.id: s for s in sources}
+        pairs = [
+            (src_by_id[k], v["target"], v["compare"])
+            for k, v in by_src.items()
+            if "target" in v and "compare" in v
+        ]
+        result.diffs = compare_answers(pairs, result.findings)
+    return result
+
+
+def _requests(captured: Iterable[Exchange], *, only_chat: bool) -> list[Exchange]:
+    """One source per captured request: with two taps, the caller side (what the caller sent)."""
+    all_ex = list(captured)
+    caller_corr = {e.correlation for e in all_ex if e.tap == "caller" and e.correlation}
+    out = []
+    for e in all_ex:
+        if e.tap == "engine" and e.correlation in caller_corr:
+            continue
+        if only_chat and not (
+            e.request.method == "POST"
+            and e.request.path.split("?")[0].rstrip("/").endswith("/chat/completions")
+        ):
+            continue
+        out.append(e)
+    return out
