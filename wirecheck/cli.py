@@ -128,6 +128,14 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--dry-run", action="store_true", help="list what would be sent, send nothing")
     rp.add_argument("--format", choices=("text", "json"), default="text")
 
+    sc = sub.add_parser("scenarios", help="drive hypothesis agent-loop scenarios against a live target")
+    sc.add_argument("--target", required=True, metavar="URL")
+    sc.add_argument("--examples", type=int, default=50)
+    sc.add_argument("--seed", type=int, default=None, help="repeat a run exactly")
+    sc.add_argument("--stream", choices=("both", "on", "off"), default="both")
+    sc.add_argument("--model", default=None, help="model name to send (default: none, the server's)")
+    sc.add_argument("--header", action="append", default=[], metavar="K:V")
+
     d = sub.add_parser("demo", help="run the whole request path on loopback with faults, and report")
     d.add_argument("--out", default="wirecheck-demo", help="report folder (default ./wirecheck-demo)")
     d.add_argument("--requests", type=int, default=48)
@@ -275,16 +283,50 @@ def _proxy(args: argparse.Namespace) -> int:
     )
 
 
-def _replay(args: argparse.Namespace) -> int:
-    from wirecheck.proxy import Store
-    from wirecheck.replay import replay
-
+def _headers_arg(values: list[str]) -> dict[str, str]:
     headers: dict[str, str] = {}
-    for h in args.header:
+    for h in values:
         k, sep, v = h.partition(":")
         if not sep or not k.strip():
             raise WirecheckError(f"--header: expected K:V, got {h!r}")
         headers[k.strip()] = v.strip()
+    return headers
+
+
+def _scenarios(args: argparse.Namespace) -> int:
+    from wirecheck.generators import run_scenarios
+
+    report = run_scenarios(
+        args.target,
+        examples=args.examples,
+        seed=args.seed,
+        stream=args.stream,
+        model=args.model,
+        headers=_headers_arg(args.header),
+    )
+    if report.ok:
+        print(f"scenarios: {report.requests} requests over {args.examples} examples, no contract broken")
+        return 0
+    fail = report.failure
+    assert fail is not None
+    print(f"scenarios: contract broken after {report.requests} requests; the shortest failing request:")
+    for f in fail.findings:
+        print(f"  {f.rule} [{f.fault}] {f.message}")
+    print(json.dumps(fail.request, indent=2))
+    if fail.note:
+        print(f"note: {fail.note}")
+    print("reproduce:")
+    print(f"  {fail.curl}")
+    if args.seed is not None:
+        print(f"  wirecheck scenarios --target {args.target} --examples {args.examples} --seed {args.seed}")
+    return 1
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from wirecheck.proxy import Store
+    from wirecheck.replay import replay
+
+    headers = _headers_arg(args.header)
     captured = _load([args.source])
     tty = sys.stderr.isatty()
 
@@ -487,6 +529,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _export(args)
         if args.command == "replay":
             return _replay(args)
+        if args.command == "scenarios":
+            return _scenarios(args)
         if args.command == "demo":
             from wirecheck._demo import run_demo
 

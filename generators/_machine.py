@@ -1,0 +1,283 @@
+"""The agent-loop state machine and ``run_scenarios``: the conformance suite as a callable.
+
+A hypothesis ``RuleBasedStateMachine`` drives a live target like an agent would: ask with tools,
+validate the call, send a tool result or a tool failure, expect a retry or an answer, ask for
+structured output, send the same request streamed and not. The invariant is the contracts: any error
+finding fails the run, hypothesis shrinks it to the shortest sequence, and the report says how to
+reproduce it (the seed, and the exact request as a curl line).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import seed as hseed
+from hypothesis import strategies as st
+from hypothesis.errors import Flaky, FlakyStrategyDefinition
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    get_state_machine_test,
+    initialize,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from wirecheck.contracts import (
+    CheckConfig,
+    Chunk,
+    Exchange,
+    ExchangeError,
+    Finding,
+    HttpRequest,
+    HttpResponse,
+    check_exchanges,
+)
+
+from ._strategies import CITIES, structured_output_schemas, tool_lists
+
+__all__ = ["ScenarioFailure", "ScenarioReport", "run_scenarios"]
+
+
+@dataclass(slots=True)
+class ScenarioFailure:
+    findings: list[Finding]
+    request: dict[str, Any]
+    curl: str
+    seed: int | None
+    note: str = ""
+
+
+@dataclass(slots=True)
+class ScenarioReport:
+    target: str
+    examples: int
+    requests: int = 0
+    exchanges: list[Exchange] = field(default_factory=list)
+    failure: ScenarioFailure | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+class _ContractBroken(AssertionError):
+    pass
+
+
+def _curl(url: str, body: dict[str, Any]) -> str:
+    return (
+        f"curl -sN {shlex.quote(url)} -H 'content-type: application/json' -d {shlex.quote(json.dumps(body))}"
+    )
+
+
+def _machine(  # noqa: PLR0917 - one private factory, called once
+    target: str,
+    model: str | None,
+    stream_mode: str,
+    report: ScenarioReport,
+    config: CheckConfig,
+    headers: dict[str, str],
+) -> type[RuleBasedStateMachine]:
+    url = target.rstrip("/") + "/v1/chat/completions"
+
+    class AgentLoop(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.client = httpx.Client(timeout=120)
+            self.tools: list[dict[str, Any]] = []
+            self.messages: list[dict[str, Any]] = []
+            self.pending: list[dict[str, Any]] = []
+
+        def teardown(self) -> None:
+            self.client.close()
+
+        def _post(self, body: dict[str, Any]) -> Exchange:
+            if model:
+                body = {"model": model, **body}
+            t0 = time.monotonic()
+            raw = json.dumps(body).encode()
+            ex = Exchange(
+                id=f"scenario-{report.requests + 1}",
+                tap="scenario",
+                request=HttpRequest(
+                    "POST", "/v1/chat/completions", [("content-type", "application/json")], raw
+                ),
+            )
+            try:
+                with self.client.stream(
+                    "POST", url, content=raw, headers={"content-type": "application/json", **headers}
+                ) as r:
+                    chunks: list[Chunk] = []
+                    ex.response = HttpResponse(r.status_code, list(r.headers.items()), b"", chunks)
+                    for piece in r.iter_raw():
+                        chunks.append(Chunk((time.monotonic() - t0) * 1000.0, piece))
+            except httpx.HTTPError as exc:
+                ex.error = ExchangeError(
+                    "upstream_reset" if ex.response else "upstream_refused", f"{type(exc).__name__}: {exc}"
+                )
+            report.requests += 1
+            report.exchanges.append(ex)
+            errors = [f for f in check_exchanges([ex], config).findings if f.severity == "error"]
+            if errors:
+                report.failure = ScenarioFailure(errors, body, _curl(url, body), None)
+                raise _ContractBroken("; ".join(f"{f.rule} [{f.fault}]: {f.message}" for f in errors))
+            return ex
+
+        def _stream_flag(self, draw_stream: bool) -> bool:
+            return {"on": True, "off": False}.get(stream_mode, draw_stream)
+
+        def _ask(self, stream: bool) -> None:
+            body: dict[str, Any] = {
+                "messages": self.messages,
+                "tools": self.tools,
+                "stream": self._stream_flag(stream),
+            }
+            ex = self._post(body)
+            from wirecheck.contracts import build_view
+
+            view = build_view(ex)
+            self.pending = []
+            if view.ok and view.choices:
+                ch = view.choices[0]
+                if ch.calls:
+                    calls = [
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments},
+                        }
+                        for c in ch.calls
+                    ]
+                    self.messages.append(
+                        {"role": "assistant", "content": ch.content or None, "tool_calls": calls}
+                    )
+                    self.pending = calls
+                else:
+                    self.messages.append({"role": "assistant", "content": ch.content or ""})
+
+        @initialize(tools=tool_lists(max_size=3), city=st.sampled_from(CITIES), stream=st.booleans())
+        def start(self, tools: list[dict[str, Any]], city: str, stream: bool) -> None:
+            self.tools = tools
+            name = tools[0]["function"]["name"]
+            self.messages = [{"role": "user", "content": f"Please call {name} for {city}."}]
+            self._ask(stream)
+
+        @precondition(lambda self: bool(self.pending))
+        @rule(fail=st.booleans(), stream=st.booleans())
+        def tool_result(self, fail: bool, stream: bool) -> None:
+            for call in self.pending:
+                content = (
+                    "error: the service timed out" if fail else json.dumps({"ok": True, "result": "done"})
+                )
+                self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+            self._ask(stream)
+
+        @rule(city=st.sampled_from(CITIES), stream=st.booleans())
+        def user_turn(self, city: str, stream: bool) -> None:
+            if self.pending:
+                return  # an open call must be answered first (the contract on requests)
+            name = self.tools[-1]["function"]["name"]
+            self.messages.append({"role": "user", "content": f"Now use {name} for {city}."})
+            self._ask(stream)
+
+        @rule(fmt=structured_output_schemas(), city=st.sampled_from(CITIES), stream=st.booleans())
+        def structured_output(self, fmt: dict[str, Any], city: str, stream: bool) -> None:
+            self._post(
+                {
+                    "messages": [{"role": "user", "content": f"Describe {city} as JSON."}],
+                    "response_format": fmt,
+                    "stream": self._stream_flag(stream),
+                }
+            )
+
+        @rule(city=st.sampled_from(CITIES))
+        def stream_and_plain(self, city: str) -> None:
+            body = {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": f"Please call {self.tools[0]['function']['name']} for {city}.",
+                    }
+                ],
+                "tools": self.tools,
+                "temperature": 0,
+            }
+            a = self._post({**body, "stream": True})
+            b = self._post({**body, "stream": False})
+            twins = [
+                f
+                for f in check_exchanges([a, b], config).findings
+                if f.rule == "stream-nonstream-mismatch" and f.severity == "error"
+            ]
+            if twins:
+                report.failure = ScenarioFailure(twins, body, _curl(url, body), None)
+                raise _ContractBroken("; ".join(f.message for f in twins))
+
+    return AgentLoop
+
+
+def run_scenarios(
+    target: str,
+    *,
+    examples: int = 50,
+    seed: int | None = None,
+    stream: str = "both",
+    model: str | None = None,
+    headers: dict[str, str] | None = None,
+    config: CheckConfig | None = None,
+    settings_: settings | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ScenarioReport:
+    """Run the agent-loop scenarios against ``target``; the report holds the shrunk failure, if any.
+
+    Two lines for a team's CI::
+
+        report = run_scenarios("http://vllm:8000", examples=50, seed=1)
+        assert report.ok, report.failure
+    """
+    if stream not in ("both", "on", "off"):
+        raise ValueError("stream is both, on or off")
+    report = ScenarioReport(target=target, examples=examples)
+    cfg = config or CheckConfig(direct=True)
+    machine = _machine(target, model, stream, report, cfg, headers or {})
+    s = settings_ or settings(
+        max_examples=examples,
+        stateful_step_count=6,
+        deadline=None,
+        database=None,
+        derandomize=seed is None,  # unseeded runs are repeatable too
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.explicit, Phase.generate, Phase.shrink],
+        print_blob=False,
+    )
+
+    if seed is None:
+
+        def runner() -> None:
+            run_state_machine_as_test(machine, settings=s)
+    else:
+        # the @given test behind the machine, seeded: the same seed and target give the same run
+        runner = hseed(seed)(get_state_machine_test(machine, settings=s))
+    try:
+        runner()
+    except _ContractBroken:
+        if report.failure is not None:
+            report.failure.seed = seed
+    except (Flaky, FlakyStrategyDefinition) as exc:
+        # The target answered the same request differently on a replay (faults that fire at a rate,
+        # sampling): the failure seen stands, but it could not be shrunk further.
+        if report.failure is None:
+            raise
+        report.failure.seed = seed
+        report.failure.note = (
+            f"the target is not deterministic, so shrinking stopped early ({type(exc).__name__})"
+        )
+    return report

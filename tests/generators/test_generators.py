@@ -1,0 +1,142 @@
+"""Strategies produce valid inputs; the scenarios pass a clean simulator and find each fault."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from jsonschema import Draft202012Validator
+
+from tests.servers import serve
+from wirecheck.contracts import CheckConfig, Exchange, HttpRequest, check_exchanges
+from wirecheck.generators import (
+    SAMPLE_SET_VERSION,
+    agent_sample_set,
+    cache_probe_set,
+    conversations,
+    json_schemas,
+    run_scenarios,
+    structured_output_schemas,
+    tool_lists,
+)
+from wirecheck.sim import SimConfig, create_app, parse_faults
+
+
+@settings(max_examples=60, deadline=None)
+@given(json_schemas())
+def test_json_schemas_are_valid_2020_12(schema: dict[str, Any]) -> None:
+    Draft202012Validator.check_schema(schema)
+    assert schema["type"] == "object"
+
+
+@settings(max_examples=40, deadline=None)
+@given(tool_lists().flatmap(lambda tools: conversations(tools).map(lambda msgs: (tools, msgs))))
+def test_conversations_keep_the_tool_call_id_chain(
+    pair: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+) -> None:
+    tools, msgs = pair
+    import json
+
+    ex = Exchange(
+        id="c",
+        tap="caller",
+        request=HttpRequest(body=json.dumps({"model": "m", "messages": msgs, "tools": tools}).encode()),
+    )
+    rules = {f.rule for f in check_exchanges([ex], CheckConfig(direct=True)).findings}
+    assert not rules & {
+        "request-orphan-tool-call-id",
+        "request-malformed",
+        "request-tool-schema-invalid",
+        "request-empty-tools",
+    }
+
+
+@settings(max_examples=30, deadline=None)
+@given(structured_output_schemas())
+def test_structured_output_schemas(fmt: dict[str, Any]) -> None:
+    assert fmt["type"] in ("json_object", "json_schema")
+    if fmt["type"] == "json_schema":
+        Draft202012Validator.check_schema(fmt["json_schema"]["schema"])
+
+
+def test_sample_sets_are_versioned_and_deterministic() -> None:
+    a, b = agent_sample_set(), agent_sample_set()
+    assert a == b and a["version"] == SAMPLE_SET_VERSION and len(a["tools"]) == 24
+    probes = cache_probe_set()
+    assert probes["version"] == SAMPLE_SET_VERSION
+    assert probes["cold"] == probes["warm_a"] and probes["warm_b"] != probes["cold"]
+    assert probes["control"]["messages"][0] != probes["cold"]["messages"][0]
+
+
+def test_scenarios_pass_against_a_clean_simulator() -> None:
+    with serve(create_app(SimConfig(time_scale=0.0005))) as url:
+        report = run_scenarios(url, examples=12, seed=3)
+    assert report.ok, report.failure and [f.message for f in report.failure.findings]
+    assert report.requests >= 12
+
+
+EXPECTED = {
+    "model.invalid_json": ("tool-call-args-invalid-json", "model"),
+    "model.schema_violation": ("tool-call-args-schema", "model"),
+    "model.undeclared_tool": ("tool-call-undeclared", "model"),
+    "model.call_in_think": ("tool-call-in-reasoning", "model"),
+    "model.bad_json_output": ("json-output-invalid", "model"),
+    "parser.markup_in_content": ("tool-markup-in-content", "parser"),
+    "parser.call_dropped": ("finish-reason-mismatch", "parser"),
+    "parser.reasoning_in_content": ("reasoning-markup-in-content", "parser"),
+    "parser.truncated_args": ("tool-call-args-invalid-json", "parser"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(EXPECTED))
+def test_scenarios_find_each_fault_within_50_examples_and_attribute_it(fault: str) -> None:
+    with serve(create_app(SimConfig(time_scale=0.0005, faults=parse_faults(fault)))) as url:
+        report = run_scenarios(url, examples=50, seed=1)
+    assert report.failure is not None, f"{fault} not found in {report.requests} requests"
+    got = {(f.rule, str(f.fault)) for f in report.failure.findings}
+    assert EXPECTED[fault] in got, got
+    assert report.failure.curl.startswith("curl -sN ") and "/v1/chat/completions" in report.failure.curl
+
+
+def test_scenarios_cli_prints_the_shrunk_request_and_how_to_reproduce() -> None:
+    with serve(create_app(SimConfig(time_scale=0.0005, faults=parse_faults("model.undeclared_tool")))) as url:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "wirecheck",
+                "scenarios",
+                "--target",
+                url,
+                "--examples",
+                "20",
+                "--seed",
+                "5",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+    assert out.returncode == 1
+    assert (
+        "tool-call-undeclared [model]" in out.stdout
+        and "reproduce:" in out.stdout
+        and "--seed 5" in out.stdout
+    )
+
+
+def test_the_same_seed_gives_the_same_run() -> None:
+    with serve(
+        create_app(SimConfig(time_scale=0.0005, faults=parse_faults("model.undeclared_tool=0.3", seed=2)))
+    ) as url:
+        a = run_scenarios(url, examples=8, seed=11)
+    with serve(
+        create_app(SimConfig(time_scale=0.0005, faults=parse_faults("model.undeclared_tool=0.3", seed=2)))
+    ) as url:
+        b = run_scenarios(url, examples=8, seed=11)
+    assert a.requests == b.requests
+    assert (a.failure.request if a.failure else None) == (b.failure.request if b.failure else None)
