@@ -2,6 +2,8 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+pytest_plugins = ["pytester"]
+
 # Profiles by env var (hypothesis' own test setup): CI is derandomized, keeps no example database and
 # prints the blob to reproduce a failure; "dev" explores more.
 settings.register_profile(
