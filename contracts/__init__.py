@@ -22,6 +22,7 @@ from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP
 from ._pairs import TapPair, TwinPair, pair_taps, pair_twins, request_fingerprint
 from ._registry import REGISTRY, CheckConfig, Fault, Finding, Hit, Rule, Severity, hit, rule, rules
 from ._report import render_json, render_junit, render_rules_markdown, render_text
+from ._report_html import render_html
 from ._sse import SSEAnomaly, SSEDecoder, SSEEvent, decode_sse
 from ._view import ExchangeView, build_view
 from ._wire import (
@@ -97,6 +98,7 @@ __all__ = [
     "pair_taps",
     "pair_twins",
     "read_exchanges",
+    "render_html",
     "render_json",
     "render_junit",
     "render_rules_markdown",

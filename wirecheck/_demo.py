@@ -26,6 +26,7 @@ from wirecheck.contracts import (
     CheckConfig,
     CheckResult,
     check_exchanges,
+    render_html,
     render_json,
     render_junit,
     write_exchanges,
@@ -241,6 +242,9 @@ def run_demo(
         render_junit(result, exchange_ids=[e.id for e in exchanges]), encoding="utf-8"
     )
     (out / "report.md").write_text(_markdown(result, elapsed, requests), encoding="utf-8")
+    (out / "report.html").write_text(
+        render_html(result, exchanges, title="wirecheck demo report"), encoding="utf-8"
+    )
     with (out / "capture.jsonl").open("w", encoding="utf-8") as fh:
         write_exchanges(exchanges, fh)
     summary = result.summary()
@@ -250,5 +254,7 @@ def run_demo(
     for fault, n in summary["by_fault"].items():
         rules = sorted({f.rule for f in result.findings if str(f.fault) == fault})
         print(f"  {fault:8} {n:3}  {', '.join(rules)}")
-    print(f"report: {out / 'report.md'} (also findings.json, findings.xml, capture.jsonl, wirecheck.db)")
+    print(
+        f"report: {out / 'report.html'} and {out / 'report.md'} (also findings.json, findings.xml, capture.jsonl, wirecheck.db)"
+    )
     return 0

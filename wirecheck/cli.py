@@ -18,6 +18,7 @@ from wirecheck.contracts import (
     WirecheckError,
     check_exchanges,
     read_exchanges,
+    render_html,
     render_json,
     render_junit,
     render_rules_markdown,
@@ -39,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="check recorded exchanges (JSONL) against the contracts")
     c.add_argument("files", nargs="*", metavar="FILE", help="exchange JSONL files ('-' for standard input)")
     c.add_argument("--example", action="store_true", help="check the shipped example capture")
-    c.add_argument("--format", choices=("text", "json", "junit"), default="text")
+    c.add_argument("--format", choices=("text", "json", "junit", "html"), default="text")
     c.add_argument("--output", "-o", metavar="PATH", help="write the report here instead of standard output")
     c.add_argument(
         "--pair-taps",
@@ -436,6 +437,8 @@ def _check(args: argparse.Namespace) -> int:
         text = render_json(result)
     elif args.format == "junit":
         text = render_junit(result, exchange_ids=[e.id for e in exchanges])
+    elif args.format == "html":
+        text = render_html(result, exchanges)
     else:
         text = render_text(result, color=args.output is None and sys.stdout.isatty())
     if args.output:
