@@ -67,9 +67,25 @@ def test_contracts_imports_no_other_wirecheck_package() -> None:
 
 
 @pytest.mark.parametrize("folder", ["proxy", "replay", "generators", "sim"])
-def test_leaf_packages_use_only_contracts(folder: str) -> None:
-    bad = {m for m in _imports(folder) if not m.startswith(("wirecheck.contracts", f"wirecheck.{folder}"))}
+def test_leaf_packages_never_reach_into_each_others_internals(folder: str) -> None:
+    # contracts, and the public top level of a sibling package, never its private modules
+    bad = {
+        m
+        for m in _imports(folder)
+        if not m.startswith(f"wirecheck.{folder}") and m.count(".") > 1 and m.split(".")[2].startswith("_")
+    }
     assert bad == set()
+    assert not {
+        m
+        for m in _imports(folder)
+        if m.startswith("wirecheck.")
+        and m.split(".")[1] not in ("contracts", "proxy", "replay", "generators", "sim")
+    }
+
+
+def test_sim_uses_nothing_but_contracts() -> None:
+    # a simulator that shared the checker's machinery could not catch the checker's bugs
+    assert {m for m in _imports("sim") if m.startswith("wirecheck.")} <= {"wirecheck.contracts"}
 
 
 def test_sim_shares_nothing_with_the_checkers_rules() -> None:
