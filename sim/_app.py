@@ -217,6 +217,12 @@ def _chunk(reply: _Reply, delta: dict[str, Any], finish: str | None = None, **to
     return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 
+def _error_frame(message: str) -> bytes:
+    """vLLM's in-band error frame, and the [DONE] that always follows it."""
+    err = {"error": {"message": message, "type": "InternalServerError", "param": None, "code": 500}}
+    return b"data: " + json.dumps(err).encode() + b"\n\ndata: [DONE]\n\n"
+
+
 def _role_chunk(reply: _Reply) -> bytes:
     obj = {
         "id": reply.id,
@@ -367,21 +373,7 @@ async def _stream(
             if kind == "error":
                 if not tokens:
                     yield _role_chunk(reply)
-                yield (
-                    b"data: "
-                    + json.dumps(
-                        {
-                            "error": {
-                                "message": f"EngineCore encountered an issue: {value}",
-                                "type": "InternalServerError",
-                                "param": None,
-                                "code": 500,
-                            }
-                        }
-                    ).encode()
-                    + b"\n\n"
-                )
-                yield b"data: [DONE]\n\n"
+                yield _error_frame(f"EngineCore encountered an issue: {value}")
                 finished = True
                 return
             if kind == "token":
@@ -390,21 +382,7 @@ async def _stream(
                 tokens.append(value)
                 if len(tokens) == half and "engine.error_mid_stream" in reply.faults:
                     state.engine.abort(seqreq)
-                    yield (
-                        b"data: "
-                        + json.dumps(
-                            {
-                                "error": {
-                                    "message": "EngineCore encountered an issue mid-stream",
-                                    "type": "InternalServerError",
-                                    "param": None,
-                                    "code": 500,
-                                }
-                            }
-                        ).encode()
-                        + b"\n\n"
-                    )
-                    yield b"data: [DONE]\n\n"
+                    yield _error_frame("EngineCore encountered an issue mid-stream")
                     finished = True
                     return
                 if len(tokens) == half and "engine.reset_mid_stream" in reply.faults:
