@@ -12,6 +12,7 @@ and a non-streamed exchange of the same request at one tap). Rule ids are kebab-
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -95,7 +96,10 @@ def hit(
     severity: Severity | None = None,
 ) -> Hit:
     if excerpt is not None and not isinstance(excerpt, str):
-        excerpt = repr(excerpt)
+        try:
+            excerpt = json.dumps(excerpt, ensure_ascii=False)  # wire values read back as JSON
+        except (TypeError, ValueError):
+            excerpt = repr(excerpt)
     if isinstance(excerpt, str) and len(excerpt) > 240:
         excerpt = excerpt[:240] + "…"
     return Hit(message, pointer, excerpt, event if event is None or event >= 0 else None, fault, severity)

@@ -36,6 +36,10 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+def _label(tap: str, exchange_id: str) -> str:
+    return exchange_id if exchange_id.startswith(tap) else f"{tap}:{exchange_id}"
+
+
 def render_html(result: CheckResult, exchanges: list[Exchange], *, title: str = "wirecheck report") -> str:
     by_ex: dict[str, list[str]] = {}
     rows = []
@@ -44,7 +48,7 @@ def render_html(result: CheckResult, exchanges: list[Exchange], *, title: str = 
         excerpt = f.evidence.get("excerpt", "")
         rows.append(
             f'<tr class="{_e(f.severity)}"><td>{_e(f.severity)}</td><td><code>{_e(f.rule)}</code></td><td>{_e(f.fault)}</td>'
-            f'<td><a href="#ex-{_e(f.exchange_id)}">{_e(f.tap)}:{_e(f.exchange_id)}</a></td><td>{_e(f.message)}'
+            f'<td><a href="#ex-{_e(f.exchange_id)}">{_e(_label(f.tap, f.exchange_id))}</a></td><td>{_e(f.message)}'
             f"{'<br><code>' + _e(excerpt) + '</code>' if excerpt else ''}</td><td><code>{_e(f.evidence.get('pointer', ''))}</code></td></tr>"
         )
     faults = Counter(str(f.fault) for f in result.findings)
