@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +86,7 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
     report: ScenarioReport,
     config: CheckConfig,
     headers: dict[str, str],
+    sink: Any = None,
 ) -> type[RuleBasedStateMachine]:
     url = target.rstrip("/") + "/v1/chat/completions"
 
@@ -104,6 +106,7 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
                 body = {"model": model, **body}
             t0 = time.monotonic()
             raw = json.dumps(body).encode()
+            corr = uuid.uuid4().hex
             ex = Exchange(
                 id=f"scenario-{report.requests + 1}",
                 tap="scenario",
@@ -113,7 +116,10 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
             )
             try:
                 with self.client.stream(
-                    "POST", url, content=raw, headers={"content-type": "application/json", **headers}
+                    "POST",
+                    url,
+                    content=raw,
+                    headers={"content-type": "application/json", "x-wirecheck-id": corr, **headers},
                 ) as r:
                     chunks: list[Chunk] = []
                     ex.response = HttpResponse(r.status_code, list(r.headers.items()), b"", chunks)
@@ -124,8 +130,12 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
                     "upstream_reset" if ex.response else "upstream_refused", f"{type(exc).__name__}: {exc}"
                 )
             report.requests += 1
-            report.exchanges.append(ex)
-            errors = [f for f in check_exchanges([ex], config).findings if f.severity == "error"]
+            judged = [ex]
+            if sink is not None:
+                # through the taps: judge what both sides recorded, with gateway attribution
+                judged = sink.take(corr) or [ex]
+            report.exchanges.extend(judged)
+            errors = [f for f in check_exchanges(judged, config).findings if f.severity == "error"]
             if errors:
                 report.failure = ScenarioFailure(errors, body, _curl(url, body), None)
                 raise _ContractBroken("; ".join(f"{f.rule} [{f.fault}]: {f.message}" for f in errors))
@@ -233,10 +243,15 @@ def run_scenarios(
     model: str | None = None,
     headers: dict[str, str] | None = None,
     config: CheckConfig | None = None,
+    via_proxy: tuple[str, int] | None = None,
     settings_: settings | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> ScenarioReport:
     """Run the agent-loop scenarios against ``target``; the report holds the shrunk failure, if any.
+
+    ``via_proxy=(engine_url, engine_port)``: ``target`` is a gateway; the scenarios go through a
+    caller tap to it, and the gateway must forward to an engine tap on ``engine_port`` (which
+    forwards to ``engine_url``), so that every failure is attributed with both sides seen.
 
     Two lines for a team's CI::
 
@@ -246,8 +261,26 @@ def run_scenarios(
     if stream not in ("both", "on", "off"):
         raise ValueError("stream is both, on or off")
     report = ScenarioReport(target=target, examples=examples)
-    cfg = config or CheckConfig(direct=True)
-    machine = _machine(target, model, stream, report, cfg, headers or {})
+    if via_proxy is not None:
+        from ._taps import dual_taps
+
+        engine, engine_port = via_proxy
+        with dual_taps(target, engine, engine_port) as (caller_url, sink):
+            machine = _machine(
+                caller_url, model, stream, report, config or CheckConfig(), headers or {}, sink
+            )
+            return _run(machine, report, examples, seed, settings_)
+    machine = _machine(target, model, stream, report, config or CheckConfig(direct=True), headers or {})
+    return _run(machine, report, examples, seed, settings_)
+
+
+def _run(
+    machine: type[RuleBasedStateMachine],
+    report: ScenarioReport,
+    examples: int,
+    seed: int | None,
+    settings_: settings | None,
+) -> ScenarioReport:
     s = settings_ or settings(
         max_examples=examples,
         stateful_step_count=6,

@@ -136,6 +136,20 @@ def _parser() -> argparse.ArgumentParser:
     sc.add_argument("--stream", choices=("both", "on", "off"), default="both")
     sc.add_argument("--model", default=None, help="model name to send (default: none, the server's)")
     sc.add_argument("--header", action="append", default=[], metavar="K:V")
+    sc.add_argument(
+        "--via-proxy",
+        action="store_true",
+        help="--target is a gateway: put wirecheck's taps on both sides of it",
+    )
+    sc.add_argument(
+        "--engine-upstream", metavar="URL", help="with --via-proxy: the engine (vLLM) behind the gateway"
+    )
+    sc.add_argument(
+        "--engine-listen",
+        default="127.0.0.1:8101",
+        metavar="HOST:PORT",
+        help="with --via-proxy: the engine tap; point the gateway's upstream here",
+    )
 
     d = sub.add_parser("demo", help="run the whole request path on loopback with faults, and report")
     d.add_argument("--out", default="wirecheck-demo", help="report folder (default ./wirecheck-demo)")
@@ -297,6 +311,13 @@ def _headers_arg(values: list[str]) -> dict[str, str]:
 def _scenarios(args: argparse.Namespace) -> int:
     from wirecheck.generators import run_scenarios
 
+    via = None
+    if args.via_proxy:
+        if not args.engine_upstream:
+            raise WirecheckError(
+                "scenarios: --via-proxy needs --engine-upstream URL (the engine behind the gateway)"
+            )
+        via = (args.engine_upstream, _hostport(args.engine_listen, "--engine-listen")[1])
     report = run_scenarios(
         args.target,
         examples=args.examples,
@@ -304,6 +325,7 @@ def _scenarios(args: argparse.Namespace) -> int:
         stream=args.stream,
         model=args.model,
         headers=_headers_arg(args.header),
+        via_proxy=via,
     )
     if report.ok:
         print(f"scenarios: {report.requests} requests over {args.examples} examples, no contract broken")

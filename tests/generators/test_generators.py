@@ -140,3 +140,78 @@ def test_the_same_seed_gives_the_same_run() -> None:
         b = run_scenarios(url, examples=8, seed=11)
     assert a.requests == b.requests
     assert (a.failure.request if a.failure else None) == (b.failure.request if b.failure else None)
+
+
+GATEWAY_EXPECTED = {
+    "reasoning_dropped": "gateway-reasoning-dropped",
+    "tool_index_from_one": "stream-tool-index-gap",
+    "finish_reason_changed": "gateway-finish-reason-changed",
+    "args_double_encoded": "gateway-tool-calls-changed",
+    "response_format_stripped": "gateway-request-changed",
+    "ids_rewritten": "gateway-tool-calls-changed",
+}
+
+
+@pytest.mark.parametrize("fault", sorted(GATEWAY_EXPECTED))
+def test_scenarios_through_the_taps_find_each_gateway_fault_and_blame_the_gateway(fault: str) -> None:
+    from tests.servers import free_port
+    from wirecheck.sim import GatewayConfig, create_gateway, parse_gateway_faults
+
+    engine_port = free_port()
+    with serve(create_app(SimConfig(time_scale=0.0005))) as sim_url:
+        gw = create_gateway(
+            GatewayConfig(upstream=f"http://127.0.0.1:{engine_port}", faults=parse_gateway_faults(fault))
+        )
+        with serve(gw) as gw_url:
+            report = run_scenarios(gw_url, examples=50, seed=1, via_proxy=(sim_url, engine_port))
+    assert report.failure is not None, f"{fault} not found in {report.requests} requests"
+    got = {(f.rule, str(f.fault), f.tap) for f in report.failure.findings}
+    assert (GATEWAY_EXPECTED[fault], "gateway", "caller") in got, got
+    assert {str(f.fault) for f in report.failure.findings} == {"gateway"}
+
+
+def test_scenarios_cli_via_proxy_blames_the_gateway() -> None:
+    from tests.servers import free_port
+    from wirecheck.sim import GatewayConfig, create_gateway, parse_gateway_faults
+
+    engine_port = free_port()
+    with serve(create_app(SimConfig(time_scale=0.0005))) as sim_url:
+        gw = create_gateway(
+            GatewayConfig(
+                upstream=f"http://127.0.0.1:{engine_port}", faults=parse_gateway_faults("reasoning_dropped")
+            )
+        )
+        with serve(gw) as gw_url:
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "wirecheck",
+                    "scenarios",
+                    "--target",
+                    gw_url,
+                    "--via-proxy",
+                    "--engine-upstream",
+                    sim_url,
+                    "--engine-listen",
+                    f"127.0.0.1:{engine_port}",
+                    "--examples",
+                    "20",
+                    "--seed",
+                    "2",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=180,
+                check=False,
+            )
+    assert out.returncode == 1, out.stderr
+    assert "gateway-reasoning-dropped [gateway]" in out.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "wirecheck", "scenarios", "--target", "http://127.0.0.1:1", "--via-proxy"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert bad.returncode == 2 and "--engine-upstream" in bad.stderr
