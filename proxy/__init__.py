@@ -4,13 +4,14 @@ writer, the live-check worker, export, and the mitmproxy addon (``proxy/mitm_add
 from ._app import CORRELATION_HEADER, DEFAULT_REDACT, ProxyApp, TapConfig
 from ._export import to_har, write_har, write_jsonl
 from ._live import check_pending, run_checker, start_checker
-from ._runner import ProxyRun, run_proxy
+from ._runner import ListenerServer, ProxyRun, run_proxy
 from ._store import SCHEMA_VERSION, Store, StoreStats, is_store, open_store
 
 __all__ = [
     "CORRELATION_HEADER",
     "DEFAULT_REDACT",
     "SCHEMA_VERSION",
+    "ListenerServer",
     "ProxyApp",
     "ProxyRun",
     "Store",

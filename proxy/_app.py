@@ -143,7 +143,6 @@ class ProxyApp:
         self._upstream = make_upstream(
             up, transport=transport, connect_s=cfg.connect_timeout_s, read_s=cfg.read_timeout_s
         )
-        self._n = 0
         self.in_flight = 0
 
     async def aclose(self) -> None:
@@ -189,7 +188,6 @@ class ProxyApp:
     async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
         cfg = self.cfg
         t0 = time.monotonic()
-        self._n += 1
         self.in_flight += 1
         started = datetime.now(UTC).isoformat()
         method: str = scope["method"]

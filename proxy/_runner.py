@@ -15,11 +15,12 @@ from ._app import ProxyApp, TapConfig
 from ._live import start_checker
 from ._store import Store
 
-__all__ = ["ProxyRun", "run_proxy"]
+__all__ = ["ListenerServer", "ProxyRun", "run_proxy"]
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server without its own signal capture: this process stops all listeners together."""
+class ListenerServer(uvicorn.Server):
+    """uvicorn's server without its own signal capture, for running several in one loop: the
+    process that runs them stops them all together."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -37,7 +38,7 @@ class ProxyRun:
 async def _serve(run: ProxyRun, store: Store | None) -> None:
     apps = [ProxyApp(cfg, store) for cfg, _, _ in run.taps]
     servers = [
-        _Server(
+        ListenerServer(
             uvicorn.Config(
                 app, host=host, port=port, log_level="warning", lifespan="on", timeout_keep_alive=75
             )

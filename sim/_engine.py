@@ -152,16 +152,12 @@ class Engine:
 
     def _evict(self, need: int) -> bool:
         """Make room for ``need`` new blocks by evicting unreferenced cached blocks (LRU)."""
-        while self.in_use() + len(self._idle()) + need > self.cfg.num_gpu_blocks:
-            victim = next((h for h, refs in self.cache.items() if refs == 0), None)
-            if victim is None:
-                return self.free_blocks() >= need
+        idle = [h for h, refs in self.cache.items() if refs == 0]  # oldest first (LRU order)
+        excess = self.in_use() + len(idle) + need - self.cfg.num_gpu_blocks
+        for victim in idle[: max(excess, 0)]:
             del self.cache[victim]
             self.retained.discard(victim)
-        return True
-
-    def _idle(self) -> list[str]:
-        return [h for h, refs in self.cache.items() if refs == 0]
+        return excess <= len(idle) or self.free_blocks() >= need
 
     def _lookup(self, req: SeqRequest) -> int:
         if not self.cfg.enable_prefix_caching:
