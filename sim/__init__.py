@@ -6,11 +6,13 @@ wire fields, and the checker judges them.
 
 from ._app import SimState, create_app
 from ._config import FAULTS, FaultSpec, SimConfig, parse_faults
+from ._environment import Environment, write_environment
 from ._gateway import GATEWAY_FAULTS, GatewayConfig, create_gateway, parse_gateway_faults
 
 __all__ = [
     "FAULTS",
     "GATEWAY_FAULTS",
+    "Environment",
     "FaultSpec",
     "GatewayConfig",
     "SimConfig",
@@ -19,4 +21,5 @@ __all__ = [
     "create_gateway",
     "parse_faults",
     "parse_gateway_faults",
+    "write_environment",
 ]

@@ -163,7 +163,12 @@ def test_scenarios_through_the_taps_find_each_gateway_fault_and_blame_the_gatewa
             GatewayConfig(upstream=f"http://127.0.0.1:{engine_port}", faults=parse_gateway_faults(fault))
         )
         with serve(gw) as gw_url:
-            report = run_scenarios(gw_url, examples=50, seed=1, via_proxy=(sim_url, engine_port))
+            # none of these faults is about timing: under CPU contention the tap threads can stall
+            # and make a stream look buffered, which would stop the run before the fault is met
+            quiet = CheckConfig(disabled=frozenset({"gateway-stream-buffered"}))
+            report = run_scenarios(
+                gw_url, examples=50, seed=1, via_proxy=(sim_url, engine_port), config=quiet
+            )
     assert report.failure is not None, f"{fault} not found in {report.requests} requests"
     got = {(f.rule, str(f.fault), f.tap) for f in report.failure.findings}
     assert (GATEWAY_EXPECTED[fault], "gateway", "caller") in got, got

@@ -1,0 +1,615 @@
+"""The capacity phase: load, long input, a concurrency ramp, a soak, and OOM evidence.
+
+- load: start and weight-load times from the startup log, GPU memory samples from the host files, and
+  the first request's latency.
+- long input: the agent sample set at growing history lengths, one at a time.
+- ramp: closed-loop steps of growing concurrency (or open-loop arrival rates), each held to the SLO;
+  it stops at the first step that breaks it. Per step: TTFT, ITL, TPOT and e2e percentiles, errors, and
+  the engine's ``kv_cache_usage_perc``, ``num_requests_running``, ``num_requests_waiting`` and
+  ``num_preemptions_total`` sampled while it runs. Open loop reports when the client fell behind.
+- soak: fixed and varied samples alternating, in windows, for drift, errors and preemption growth.
+
+What a breach means: preemptions, KV saturation or OOM are resource faults (scale-up); queueing with
+the KV cache not full is a concurrency limit that a rate limit holds (limited); errors without any
+resource sign are engine faults (rework).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from wirecheck.generators import CITIES, agent_sample_set
+
+from ._client import Metrics, MetricsSampler, Sample, delta, measure, scrape, summarize
+from ._evidence import HostFacts
+from ._model import Check, Phase, Slo
+
+__all__ = ["CapacityPlan", "run_capacity"]
+
+Progress = Callable[[str], None]
+OOM_WORDS = ("out of memory", "oom", "cuda error")
+
+
+@dataclass(slots=True)
+class CapacityPlan:
+    ramp: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    #: requests per concurrency step: max(per_worker * concurrency, min_requests)
+    per_worker: int = 2
+    min_requests: int = 4
+    #: the concurrency production needs; a breach at or below it fails the phase
+    target_concurrency: int | None = None
+    #: open loop: arrival rates (requests/s) per step instead of concurrency
+    open_loop_rates: list[float] | None = None
+    open_loop_requests: int = 16
+    long_input_turns: list[int] = field(default_factory=lambda: [12, 48])
+    soak_requests: int = 24
+    soak_concurrency: int = 2
+    soak_windows: int = 3
+    soak_drift_max: float = 1.5
+    recover_wait_s: float = 5.0
+    sample_interval_s: float = 0.05
+    max_tokens: int = 256
+
+    @property
+    def target(self) -> int:
+        return self.target_concurrency or max(self.ramp)
+
+
+@dataclass(slots=True)
+class _Ctx:
+    client: httpx.AsyncClient
+    chat_url: str
+    health_url: str
+    metrics_urls: list[str]
+    model: str | None
+    headers: dict[str, str]
+    slo: Slo
+    plan: CapacityPlan
+    progress: Progress
+    seq: int = 0
+    samples: list[Sample] = field(default_factory=list)
+
+
+def _body(ctx: _Ctx, kind: str, turns: int = 2, salt: str = "") -> dict[str, Any]:
+    s = agent_sample_set(turns=turns, tools=8 if kind != "long" else 24)
+    msgs = [dict(m) for m in s["messages"]]
+    ctx.seq += 1
+    if kind == "varied":
+        # a new prefix from the first token on (tools come first in the chat template): the ramp
+        # measures the KV cache without help from the prefix cache
+        tools = [dict(t) for t in s["tools"]]
+        tools[0] = {
+            **tools[0],
+            "function": {
+                **tools[0]["function"],
+                "description": f"[{salt}req {ctx.seq}] " + tools[0]["function"]["description"],
+            },
+        }
+        s = {**s, "tools": tools}
+        city = CITIES[ctx.seq % len(CITIES)]
+        msgs[-1] = {
+            "role": "user",
+            "content": f"{salt}Use op_03 for order {3000 + ctx.seq} in {city} with priority 2.",
+        }
+    body: dict[str, Any] = {
+        "messages": msgs,
+        "tools": s["tools"],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": ctx.plan.max_tokens,
+    }
+    if ctx.model:
+        body["model"] = ctx.model
+    return body
+
+
+async def _one(ctx: _Ctx, body: dict[str, Any]) -> Sample:
+    s = await measure(ctx.client, ctx.chat_url, body, headers=ctx.headers)
+    ctx.samples.append(s)
+    return s
+
+
+async def _closed(ctx: _Ctx, bodies: list[dict[str, Any]], concurrency: int, label: str) -> list[Sample]:
+    queue = list(reversed(bodies))
+    out: list[Sample] = []
+    done = 0
+
+    async def worker() -> None:
+        nonlocal done
+        while queue:
+            body = queue.pop()
+            out.append(await _one(ctx, body))
+            done += 1
+            ctx.progress(f"{label}: {done}/{len(bodies)}")
+
+    await asyncio.gather(*(worker() for _ in range(max(concurrency, 1))))
+    return out
+
+
+async def _open(
+    ctx: _Ctx, bodies: list[dict[str, Any]], rate: float, label: str
+) -> tuple[list[Sample], dict[str, Any]]:
+    """Send at fixed intervals whatever the answers do; record how late each send was."""
+    interval = 1.0 / rate
+    t0 = time.monotonic()
+    tasks: list[asyncio.Task[Sample]] = []
+    lags: list[float] = []
+    in_flight = peak = 0
+
+    async def fire(body: dict[str, Any], lag: float) -> Sample:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        try:
+            s = await _one(ctx, body)
+            s.lag_s = lag
+            return s
+        finally:
+            in_flight -= 1
+
+    for i, body in enumerate(bodies):
+        due = t0 + i * interval
+        now = time.monotonic()
+        if due > now:
+            await asyncio.sleep(due - now)
+        lag = max(time.monotonic() - due, 0.0)
+        lags.append(lag)
+        tasks.append(asyncio.ensure_future(fire(body, lag)))
+        ctx.progress(f"{label}: sent {i + 1}/{len(bodies)}")
+    samples = list(await asyncio.gather(*tasks))
+    tolerance = max(0.1 * interval, 0.005)
+    behind = [x for x in lags if x > tolerance]
+    return samples, {
+        "rate_rps": rate,
+        "interval_s": round(interval, 6),
+        "max_lag_s": round(max(lags, default=0.0), 6),
+        "late_sends": len(behind),
+        "fell_behind": bool(behind),
+        "peak_in_flight": peak,
+        "achieved_rps": round(len(bodies) / max(time.monotonic() - t0, 1e-9), 3),
+    }
+
+
+def _oom_sign(samples: list[Sample]) -> list[str]:
+    return [s.error for s in samples if s.error and any(w in s.error.lower() for w in OOM_WORDS)]
+
+
+async def _healthy(ctx: _Ctx) -> bool | None:
+    try:
+        r = await ctx.client.get(ctx.health_url, timeout=5)
+    except httpx.HTTPError:
+        return False
+    return r.status_code == 200
+
+
+async def _step(ctx: _Ctx, label: str, run: Awaitable[Any]) -> dict[str, Any]:
+    before = await scrape(ctx.client, ctx.metrics_urls) if ctx.metrics_urls else None
+    sampler = MetricsSampler(ctx.client, ctx.metrics_urls, ctx.plan.sample_interval_s)
+    sampler.start()
+    t0 = time.monotonic()
+    try:
+        result = await run
+    finally:
+        series = await sampler.stop()
+    wall = time.monotonic() - t0
+    after = await scrape(ctx.client, ctx.metrics_urls) if ctx.metrics_urls else None
+    samples, extra = result if isinstance(result, tuple) else (result, {})
+    row: dict[str, Any] = {"label": label, "wall_s": round(wall, 3), **summarize(samples), **extra}
+    row["throughput_rps"] = round(len(samples) / wall, 3) if wall > 0 else None
+    kv: list[float] = [v for r in series if (v := r.get("kv")) is not None]
+    waiting: list[float] = [v for r in series if (v := r.get("waiting")) is not None]
+    running: list[float] = [v for r in series if (v := r.get("running")) is not None]
+    row["kv_max"] = round(max(kv), 4) if kv else None
+    row["kv_mean"] = round(sum(kv) / len(kv), 4) if kv else None
+    row["waiting_max"] = max(waiting) if waiting else None
+    row["running_max"] = max(running) if running else None
+    row["preemptions"] = delta(before, after, "vllm:num_preemptions_total")
+    row["series"] = series
+    oom = _oom_sign(samples)
+    row["oom"] = bool(oom)
+    if samples and (oom or any((s.status or 0) >= 500 for s in samples)):
+        row["healthy_after"] = await _healthy(ctx)
+        if row["healthy_after"] is False:
+            row["oom"] = row["oom"] or bool(oom) or True
+    row["_before"], row["_after"] = before, after
+    return row
+
+
+def _breaches(row: dict[str, Any], slo: Slo) -> list[str]:
+    out = []
+    if row["error_rate"] > slo.max_error_rate:
+        out.append(f"error rate {row['error_rate']:.1%} > {slo.max_error_rate:.1%}")
+    for key, limit in (
+        ("ttft_p95_s", slo.ttft_p95_s),
+        ("itl_p95_s", slo.itl_p95_s),
+        ("e2e_p95_s", slo.e2e_p95_s),
+    ):
+        v = row.get(key)
+        if v is not None and v > limit:
+            out.append(f"{key.replace('_s', '')} {v:.3f}s > {limit}s")
+    return out
+
+
+def _resource_signs(row: dict[str, Any]) -> list[str]:
+    out = []
+    if row.get("oom"):
+        out.append("engine died (OOM or crash)")
+    if (row.get("preemptions") or 0) > 0:
+        out.append(f"{row['preemptions']:.0f} preemptions")
+    if (row.get("kv_max") or 0) >= 0.95:
+        out.append(f"KV cache {row['kv_max']:.0%} full")
+    return out
+
+
+def _strip(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if not k.startswith("_")}
+
+
+async def _load_phase(ctx: _Ctx, ph: Phase, hosts: list[HostFacts], startup: dict[str, Any] | None) -> None:
+    healthy = await _healthy(ctx)
+    first = await _one(ctx, _body(ctx, "varied"))
+    mem = [
+        {
+            "source": h.source,
+            "timestamp": h.timestamp,
+            "used_mib": h.memory_used_mib,
+            "total_mib": h.memory_total_mib,
+        }
+        for h in hosts
+        if h.memory_total_mib
+    ]
+    data = {
+        "healthy": healthy,
+        "first_request": first.to_json(),
+        "gpu_memory": mem,
+        "startup": startup,
+    }
+    ph.data["load"] = data
+    detail = f"/health {'200' if healthy else 'not ready'}; first request {'ok' if first.ok else first.error} in {first.e2e_s:.3f}s"
+    if startup:
+        detail += f"; startup {startup.get('startup_s')}s, weights {startup.get('weight_load_s')}s"
+    if mem:
+        detail += f"; GPU memory {mem[-1]['used_mib']}/{mem[-1]['total_mib']} MiB"
+    ok = bool(healthy) and first.ok
+    ph.add(
+        Check(
+            "capacity.load",
+            "Engine up and serving after load",
+            "pass" if ok else "fail",
+            detail,
+            data,
+            leads_to="rework",
+        )
+    )
+
+
+async def _long_phase(ctx: _Ctx, ph: Phase) -> None:
+    rows = []
+    for turns in ctx.plan.long_input_turns:
+        ctx.progress(f"long input: {turns} turns")
+        s = await _one(ctx, _body(ctx, "long", turns=turns))
+        rows.append({"turns": turns, **s.to_json()})
+    ph.data["long_input"] = rows
+    failed = [r for r in rows if not r["ok"]]
+    too_big = [
+        r
+        for r in failed
+        if r["error"] and ("kv" in r["error"].lower() or "longer than" in r["error"].lower())
+    ]
+    detail = ", ".join(
+        f"{r['turns']} turns/{r['prompt_tokens'] or '?'} tok: "
+        + (f"TTFT {r['ttft_s']:.3f}s" if r["ok"] and r["ttft_s"] else str(r["error"]))
+        for r in rows
+    )
+    if too_big:
+        ph.add(
+            Check(
+                "capacity.long-input",
+                "The agent sample set at full length",
+                "fail",
+                "the KV cache cannot hold it: " + detail,
+                {"rows": rows},
+                leads_to="scale-up",
+            )
+        )
+    elif failed:
+        ph.add(
+            Check(
+                "capacity.long-input",
+                "The agent sample set at full length",
+                "fail",
+                detail,
+                {"rows": rows},
+                leads_to="rework",
+            )
+        )
+    else:
+        ph.add(
+            Check(
+                "capacity.long-input", "The agent sample set at full length", "pass", detail, {"rows": rows}
+            )
+        )
+
+
+async def _ramp_phase(ctx: _Ctx, ph: Phase) -> None:
+    plan, slo = ctx.plan, ctx.slo
+    steps: list[dict[str, Any]] = []
+    levels: list[tuple[int, float | None]] = (
+        [(0, r) for r in plan.open_loop_rates] if plan.open_loop_rates else [(c, None) for c in plan.ramp]
+    )
+    stopped: dict[str, Any] | None = None
+    for conc, rate in levels:
+        if rate is not None:
+            label = f"ramp {rate:g} rps"
+            bodies = [_body(ctx, "varied") for _ in range(plan.open_loop_requests)]
+            row = await _step(ctx, label, _open(ctx, bodies, rate, label))
+        else:
+            label = f"ramp c={conc}"
+            n = max(plan.per_worker * conc, plan.min_requests)
+            bodies = [_body(ctx, "varied") for _ in range(n)]
+            row = await _step(ctx, label, _closed(ctx, bodies, conc, label))
+        row["concurrency"] = conc if rate is None else row.get("peak_in_flight")
+        row["breaches"] = _breaches(row, slo)
+        row["resource"] = _resource_signs(row)
+        steps.append(row)
+        ctx.progress(
+            f"{label}: TTFT p95 {row['ttft_p95_s']}, e2e p95 {row['e2e_p95_s']}, errors {row['errors']}, "
+            f"KV max {row['kv_max']}, waiting max {row['waiting_max']}"
+        )
+        if row["breaches"]:
+            stopped = row
+            break
+    ph.data["ramp"] = [_strip(r) for r in steps]
+    target = plan.target
+    within = [r for r in steps if not r["breaches"]]
+    knee = max((r["concurrency"] or 0 for r in within), default=0)
+    ph.data["max_good_concurrency"] = knee
+    ph.data["target_concurrency"] = target
+    resource_rows = [r for r in steps if r["resource"] and (r["concurrency"] or 0) <= max(target, 1)]
+    lagging = [r for r in steps if r.get("fell_behind")]
+    if lagging:
+        ph.add(
+            Check(
+                "capacity.open-loop-lag",
+                "The load client kept to its schedule",
+                "warn",
+                f"the client fell behind at {', '.join(r['label'] for r in lagging)} (max lag {max(r['max_lag_s'] for r in lagging)}s): the offered load was lower than asked",
+                {"steps": [r["label"] for r in lagging]},
+            )
+        )
+    title = f"Concurrency ramp holds the SLO up to {target}"
+    if stopped is None or (stopped["concurrency"] or 0) > target:
+        msg = f"held up to {knee}" + (
+            f"; SLO broken above the target at {stopped['label']}: {'; '.join(stopped['breaches'])}"
+            if stopped
+            else ""
+        )
+        ph.add(Check("capacity.ramp", title, "pass", msg, {"max_good_concurrency": knee}))
+    else:
+        why = f"{stopped['label']}: {'; '.join(stopped['breaches'])}"
+        if stopped["resource"] or resource_rows:
+            signs = stopped["resource"] or resource_rows[0]["resource"]
+            ph.add(
+                Check(
+                    "capacity.ramp",
+                    title,
+                    "fail",
+                    f"{why}; resource faults: {', '.join(signs)}",
+                    {"max_good_concurrency": knee},
+                    leads_to="scale-up",
+                )
+            )
+        elif stopped["errors"] and stopped["error_rate"] > slo.max_error_rate:
+            kinds = ", ".join(f"{k} x{v}" for k, v in stopped["error_kinds"].items())
+            ph.add(
+                Check(
+                    "capacity.ramp",
+                    title,
+                    "fail",
+                    f"{why}; errors without a resource sign: {kinds}",
+                    {"max_good_concurrency": knee},
+                    leads_to="rework",
+                )
+            )
+        else:
+            waiting = stopped.get("waiting_max")
+            ph.add(
+                Check(
+                    "capacity.ramp",
+                    title,
+                    "fail",
+                    f"{why}; requests queue (waiting max {waiting}) with the KV cache at {stopped.get('kv_max')}: "
+                    f"a rate limit at {knee} concurrent requests holds it",
+                    {"max_good_concurrency": knee, "suggested_limit": knee},
+                    leads_to="limited",
+                )
+            )
+    if resource_rows and not any(c.id == "capacity.ramp" and c.leads_to == "scale-up" for c in ph.checks):
+        ph.add(
+            Check(
+                "capacity.resources",
+                "No resource faults at the target concurrency",
+                "fail",
+                "; ".join(f"{r['label']}: {', '.join(r['resource'])}" for r in resource_rows),
+                {"steps": [r["label"] for r in resource_rows]},
+                leads_to="scale-up",
+            )
+        )
+    ooms = [r for r in steps if r.get("oom")]
+    if ooms:
+        r = ooms[0]
+        evidence = await _oom_evidence(ctx, r)
+        ph.data["oom"] = evidence
+        ph.add(
+            Check(
+                "capacity.oom",
+                "No out-of-memory",
+                "fail",
+                f"{r['label']}: the engine died; recovered: {evidence['recovered']}",
+                evidence,
+                leads_to="scale-up",
+            )
+        )
+
+
+async def _oom_evidence(ctx: _Ctx, row: dict[str, Any]) -> dict[str, Any]:
+    before: Metrics | None = row.get("_before")
+    after: Metrics | None = row.get("_after")
+    sizes = [s.prompt_tokens for s in ctx.samples if s.prompt_tokens]
+    deadline = time.monotonic() + ctx.plan.recover_wait_s
+    recovered = False
+    while time.monotonic() < deadline:
+        if await _healthy(ctx):
+            probe = await _one(ctx, _body(ctx, "varied"))
+            recovered = probe.ok
+            if recovered:
+                break
+        await asyncio.sleep(min(0.2, ctx.plan.recover_wait_s / 10))
+    return {
+        "step": row["label"],
+        "concurrency": row.get("concurrency"),
+        "request_prompt_tokens_max": max(sizes) if sizes else None,
+        "request_prompt_tokens_mean": round(sum(sizes) / len(sizes), 1) if sizes else None,
+        "kv_usage_before": before.value("vllm:kv_cache_usage_perc") if before else None,
+        "kv_usage_after": after.value("vllm:kv_cache_usage_perc") if after else None,
+        "errors": _oom_sign(ctx.samples)[:5],
+        "recovered": recovered,
+        "recover_wait_s": ctx.plan.recover_wait_s,
+    }
+
+
+async def _soak_phase(ctx: _Ctx, ph: Phase) -> None:
+    plan = ctx.plan
+    fixed = _body(ctx, "fixed")
+    bodies = [
+        fixed if i % 2 == 0 else _body(ctx, "varied", salt=f"[soak {i}] ") for i in range(plan.soak_requests)
+    ]
+    row = await _step(ctx, "soak", _closed(ctx, bodies, plan.soak_concurrency, "soak"))
+    run = [s for s in ctx.samples[-len(bodies) :]]
+    w = max(plan.soak_windows, 1)
+    size = max(len(run) // w, 1)
+    windows = []
+    for i in range(w):
+        part = run[i * size : (i + 1) * size] if i < w - 1 else run[i * size :]
+        if part:
+            windows.append(
+                {
+                    "window": i + 1,
+                    **{
+                        k: v
+                        for k, v in summarize(part).items()
+                        if k in ("requests", "errors", "ttft_p50_s", "e2e_p50_s", "e2e_p95_s")
+                    },
+                }
+            )
+    ph.data["soak"] = {**_strip(row), "windows": windows}
+    first, last = (windows[0].get("e2e_p50_s"), windows[-1].get("e2e_p50_s")) if windows else (None, None)
+    drift = (last / first) if first and last else None
+    ph.data["soak"]["drift"] = None if drift is None else round(drift, 3)
+    signs = _resource_signs(row)
+    detail = (
+        f"{row['requests']} requests, {row['errors']} errors, e2e p50 drift {drift:.2f}x"
+        if drift
+        else f"{row['requests']} requests, {row['errors']} errors"
+    )
+    if signs:
+        ph.add(
+            Check(
+                "capacity.soak",
+                "Soak without drift, errors or resource faults",
+                "fail",
+                f"{detail}; {', '.join(signs)}",
+                {"drift": drift},
+                leads_to="scale-up",
+            )
+        )
+    elif row["error_rate"] > ctx.slo.max_error_rate:
+        ph.add(
+            Check(
+                "capacity.soak",
+                "Soak without drift, errors or resource faults",
+                "fail",
+                detail,
+                {"drift": drift},
+                leads_to="rework",
+            )
+        )
+    elif drift is not None and drift > plan.soak_drift_max:
+        ph.add(
+            Check(
+                "capacity.soak",
+                "Soak without drift, errors or resource faults",
+                "fail",
+                f"{detail} > {plan.soak_drift_max}x",
+                {"drift": drift},
+                leads_to="scale-up",
+            )
+        )
+    else:
+        ph.add(
+            Check(
+                "capacity.soak",
+                "Soak without drift, errors or resource faults",
+                "pass",
+                detail,
+                {"drift": drift},
+            )
+        )
+
+
+async def run_capacity(
+    *,
+    target: str,
+    health_url: str,
+    metrics_urls: list[str],
+    model: str | None,
+    headers: dict[str, str],
+    slo: Slo,
+    plan: CapacityPlan,
+    hosts: list[HostFacts],
+    startup: dict[str, Any] | None,
+    progress: Progress,
+) -> tuple[Phase, list[Sample]]:
+    ph = Phase("capacity")
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(600, connect=10), limits=httpx.Limits(max_connections=1024)
+    ) as client:
+        ctx = _Ctx(
+            client,
+            target.rstrip("/") + "/v1/chat/completions",
+            health_url,
+            metrics_urls,
+            model,
+            headers,
+            slo,
+            plan,
+            progress,
+        )
+        if not metrics_urls:
+            ph.add(
+                Check(
+                    "capacity.metrics",
+                    "Engine /metrics scraped",
+                    "missing",
+                    "no --metrics-url and no --engine-url: KV usage, queueing and preemptions are unknown",
+                    leads_to="rework",
+                )
+            )
+        await _load_phase(ctx, ph, hosts, startup)
+        await _long_phase(ctx, ph)
+        await _ramp_phase(ctx, ph)
+        if not ph.data.get("oom"):
+            await _soak_phase(ctx, ph)
+        ph.data["slo"] = {
+            "ttft_p95_s": slo.ttft_p95_s,
+            "itl_p95_s": slo.itl_p95_s,
+            "e2e_p95_s": slo.e2e_p95_s,
+            "max_error_rate": slo.max_error_rate,
+        }
+    return ph, ctx.samples

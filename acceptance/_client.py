@@ -1,0 +1,295 @@
+"""Measuring clients: one chat completion with its timings, and ``/metrics`` scrapes.
+
+TTFT stops at the first chunk that carries content, reasoning or tool calls, never at the role chunk
+(vllm-wire.md §2); ITL is the gap between token-bearing chunks; TPOT is (e2e - TTFT) / (tokens - 1);
+e2e runs to the end of the body. The timings come from the same stream assembly the checker uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import math
+import re
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from wirecheck.contracts import Chunk, Exchange, ExchangeError, HttpRequest, HttpResponse, build_view
+
+__all__ = ["Metrics", "MetricsSampler", "Sample", "measure", "percentile", "scrape", "summarize"]
+
+CORRELATION_HEADER = "x-wirecheck-id"
+
+
+@dataclass(slots=True)
+class Sample:
+    ok: bool
+    status: int | None
+    e2e_s: float
+    ttft_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    tpot_s: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    error: str | None = None
+    fingerprint: str | None = None
+    started_s: float = 0.0
+    lag_s: float = 0.0
+    correlation: str = ""
+    exchange: Exchange | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "status": self.status,
+            "e2e_s": round(self.e2e_s, 6),
+            "ttft_s": None if self.ttft_s is None else round(self.ttft_s, 6),
+            "tpot_s": None if self.tpot_s is None else round(self.tpot_s, 6),
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+            "error": self.error,
+            "lag_s": round(self.lag_s, 6),
+        }
+
+
+def _error_text(view: Any, ex: Exchange) -> str | None:
+    if ex.error is not None:
+        return f"{ex.error.kind}: {ex.error.message}"[:300]
+    if view.status is not None and view.status >= 400:
+        body = view.body
+        if isinstance(body, dict) and isinstance(body.get("error"), dict):
+            return f"HTTP {view.status}: {body['error'].get('message')}"[:300]
+        return f"HTTP {view.status}"
+    if view.stream is not None and view.stream.error_frames:
+        return f"in-band error: {json.dumps(view.stream.error_frames[0][1])[:280]}"
+    if not view.ok:
+        return "not a usable chat completion"
+    return None
+
+
+async def measure(
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    *,
+    headers: dict[str, str] | None = None,
+    keep: bool = False,
+    exchange_id: str = "",
+) -> Sample:
+    """Send one chat completion and time it; never raises for HTTP or transport failures."""
+    raw = json.dumps(body).encode()
+    corr = uuid.uuid4().hex
+    hdrs = {"content-type": "application/json", CORRELATION_HEADER: corr, **(headers or {})}
+    ex = Exchange(
+        id=exchange_id or corr,
+        tap="client",
+        correlation=corr,
+        request=HttpRequest("POST", "/v1/chat/completions", list(hdrs.items()), raw),
+    )
+    t0 = time.monotonic()
+    try:
+        async with client.stream("POST", url, content=raw, headers=hdrs) as r:
+            chunks: list[Chunk] = []
+            ex.response = HttpResponse(r.status_code, list(r.headers.items()), b"", chunks)
+            async for piece in r.aiter_raw():
+                chunks.append(Chunk((time.monotonic() - t0) * 1000.0, piece))
+    except httpx.TimeoutException as exc:
+        ex.error = ExchangeError("timeout", f"{type(exc).__name__}: {exc}")
+    except httpx.HTTPError as exc:
+        ex.error = ExchangeError(
+            "upstream_reset" if ex.response else "upstream_refused", f"{type(exc).__name__}: {exc}"
+        )
+    e2e = time.monotonic() - t0
+    view = build_view(ex)
+    sample = Sample(ok=view.ok, status=view.status, e2e_s=e2e, correlation=corr)
+    sample.error = _error_text(view, ex)
+    usage = view.usage or {}
+    sample.prompt_tokens = usage.get("prompt_tokens")
+    sample.completion_tokens = usage.get("completion_tokens")
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict):
+        sample.cached_tokens = details.get("cached_tokens")
+    st = view.stream
+    if st is not None:
+        sample.fingerprint = st.system_fingerprint
+        if st.first_token_ms is not None:
+            sample.ttft_s = st.first_token_ms / 1000.0
+        times = st.token_times
+        sample.itl_s = [(b - a) / 1000.0 for a, b in itertools.pairwise(times)]
+        n = sample.completion_tokens or st.token_events
+        if sample.ttft_s is not None and n and n > 1:
+            sample.tpot_s = max(e2e - sample.ttft_s, 0.0) / (n - 1)
+    elif view.kind == "json" and isinstance(view.body, dict):
+        sample.fingerprint = view.body.get("system_fingerprint")
+        sample.ttft_s = e2e if view.ok else None
+    if keep:
+        sample.exchange = ex
+    return sample
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    xs = sorted(v for v in values if v is not None and not math.isnan(v))
+    if not xs:
+        return None
+    if len(xs) == 1:
+        return xs[0]
+    k = (len(xs) - 1) * q / 100.0
+    lo, hi = math.floor(k), math.ceil(k)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def summarize(samples: list[Sample]) -> dict[str, Any]:
+    """Percentiles of TTFT, ITL, TPOT and e2e over the successful samples, and the error count."""
+    ok = [s for s in samples if s.ok]
+    out: dict[str, Any] = {"requests": len(samples), "ok": len(ok), "errors": len(samples) - len(ok)}
+    out["error_rate"] = round((len(samples) - len(ok)) / len(samples), 4) if samples else 0.0
+    series = {
+        "ttft": [s.ttft_s for s in ok if s.ttft_s is not None],
+        "itl": [x for s in ok for x in s.itl_s],
+        "tpot": [s.tpot_s for s in ok if s.tpot_s is not None],
+        "e2e": [s.e2e_s for s in ok],
+    }
+    for name, xs in series.items():
+        for q in (50, 90, 95, 99):
+            v = percentile(xs, q)
+            out[f"{name}_p{q}_s"] = None if v is None else round(v, 6)
+    errs: dict[str, int] = {}
+    for s in samples:
+        if not s.ok:
+            key = (s.error or "error").split(":")[0]
+            errs[key] = errs.get(key, 0) + 1
+    out["error_kinds"] = errs
+    return out
+
+
+# --- /metrics ------------------------------------------------------------------------------------
+
+_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(slots=True)
+class Metrics:
+    """One scrape of a Prometheus text page: ``(name, labels) -> value``."""
+
+    source: str
+    at: float
+    samples: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
+
+    @classmethod
+    def parse(cls, text: str, source: str = "", at: float | None = None) -> Metrics:
+        m = cls(source, time.time() if at is None else at)
+        for line in text.splitlines():
+            if not line or line.startswith("#"):
+                continue
+            g = _LINE.match(line)
+            if not g:
+                continue
+            try:
+                value = float(g.group(3))
+            except ValueError:
+                continue
+            labels = dict(_LABEL.findall(g.group(2) or ""))
+            m.samples.append((g.group(1), labels, value))
+        return m
+
+    def value(self, name: str, **match: str) -> float | None:
+        """The sum over every series of ``name`` whose labels match (None: no such series)."""
+        found = [
+            v
+            for n, labels, v in self.samples
+            if n == name and all(labels.get(k) == w for k, w in match.items())
+        ]
+        return sum(found) if found else None
+
+    def labels(self, name: str) -> list[dict[str, str]]:
+        return [labels for n, labels, _ in self.samples if n == name]
+
+    def names(self) -> set[str]:
+        return {n for n, _, _ in self.samples}
+
+
+def delta(before: Metrics | None, after: Metrics | None, name: str, **match: str) -> float | None:
+    """``after - before`` for a counter (or a histogram's ``_sum``/``_count``); None when either lacks it."""
+    if before is None or after is None:
+        return None
+    a, b = after.value(name, **match), before.value(name, **match)
+    if a is None or b is None:
+        return None
+    return a - b
+
+
+async def scrape(client: httpx.AsyncClient, urls: list[str]) -> Metrics | None:
+    """Scrape every URL and merge the pages (one engine per URL); None when none answered."""
+    merged: Metrics | None = None
+    for url in urls:
+        try:
+            r = await client.get(url, timeout=10)
+        except httpx.HTTPError:
+            continue
+        if r.status_code != 200:
+            continue
+        page = Metrics.parse(r.text, url)
+        if merged is None:
+            merged = page
+            merged.source = url
+        else:
+            merged.samples.extend(page.samples)
+            merged.source += "," + url
+    return merged
+
+
+GAUGES = {
+    "kv": "vllm:kv_cache_usage_perc",
+    "running": "vllm:num_requests_running",
+    "waiting": "vllm:num_requests_waiting",
+    "preemptions": "vllm:num_preemptions_total",
+}
+
+
+class MetricsSampler:
+    """Samples the KV and queue gauges in the background while a step runs."""
+
+    def __init__(self, client: httpx.AsyncClient, urls: list[str], interval_s: float) -> None:
+        self.client, self.urls, self.interval = client, urls, interval_s
+        self.series: list[dict[str, float | None]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._t0 = time.monotonic()
+
+    async def _loop(self) -> None:
+        while True:
+            await self.sample()
+            await asyncio.sleep(self.interval)
+
+    async def sample(self) -> None:
+        m = await scrape(self.client, self.urls) if self.urls else None
+        if m is None:
+            return
+        row: dict[str, float | None] = {"t": round(time.monotonic() - self._t0, 3)}
+        for key, name in GAUGES.items():
+            v = m.value(name)
+            if key == "kv" and v is not None and m.labels(name):
+                v = v / len(m.labels(name))  # mean over engines
+            row[key] = v
+        self.series.append(row)
+
+    def start(self) -> None:
+        if self.urls:
+            self._task = asyncio.ensure_future(self._loop())
+
+    async def stop(self) -> list[dict[str, float | None]]:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            await self.sample()
+        return self.series

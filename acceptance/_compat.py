@@ -1,0 +1,476 @@
+"""The compat phase: is this the environment the Kimi K3 recipe asks for, shown by evidence?
+
+Rules (vllm-wire.md, the K3 recipe): CUDA 13 runtime *in the container* (nvidia-smi's "CUDA Version"
+is the driver's maximum and is not accepted as the container's); host driver R580 or later and at least
+580.65.06 (CUDA 13.0 GA); vLLM 0.27.1 or later; the recipe's flags (``kimi_k3`` tool and reasoning
+parsers, auto tool choice, prefix caching). A self-built image is judged in its own column: it must
+record its build commit, dependency sources, Dockerfile and lock files, patches and a rollback image.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wirecheck.contracts import InputError
+
+from ._evidence import (
+    ContainerFacts,
+    HostFacts,
+    StartupLog,
+    parse_fingerprint,
+    parse_version,
+    read_container,
+    read_host,
+    read_startup_log,
+    version_at_least,
+)
+from ._model import Check, Phase
+
+__all__ = ["SELF_BUILT_FIELDS", "CompatInputs", "run_compat"]
+
+MIN_DRIVER = "580.65.06"
+MIN_VLLM = "0.27.1"
+OFFICIAL_IMAGE = "vllm/vllm-openai:kimi-k3"
+#: what a self-built image's record (--self-built FILE, JSON) must hold
+SELF_BUILT_FIELDS = (
+    "build_commit",
+    "dependency_sources",
+    "dockerfile",
+    "lock_files",
+    "patches",
+    "rollback_image",
+)
+
+
+@dataclass(slots=True)
+class CompatInputs:
+    host_files: list[str] = field(default_factory=list)
+    container_file: str | None = None
+    startup_log: str | None = None
+    official_image: bool = False
+    self_built: str | None = None
+    family: str = "kimi_k3"
+    #: what the engine said: GET /version, and system_fingerprint from an answer
+    version: str | None = None
+    fingerprint: str | None = None
+
+
+def _driver_tuple(v: str) -> tuple[int, ...] | None:
+    try:
+        return tuple(int(x) for x in v.split("."))
+    except ValueError:
+        return None
+
+
+def _host_checks(ph: Phase, hosts: list[HostFacts]) -> None:
+    if not hosts:
+        ph.add(
+            Check(
+                "compat.driver",
+                "Host driver R580+ and >= 580.65.06",
+                "missing",
+                "no host info: pass --host-info with `nvidia-smi -q -x` (or `nvidia-smi`) output from the host",
+            )
+        )
+        return
+    h = hosts[0]
+    drivers = sorted({x.driver for x in hosts if x.driver})
+    ev: dict[str, Any] = {"driver": h.driver, "source": h.source, "kind": h.kind, "gpus": len(h.gpus)}
+    have = _driver_tuple(h.driver or "")
+    need = _driver_tuple(MIN_DRIVER)
+    if have is None or need is None:
+        ph.add(
+            Check(
+                "compat.driver",
+                "Host driver R580+ and >= 580.65.06",
+                "missing",
+                f"{h.source}: no driver version",
+                ev,
+            )
+        )
+    elif have >= need:
+        ph.add(
+            Check(
+                "compat.driver",
+                "Host driver R580+ and >= 580.65.06",
+                "pass",
+                f"driver {h.driver} (R{have[0]})",
+                ev,
+            )
+        )
+    else:
+        why = (
+            f"driver {h.driver} is branch R{have[0]}: CUDA 13 needs R580 or later"
+            if have[0] < 580
+            else f"driver {h.driver} is older than {MIN_DRIVER}, the first driver for CUDA 13.0 GA"
+        )
+        ph.add(Check("compat.driver", "Host driver R580+ and >= 580.65.06", "fail", why, ev))
+    if len(drivers) > 1:
+        ph.add(
+            Check(
+                "compat.driver-uniform",
+                "One driver version on every host",
+                "fail",
+                f"drivers differ: {', '.join(drivers)}",
+                {"drivers": drivers},
+            )
+        )
+    gpus = [g for x in hosts[:1] for g in x.gpus]
+    archs = sorted({g.architecture for g in gpus if g.architecture})
+    names = sorted({g.name for g in gpus})
+    ph.add(
+        Check(
+            "compat.gpus",
+            "GPUs",
+            "info",
+            f"{len(gpus)} x {', '.join(names) or '?'}" + (f" ({', '.join(archs)})" if archs else ""),
+            {"count": len(gpus), "names": names, "architectures": archs},
+        )
+    )
+
+
+def _container_checks(ph: Phase, c: ContainerFacts | None, hosts: list[HostFacts]) -> None:
+    title = "CUDA 13 runtime in the container"
+    if c is None or not c.cuda_runtime:
+        smi = next((h.driver_cuda for h in hosts if h.driver_cuda), None)
+        detail = (
+            "no container CUDA runtime: run `wirecheck probe` inside the container and pass --container-info"
+        )
+        if smi:
+            detail += (
+                f"; nvidia-smi's CUDA Version {smi} is the driver's maximum, not the container's runtime"
+            )
+        ph.add(Check("compat.cuda-runtime", title, "missing", detail, {"nvidia_smi_cuda": smi}))
+    else:
+        major = c.cuda_runtime.split(".")[0]
+        ev = {"cuda_runtime": c.cuda_runtime, "source": c.cuda_runtime_source, "file": c.source}
+        if major == "13":
+            ph.add(
+                Check(
+                    "compat.cuda-runtime",
+                    title,
+                    "pass",
+                    f"CUDA {c.cuda_runtime} ({c.cuda_runtime_source or 'probe'})",
+                    ev,
+                )
+            )
+        else:
+            ph.add(
+                Check(
+                    "compat.cuda-runtime",
+                    title,
+                    "fail",
+                    f"container CUDA runtime {c.cuda_runtime}: the K3 image is a CUDA 13 (cu130) build only",
+                    ev,
+                )
+            )
+    if c is not None:
+        ph.add(
+            Check(
+                "compat.container",
+                "Container facts",
+                "info",
+                f"image {c.image or '?'}, torch {c.torch or '?'}, vLLM {c.vllm or '?'}, NCCL {c.nccl or '?'}",
+                {
+                    "image": c.image,
+                    "torch": c.torch,
+                    "vllm": c.vllm,
+                    "nccl": c.nccl,
+                    "python": c.python,
+                    "env": c.env,
+                },
+            )
+        )
+
+
+def _version_checks(
+    ph: Phase, inp: CompatInputs, c: ContainerFacts | None, log: StartupLog | None, official: bool
+) -> None:
+    title = f"vLLM >= {MIN_VLLM}"
+    version = inp.version or (c.vllm if c else None) or (log.version if log else None)
+    if version is None:
+        ph.add(
+            Check(
+                "compat.vllm-version",
+                title,
+                "missing",
+                "no version: the engine's /version did not answer and no probe or log gave one",
+            )
+        )
+        return
+    ok = version_at_least(version, MIN_VLLM)
+    ev = {
+        "version": version,
+        "from_endpoint": inp.version,
+        "container": c.vllm if c else None,
+        "log": log.version if log else None,
+    }
+    if ok is None:
+        if official:
+            ph.add(
+                Check(
+                    "compat.vllm-version",
+                    title,
+                    "pass",
+                    f"{version}: a dev build string, as the official {OFFICIAL_IMAGE} image reports",
+                    ev,
+                )
+            )
+        else:
+            ph.add(
+                Check(
+                    "compat.vllm-version",
+                    title,
+                    "warn",
+                    f"{version}: a dev build string, not comparable; record the base commit in the self-built record",
+                    ev,
+                )
+            )
+    elif ok:
+        ph.add(Check("compat.vllm-version", title, "pass", f"vLLM {version}", ev))
+    else:
+        ph.add(
+            Check(
+                "compat.vllm-version",
+                title,
+                "fail",
+                f"vLLM {version} is older than {MIN_VLLM}, the first release with Kimi K3 support",
+                ev,
+            )
+        )
+    seen = {v for v in (inp.version, c.vllm if c else None) if v}
+    if len(seen) > 1:
+        ph.add(
+            Check(
+                "compat.same-instance",
+                "The probed container is the serving engine",
+                "fail",
+                f"versions differ: endpoint {inp.version}, container {c.vllm if c else None}",
+                ev,
+            )
+        )
+
+
+def _fingerprint_checks(ph: Phase, inp: CompatInputs, log: StartupLog | None) -> None:
+    if not inp.fingerprint:
+        ph.add(
+            Check(
+                "compat.fingerprint",
+                "system_fingerprint",
+                "warn",
+                "no system_fingerprint seen in any answer (a gateway may strip it)",
+            )
+        )
+        return
+    fp = parse_fingerprint(inp.fingerprint)
+    if fp is None:
+        ph.add(
+            Check(
+                "compat.fingerprint",
+                "system_fingerprint",
+                "warn",
+                f"{inp.fingerprint!r} is not vLLM's vllm-<version>-tp<N>-<hash> form",
+                {"fingerprint": inp.fingerprint},
+            )
+        )
+        return
+    detail = f"{inp.fingerprint}: vLLM {fp['version']}, tp{fp['tp']} pp{fp['pp']} dp{fp['dp']}" + (
+        " ep" if fp["ep"] else ""
+    )
+    status = "pass"
+    if inp.version and fp["version"] != inp.version:
+        status, detail = "fail", detail + f"; /version says {inp.version}: two different instances"
+    if log is not None:
+        tp = log.flag("tensor_parallel_size")
+        if tp is not None and str(tp) != str(fp["tp"]):
+            status, detail = "fail", detail + f"; the startup log says tensor_parallel_size={tp}"
+    ph.add(
+        Check(
+            "compat.fingerprint",
+            "system_fingerprint agrees with /version and the log",
+            status,
+            detail,
+            {"fingerprint": inp.fingerprint, **fp},
+        )
+    )
+
+
+def _log_checks(ph: Phase, log: StartupLog | None, family: str) -> None:
+    if log is None:
+        ph.add(
+            Check(
+                "compat.flags",
+                f"Recipe flags ({family} parsers, auto tool choice, prefix caching)",
+                "missing",
+                "no startup log: pass --startup-log with the server's log",
+            )
+        )
+        return
+    want = {
+        "tool_call_parser": family,
+        "reasoning_parser": family,
+        "enable_auto_tool_choice": True,
+        "enable_prefix_caching": True,
+    }
+    got = {k: log.flag(k) for k in want}
+    wrong = [f"{k}={got[k]!r} (want {v!r})" for k, v in want.items() if got[k] != v]
+    ph.add(
+        Check(
+            "compat.flags",
+            f"Recipe flags ({family} parsers, auto tool choice, prefix caching)",
+            "fail" if wrong else "pass",
+            "; ".join(wrong) if wrong else ", ".join(f"{k}={v}" for k, v in got.items()),
+            {"flags": got, "source": log.source},
+        )
+    )
+    ph.add(
+        Check(
+            "compat.engine",
+            "Engine configuration and KV cache",
+            "info" if log.kv_cache_tokens else "warn",
+            f"vLLM {log.version}, tp={log.flag('tensor_parallel_size')} pp={log.flag('pipeline_parallel_size')} "
+            f"dp={log.flag('data_parallel_size')}; KV cache {log.kv_cache_tokens or '?'} tokens"
+            f" ({log.kv_cache_memory_gib or '?'} GiB), max concurrency {log.max_concurrency or '?'}x at {log.max_concurrency_len or '?'} tokens",
+            {
+                "kv_cache_tokens": log.kv_cache_tokens,
+                "kv_cache_memory_gib": log.kv_cache_memory_gib,
+                "max_concurrency": log.max_concurrency,
+                "max_concurrency_len": log.max_concurrency_len,
+                "nccl": log.nccl[:10],
+                "cuda": log.cuda[:10],
+                "dp": log.dp[:10],
+            },
+        )
+    )
+    for i, w in enumerate(log.warnings):
+        ph.add(
+            Check(f"compat.log-warning.{i + 1}", "Startup log warning or fallback", "warn", w, {"line": w})
+        )
+    for i, e in enumerate(log.errors):
+        ph.add(Check(f"compat.log-error.{i + 1}", "Startup log error", "warn", e, {"line": e}))
+
+
+def _image_checks(ph: Phase, inp: CompatInputs, c: ContainerFacts | None) -> dict[str, Any] | None:
+    image = c.image if c else None
+    if inp.self_built:
+        try:
+            record = json.loads(Path(inp.self_built).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InputError(f"self-built record {inp.self_built}: no such file") from None
+        except ValueError as exc:
+            raise InputError(f"self-built record {inp.self_built}: not JSON ({exc})") from None
+        if not isinstance(record, dict):
+            raise InputError(
+                f"self-built record {inp.self_built}: expected a JSON object with {', '.join(SELF_BUILT_FIELDS)}"
+            )
+        absent = [k for k in SELF_BUILT_FIELDS if not record.get(k)]
+        ph.add(
+            Check(
+                "compat.self-built",
+                "Self-built image is documented (commit, sources, Dockerfile, locks, patches, rollback)",
+                "fail" if absent else "pass",
+                ("missing: " + ", ".join(absent))
+                if absent
+                else f"build {record['build_commit']}, rollback {record['rollback_image']}",
+                {"record": record, "image": image},
+            )
+        )
+        return record
+    title = f"Official image {OFFICIAL_IMAGE}"
+    if inp.official_image:
+        if image is None:
+            ph.add(
+                Check(
+                    "compat.image",
+                    title,
+                    "missing",
+                    "--official-image given but no probe output names the image (wirecheck probe --image TAG)",
+                )
+            )
+        elif image.split("@")[0] == OFFICIAL_IMAGE:
+            ph.add(Check("compat.image", title, "pass", image, {"image": image}))
+        else:
+            ph.add(
+                Check(
+                    "compat.image",
+                    title,
+                    "fail",
+                    f"{image} is not {OFFICIAL_IMAGE} (the K3 image is a cu130 build; there is no cu129 tag)",
+                    {"image": image},
+                )
+            )
+        return None
+    if image is not None and image.split("@")[0] == OFFICIAL_IMAGE:
+        ph.add(Check("compat.image", title, "pass", image, {"image": image}))
+    else:
+        ph.add(
+            Check(
+                "compat.image",
+                title,
+                "missing",
+                f"image {image or 'unknown'}: say --official-image, or --self-built FILE with the build record",
+                {"image": image},
+            )
+        )
+    return None
+
+
+def run_compat(inp: CompatInputs) -> Phase:
+    ph = Phase("compat")
+    hosts = [read_host(p) for p in inp.host_files]
+    container = read_container(inp.container_file) if inp.container_file else None
+    log = read_startup_log(inp.startup_log) if inp.startup_log else None
+    record = _image_checks(ph, inp, container)
+    official = record is None and any(c.id == "compat.image" and c.status == "pass" for c in ph.checks)
+    _host_checks(ph, hosts)
+    _container_checks(ph, container, hosts)
+    _version_checks(ph, inp, container, log, official)
+    _fingerprint_checks(ph, inp, log)
+    _log_checks(ph, log, inp.family)
+    ph.data = {
+        "image_column": "self-built" if record is not None else "official",
+        "self_built": record,
+        "hosts": [
+            {
+                "source": h.source,
+                "kind": h.kind,
+                "timestamp": h.timestamp,
+                "driver": h.driver,
+                "driver_cuda": h.driver_cuda,
+                "gpus": len(h.gpus),
+                "memory_used_mib": h.memory_used_mib,
+                "memory_total_mib": h.memory_total_mib,
+            }
+            for h in hosts
+        ],
+        "container": None
+        if container is None
+        else {
+            "image": container.image,
+            "cuda_runtime": container.cuda_runtime,
+            "torch": container.torch,
+            "vllm": container.vllm,
+            "nccl": container.nccl,
+        },
+        "startup": None
+        if log is None
+        else {
+            "version": log.version,
+            "started": log.started,
+            "startup_s": log.startup_s,
+            "weight_load_s": log.weight_load_s,
+            "model_load_s": log.model_load_s,
+            "model_load_gib": log.model_load_gib,
+            "kv_cache_tokens": log.kv_cache_tokens,
+            "max_concurrency": log.max_concurrency,
+            "warnings": log.warnings,
+            "key_lines": (log.nccl[:3] + log.cuda[:3] + log.dp[:3]),
+        },
+        "version": inp.version,
+        "fingerprint": inp.fingerprint,
+        "parsed_version": list(parse_version(inp.version) or []) if inp.version else None,
+    }
+    return ph

@@ -1,0 +1,487 @@
+"""``accept``: run the phases in order, decide, and write the report folder."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import httpx
+import uvicorn
+
+from wirecheck._version import __version__
+from wirecheck.contracts import ConfigError, Exchange, InputError, write_exchanges
+from wirecheck.generators import SAMPLE_SET_VERSION
+from wirecheck.proxy import ListenerServer, ProxyApp, Store, TapConfig
+
+from ._cache import run_cache
+from ._capacity import CapacityPlan, run_capacity
+from ._client import Sample, measure
+from ._compat import CompatInputs, run_compat
+from ._evidence import HostFacts, read_host
+from ._interface import TapSource, run_interface
+from ._model import Limits, Phase, Slo, Verdict
+from ._report import write_reports
+from ._verdict import ALL_PHASES, checklist, decide
+
+__all__ = [
+    "PROFILES",
+    "AcceptOptions",
+    "AcceptanceResult",
+    "Progress",
+    "accept",
+    "run_acceptance",
+    "via_taps",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    name: str
+    capacity: CapacityPlan
+    interface_requests: int
+    retries: int
+    scenario_examples: int
+
+
+def _plan(**kw: Any) -> CapacityPlan:
+    return CapacityPlan(**kw)
+
+
+PROFILES: dict[str, Profile] = {
+    "quick": Profile("quick", _plan(), interface_requests=28, retries=2, scenario_examples=6),
+    "standard": Profile(
+        "standard",
+        _plan(
+            ramp=[1, 2, 4, 8, 16, 32, 64],
+            per_worker=4,
+            min_requests=8,
+            long_input_turns=[12, 48, 96, 192],
+            soak_requests=240,
+            soak_concurrency=8,
+            soak_windows=6,
+            recover_wait_s=120,
+            sample_interval_s=0.5,
+        ),
+        interface_requests=84,
+        retries=2,
+        scenario_examples=50,
+    ),
+    "soak": Profile(
+        "soak",
+        _plan(
+            ramp=[1, 2, 4, 8, 16, 32, 64],
+            per_worker=4,
+            min_requests=8,
+            long_input_turns=[12, 48, 96, 192],
+            soak_requests=3000,
+            soak_concurrency=16,
+            soak_windows=12,
+            recover_wait_s=300,
+            sample_interval_s=1.0,
+        ),
+        interface_requests=84,
+        retries=2,
+        scenario_examples=50,
+    ),
+}
+
+
+class Progress:
+    """Phase lines always; on a terminal, the running count on one rewritten line."""
+
+    def __init__(self, stream: TextIO | None = None, quiet: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._dirty = False
+
+    def __call__(self, msg: str) -> None:
+        if self.quiet:
+            return
+        tick = bool(re.search(r"\d+/\d+$|: \w+$", msg)) and "TTFT" not in msg
+        if tick and not self.tty:
+            return
+        if self.tty:
+            self.stream.write("\r\x1b[K" + msg + ("" if tick else "\n"))
+            self._dirty = tick
+        else:
+            self.stream.write(msg + "\n")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.tty and self._dirty:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+@dataclass(kw_only=True, slots=True)
+class AcceptOptions:
+    target: str
+    reviewer: str
+    out: Path
+    engine_url: str | None = None
+    metrics_urls: list[str] = field(default_factory=list)
+    host_files: list[str] = field(default_factory=list)
+    container_file: str | None = None
+    startup_log: str | None = None
+    official_image: bool = False
+    self_built: str | None = None
+    profile: str = "quick"
+    phases: list[str] = field(default_factory=lambda: list(ALL_PHASES))
+    model: str | None = None
+    family: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    slo: Slo = field(default_factory=Slo)
+    limits: Limits = field(default_factory=Limits)
+    target_concurrency: int | None = None
+    open_loop_rates: list[float] | None = None
+    seed: int | None = 1
+    #: how the request path is laid out, for the evidence (the taps add themselves)
+    topology: dict[str, Any] = field(default_factory=dict)
+    taps: TapSource | None = None
+    plan: CapacityPlan | None = None
+    interface_requests: int | None = None
+    scenario_examples: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise ConfigError(f"profile {self.profile!r}: expected one of {', '.join(PROFILES)}")
+        unknown = [p for p in self.phases if p not in ALL_PHASES]
+        if unknown or not self.phases:
+            raise ConfigError(
+                f"phases {','.join(unknown) or '(none)'}: expected a comma list of {','.join(ALL_PHASES)}"
+            )
+        if not self.reviewer.strip():
+            raise ConfigError("--reviewer NAME is required: a verdict carries who reviewed it")
+        if self.official_image and self.self_built:
+            raise ConfigError("--official-image and --self-built exclude each other")
+        for f in [*self.host_files, self.container_file, self.startup_log, self.self_built]:
+            if f is not None and not Path(f).is_file():
+                raise InputError(f"{f}: no such file")
+
+
+@dataclass(slots=True)
+class AcceptanceResult:
+    verdict: Verdict
+    phases: list[Phase]
+    report: dict[str, Any]
+    files: dict[str, str]
+
+
+async def _discover(client: httpx.AsyncClient, opts: AcceptOptions) -> dict[str, Any]:
+    """The engine's version, model and fingerprint, by /version, /v1/models and one small request."""
+    info: dict[str, Any] = {"version": None, "model": opts.model, "fingerprint": None, "reachable": False}
+    base = (opts.engine_url or opts.target).rstrip("/")
+    with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, TypeError):
+        r = await client.get(base + "/version", timeout=10)
+        if r.status_code == 200:
+            info["version"] = r.json().get("version")
+    if info["model"] is None:
+        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, TypeError, IndexError):
+            r = await client.get(opts.target.rstrip("/") + "/v1/models", timeout=10, headers=opts.headers)
+            if r.status_code == 200:
+                info["model"] = r.json()["data"][0]["id"]
+    body: dict[str, Any] = {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 8}
+    if info["model"]:
+        body["model"] = info["model"]
+    s = await measure(client, opts.target.rstrip("/") + "/v1/chat/completions", body, headers=opts.headers)
+    info["reachable"] = s.status is not None
+    info["fingerprint"] = s.fingerprint
+    info["probe"] = s.to_json()
+    if s.status is None:
+        raise InputError(f"the target {opts.target} does not answer: {s.error}")
+    return info
+
+
+def _family(opts: AcceptOptions, model: str | None) -> str:
+    if opts.family:
+        return opts.family
+    m = (model or "").lower()
+    if "k2" in m:
+        return "kimi_k2"
+    return "kimi_k3"
+
+
+def _suggested(phases: dict[str, Phase], slo: Slo) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    cap = phases.get("capacity")
+    if cap is not None and "max_good_concurrency" in cap.data:
+        out["scope"] = (
+            f"rate-limit to at most {cap.data['max_good_concurrency']} concurrent requests per engine"
+        )
+    iface = phases.get("interface")
+    if iface is not None and iface.data.get("outcomes", {}).get("recovered"):
+        out["caller_policy"] = (
+            f"validate tool calls against their schema and retry up to {iface.data['retries']} times"
+        )
+    out["rollback"] = (
+        f"roll back when success rate < {1 - slo.max_error_rate:.1%} over 5m, TTFT p95 > {slo.ttft_p95_s}s, "
+        f"e2e p95 > {slo.e2e_p95_s}s, any preemption in 10m, or KV cache > 90% for 5m (the alert rules)"
+    )
+    return out
+
+
+def _evidence(
+    opts: AcceptOptions, info: dict[str, Any], phases: dict[str, Phase], started: float, finished: float
+) -> dict[str, Any]:
+    compat = phases.get("compat")
+    container = (compat.data.get("container") if compat else None) or {}
+    startup = (compat.data.get("startup") if compat else None) or {}
+    from ._evidence import parse_fingerprint
+
+    fp = parse_fingerprint(info.get("fingerprint") or "") or {}
+    return {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finished)),
+        "duration_s": round(finished - started, 2),
+        "sample_set_version": SAMPLE_SET_VERSION,
+        "wirecheck_version": __version__,
+        "profile": opts.profile,
+        "reviewer": opts.reviewer,
+        "topology": {
+            "target": opts.target,
+            "engine": opts.engine_url,
+            "metrics": opts.metrics_urls,
+            "tensor_parallel": fp.get("tp"),
+            "pipeline_parallel": fp.get("pp"),
+            "data_parallel": fp.get("dp"),
+            "expert_parallel": fp.get("ep"),
+            **opts.topology,
+        },
+        "engine": {
+            "version": info.get("version"),
+            "model": info.get("model"),
+            "fingerprint": info.get("fingerprint"),
+        },
+        "container": container,
+        "key_logs": (startup.get("key_lines") or []) + (startup.get("warnings") or []),
+    }
+
+
+def _self_built_diff(compat: Phase | None, phases: dict[str, Phase]) -> dict[str, Any] | None:
+    if compat is None or not compat.data.get("self_built"):
+        return None
+    ref = compat.data["self_built"].get("official_results")
+    if not ref:
+        return {"note": "no official_results in the self-built record: nothing to compare against"}
+    try:
+        official = json.loads(Path(ref).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return {"note": f"official results {ref}: cannot be read ({exc})"}
+    theirs = {c["id"]: c["status"] for ph in official.get("phases", []) for c in ph.get("checks", [])}
+    ours = {c.id: c.status for ph in phases.values() for c in ph.checks}
+    checks = [
+        {"check": k, "official": theirs.get(k), "self_built": ours.get(k)}
+        for k in sorted(set(theirs) | set(ours))
+        if theirs.get(k) != ours.get(k)
+    ]
+    figures = []
+    o_ramp = {
+        r["label"]: r
+        for ph in official.get("phases", [])
+        if ph["name"] == "capacity"
+        for r in ph["data"].get("ramp", [])
+    }
+    cap = phases.get("capacity")
+    for r in cap.data.get("ramp", []) if cap else []:
+        o = o_ramp.get(r["label"])
+        if o:
+            figures.append(
+                {
+                    "step": r["label"],
+                    **{
+                        k: {"official": o.get(k), "self_built": r.get(k)}
+                        for k in ("ttft_p95_s", "e2e_p95_s", "error_rate", "kv_max")
+                    },
+                }
+            )
+    return {
+        "official_results": ref,
+        "official_verdict": official.get("verdict", {}).get("decision"),
+        "checks": checks,
+        "figures": figures,
+    }
+
+
+async def run_acceptance(
+    opts: AcceptOptions, progress: Callable[[str], None] | None = None
+) -> AcceptanceResult:
+    prog = progress or Progress()
+    profile = PROFILES[opts.profile]
+    plan = opts.plan or profile.capacity
+    if opts.target_concurrency:
+        plan.target_concurrency = opts.target_concurrency
+    if opts.open_loop_rates:
+        plan.open_loop_rates = opts.open_loop_rates
+    metrics = opts.metrics_urls or ([opts.engine_url.rstrip("/") + "/metrics"] if opts.engine_url else [])
+    opts.metrics_urls = metrics
+    started = time.time()
+    # read every evidence file first: a bad file stops the run before any load is sent
+    hosts: list[HostFacts] = [read_host(p) for p in opts.host_files]
+    async with httpx.AsyncClient(timeout=httpx.Timeout(60, connect=10)) as client:
+        info = await _discover(client, opts)
+    model = info["model"]
+    family = _family(opts, model)
+    phases: dict[str, Phase] = {}
+    samples: list[Sample] = []
+    exchanges: list[Exchange] = []
+    compat_inputs = CompatInputs(
+        host_files=opts.host_files,
+        container_file=opts.container_file,
+        startup_log=opts.startup_log,
+        official_image=opts.official_image,
+        self_built=opts.self_built,
+        family=family,
+        version=info["version"],
+        fingerprint=info["fingerprint"],
+    )
+    compat_data = run_compat(compat_inputs)  # also validates the files when compat is not selected
+    health = (opts.engine_url or opts.target).rstrip("/") + "/health"
+    for name in ALL_PHASES:
+        if name not in opts.phases:
+            continue
+        prog(f"phase {name} ...")
+        t0 = time.monotonic()
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        try:
+            if name == "compat":
+                ph = compat_data
+            elif name == "capacity":
+                ph, got = await run_capacity(
+                    target=opts.target,
+                    health_url=health,
+                    metrics_urls=metrics,
+                    model=model,
+                    headers=opts.headers,
+                    slo=opts.slo,
+                    plan=plan,
+                    hosts=hosts,
+                    startup=compat_data.data.get("startup"),
+                    progress=prog,
+                )
+                samples += got
+            elif name == "cache":
+                ph, got = await run_cache(
+                    target=opts.target,
+                    engine_url=opts.engine_url,
+                    metrics_urls=metrics,
+                    model=model,
+                    headers=opts.headers,
+                    progress=prog,
+                )
+                samples += got
+            else:
+                ph, got = await run_interface(
+                    target=opts.target,
+                    model=model,
+                    headers=opts.headers,
+                    requests=opts.interface_requests or profile.interface_requests,
+                    retries=profile.retries,
+                    scenario_examples=profile.scenario_examples
+                    if opts.scenario_examples is None
+                    else opts.scenario_examples,
+                    seed=opts.seed,
+                    limits=opts.limits,
+                    taps=opts.taps,
+                    family=family if family in ("kimi_k2", "kimi_k3", "hermes") else "auto",
+                    progress=prog,
+                )
+                samples += got
+                exchanges += [s.exchange for s in got if s.exchange is not None]
+        except (httpx.HTTPError, OSError) as exc:
+            ph = Phase(name, error=f"{type(exc).__name__}: {exc}")
+        ph.started_at = stamp
+        ph.duration_s = time.monotonic() - t0
+        phases[name] = ph
+        if hasattr(prog, "done"):
+            prog.done()
+        prog(f"phase {name}: {ph.status} ({ph.duration_s:.1f}s)")
+    finished = time.time()
+    ordered = [phases[n] for n in ALL_PHASES if n in phases]
+    verdict = decide(ordered, opts.phases, opts.limits, _suggested(phases, opts.slo))
+    evidence = _evidence(opts, info, phases, started, finished)
+    report: dict[str, Any] = {
+        "wirecheck_acceptance": 1,
+        "verdict": verdict.to_json(),
+        "evidence": evidence,
+        "phases": [p.to_json() for p in ordered],
+        "phases_selected": opts.phases,
+        "self_built_vs_official": _self_built_diff(phases.get("compat"), phases),
+    }
+    opts.out.mkdir(parents=True, exist_ok=True)
+    files = {
+        "markdown": str(opts.out / "report.md"),
+        "html": str(opts.out / "report.html"),
+        "json": str(opts.out / "report.json"),
+        "alerts": str(opts.out / "alerts.yml"),
+        "dashboard": str(opts.out / "grafana-dashboard.json"),
+        "samples": str(opts.out / "samples.jsonl"),
+    }
+    if exchanges:
+        files["exchanges"] = str(opts.out / "interface.jsonl")
+        with open(files["exchanges"], "w", encoding="utf-8") as fh:
+            write_exchanges(exchanges, fh)
+    report["checklist"] = checklist(ordered, opts.reviewer, verdict, files)
+    report["files"] = files
+    with open(files["samples"], "w", encoding="utf-8") as fh:
+        for s in samples:
+            fh.write(json.dumps(s.to_json()) + "\n")
+    write_reports(report, opts.slo, files)
+    return AcceptanceResult(verdict, ordered, report, files)
+
+
+@contextlib.asynccontextmanager
+async def via_taps(
+    gateway: str, engine: str, engine_port: int, store: Store
+) -> AsyncIterator[tuple[str, TapSource]]:
+    """Caller tap -> ``gateway`` and engine tap on ``engine_port`` -> ``engine``, in this event loop,
+    recording into ``store``. Yields the caller tap's URL and the interface phase's tap source."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        caller_port = int(sock.getsockname()[1])
+    caller = ProxyApp(TapConfig(upstream=gateway, tap="caller"), store)
+    engine_app = ProxyApp(TapConfig(upstream=engine, tap="engine", inject_correlation=False), store)
+    servers = [
+        ListenerServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="auto"))
+        for app, port in ((engine_app, engine_port), (caller, caller_port))
+    ]
+    tasks = [asyncio.ensure_future(s.serve()) for s in servers]
+    try:
+        while not all(s.started for s in servers):
+            if any(t.done() for t in tasks):
+                raise ConfigError(f"a tap could not listen (engine tap port {engine_port} in use?)")
+            await asyncio.sleep(0.01)
+
+        async def source(correlations: list[str]) -> list[Exchange]:
+            # the caller tap records a response a moment after the client has it: wait for both taps
+            deadline = time.monotonic() + 10
+            want = set(correlations)
+            while True:
+                await asyncio.to_thread(store.flush)
+                found = await asyncio.to_thread(store.exchanges_for, [], sorted(want))
+                per: dict[str, int] = {}
+                for ex in found:
+                    per[ex.correlation or ""] = per.get(ex.correlation or "", 0) + 1
+                if all(per.get(c, 0) >= 2 for c in want) or time.monotonic() > deadline:
+                    return found
+                await asyncio.sleep(0.1)
+
+        yield f"http://127.0.0.1:{caller_port}", source
+    finally:
+        for s in servers:
+            s.should_exit = True
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def accept(opts: AcceptOptions, progress: Callable[[str], None] | None = None) -> AcceptanceResult:
+    return asyncio.run(run_acceptance(opts, progress))

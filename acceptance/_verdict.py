@@ -1,0 +1,143 @@
+"""From the phases to one verdict (DESIGN.md), and the acceptance checklist ticked from evidence.
+
+``rework`` when a check that concerns the environment fails (the compat chain, a gateway changing bytes,
+a parser or flag misconfigured, prefix caching off, contract failures a retry does not fix); ``scale-up``
+when compat passes but load, long input, the ramp or the soak show resource faults (OOM, preemption
+growth, KV saturation); ``limited`` when what remains is non-critical and bounded (occasional contract
+failures a retry fixes, queueing a rate limit holds), granted only with a scope, an on-call owner and
+rollback conditions; ``go`` when every phase passes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._model import Check, Limits, Phase, Verdict
+
+__all__ = ["ALL_PHASES", "CHECKLIST", "checklist", "decide"]
+
+ALL_PHASES = ("compat", "capacity", "cache", "interface")
+
+#: (item, the check ids or id prefixes that evidence it)
+CHECKLIST: list[tuple[str, tuple[str, ...]]] = [
+    ("Host driver R580+ and >= 580.65.06 on every host", ("compat.driver", "compat.driver-uniform")),
+    ("CUDA 13 runtime inside the container (not nvidia-smi's driver maximum)", ("compat.cuda-runtime",)),
+    (
+        "Official vllm/vllm-openai:kimi-k3 image, or a documented self-built image",
+        ("compat.image", "compat.self-built"),
+    ),
+    (
+        "vLLM 0.27.1 or later, the same instance everywhere",
+        ("compat.vllm-version", "compat.same-instance", "compat.fingerprint"),
+    ),
+    ("Recipe flags: kimi_k3 tool and reasoning parsers, auto tool choice, prefix caching", ("compat.flags",)),
+    ("Startup log read: no unexplained warning or fallback", ("compat.log-warning.", "compat.log-error.")),
+    ("Engine serves after load; load times and GPU memory recorded", ("capacity.load",)),
+    ("The agent sample set is served at full length", ("capacity.long-input",)),
+    (
+        "SLO held up to the target concurrency, without resource faults",
+        ("capacity.ramp", "capacity.resources", "capacity.oom", "capacity.metrics"),
+    ),
+    ("Soak without drift, errors or preemption growth", ("capacity.soak",)),
+    (
+        "Prefix cache: cold, warm A, warm B and control behave; counters from the serving instance",
+        ("cache.",),
+    ),
+    (
+        "Tool calls, reasoning and JSON output keep the contracts",
+        ("interface.contracts", "interface.scenarios"),
+    ),
+    (
+        "Gateway forwards answers unchanged; requests keep the contract",
+        ("interface.gateway", "interface.caller"),
+    ),
+]
+
+
+def _matches(check: Check, keys: tuple[str, ...]) -> bool:
+    return any(check.id == k or (k.endswith(".") and check.id.startswith(k)) for k in keys)
+
+
+def checklist(
+    phases: list[Phase], reviewer: str | None, verdict: Verdict, files: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Each item is done only when checks evidence it and none of them failed or lacked evidence."""
+    checks = [c for ph in phases for c in ph.checks]
+    ran = {ph.name for ph in phases}
+    items = []
+    for title, keys in CHECKLIST:
+        found = [c for c in checks if _matches(c, keys)]
+        phase = keys[0].split(".")[0]
+        optional_absent = keys[0].startswith("compat.log-") and phase in ran
+        no_log = optional_absent and any(c.id == "compat.flags" and c.status == "missing" for c in checks)
+        if phase not in ran:
+            state, why = "not run", f"phase {phase} did not run"
+        elif no_log:
+            state, why = "open", "no startup log given"
+        elif not found and optional_absent:
+            state, why = "done", "no warning, fallback or error in the startup log"
+        elif not found:
+            state, why = "open", "no evidence"
+        elif any(c.status in ("fail", "missing") for c in found) or (optional_absent and found):
+            bad = [c for c in found if c.status in ("fail", "missing", "warn")]
+            state, why = "open", "; ".join(f"{c.id}: {c.detail}" for c in bad[:3])
+        else:
+            state, why = "done", "; ".join(f"{c.id}: {c.status}" for c in found[:4])
+        items.append({"item": title, "state": state, "evidence": why, "checks": [c.id for c in found]})
+    items.append(
+        {
+            "item": "Rollback alerts and a dashboard for the first days (generated; install them)",
+            "state": "done" if files.get("alerts") and files.get("dashboard") else "open",
+            "evidence": ", ".join(v for k, v in files.items() if k in ("alerts", "dashboard")),
+            "checks": [],
+        }
+    )
+    items.append(
+        {
+            "item": "Reviewer named",
+            "state": "done" if reviewer else "open",
+            "evidence": reviewer or "no --reviewer",
+            "checks": [],
+        }
+    )
+    if verdict.decision == "limited":
+        items.append(
+            {
+                "item": "Limited go-live: rate-limit scope, on-call owner and rollback conditions recorded",
+                "state": "done" if verdict.granted else "open",
+                "evidence": "; ".join(
+                    f"{k}: {v}"
+                    for k, v in verdict.limits.items()
+                    if k in ("scope", "owner", "rollback") and v
+                )
+                or "missing " + ", ".join(verdict.missing_conditions),
+                "checks": [],
+            }
+        )
+    return items
+
+
+def decide(phases: list[Phase], selected: list[str], limits: Limits, suggested: dict[str, Any]) -> Verdict:
+    blocking = [c for ph in phases for c in ph.checks if c.blocking]
+    crashed = [ph for ph in phases if ph.error is not None]
+    rework = [c for c in blocking if c.leads_to == "rework"]
+    scale = [c for c in blocking if c.leads_to == "scale-up"]
+    limited = [c for c in blocking if c.leads_to == "limited"]
+    partial = set(selected) != set(ALL_PHASES)
+
+    def why(cs: list[Check]) -> list[str]:
+        return [f"{c.id}: {c.detail}" for c in cs]
+
+    lim = {"scope": limits.scope, "owner": limits.owner, "rollback": limits.rollback, "suggested": suggested}
+    if crashed or rework:
+        reasons = [f"phase {ph.name} could not finish: {ph.error}" for ph in crashed] + why(rework)
+        reasons += [f"(also) {r}" for r in why(scale + limited)]
+        return Verdict("rework", True, reasons, partial, limits=lim)
+    if scale:
+        return Verdict(
+            "scale-up", True, why(scale) + [f"(also) {r}" for r in why(limited)], partial, limits=lim
+        )
+    if limited:
+        missing = limits.missing()
+        return Verdict("limited", not missing, why(limited), partial, missing_conditions=missing, limits=lim)
+    return Verdict("go", True, ["every check of the phases run passed"], partial, limits=lim)
