@@ -12,6 +12,7 @@ Only ``wirecheck/cli.py`` (and the demo it runs) imports this package.
 """
 
 from ._capacity import CapacityPlan
+from ._demo import run_demo
 from ._evidence import parse_fingerprint, read_container, read_host, read_startup_log
 from ._model import Check, Limits, Phase, Slo, Verdict
 from ._probe import probe
@@ -37,5 +38,6 @@ __all__ = [
     "read_host",
     "read_startup_log",
     "run_acceptance",
+    "run_demo",
     "via_taps",
 ]

@@ -256,6 +256,7 @@ async def run_interface(
                 model=model,
                 headers=headers,
                 config=direct,
+                quiet=True,
             )
             scen.update(ran=True, requests=report.requests, ok=report.ok)
             if report.failure is not None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hseed
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky, FlakyStrategyDefinition
@@ -246,6 +246,7 @@ def run_scenarios(
     via_proxy: tuple[str, int] | None = None,
     settings_: settings | None = None,
     progress: Callable[[int], None] | None = None,
+    quiet: bool = False,
 ) -> ScenarioReport:
     """Run the agent-loop scenarios against ``target``; the report holds the shrunk failure, if any.
 
@@ -269,9 +270,9 @@ def run_scenarios(
             machine = _machine(
                 caller_url, model, stream, report, config or CheckConfig(), headers or {}, sink
             )
-            return _run(machine, report, examples, seed, settings_)
+            return _run(machine, report, examples, seed, settings_, quiet=quiet)
     machine = _machine(target, model, stream, report, config or CheckConfig(direct=True), headers or {})
-    return _run(machine, report, examples, seed, settings_)
+    return _run(machine, report, examples, seed, settings_, quiet=quiet)
 
 
 def _run(
@@ -280,8 +281,11 @@ def _run(
     examples: int,
     seed: int | None,
     settings_: settings | None,
+    *,
+    quiet: bool = False,
 ) -> ScenarioReport:
     s = settings_ or settings(
+        verbosity=Verbosity.quiet if quiet else Verbosity.normal,
         max_examples=examples,
         stateful_step_count=6,
         deadline=None,

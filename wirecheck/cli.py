@@ -151,9 +151,120 @@ def _parser() -> argparse.ArgumentParser:
         help="with --via-proxy: the engine tap; point the gateway's upstream here",
     )
 
+    a = sub.add_parser(
+        "accept",
+        help="go-live acceptance: compat, capacity, cache and interface phases, one verdict, a report folder",
+        description="Exit codes: 0 accepted (go, or limited with its conditions), 1 not accepted "
+        "(rework, scale-up, limited without conditions, or a partial run), 2 unusable input.",
+    )
+    a.add_argument(
+        "--target", required=True, metavar="URL", help="where callers send requests (engine or gateway)"
+    )
+    a.add_argument(
+        "--engine-url", metavar="URL", help="the vLLM engine itself: /version, /tokenize, /health, /metrics"
+    )
+    a.add_argument(
+        "--metrics-url",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="URL",
+        help="engine /metrics (one per engine; default ENGINE-URL/metrics)",
+    )
+    a.add_argument(
+        "--host-info",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="nvidia-smi -q -x (or nvidia-smi) output from each host, or several samples",
+    )
+    a.add_argument(
+        "--container-info", metavar="FILE", help="what `wirecheck probe` printed inside the container"
+    )
+    a.add_argument("--startup-log", metavar="FILE", help="the vLLM server's log from its start")
+    img = a.add_mutually_exclusive_group()
+    img.add_argument(
+        "--official-image", action="store_true", help="the deployment runs vllm/vllm-openai:kimi-k3"
+    )
+    img.add_argument(
+        "--self-built", metavar="FILE", help="JSON build record of a self-built image (docs/acceptance.md)"
+    )
+    a.add_argument(
+        "--reviewer",
+        required=True,
+        metavar="NAME",
+        help="who reviews this acceptance (recorded in the evidence)",
+    )
+    a.add_argument("--profile", choices=("quick", "standard", "soak"), default="quick")
+    a.add_argument(
+        "--phases", default="compat,capacity,cache,interface", help="comma list (default: all four)"
+    )
+    a.add_argument("--out", required=True, metavar="DIR", help="report folder")
+    a.add_argument("--model", default=None, help="model name to send (default: the first of /v1/models)")
+    a.add_argument(
+        "--family",
+        choices=("kimi_k3", "kimi_k2", "hermes"),
+        default=None,
+        help="recipe to hold the flags to (default: from the model name)",
+    )
+    a.add_argument("--header", action="append", default=[], metavar="K:V")
+    a.add_argument("--slo-ttft-p95", type=float, default=2.0, metavar="S")
+    a.add_argument("--slo-itl-p95", type=float, default=0.2, metavar="S")
+    a.add_argument("--slo-e2e-p95", type=float, default=60.0, metavar="S")
+    a.add_argument("--max-error-rate", type=float, default=0.01, metavar="FRACTION")
+    a.add_argument(
+        "--target-concurrency",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the concurrency production needs (default: the ramp's top)",
+    )
+    a.add_argument(
+        "--open-loop",
+        default=None,
+        metavar="RPS,...",
+        help="ramp by arrival rates (open loop) instead of concurrency",
+    )
+    a.add_argument("--limit-scope", default=None, metavar="TEXT", help="for limited: the rate-limit scope")
+    a.add_argument("--on-call", default=None, metavar="OWNER", help="for limited: the on-call owner")
+    a.add_argument("--rollback", default=None, metavar="TEXT", help="for limited: the rollback conditions")
+    a.add_argument(
+        "--max-retry-rate",
+        type=float,
+        default=0.1,
+        metavar="FRACTION",
+        help="at most this share of requests may need a retry for limited",
+    )
+    a.add_argument("--seed", type=int, default=1)
+    a.add_argument(
+        "--via-proxy",
+        action="store_true",
+        help="--target is a gateway: put wirecheck's taps on both sides of it",
+    )
+    a.add_argument(
+        "--engine-listen",
+        default="127.0.0.1:8101",
+        metavar="HOST:PORT",
+        help="with --via-proxy: the engine tap; point the gateway's upstream here",
+    )
+    a.add_argument("--format", choices=("text", "json"), default="text")
+    a.add_argument("--quiet", action="store_true", help="no progress lines")
+
+    pr = sub.add_parser(
+        "probe", help="print the container facts compat needs (run it inside the serving container)"
+    )
+    pr.add_argument(
+        "--image",
+        default=None,
+        metavar="TAG",
+        help="the image this container runs (it cannot see its own tag)",
+    )
+    pr.add_argument("--out", default=None, metavar="FILE", help="write the JSON here instead of stdout")
+
     d = sub.add_parser("demo", help="run the whole request path on loopback with faults, and report")
     d.add_argument("--out", default="wirecheck-demo", help="report folder (default ./wirecheck-demo)")
-    d.add_argument("--requests", type=int, default=48)
+    d.add_argument("--requests", type=int, default=28, help="interface requests (the acceptance's agent set)")
     d.add_argument("--seed", type=int, default=7)
 
     e = sub.add_parser("export", help="export a store as exchange JSONL or HAR")
@@ -537,6 +648,97 @@ def _sim_gateway(args: argparse.Namespace) -> int:
     return 0
 
 
+def _float_list(value: str | None, what: str) -> list[float] | None:
+    if not value:
+        return None
+    try:
+        out = [float(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        raise WirecheckError(f"{what}: expected numbers separated by commas, got {value!r}") from None
+    if not out or any(x <= 0 for x in out):
+        raise WirecheckError(f"{what}: rates must be positive")
+    return out
+
+
+def _accept(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from wirecheck.acceptance import AcceptOptions, Limits, Progress, Slo, run_acceptance, via_taps
+    from wirecheck.proxy import Store
+
+    opts = AcceptOptions(
+        target=args.target,
+        reviewer=args.reviewer,
+        out=Path(args.out),
+        engine_url=args.engine_url,
+        metrics_urls=args.metrics_url,
+        host_files=args.host_info,
+        container_file=args.container_info,
+        startup_log=args.startup_log,
+        official_image=args.official_image,
+        self_built=args.self_built,
+        profile=args.profile,
+        phases=[p.strip() for p in args.phases.split(",") if p.strip()],
+        model=args.model,
+        family=args.family,
+        headers=_headers_arg(args.header),
+        slo=Slo(args.slo_ttft_p95, args.slo_e2e_p95, args.slo_itl_p95, args.max_error_rate),
+        limits=Limits(args.limit_scope, args.on_call, args.rollback, args.max_retry_rate),
+        target_concurrency=args.target_concurrency,
+        open_loop_rates=_float_list(args.open_loop, "--open-loop"),
+        seed=args.seed,
+    )
+    progress = Progress(quiet=args.quiet)
+
+    async def run() -> object:
+        if not args.via_proxy:
+            return await run_acceptance(opts, progress)
+        if not args.engine_url:
+            raise WirecheckError("accept: --via-proxy needs --engine-url (the engine behind the gateway)")
+        port = _hostport(args.engine_listen, "--engine-listen")[1]
+        opts.out.mkdir(parents=True, exist_ok=True)
+        store = Store(opts.out / "wirecheck.db", writer=True)
+        try:
+            async with via_taps(args.target, args.engine_url, port, store) as (caller_url, source):
+                opts.topology.update(gateway=args.target, taps=f"caller tap {caller_url}, engine tap :{port}")
+                opts.target, opts.taps = caller_url, source
+                return await run_acceptance(opts, progress)
+        finally:
+            store.close()
+
+    from wirecheck.acceptance import AcceptanceResult
+
+    result = asyncio.run(run())
+    assert isinstance(result, AcceptanceResult)
+    v = result.verdict
+    if args.format == "json":
+        print(json.dumps(result.report["verdict"], indent=2))
+    else:
+        print(f"verdict: {v.label}")
+        for r in v.reasons:
+            print(f"  - {r}")
+        iface = next((p for p in result.phases if p.name == "interface"), None)
+        if iface is not None and iface.data.get("errors_by_fault"):
+            blamed = ", ".join(f"{k} {n}" for k, n in iface.data["errors_by_fault"].items())
+            print(f"attribution ({iface.data['attributed_from']}): {blamed}")
+        print(
+            f"report: {result.files['html']} and {result.files['markdown']} (also report.json, alerts.yml, grafana-dashboard.json)"
+        )
+    return 0 if v.accepted else 1
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from wirecheck.acceptance import probe
+
+    text = json.dumps(probe(args.image), indent=2) + "\n"
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"probe: wrote {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -556,8 +758,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _replay(args)
         if args.command == "scenarios":
             return _scenarios(args)
+        if args.command == "accept":
+            return _accept(args)
+        if args.command == "probe":
+            return _probe(args)
         if args.command == "demo":
-            from wirecheck._demo import run_demo
+            from wirecheck.acceptance import run_demo
 
             return run_demo(args.out, requests=args.requests, seed=args.seed)
         if args.command == "sim":

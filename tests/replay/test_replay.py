@@ -18,7 +18,7 @@ from tests import wire
 from tests.proxy.test_mitm_addon import ADDON, MITMDUMP
 from tests.servers import free_port, serve
 from tests.wirecheck.test_cli_sim import wait_up
-from wirecheck._demo import run_demo
+from wirecheck.acceptance import run_demo
 from wirecheck.contracts import CheckConfig, InputError, check_exchanges, read_exchanges
 from wirecheck.proxy import open_store, to_har
 from wirecheck.replay import detect_format, load_capture, load_har, load_mitm, replay
@@ -33,8 +33,17 @@ def verdicts(exs: list[Any], **cfg: Any) -> Counter[tuple[str, str, str]]:
 @pytest.fixture(scope="module")
 def demo_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("demo")
-    run_demo(out, requests=16)
+    run_demo(out, requests=16, phases=("interface",), scenario_examples=0, quiet=True)
     return out
+
+
+def callers(capture: Path) -> int:
+    """What a replay sends: one request per caller-tap chat completion (retries and probes included)."""
+    return sum(
+        1
+        for e in read_exchanges(capture / "capture.jsonl")
+        if e.tap == "caller" and e.request.method == "POST" and e.request.path.endswith("/chat/completions")
+    )
 
 
 def test_har_written_by_export_gives_the_stores_findings(demo_capture: Path, tmp_path: Path) -> None:
@@ -153,15 +162,19 @@ def test_mitmproxy_flow_file_gives_the_same_findings_as_the_addons_store(tmp_pat
 
 def test_replay_to_a_clean_target_and_side_by_side_with_a_faulty_one(demo_capture: Path) -> None:
     captured = list(read_exchanges(demo_capture / "capture.jsonl"))
-    clean = create_app(SimConfig(time_scale=0.001))
-    faulty = create_app(SimConfig(time_scale=0.001, faults=parse_faults("model.undeclared_tool")))
+    n = callers(demo_capture)
+    assert n >= 17  # the discovery probe and 16 agent requests, and any retries
+    clean = create_app(SimConfig(family="kimi_k3", time_scale=0.001))
+    faulty = create_app(
+        SimConfig(family="kimi_k3", time_scale=0.001, faults=parse_faults("model.undeclared_tool"))
+    )
     with serve(clean) as a, serve(faulty) as b:
         dry = replay(captured, a, dry_run=True)
-        assert len(dry.planned) == 16 and dry.sent == 0 and clean.state.sim.engine.steps == 0
+        assert len(dry.planned) == n and dry.sent == 0 and clean.state.sim.engine.steps == 0
         res = replay(captured, a, headers={"authorization": "Bearer sk-new"})
-        assert res.sent == 16 and [f for f in res.findings if f.severity == "error"] == []
+        assert res.sent == n and [f for f in res.findings if f.severity == "error"] == []
         side = replay(captured, a, compare=b, concurrency=2)
-    assert side.sent == 16 and len(side.answers) == 32
+    assert side.sent == n and len(side.answers) == 2 * n
     diffs = [d for d in side.diffs if d.what == "tool_calls"]
     assert diffs and {d.blamed for d in diffs} == {"b"}
     assert {f.rule for f in side.findings if f.tap == "compare"} >= {"tool-call-undeclared"}
@@ -169,7 +182,7 @@ def test_replay_to_a_clean_target_and_side_by_side_with_a_faulty_one(demo_captur
 
 
 def test_replay_cli_dry_run_and_header(demo_capture: Path) -> None:
-    sim = create_app(SimConfig(time_scale=0.001, api_key="sk-new"))
+    sim = create_app(SimConfig(family="kimi_k3", time_scale=0.001, api_key="sk-new"))
     with serve(sim) as url:
         dry = subprocess.run(
             [
@@ -187,7 +200,11 @@ def test_replay_cli_dry_run_and_header(demo_capture: Path) -> None:
             timeout=60,
             check=False,
         )
-        assert dry.returncode == 0 and dry.stdout.count("POST ") == 16 and sim.state.sim.engine.steps == 0
+        assert (
+            dry.returncode == 0
+            and dry.stdout.count("POST ") == callers(demo_capture)
+            and sim.state.sim.engine.steps == 0
+        )
         out = subprocess.run(
             [
                 sys.executable,
@@ -208,5 +225,7 @@ def test_replay_cli_dry_run_and_header(demo_capture: Path) -> None:
             check=False,
         )
     res = json.loads(out.stdout)
-    assert res["sent"] == 16 and not [f for f in res["findings"] if f["rule"] == "http-client-error"]
+    assert res["sent"] == callers(demo_capture) and not [
+        f for f in res["findings"] if f["rule"] == "http-client-error"
+    ]
     assert out.returncode == 0

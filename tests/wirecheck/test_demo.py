@@ -8,34 +8,43 @@ import sys
 from pathlib import Path
 
 
-def test_demo_attributes_faults_to_every_side_and_writes_the_report(tmp_path: Path) -> None:
+def test_demo_runs_accept_through_the_taps_and_attributes_faults_to_every_side(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     proc = subprocess.run(
         [sys.executable, "-m", "wirecheck", "demo", "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=240,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    for name in ("report.md", "findings.json", "findings.xml", "capture.jsonl", "wirecheck.db"):
+    for name in (
+        "report.html",
+        "report.md",
+        "report.json",
+        "alerts.yml",
+        "grafana-dashboard.json",
+        "findings.json",
+        "findings.xml",
+        "findings.html",
+        "capture.jsonl",
+        "wirecheck.db",
+    ):
         assert (out / name).exists(), name
+    report = json.loads((out / "report.json").read_text())
+    assert [p["name"] for p in report["phases"]] == ["compat", "capacity", "cache", "interface"]
+    # the simulated host and container are the recipe's: compat passes; the faulty gateway is rework
+    assert report["phases"][0]["status"] == "pass"
+    assert report["verdict"]["decision"] == "rework"
+    assert any(r.startswith("interface.gateway:") for r in report["verdict"]["reasons"])
+    iface = report["phases"][3]["data"]
+    assert iface["attributed_from"].startswith("both taps")
+    assert {"gateway", "model", "parser"} <= set(iface["errors_by_fault"])
     res = json.loads((out / "findings.json").read_text())
-    assert res["exchanges"] == 96 and res["summary"]["pairs"] == 48
+    assert res["summary"]["pairs"] * 2 == res["exchanges"]  # both taps saw every request
     faults = set(res["summary"]["by_fault"])
     assert {"gateway", "model", "parser", "engine"} <= faults, faults
     assert "unknown" not in faults  # two taps: nothing is left unattributed
     gateway_rules = {f["rule"] for f in res["findings"] if f["fault"] == "gateway"}
     assert {"gateway-reasoning-dropped", "gateway-finish-reason-changed"} <= gateway_rules
-    assert "gateway" in proc.stdout and "report.md" in proc.stdout
-    # seeded: the same run gives the same findings
-    again = subprocess.run(
-        [sys.executable, "-m", "wirecheck", "demo", "--out", str(tmp_path / "again")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert again.returncode == 0
-    res2 = json.loads((tmp_path / "again" / "findings.json").read_text())
-    assert res2["summary"]["by_rule"] == res["summary"]["by_rule"]
+    assert "verdict: rework" in proc.stdout and "gateway" in proc.stdout and "report.html" in proc.stdout

@@ -1,0 +1,190 @@
+"""``wirecheck demo``: the whole tool on loopback, with faults on every side, ending in a verdict.
+
+    caller (accept) -> [caller tap] -> faulty gateway -> [engine tap] -> simulator (faulty model,
+    parser and engine)
+
+The simulator (Kimi K3, with the environment evidence a real host would give) and the gateway inject
+faults at fixed rates from a seed; the dual-tap proxy records both sides into a store; ``accept
+--profile quick`` runs compat, capacity, cache and interface through it and decides. The report goes to
+``--out`` (default ``./wirecheck-demo/``): the acceptance report (HTML, Markdown, JSON, alerts,
+dashboard), the findings over every recorded exchange (JSON, JUnit, HTML), the capture and the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections import Counter
+from pathlib import Path
+
+import uvicorn
+
+from wirecheck.contracts import (
+    CheckConfig,
+    check_exchanges,
+    render_html,
+    render_json,
+    render_junit,
+    write_exchanges,
+)
+from wirecheck.proxy import ListenerServer, Store
+from wirecheck.sim import (
+    GatewayConfig,
+    SimConfig,
+    create_app,
+    create_gateway,
+    parse_faults,
+    parse_gateway_faults,
+    write_environment,
+)
+
+from ._run import AcceptanceResult, AcceptOptions, Progress, run_acceptance, via_taps
+from ._verdict import ALL_PHASES
+
+__all__ = ["DEMO_GATEWAY_FAULTS", "DEMO_SIM_FAULTS", "run_demo"]
+
+DEMO_SIM_FAULTS = "model.invalid_json=0.12,model.undeclared_tool=0.08,parser.markup_in_content=0.1,engine.error_mid_stream=0.06"
+DEMO_GATEWAY_FAULTS = "reasoning_dropped=0.2,finish_reason_changed=0.3,stream_buffered=0.15"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _run(
+    out: Path,
+    *,
+    requests: int,
+    seed: int,
+    time_scale: float,
+    phases: list[str],
+    scenario_examples: int | None,
+    quiet: bool,
+) -> tuple[AcceptanceResult, float]:
+    sim_port, gw_port, engine_port = (_free_port() for _ in range(3))
+    cfg = SimConfig(
+        family="kimi_k3",
+        faults=parse_faults(DEMO_SIM_FAULTS, seed=seed),
+        seed=seed,
+        time_scale=time_scale,
+        decode_tokens_per_s=60.0,  # with the time scale, a few ms a token: streams spread out
+    )
+    sim = create_app(cfg)
+    gateway = create_gateway(
+        GatewayConfig(
+            upstream=f"http://127.0.0.1:{engine_port}",
+            faults=parse_gateway_faults(DEMO_GATEWAY_FAULTS, seed=seed),
+        )
+    )
+    servers = [
+        ListenerServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="auto"))
+        for app, port in ((sim, sim_port), (gateway, gw_port))
+    ]
+    tasks = [asyncio.ensure_future(s.serve()) for s in servers]
+    while not all(s.started for s in servers):
+        if any(t.done() for t in tasks):
+            raise RuntimeError("a demo server failed to start")
+        await asyncio.sleep(0.01)
+    env = write_environment(out / "evidence", cfg)
+    sim_url, gw_url = f"http://127.0.0.1:{sim_port}", f"http://127.0.0.1:{gw_port}"
+    store = Store(out / "wirecheck.db", writer=True)
+    t0 = time.monotonic()
+    try:
+        async with via_taps(gw_url, sim_url, engine_port, store) as (caller_url, source):
+            opts = AcceptOptions(
+                target=caller_url,
+                engine_url=sim_url,
+                reviewer="wirecheck demo (simulated deployment)",
+                out=out,
+                host_files=[str(env["host_xml"]), str(env["host_text"])],
+                container_file=str(env["container"]),
+                startup_log=str(env["startup_log"]),
+                official_image=True,
+                profile="quick",
+                phases=phases,
+                taps=source,
+                seed=seed,
+                interface_requests=requests,
+                scenario_examples=scenario_examples,
+                topology={
+                    "gateway": f"{gw_url} (simulated, faults {DEMO_GATEWAY_FAULTS})",
+                    "taps": f"caller tap {caller_url}, engine tap :{engine_port}",
+                    "simulator": f"{sim_url} (faults {DEMO_SIM_FAULTS})",
+                },
+            )
+            result = await run_acceptance(opts, Progress(quiet=quiet))
+    finally:
+        elapsed = time.monotonic() - t0
+        for s in servers:
+            s.should_exit = True
+        await asyncio.gather(*tasks, return_exceptions=True)
+        store.close()
+    return result, elapsed
+
+
+def run_demo(
+    out: str | Path = "wirecheck-demo",
+    *,
+    requests: int = 28,
+    seed: int = 7,
+    time_scale: float = 0.1,
+    phases: list[str] | tuple[str, ...] = ALL_PHASES,
+    scenario_examples: int | None = None,
+    quiet: bool = False,
+) -> int:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("wirecheck.db", "wirecheck.db-wal", "wirecheck.db-shm"):
+        (out / stale).unlink(missing_ok=True)
+    print(
+        "wirecheck demo: simulator + faulty gateway + dual-tap proxy on loopback, accept --profile quick ...",
+        flush=True,
+    )
+    result, elapsed = asyncio.run(
+        _run(
+            out,
+            requests=requests,
+            seed=seed,
+            time_scale=time_scale,
+            phases=list(phases),
+            scenario_examples=scenario_examples,
+            quiet=quiet,
+        )
+    )
+    store = Store(out / "wirecheck.db")
+    exchanges = list(store.exchanges())
+    store.close()
+    # every exchange both taps recorded, judged together: attribution over the whole run
+    checked = check_exchanges(exchanges, CheckConfig())
+    (out / "findings.json").write_text(render_json(checked), encoding="utf-8")
+    (out / "findings.xml").write_text(
+        render_junit(checked, exchange_ids=[e.id for e in exchanges]), encoding="utf-8"
+    )
+    (out / "findings.html").write_text(
+        render_html(checked, exchanges, title="wirecheck demo: every finding"), encoding="utf-8"
+    )
+    with (out / "capture.jsonl").open("w", encoding="utf-8") as fh:
+        write_exchanges(exchanges, fh)
+    v = result.verdict
+    print(
+        f"\nverdict: {v.label}  ({elapsed:.1f} s, {checked.exchanges} exchanges, {checked.pairs} caller/engine pairs)"
+    )
+    for r in v.reasons[:8]:
+        print(f"  - {r[:220]}")
+    print("\nwhere each fault was attributed (every recorded exchange, both taps):")
+    by: dict[str, Counter[str]] = {}
+    for f in checked.findings:
+        if f.severity == "error":
+            by.setdefault(str(f.fault), Counter())[f.rule] += 1
+    for fault in sorted(by):
+        rules = ", ".join(f"{rule} x{n}" for rule, n in by[fault].most_common())
+        print(f"  {fault:8} {sum(by[fault].values()):4}  {rules}")
+    print(f"\ninjected: simulator {DEMO_SIM_FAULTS}; gateway {DEMO_GATEWAY_FAULTS}")
+    print(
+        f"report: {out / 'report.html'} and {out / 'report.md'} (also report.json, alerts.yml, grafana-dashboard.json,"
+    )
+    print("        findings.json/.xml/.html, capture.jsonl, wirecheck.db)")
+    return 0

@@ -1,0 +1,430 @@
+"""``accept`` end to end against the simulator: each verdict from a configuration made for it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from jsonschema import Draft202012Validator
+from PIL import Image
+from ruamel.yaml import YAML
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
+
+from tests.servers import serve
+from wirecheck.acceptance import (
+    ALL_PHASES,
+    AcceptanceResult,
+    AcceptOptions,
+    CapacityPlan,
+    Limits,
+    Progress,
+    accept,
+)
+from wirecheck.acceptance._client import measure
+from wirecheck.acceptance._verdict import decide
+from wirecheck.sim import Environment, SimConfig, create_app, parse_faults, write_environment
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FAST = {"family": "kimi_k3", "time_scale": 0.02}
+
+
+def small_plan() -> CapacityPlan:
+    return CapacityPlan(
+        ramp=[1, 2, 4], long_input_turns=[12], soak_requests=8, soak_windows=2, recover_wait_s=3
+    )
+
+
+def run_accept(
+    tmp: Path,
+    cfg: SimConfig,
+    env: Environment | None = None,
+    *,
+    phases: tuple[str, ...] = ALL_PHASES,
+    metrics_from: str | None = None,
+    **kw: Any,
+) -> AcceptanceResult:
+    paths = write_environment(tmp / "evidence", cfg, env)
+    with serve(create_app(cfg)) as url:
+        opts = AcceptOptions(
+            target=url,
+            engine_url=url,
+            metrics_urls=[metrics_from + "/metrics"] if metrics_from else [],
+            reviewer="ci",
+            out=tmp / "out",
+            host_files=[str(paths["host_xml"]), str(paths["host_text"])],
+            container_file=str(paths["container"]),
+            startup_log=str(paths["startup_log"]),
+            official_image=True,
+            phases=list(phases),
+            plan=kw.pop("plan", None) or small_plan(),
+            interface_requests=kw.pop("interface_requests", 14),
+            scenario_examples=kw.pop("scenario_examples", 3),
+            **kw,
+        )
+        return accept(opts, Progress(quiet=True))
+
+
+def checks(result: AcceptanceResult) -> dict[str, Any]:
+    return {c.id: c for ph in result.phases for c in ph.checks}
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory: pytest.TempPathFactory) -> AcceptanceResult:
+    return run_accept(tmp_path_factory.mktemp("clean"), SimConfig(**FAST))  # type: ignore[arg-type]
+
+
+def test_a_clean_deployment_is_go_with_every_checklist_item_ticked_from_evidence(
+    clean: AcceptanceResult,
+) -> None:
+    v = clean.verdict
+    assert (v.decision, v.granted, v.accepted, v.partial) == ("go", True, True, False), v.reasons
+    assert [p.name for p in clean.phases] == list(ALL_PHASES)
+    assert all(p.status in ("pass", "warn") for p in clean.phases), [(p.name, p.status) for p in clean.phases]
+    items = clean.report["checklist"]
+    assert items and all(i["state"] == "done" for i in items), [i for i in items if i["state"] != "done"]
+    ev = clean.report["evidence"]
+    assert ev["reviewer"] == "ci" and ev["sample_set_version"] and ev["topology"]["tensor_parallel"] == 8
+    assert ev["container"]["image"] == "vllm/vllm-openai:kimi-k3" and ev["engine"]["version"] == "0.33.0"
+    ramp = clean.report["phases"][1]["data"]["ramp"]
+    assert [r["concurrency"] for r in ramp] == [1, 2, 4]
+    for r in ramp:
+        assert r["errors"] == 0 and r["ttft_p50_s"] <= r["e2e_p50_s"] and r["kv_max"] is not None
+        assert r["series"], "the KV and queue gauges were sampled while the step ran"
+
+
+def test_the_report_json_follows_the_documented_schema(clean: AcceptanceResult) -> None:
+    schema = json.loads((ROOT / "docs" / "acceptance-report.schema.json").read_text())
+    Draft202012Validator.check_schema(schema)
+    report = json.loads(Path(clean.files["json"]).read_text())
+    errors = sorted(Draft202012Validator(schema).iter_errors(report), key=lambda e: list(e.path))
+    assert not errors, [f"{list(e.path)}: {e.message}" for e in errors[:5]]
+
+
+def test_alert_rules_and_dashboard_carry_the_rollback_thresholds(clean: AcceptanceResult) -> None:
+    rules = YAML(typ="safe").load(Path(clean.files["alerts"]).read_text())
+    by_name = {r["alert"]: r for r in rules["groups"][0]["rules"]}
+    assert {
+        "VllmKvCacheNearlyFull",
+        "VllmRequestsQueueing",
+        "VllmPreempting",
+        "VllmSuccessRateLow",
+        "VllmTtftHigh",
+        "VllmE2eLatencyHigh",
+        "VllmPrefixCacheHitsLow",
+    } <= set(by_name)
+    assert by_name["VllmTtftHigh"]["expr"].endswith("> 2.0")
+    assert "vllm:time_to_first_token_seconds_bucket" in by_name["VllmTtftHigh"]["expr"]
+    assert by_name["VllmSuccessRateLow"]["expr"].endswith("< 0.99")
+    dash = json.loads(Path(clean.files["dashboard"]).read_text())
+    titles = {p["title"]: p for p in dash["panels"]}
+    assert {
+        "KV cache usage",
+        "Requests waiting",
+        "Preemptions (10m)",
+        "Success rate",
+        "TTFT p95",
+        "E2E latency p95",
+        "Prefix cache hit rate",
+    } == set(titles)
+    steps = titles["TTFT p95"]["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert steps[-1] == {"color": "red", "value": 2.0}
+    md = Path(clean.files["markdown"]).read_text()
+    assert "**Verdict: go**" in md and "- [x] Reviewer named" in md
+
+
+def test_the_html_report_renders_in_headless_chromium_with_verdict_checklist_and_plots(
+    clean: AcceptanceResult,
+) -> None:
+    assert Path(CHROMIUM).exists(), "chromium is missing: apt-get install -y chromium (./dev test does)"
+    page = Path(clean.files["html"])
+    text = page.read_text()
+    assert "<script" not in text and "<link" not in text and 'src="http' not in text  # nothing to load
+    with tempfile.TemporaryDirectory(prefix="wc-acc-") as tmp:
+        flags = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp}/profile",
+            "--window-size=1200,900",
+        ]
+        dom = subprocess.run(
+            [CHROMIUM, *flags, "--dump-dom", page.as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        ).stdout
+        assert 'id="verdict"' in dom and "Verdict: <b>go</b>" in dom
+        assert 'id="checklist"' in dom and dom.count("&#9745;") + dom.count("☑") >= 10
+        assert dom.count("<polyline") >= 4 and "Prefix cache counter deltas" in dom and "<rect" in dom
+        shot = Path(tmp) / "shot.png"
+        subprocess.run(
+            [CHROMIUM, *flags, f"--screenshot={shot}", page.as_uri()],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        img = Image.open(shot).convert("RGB")
+        w, h = img.size
+        green = sum(
+            1
+            for x in range(0, w, 2)
+            for y in range(0, h // 3, 2)
+            if img.getpixel((x, y)) == (0xD9, 0xF2, 0xD9)
+        )
+        assert green > 300, f"the go verdict banner is not on screen ({green} pixels)"
+
+
+def test_a_driver_before_r580_in_the_host_files_gives_rework(tmp_path: Path) -> None:
+    res = run_accept(tmp_path, SimConfig(**FAST), Environment(driver="575.57.08"))  # type: ignore[arg-type]
+    assert res.verdict.decision == "rework" and not res.verdict.accepted
+    assert any(r.startswith("compat.driver:") and "R575" in r for r in res.verdict.reasons)
+    # the other phases ran and passed: the environment alone is the reason
+    assert {p.name: p.status for p in res.phases}["capacity"] == "pass"
+    item = next(i for i in res.report["checklist"] if i["item"].startswith("Host driver"))
+    assert item["state"] == "open"
+
+
+def test_a_cuda_12_container_gives_rework(tmp_path: Path) -> None:
+    res = run_accept(
+        tmp_path, SimConfig(**FAST), Environment(cuda_runtime="12.9", torch="2.8.0+cu129"), phases=("compat",)
+    )  # type: ignore[arg-type]
+    assert res.verdict.decision == "rework" and res.verdict.partial
+    assert checks(res)["compat.cuda-runtime"].status == "fail"
+
+
+def test_a_small_kv_budget_gives_scale_up(tmp_path: Path) -> None:
+    res = run_accept(tmp_path, SimConfig(**FAST, num_gpu_blocks=400))  # type: ignore[arg-type]
+    assert res.verdict.decision == "scale-up", res.verdict.reasons
+    ramp = next(p for p in res.phases if p.name == "capacity").data["ramp"]
+    assert any((r["preemptions"] or 0) > 0 for r in ramp) and max(r["kv_max"] for r in ramp) >= 0.95
+    assert all(not c.blocking for c in checks(res).values() if c.id.startswith(("compat.", "interface.")))
+
+
+def test_a_low_rate_parser_fault_fixed_by_retry_gives_limited_and_only_with_its_conditions(
+    tmp_path: Path,
+) -> None:
+    cfg = SimConfig(**FAST, faults=parse_faults("parser.markup_in_content=0.08", seed=5))  # type: ignore[arg-type]
+    limits = Limits(
+        "10% of tenant traffic, at most 4 concurrent",
+        "oncall-llm@team",
+        "the alert rules in alerts.yml",
+        max_retry_rate=0.25,
+    )
+    res = run_accept(tmp_path, cfg, limits=limits, interface_requests=21)
+    v = res.verdict
+    assert (v.decision, v.granted, v.accepted) == ("limited", True, True), v.reasons
+    iface = next(p for p in res.phases if p.name == "interface")
+    assert iface.data["outcomes"].get("recovered", 0) >= 1 and not iface.data["outcomes"].get("failed")
+    assert iface.data["errors_by_fault"] == {"parser": iface.data["errors_by_fault"]["parser"]}
+    assert v.limits["owner"] == "oncall-llm@team"
+    # the same evidence without scope, owner and rollback: limited is not granted
+    bare = decide(res.phases, list(ALL_PHASES), Limits(max_retry_rate=0.25), {})
+    assert (bare.decision, bare.granted, bare.accepted) == ("limited", False, False)
+    assert (
+        bare.missing_conditions == ["--limit-scope", "--on-call", "--rollback"]
+        and "NOT GRANTED" in bare.label
+    )
+
+
+def test_the_cache_phase_fails_with_prefix_caching_off_and_passes_with_it_on(
+    tmp_path: Path, clean: AcceptanceResult
+) -> None:
+    res = run_accept(tmp_path, SimConfig(**FAST, enable_prefix_caching=False), phases=("cache",))  # type: ignore[arg-type]
+    cache = res.phases[0]
+    assert cache.status == "fail" and checks(res)["cache.enabled"].status == "fail"
+    assert "--enable-prefix-caching" in checks(res)["cache.enabled"].detail
+    on = next(p for p in clean.phases if p.name == "cache")
+    assert on.status == "pass", [(c.id, c.status, c.detail) for c in on.checks]
+    probes = on.data["probes"]
+    assert probes["cold"]["hits"] <= 16 and probes["warm_a"]["hits"] > 0.9 * probes["warm_a"]["queries"]
+    assert (
+        probes["control"]["hits"] <= 16
+        and probes["warm_b"]["hits"] > 0.9 * on.data["shared_prefix_tokens_warm_b"]
+    )
+    assert probes["warm_a"]["computed_sum"] < probes["cold"]["computed_sum"]
+
+
+def test_the_hybrid_cache_explains_low_warm_b_hits(tmp_path: Path) -> None:
+    res = run_accept(tmp_path, SimConfig(**FAST, hybrid_cache=True), phases=("cache",))  # type: ignore[arg-type]
+    c = checks(res)
+    assert c["cache.warm-a"].status == "pass" and c["cache.warm-b"].status == "warn"
+    assert (
+        "prompt ends" in c["cache.warm-b"].detail
+        and "--prefix-cache-retention-interval" in c["cache.warm-b"].detail
+    )
+
+
+def test_counters_that_do_not_move_mean_the_wrong_instance_was_scraped(tmp_path: Path) -> None:
+    with serve(create_app(SimConfig(**FAST))) as other:  # type: ignore[arg-type]
+        res = run_accept(tmp_path, SimConfig(**FAST), phases=("cache",), metrics_from=other)  # type: ignore[arg-type]
+    c = checks(res)["cache.instance"]
+    assert c.status == "fail" and "not of the serving instance" in c.detail
+
+
+def test_oom_is_scale_up_with_its_evidence_and_whether_the_engine_recovered(tmp_path: Path) -> None:
+    cfg = SimConfig(**FAST, oom_at_tokens=6000, oom_recover_s=20)  # type: ignore[arg-type]
+    res = run_accept(tmp_path, cfg, phases=("capacity",))
+    assert res.verdict.decision == "scale-up"
+    oom = next(p for p in res.phases if p.name == "capacity").data["oom"]
+    assert oom["recovered"] is True and oom["concurrency"] >= 2 and oom["request_prompt_tokens_max"] > 1000
+    assert any("out of memory" in e for e in oom["errors"])
+
+
+def test_open_loop_steps_report_their_schedule(tmp_path: Path) -> None:
+    plan = CapacityPlan(
+        ramp=[1], open_loop_rates=[20.0, 80.0], open_loop_requests=8, long_input_turns=[12], soak_requests=4
+    )
+    res = run_accept(tmp_path, SimConfig(**FAST), phases=("capacity",), plan=plan)  # type: ignore[arg-type]
+    ramp = res.phases[0].data["ramp"]
+    assert [r["rate_rps"] for r in ramp] == [20.0, 80.0]
+    for r in ramp:
+        assert r["requests"] == 8 and r["interval_s"] == pytest.approx(1 / r["rate_rps"])
+        assert r["fell_behind"] == (r["late_sends"] > 0) and r["peak_in_flight"] >= 1
+
+
+def test_ttft_stops_at_the_first_token_not_at_the_role_chunk() -> None:
+    async def stream(request: Request) -> StreamingResponse:
+        async def gen() -> Any:
+            yield b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
+            await asyncio.sleep(0.3)
+            for word in ("Hello", " there"):
+                chunk = {
+                    "id": "c",
+                    "object": "chat.completion.chunk",
+                    "created": 1,
+                    "model": "m",
+                    "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}],
+                }
+                yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
+                await asyncio.sleep(0.05)
+            yield b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(gen(), media_type="text/event-stream")
+
+    app = Starlette(routes=[Route("/v1/chat/completions", stream, methods=["POST"])])
+
+    async def go(url: str) -> Any:
+        async with httpx.AsyncClient() as client:
+            return await measure(
+                client,
+                url + "/v1/chat/completions",
+                {"messages": [{"role": "user", "content": "hi"}], "stream": True},
+            )
+
+    with serve(app) as url:
+        s = asyncio.run(go(url))
+    assert s.ok and s.ttft_s is not None and s.ttft_s >= 0.3
+    assert len(s.itl_s) == 1 and s.itl_s[0] >= 0.04 and s.e2e_s >= s.ttft_s
+
+
+def test_the_cli_gives_exit_codes_and_clear_errors(tmp_path: Path) -> None:
+    cfg = SimConfig(**FAST)  # type: ignore[arg-type]
+    paths = write_environment(tmp_path / "ev", cfg, Environment(driver="570.86.15"))
+    with serve(create_app(cfg)) as url:
+        base = [
+            sys.executable,
+            "-m",
+            "wirecheck",
+            "accept",
+            "--target",
+            url,
+            "--engine-url",
+            url,
+            "--reviewer",
+            "ci",
+            "--official-image",
+        ]
+        proc = subprocess.run(
+            [
+                *base,
+                "--out",
+                str(tmp_path / "out"),
+                "--phases",
+                "compat",
+                "--host-info",
+                str(paths["host_xml"]),
+                "--container-info",
+                str(paths["container"]),
+                "--startup-log",
+                str(paths["startup_log"]),
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert "verdict: rework (partial" in proc.stdout and "compat.driver" in proc.stdout
+        assert json.loads((tmp_path / "out" / "report.json").read_text())["verdict"]["decision"] == "rework"
+        missing = subprocess.run(
+            [*base, "--out", str(tmp_path / "o2"), "--host-info", str(tmp_path / "nope.xml")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert missing.returncode == 2 and "nope.xml: no such file" in missing.stderr
+        bad = subprocess.run(
+            [*base, "--out", str(tmp_path / "o3"), "--phases", "compat,speed"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert bad.returncode == 2 and "speed" in bad.stderr
+    dead = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wirecheck",
+            "accept",
+            "--target",
+            "http://127.0.0.1:9",
+            "--reviewer",
+            "ci",
+            "--out",
+            str(tmp_path / "o4"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert dead.returncode == 2 and "does not answer" in dead.stderr
+    out = tmp_path / "probe.json"
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wirecheck",
+            "probe",
+            "--image",
+            "vllm/vllm-openai:kimi-k3",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert probe.returncode == 0 and json.loads(out.read_text())["image"] == "vllm/vllm-openai:kimi-k3"
