@@ -15,7 +15,7 @@ from ._capacity import CapacityPlan
 from ._demo import run_demo
 from ._evidence import parse_fingerprint, read_container, read_host, read_startup_log
 from ._model import Check, Limits, Phase, Slo, Verdict
-from ._probe import probe
+from ._probe import probe, probe_script
 from ._run import PROFILES, AcceptanceResult, AcceptOptions, Progress, accept, run_acceptance, via_taps
 from ._verdict import ALL_PHASES
 
@@ -34,6 +34,7 @@ __all__ = [
     "accept",
     "parse_fingerprint",
     "probe",
+    "probe_script",
     "read_container",
     "read_host",
     "read_startup_log",

@@ -18,7 +18,7 @@ import socket
 import time
 from typing import Any
 
-__all__ = ["probe"]
+__all__ = ["probe", "probe_script"]
 
 
 def _dist(name: str) -> str | None:
@@ -83,3 +83,25 @@ def probe(image: str | None = None) -> dict[str, Any]:
     if facts["nccl"] is None and os.environ.get("NCCL_VERSION"):
         facts["nccl"] = os.environ["NCCL_VERSION"]
     return facts
+
+
+def probe_script() -> str:
+    """This module's source: a standalone script (standard library only) for ``python3 -``."""
+    with open(__file__, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def main() -> None:
+    """Run as a script inside a container that has no wirecheck: ``wirecheck probe --script | docker
+    exec -i CONTAINER python3 - --image TAG`` (this module needs nothing but the standard library)."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="wirecheck-probe")
+    ap.add_argument("--image", default=None)
+    args = ap.parse_args()
+    sys.stdout.write(json.dumps(probe(args.image), indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -294,15 +294,16 @@ def render_markdown(report: dict[str, Any]) -> str:
                 f"Attribution from {data['attributed_from']}; errors by fault: {data['errors_by_fault'] or 'none'}.",
                 "",
             ]
+            bad = [r for r in data["rows"] if r["outcome"] != "clean"]
+            if bad:
+                out += [
+                    "| request | kind | outcome | attempts | blamed | first errors |",
+                    "|---|---|---|---|---|---|",
+                ]
             out += [
-                "| request | kind | outcome | attempts | blamed | first errors |",
-                "|---|---|---|---|---|---|",
+                f"| {r['request']} | {r['kind']} | {r['outcome']} | {r['attempts']} | {', '.join(r['blamed'])} | {', '.join(r['first_errors'])} |"
+                for r in bad
             ]
-            for r in data["rows"]:
-                if r["outcome"] != "clean":
-                    out.append(
-                        f"| {r['request']} | {r['kind']} | {r['outcome']} | {r['attempts']} | {', '.join(r['blamed'])} | {', '.join(r['first_errors'])} |"
-                    )
             scen = data.get("scenarios") or {}
             if scen.get("curl"):
                 out += ["", "Shrunk scenario failure (reproduce):", "", "```sh", scen["curl"], "```"]

@@ -19,7 +19,7 @@ __all__ = ["check_pending", "run_checker", "start_checker"]
 
 def check_pending(store: Store, *, settle_s: float = 1.0, config: CheckConfig | None = None) -> int:
     """Check every settled, unchecked exchange once; returns how many were checked."""
-    pending = store.unchecked(settle_s)
+    pending = store.claim_unchecked(settle_s)
     if not pending:
         return 0
     ids = [i for i, _ in pending]

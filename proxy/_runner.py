@@ -64,7 +64,7 @@ def run_proxy(run: ProxyRun) -> int:
     store = Store(run.store_path, writer=True) if run.store_path else None
     checker = None
     if store is not None and run.live_checks:
-        checker = start_checker(store.path, settle_s=run.settle_s)
+        checker = start_checker(store.url, settle_s=run.settle_s)
     for cfg, host, port in run.taps:
         print(f"wirecheck proxy: {cfg.tap} tap on http://{host}:{port} -> {cfg.upstream}", flush=True)
     try:

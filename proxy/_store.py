@@ -1,4 +1,5 @@
-"""The embedded store: SQLite in WAL mode, a versioned schema, and a batch writer behind a bounded queue.
+"""The store: SQLite in WAL mode (embedded, the default) or PostgreSQL (one store shared by many proxy
+replicas and checking workers), one versioned schema, and a batch writer behind a bounded queue.
 
 The request path never waits on the disk: :meth:`Store.put` hands an exchange to a queue and returns;
 when the queue is full the exchange is dropped, counted, and the gap is written down (a ``gaps`` row
@@ -9,12 +10,22 @@ consistent.
 
 Exchanges are stored in their interchange form (docs/exchange-format.md), one JSON document a row, so
 export and replay read back exactly what the taps saw.
+
+``Store("path/to/wirecheck.db")`` is SQLite; ``Store("postgresql://user@host/db")`` is PostgreSQL
+(psycopg 3, ``pip install 'wirecheck[postgres]'``). Both run the same numbered migrations (the DDL
+spelled for each), so a store moves between them with ``export`` and ``check`` reading either. With
+several writers, every row says which replica wrote it; checking workers claim rows
+(``FOR UPDATE SKIP LOCKED`` on PostgreSQL) so that no exchange is checked twice.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import queue
+import re
+import socket
 import sqlite3
 import threading
 import time
@@ -27,7 +38,7 @@ from wirecheck.contracts import Exchange, Finding, InputError, dump_exchange, lo
 
 __all__ = ["SCHEMA_VERSION", "Store", "StoreStats", "is_store", "open_store"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _MIGRATIONS: dict[int, str] = {
     1: """
     CREATE TABLE exchanges (
@@ -64,11 +75,84 @@ _MIGRATIONS: dict[int, str] = {
         last_at TEXT NOT NULL
     );
     """,
+    # 2: many writers: wall-clock end (monotonic clocks differ between hosts), claims, the replica
+    2: """
+    ALTER TABLE exchanges ADD COLUMN ended_at REAL;
+    ALTER TABLE exchanges ADD COLUMN claimed_at REAL;
+    ALTER TABLE exchanges ADD COLUMN replica TEXT;
+    ALTER TABLE gaps ADD COLUMN replica TEXT;
+    """,
 }
+#: the same migrations, spelled for PostgreSQL
+_PG_MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE exchanges (
+        seq BIGSERIAL PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        tap TEXT NOT NULL,
+        correlation TEXT,
+        started_at TEXT,
+        ended_mono DOUBLE PRECISION,
+        method TEXT,
+        path TEXT,
+        status INTEGER,
+        error TEXT,
+        checked INTEGER NOT NULL DEFAULT 0,
+        doc TEXT NOT NULL
+    );
+    CREATE INDEX exchanges_correlation ON exchanges(correlation);
+    CREATE INDEX exchanges_checked ON exchanges(checked, seq);
+    CREATE TABLE findings (
+        seq BIGSERIAL PRIMARY KEY,
+        exchange_id TEXT NOT NULL,
+        tap TEXT NOT NULL,
+        rule TEXT NOT NULL,
+        severity TEXT NOT NULL,
+        fault TEXT NOT NULL,
+        message TEXT NOT NULL,
+        evidence TEXT NOT NULL
+    );
+    CREATE INDEX findings_exchange ON findings(exchange_id);
+    CREATE TABLE gaps (
+        seq BIGSERIAL PRIMARY KEY,
+        dropped INTEGER NOT NULL,
+        first_at TEXT NOT NULL,
+        last_at TEXT NOT NULL
+    );
+    """,
+    2: """
+    ALTER TABLE exchanges ADD COLUMN ended_at DOUBLE PRECISION;
+    ALTER TABLE exchanges ADD COLUMN claimed_at DOUBLE PRECISION;
+    ALTER TABLE exchanges ADD COLUMN replica TEXT;
+    ALTER TABLE gaps ADD COLUMN replica TEXT;
+    """,
+}
+_COLUMNS = "id, tap, correlation, started_at, ended_mono, ended_at, replica, method, path, status, error, doc"
+#: one spelling for both backends (SQLite >= 3.24): a re-written id keeps its row and place, and is
+#: checked again
+_UPSERT = (
+    f"INSERT INTO exchanges({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS.split(", ")[1:])
+    + ", checked = 0"
+)
+#: a claim left by a checking worker that died is taken over after this long
+CLAIM_TIMEOUT_S = 60.0
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+def is_postgres(path: str | Path) -> bool:
+    return isinstance(path, str) and path.startswith(("postgresql://", "postgres://"))
+
+
+def redact_url(url: str) -> str:
+    """A connection URL without its password, for messages and evidence."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
 def is_store(path: str | Path) -> bool:
+    if is_postgres(path):
+        return True
     try:
         with open(path, "rb") as fh:
             return fh.read(16) == _SQLITE_MAGIC
@@ -103,6 +187,45 @@ def _migrate(conn: sqlite3.Connection, name: str) -> None:
             raise
 
 
+def _connect_pg(url: str) -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise InputError(
+            "a PostgreSQL store needs psycopg 3: pip install 'wirecheck[postgres]'", source=redact_url(url)
+        ) from None
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise InputError(
+            f"cannot connect to the PostgreSQL store ({str(exc).strip()})", source=redact_url(url)
+        ) from None
+
+
+def _migrate_pg(conn: Any, name: str) -> None:
+    with conn.transaction():
+        # one migrator at a time: replicas that start together must not race on the DDL
+        conn.execute("SELECT pg_advisory_xact_lock(7303730373)")
+        conn.execute("CREATE TABLE IF NOT EXISTS wirecheck_schema (version INTEGER NOT NULL)")
+        row = conn.execute("SELECT version FROM wirecheck_schema").fetchone()
+        version = row[0] if row else 0
+        if row is None:
+            conn.execute("INSERT INTO wirecheck_schema(version) VALUES (0)")
+        if version > SCHEMA_VERSION:
+            raise InputError(
+                f"store schema version {version} is newer than this wirecheck ({SCHEMA_VERSION})", source=name
+            )
+        for v in range(version + 1, SCHEMA_VERSION + 1):
+            for stmt in (x.strip() for x in _PG_MIGRATIONS[v].split(";")):
+                if stmt:
+                    conn.execute(stmt)
+            conn.execute("UPDATE wirecheck_schema SET version = %s", (v,))
+
+
+def _replica() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 @dataclass(slots=True)
 class StoreStats:
     queued: int = 0
@@ -117,13 +240,24 @@ class Store:
     def __init__(
         self, path: str | Path, *, writer: bool = False, queue_size: int = 10000, batch_size: int = 256
     ) -> None:
-        self.path = str(path)
+        self.pg = is_postgres(path)
+        self.url = str(path)
+        self.path = redact_url(self.url) if self.pg else str(path)
+        self.replica = _replica()
         self.stats = StoreStats()
-        try:
-            self._conn = _connect(self.path)
-            _migrate(self._conn, self.path)
-        except sqlite3.DatabaseError as exc:
-            raise InputError(f"not a usable wirecheck store ({exc})", source=self.path) from None
+        if self.pg:
+            self._conn = _connect_pg(self.url)
+            try:
+                _migrate_pg(self._conn, self.path)
+            except InputError:
+                self._conn.close()
+                raise
+        else:
+            try:
+                self._conn = _connect(self.path)
+                _migrate(self._conn, self.path)
+            except sqlite3.DatabaseError as exc:
+                raise InputError(f"not a usable wirecheck store ({exc})", source=self.path) from None
         self._lock = threading.Lock()
         self._queue: queue.Queue[Exchange | None] = queue.Queue(maxsize=queue_size)
         self._batch = batch_size
@@ -185,26 +319,56 @@ class Store:
                 for _ in range(taken):
                     self._queue.task_done()
 
+    # --- SQL on either backend --------------------------------------------------------------------
+
+    def _q(self, sql: str) -> str:
+        return sql.replace("?", "%s") if self.pg else sql
+
+    def _exec(self, sql: str, args: tuple[Any, ...] | list[Any] = ()) -> Any:
+        return self._conn.execute(self._q(sql), args)
+
+    @contextlib.contextmanager
+    def _tx(self, immediate: bool = False) -> Iterator[None]:
+        """One transaction (call with ``self._lock`` held)."""
+        if self.pg:
+            with self._conn.transaction():
+                yield
+            return
+        self._conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def _many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        if self.pg:
+            with self._conn.cursor() as cur:
+                cur.executemany(self._q(sql), rows)
+        else:
+            self._conn.executemany(sql, rows)
+
     def _write(self, batch: list[Exchange]) -> None:
         with self._gap_lock:
             gap, self._gap = self._gap, []
         if not batch and not gap:
             return
-        with self._lock:
-            self._conn.execute("BEGIN")
-            try:
-                self._insert(batch)
-                if gap:
-                    self._conn.execute("INSERT INTO gaps(dropped, first_at, last_at) VALUES (?, ?, ?)", gap)
-                self._conn.execute("COMMIT")
-            except Exception:
-                self._conn.execute("ROLLBACK")
-                raise
+        with self._lock, self._tx():
+            self._insert(batch)
+            if gap:
+                self._exec(
+                    "INSERT INTO gaps(dropped, first_at, last_at, replica) VALUES (?, ?, ?, ?)",
+                    (*gap, self.replica),
+                )
         self.stats.written += len(batch)
         self.stats.batches += 1
 
     def _insert(self, batch: Iterable[Exchange]) -> None:
         rows = []
+        now = time.time()
         for ex in batch:
             doc = dump_exchange(ex)
             ended = ex.extra.get("_ended_mono")
@@ -216,6 +380,8 @@ class Store:
                     ex.correlation,
                     ex.started_at,
                     ended if ended is not None else time.monotonic(),
+                    now if ended is None else now - max(time.monotonic() - ended, 0.0),
+                    self.replica,
                     ex.request.method,
                     ex.request.path,
                     ex.response.status if ex.response else None,
@@ -223,22 +389,12 @@ class Store:
                     json.dumps(doc, ensure_ascii=False, separators=(",", ":")),
                 )
             )
-        self._conn.executemany(
-            "INSERT OR REPLACE INTO exchanges(id, tap, correlation, started_at, ended_mono, method, path, status, error, doc)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
-        )
+        self._many(_UPSERT, rows)
 
     def write_now(self, exchanges: Iterable[Exchange]) -> None:
         """Write synchronously (imports, tests), bypassing the queue."""
-        with self._lock:
-            self._conn.execute("BEGIN")
-            try:
-                self._insert(exchanges)
-                self._conn.execute("COMMIT")
-            except Exception:
-                self._conn.execute("ROLLBACK")
-                raise
+        with self._lock, self._tx():
+            self._insert(exchanges)
 
     def flush(self, timeout: float = 30.0) -> None:
         """Wait until everything queued so far is written."""
@@ -262,8 +418,9 @@ class Store:
     # --- reading ---------------------------------------------------------------------------------
 
     def exchanges(self, *, where: str = "", args: tuple[Any, ...] = ()) -> Iterator[Exchange]:
+        """Every exchange in write order; ``where`` is SQL with ``?`` placeholders (either backend)."""
         with self._lock:
-            rows = self._conn.execute(f"SELECT seq, doc FROM exchanges {where} ORDER BY seq", args).fetchall()
+            rows = self._exec(f"SELECT seq, doc FROM exchanges {where} ORDER BY seq", args).fetchall()
         for seq, doc in rows:
             yield load_exchange(json.loads(doc), source=self.path, line=seq)
 
@@ -281,41 +438,34 @@ class Store:
 
     def count(self) -> int:
         with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM exchanges").fetchone()[0])
+            return int(self._exec("SELECT COUNT(*) FROM exchanges").fetchone()[0])
+
+    def replicas(self) -> dict[str, int]:
+        """How many exchanges each writer (host:pid) wrote."""
+        with self._lock:
+            rows = self._exec(
+                "SELECT COALESCE(replica, ''), COUNT(*) FROM exchanges GROUP BY replica"
+            ).fetchall()
+        return {str(r[0]): int(r[1]) for r in rows}
 
     def gaps(self) -> list[tuple[int, str, str]]:
         with self._lock:
             return [
-                tuple(r)
-                for r in self._conn.execute("SELECT dropped, first_at, last_at FROM gaps ORDER BY seq")
+                (int(r[0]), str(r[1]), str(r[2]))
+                for r in self._exec("SELECT dropped, first_at, last_at FROM gaps ORDER BY seq").fetchall()
             ]
 
     def add_findings(self, findings: Iterable[Finding], checked_ids: Iterable[str]) -> None:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._conn.executemany(
-                    "INSERT INTO findings(exchange_id, tap, rule, severity, fault, message, evidence) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            f.exchange_id,
-                            f.tap,
-                            f.rule,
-                            str(f.severity),
-                            str(f.fault),
-                            f.message,
-                            json.dumps(f.evidence),
-                        )
-                        for f in findings
-                    ],
-                )
-                self._conn.executemany(
-                    "UPDATE exchanges SET checked = 1 WHERE id = ?", [(i,) for i in checked_ids]
-                )
-                self._conn.execute("COMMIT")
-            except Exception:
-                self._conn.execute("ROLLBACK")
-                raise
+        rows = [
+            (f.exchange_id, f.tap, f.rule, str(f.severity), str(f.fault), f.message, json.dumps(f.evidence))
+            for f in findings
+        ]
+        with self._lock, self._tx(immediate=True):
+            self._many(
+                "INSERT INTO findings(exchange_id, tap, rule, severity, fault, message, evidence) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            self._many("UPDATE exchanges SET checked = 1 WHERE id = ?", [(i,) for i in checked_ids])
 
     def findings(self, **filters: Any) -> list[dict[str, Any]]:
         """Stored findings; filters: rule, fault, severity, tap, exchange_id (exact), limit."""
@@ -327,7 +477,7 @@ class Store:
                 args.append(filters[key])
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         with self._lock:
-            rows = self._conn.execute(
+            rows = self._exec(
                 f"SELECT exchange_id, tap, rule, severity, fault, message, evidence FROM findings {where} ORDER BY seq LIMIT ?",
                 (*args, limit),
             ).fetchall()
@@ -337,27 +487,57 @@ class Store:
     def finding_counts(self) -> list[tuple[str, str, str, int]]:
         with self._lock:
             return [
-                tuple(r)
-                for r in self._conn.execute(
+                (str(r[0]), str(r[1]), str(r[2]), int(r[3]))
+                for r in self._exec(
                     "SELECT rule, fault, severity, COUNT(*) FROM findings GROUP BY rule, fault, severity"
-                )
+                ).fetchall()
             ]
 
     def unchecked(self, settle_s: float, limit: int = 500) -> list[tuple[str, str | None]]:
         """(id, correlation) of exchanges that ended at least ``settle_s`` ago and are not checked."""
-        cutoff = time.monotonic() - settle_s
+        cutoff = time.time() - settle_s
         with self._lock:
             return [
                 (r[0], r[1])
-                for r in self._conn.execute(
-                    "SELECT id, correlation FROM exchanges WHERE checked = 0 AND ended_mono <= ? ORDER BY seq LIMIT ?",
+                for r in self._exec(
+                    "SELECT id, correlation FROM exchanges WHERE checked = 0 AND COALESCE(ended_at, 0) <= ? ORDER BY seq LIMIT ?",
                     (cutoff, limit),
-                )
+                ).fetchall()
             ]
+
+    def claim_unchecked(self, settle_s: float, limit: int = 500) -> list[tuple[str, str | None]]:
+        """Like :meth:`unchecked`, but the rows are claimed for this worker (``checked = 2``), so that
+        several checking workers on one store never check an exchange twice. A claim older than
+        ``CLAIM_TIMEOUT_S`` (its worker died) is taken over."""
+        now = time.time()
+        cutoff, stale = now - settle_s, now - CLAIM_TIMEOUT_S
+        pick = (
+            "SELECT id FROM exchanges WHERE (checked = 0 OR (checked = 2 AND claimed_at < ?)) "
+            "AND COALESCE(ended_at, 0) <= ? ORDER BY seq LIMIT ?"
+        )
+        with self._lock, self._tx(immediate=True):
+            if self.pg:
+                rows = self._exec(
+                    f"UPDATE exchanges SET checked = 2, claimed_at = ? WHERE id IN ({pick} FOR UPDATE SKIP LOCKED) "
+                    "RETURNING id, correlation, seq",
+                    (now, stale, cutoff, limit),
+                ).fetchall()
+                rows.sort(key=lambda r: r[2])
+            else:
+                rows = self._exec(
+                    pick.replace("SELECT id", "SELECT id, correlation"), (stale, cutoff, limit)
+                ).fetchall()
+                self._conn.executemany(
+                    "UPDATE exchanges SET checked = 2, claimed_at = ? WHERE id = ?",
+                    [(now, r[0]) for r in rows],
+                )
+        return [(r[0], r[1]) for r in rows]
 
 
 def open_store(path: str | Path) -> Store:
     """Open an existing store for reading (a clear error when the file is not one)."""
+    if is_postgres(path):
+        return Store(path)
     p = Path(path)
     if not p.exists():
         raise InputError("no such store", source=str(p))

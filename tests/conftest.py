@@ -1,5 +1,8 @@
+import itertools
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["pytester"]
@@ -17,3 +20,23 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=300, deadline=None)
 settings.load_profile(os.environ.get("WIRECHECK_HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+_db_names = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[str]:
+    """One real PostgreSQL server for the session (Debian's package; ./dev test installs it)."""
+    from tests.pg import postgres_server
+
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_url(postgres: str) -> str:
+    """A fresh, empty database on the session's server."""
+    from tests.pg import fresh_database
+
+    return fresh_database(postgres, f"wc_{os.getpid()}_{next(_db_names)}")

@@ -89,7 +89,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="dual tap: point the gateway's upstream here",
     )
-    x.add_argument("--store", default="wirecheck.db", help="SQLite store (default wirecheck.db)")
+    x.add_argument(
+        "--store",
+        default="wirecheck.db",
+        help="SQLite file (default wirecheck.db) or postgresql://USER@HOST/DB, shared by several proxy replicas",
+    )
     x.add_argument("--no-store", action="store_true", help="forward only, record nothing")
     x.add_argument(
         "--no-live-checks", action="store_true", help="record only; check later with wirecheck check STORE"
@@ -236,6 +240,20 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FRACTION",
         help="at most this share of requests may need a retry for limited",
     )
+    a.add_argument(
+        "--interface-requests",
+        type=int,
+        default=None,
+        metavar="N",
+        help="agent requests in the interface phase (default: the profile's)",
+    )
+    a.add_argument(
+        "--scenario-examples",
+        type=int,
+        default=None,
+        metavar="N",
+        help="hypothesis scenario examples (default: the profile's; 0 skips them)",
+    )
     a.add_argument("--seed", type=int, default=1)
     a.add_argument(
         "--via-proxy",
@@ -261,6 +279,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the image this container runs (it cannot see its own tag)",
     )
     pr.add_argument("--out", default=None, metavar="FILE", help="write the JSON here instead of stdout")
+    pr.add_argument(
+        "--script",
+        action="store_true",
+        help="print the probe as a standalone Python script, for containers without wirecheck "
+        "(wirecheck probe --script | docker exec -i CONTAINER python3 - --image TAG)",
+    )
 
     d = sub.add_parser("demo", help="run the whole request path on loopback with faults, and report")
     d.add_argument("--out", default="wirecheck-demo", help="report folder (default ./wirecheck-demo)")
@@ -687,6 +711,8 @@ def _accept(args: argparse.Namespace) -> int:
         target_concurrency=args.target_concurrency,
         open_loop_rates=_float_list(args.open_loop, "--open-loop"),
         seed=args.seed,
+        interface_requests=args.interface_requests,
+        scenario_examples=args.scenario_examples,
     )
     progress = Progress(quiet=args.quiet)
 
@@ -730,6 +756,11 @@ def _accept(args: argparse.Namespace) -> int:
 def _probe(args: argparse.Namespace) -> int:
     from wirecheck.acceptance import probe
 
+    if args.script:
+        from wirecheck.acceptance import probe_script
+
+        sys.stdout.write(probe_script())
+        return 0
     text = json.dumps(probe(args.image), indent=2) + "\n"
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")

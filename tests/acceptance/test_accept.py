@@ -29,6 +29,7 @@ from wirecheck.acceptance import (
     CapacityPlan,
     Limits,
     Progress,
+    Slo,
     accept,
 )
 from wirecheck.acceptance._client import measure
@@ -66,7 +67,7 @@ def run_accept(
             host_files=[str(paths["host_xml"]), str(paths["host_text"])],
             container_file=str(paths["container"]),
             startup_log=str(paths["startup_log"]),
-            official_image=True,
+            official_image=kw.pop("official_image", True),
             phases=list(phases),
             plan=kw.pop("plan", None) or small_plan(),
             interface_requests=kw.pop("interface_requests", 14),
@@ -428,3 +429,142 @@ def test_the_cli_gives_exit_codes_and_clear_errors(tmp_path: Path) -> None:
         check=False,
     )
     assert probe.returncode == 0 and json.loads(out.read_text())["image"] == "vllm/vllm-openai:kimi-k3"
+    # for a container without wirecheck: the probe as a stdlib-only script, run by a bare python3
+    script = subprocess.run(
+        [sys.executable, "-m", "wirecheck", "probe", "--script"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    bare = subprocess.run(
+        [sys.executable, "-I", "-", "--image", "img:1"],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(bare.stdout)["image"] == "img:1"
+
+
+def test_queueing_with_room_in_the_kv_cache_is_limited_with_a_suggested_rate_limit(tmp_path: Path) -> None:
+    cfg = SimConfig(**FAST, max_num_seqs=1)  # type: ignore[arg-type]
+    res = run_accept(tmp_path, cfg, phases=("capacity",), slo=Slo(ttft_p95_s=0.25))
+    ramp = res.phases[0].data["ramp"]
+    stopped = ramp[-1]
+    assert stopped["breaches"] and any("ttft" in b for b in stopped["breaches"])
+    assert (
+        (stopped["waiting_max"] or 0) > 0 and (stopped["kv_max"] or 0) < 0.95 and not stopped["preemptions"]
+    )
+    c = checks(res)["capacity.ramp"]
+    assert c.leads_to == "limited" and "rate limit" in c.detail
+    assert res.verdict.decision == "limited"
+    assert "concurrent requests" in res.verdict.limits["suggested"]["scope"]
+
+
+def test_a_self_built_image_is_compared_with_the_official_images_results(
+    tmp_path: Path, clean: AcceptanceResult
+) -> None:
+    record = tmp_path / "build.json"
+    record.write_text(
+        json.dumps(
+            {
+                "build_commit": "b6bbf29dd",
+                "dependency_sources": ["pypi"],
+                "dockerfile": "Dockerfile",
+                "lock_files": ["uv.lock"],
+                "patches": ["0001-k3-parser.patch"],
+                "rollback_image": "vllm/vllm-openai:kimi-k3",
+                "official_results": clean.files["json"],
+            }
+        )
+    )
+    res = run_accept(
+        tmp_path,
+        SimConfig(**FAST),
+        Environment(image="registry.local/k3:812"),
+        phases=("compat",),
+        official_image=False,
+        self_built=str(record),
+    )  # type: ignore[arg-type]
+    diff = res.report["self_built_vs_official"]
+    assert diff["official_verdict"] == "go"
+    changed = {d["check"]: d for d in diff["checks"]}
+    assert changed["compat.self-built"] == {
+        "check": "compat.self-built",
+        "official": None,
+        "self_built": "pass",
+    }
+    assert changed["compat.image"]["official"] == "pass" and changed["compat.image"]["self_built"] is None
+    assert res.report["phases"][0]["data"]["image_column"] == "self-built"
+
+
+def test_progress_rewrites_one_line_on_a_terminal_and_prints_only_milestones_elsewhere() -> None:
+    import io
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, pipe = Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        p = Progress(stream)
+        p("phase capacity ...")
+        p("ramp c=4: 3/8")
+        p("ramp c=4: 8/8")
+        p("ramp c=4: TTFT p95 0.1, e2e p95 0.3, errors 0, KV max 0.2, waiting max 0")
+    assert "\r\x1b[K" in tty.getvalue() and "ramp c=4: 3/8" in tty.getvalue()
+    assert "3/8" not in pipe.getvalue() and pipe.getvalue().count("\n") == 2
+
+
+def test_the_cli_puts_taps_around_a_gateway_and_blames_it(tmp_path: Path) -> None:
+    from tests.servers import free_port
+    from wirecheck.sim import GatewayConfig, create_gateway, parse_gateway_faults
+
+    engine_port = free_port()
+    cfg = SimConfig(**FAST)  # type: ignore[arg-type]
+    with serve(create_app(cfg)) as sim_url:
+        gw = create_gateway(
+            GatewayConfig(
+                upstream=f"http://127.0.0.1:{engine_port}",
+                faults=parse_gateway_faults("finish_reason_changed"),
+            )
+        )
+        with serve(gw) as gw_url:
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "wirecheck",
+                    "accept",
+                    "--target",
+                    gw_url,
+                    "--engine-url",
+                    sim_url,
+                    "--via-proxy",
+                    "--engine-listen",
+                    f"127.0.0.1:{engine_port}",
+                    "--reviewer",
+                    "ci",
+                    "--phases",
+                    "interface",
+                    "--interface-requests",
+                    "7",
+                    "--scenario-examples",
+                    "0",
+                    "--out",
+                    str(tmp_path / "out"),
+                    "--quiet",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=180,
+                check=False,
+            )
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    iface = report["phases"][0]["data"]
+    assert iface["attributed_from"].startswith("both taps") and set(iface["errors_by_fault"]) == {"gateway"}
+    assert "attribution (both taps" in proc.stdout and "gateway" in proc.stdout
+    assert (tmp_path / "out" / "wirecheck.db").exists()

@@ -1,0 +1,133 @@
+"""The PostgreSQL store: the SQLite store's behaviour on a real server, shared by several writers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from wirecheck.contracts import Exchange, Fault, Finding, HttpRequest, HttpResponse, InputError, Severity
+from wirecheck.proxy import SCHEMA_VERSION, Store, is_store, open_store
+
+
+def ex(i: int, tap: str = "caller") -> Exchange:
+    return Exchange(
+        id=f"{tap}-{i}",
+        tap=tap,
+        correlation=f"c{i}",
+        request=HttpRequest(body=b'{"messages": []}'),
+        response=HttpResponse(200, [("content-type", "application/json")], b"{}"),
+    )
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
+def test_both_backends_roundtrip_findings_gaps_and_claims_alike(store_url: str) -> None:
+    s = Store(store_url, writer=True)
+    for i in range(20):
+        assert s.put(ex(i))
+    s.close()
+    r = open_store(store_url)
+    assert is_store(store_url)
+    assert [e.id for e in r.exchanges()] == [f"caller-{i}" for i in range(20)]
+    assert [e.id for e in r.exchanges_for(["caller-3"], ["c4"])] == ["caller-3", "caller-4"]
+    # a re-written id replaces the row (imports, the live checker): still one row per id
+    r.write_now([ex(3)])
+    assert r.count() == 20
+    claimed = r.claim_unchecked(0.0, limit=5)
+    assert [i for i, _ in claimed] == [f"caller-{i}" for i in range(5)]
+    assert [i for i, _ in r.claim_unchecked(0.0, limit=5)] == [f"caller-{i}" for i in range(5, 10)]
+    f = Finding(
+        "tool-call-undeclared", Severity.ERROR, Fault.MODEL, "m", "caller-1", "caller", {"pointer": "/x"}
+    )
+    r.add_findings([f], [i for i, _ in claimed])
+    assert r.findings(rule="tool-call-undeclared")[0]["evidence"] == {"pointer": "/x"}
+    assert r.finding_counts() == [("tool-call-undeclared", "model", "error", 1)]
+    assert len(r.unchecked(0.0)) == 10  # the second claim is not checked yet, only claimed
+    assert list(r.replicas().values()) == [20]
+    r.close()
+
+
+def test_postgres_schema_is_versioned_and_a_newer_one_is_refused(pg_url: str) -> None:
+    Store(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT version FROM wirecheck_schema").fetchone() == (SCHEMA_VERSION,)
+        cols = {
+            r[0]
+            for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'exchanges'"
+            )
+        }
+        assert {"id", "tap", "correlation", "doc", "ended_at", "claimed_at", "replica", "checked"} <= cols
+        conn.execute("UPDATE wirecheck_schema SET version = %s", (SCHEMA_VERSION + 1,))
+    with pytest.raises(InputError, match="newer than this wirecheck"):
+        Store(pg_url)
+
+
+def test_an_unreachable_server_is_a_clear_error_without_the_password(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as err:
+        Store("postgresql://wc:s3cret@127.0.0.1:9/none")
+    assert "cannot connect to the PostgreSQL store" in str(err.value) and "s3cret" not in str(err.value)
+
+
+def test_replicas_migrating_and_writing_at_once_lose_and_duplicate_nothing(pg_url: str) -> None:
+    stores: list[Store] = []
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            stores.append(Store(pg_url, writer=True, batch_size=7))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(stores) == 4  # concurrent migrations serialise on the advisory lock
+    for k, s in enumerate(stores):
+        s.replica = f"replica-{k}"
+    writers = [
+        threading.Thread(target=lambda s=s, k=k: [s.put(ex(i, f"r{k}")) for i in range(250)])
+        for k, s in enumerate(stores)
+    ]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join()
+    for s in stores:
+        s.close()
+    r = open_store(pg_url)
+    ids = [e.id for e in r.exchanges()]
+    assert len(ids) == len(set(ids)) == 1000
+    assert r.replicas() == {f"replica-{k}": 250 for k in range(4)}
+    # two checking workers claiming at once never take the same exchange
+    a, b = Store(pg_url), Store(pg_url)
+    got: list[list[str]] = [[], []]
+
+    def claim(s: Store, out: list[str]) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            batch = s.claim_unchecked(0.0, limit=37)
+            if not batch:
+                return
+            out.extend(i for i, _ in batch)
+            s.add_findings([], [i for i, _ in batch])
+
+    ts = [threading.Thread(target=claim, args=(s, out)) for s, out in zip((a, b), got, strict=True)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not set(got[0]) & set(got[1]) and len(got[0]) + len(got[1]) == 1000
+    for s in (a, b, r):
+        s.close()

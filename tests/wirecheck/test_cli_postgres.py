@@ -1,0 +1,117 @@
+"""Two proxy replicas and an engine tap, three processes, one PostgreSQL store: nothing lost or
+duplicated, each exchange checked once, and ``check`` / ``export`` read it like the SQLite default."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+from tests import wire
+from tests.servers import free_port
+from tests.wirecheck.test_cli_sim import running, wait_up
+
+N = 40
+
+
+def _proxy(upstream: str, port: int, tap: str, store: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wirecheck",
+            "proxy",
+            "--upstream",
+            upstream,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--tap",
+            tap,
+            "--store",
+            store,
+            "--settle",
+            "0.5",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "wirecheck", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_two_caller_replicas_and_an_engine_tap_share_one_postgres_store(pg_url: str, tmp_path: Path) -> None:
+    sp, gp, ep, r1, r2 = (free_port() for _ in range(5))
+    with (
+        running("sim", "--port", str(sp), "--time-scale", "0.001", "--faults", "model.undeclared_tool"),
+        running(
+            "sim-gateway",
+            "--upstream",
+            f"http://127.0.0.1:{ep}",
+            "--port",
+            str(gp),
+            "--faults",
+            "reasoning_dropped",
+        ),
+    ):
+        procs = [
+            _proxy(f"http://127.0.0.1:{sp}", ep, "engine", pg_url),
+            _proxy(f"http://127.0.0.1:{gp}", r1, "caller", pg_url),
+            _proxy(f"http://127.0.0.1:{gp}", r2, "caller", pg_url),
+        ]
+        try:
+            for port in (ep, r1, r2):
+                wait_up(f"http://127.0.0.1:{port}/wirecheck/health")
+
+            def send(i: int) -> int:
+                port = (r1, r2)[i % 2]
+                body = wire.tool_req(
+                    messages=[{"role": "user", "content": f"Weather in Kyoto {i}?"}], stream=i % 3 == 0
+                )
+                return httpx.post(
+                    f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=30
+                ).status_code
+
+            with ThreadPoolExecutor(8) as pool:
+                assert set(pool.map(send, range(N))) == {200}
+            # the live checkers of all three processes share the work: wait until every exchange is checked
+            for _ in range(150):
+                found = httpx.get(f"http://127.0.0.1:{r1}/wirecheck/findings?limit=1000", timeout=5).json()
+                if len(found) >= 2 * N:
+                    break
+                subprocess.run(["sleep", "0.1"], check=True)
+        finally:
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+            errs = [p.communicate(timeout=30)[1] for p in procs]
+        assert all(p.returncode == 0 for p in procs), errs
+    per = Counter((f["exchange_id"], f["rule"]) for f in found)
+    assert per and max(per.values()) == 1, "an exchange was checked twice"
+    rules = Counter((f["rule"], f["fault"], f["tap"]) for f in found)
+    assert rules[("tool-call-undeclared", "model", "engine")] == N
+    assert rules[("gateway-reasoning-dropped", "gateway", "caller")] == N
+    # check and export read the shared store; the JSONL export checks the same as the store itself
+    res = json.loads(_wc("check", pg_url, "--format", "json").stdout)
+    chat = N * 2
+    assert res["summary"]["pairs"] == N and res["exchanges"] >= chat
+    exported = tmp_path / "all.jsonl"
+    exp = _wc("export", pg_url, "-o", str(exported))
+    assert exp.returncode == 0, exp.stderr
+    lines = [json.loads(x) for x in exported.read_text().splitlines()]
+    ids = [x["id"] for x in lines]
+    assert len(ids) == len(set(ids)) == res["exchanges"]
+    chat_lines = [x for x in lines if x["request"]["path"].endswith("/chat/completions")]
+    assert Counter(x["tap"] for x in chat_lines) == {"caller": N, "engine": N}
+    assert len({x["correlation"] for x in chat_lines}) == N  # every request: both taps, once each
+    again = json.loads(_wc("check", str(exported), "--format", "json").stdout)
+    assert again["summary"]["by_rule"] == res["summary"]["by_rule"]
