@@ -24,11 +24,10 @@ from typing import Any
 
 import httpx
 
-from wirecheck.generators import CITIES, agent_sample_set
-
 from ._client import Metrics, MetricsSampler, Sample, delta, measure, scrape, summarize
 from ._evidence import HostFacts
 from ._model import Check, Phase, Slo
+from ._workload import capacity_body, spec
 
 __all__ = ["CapacityPlan", "run_capacity"]
 
@@ -76,37 +75,13 @@ class _Ctx:
     samples: list[Sample] = field(default_factory=list)
 
 
-def _body(ctx: _Ctx, kind: str, turns: int = 2, salt: str = "") -> dict[str, Any]:
-    s = agent_sample_set(turns=turns, tools=8 if kind != "long" else 24)
-    msgs = [dict(m) for m in s["messages"]]
+def _spec(ctx: _Ctx, kind: str, turns: int = 2, salt: str = "") -> dict[str, Any]:
     ctx.seq += 1
-    if kind == "varied":
-        # a new prefix from the first token on (tools come first in the chat template): the ramp
-        # measures the KV cache without help from the prefix cache
-        tools = [dict(t) for t in s["tools"]]
-        tools[0] = {
-            **tools[0],
-            "function": {
-                **tools[0]["function"],
-                "description": f"[{salt}req {ctx.seq}] " + tools[0]["function"]["description"],
-            },
-        }
-        s = {**s, "tools": tools}
-        city = CITIES[ctx.seq % len(CITIES)]
-        msgs[-1] = {
-            "role": "user",
-            "content": f"{salt}Use op_03 for order {3000 + ctx.seq} in {city} with priority 2.",
-        }
-    body: dict[str, Any] = {
-        "messages": msgs,
-        "tools": s["tools"],
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "max_tokens": ctx.plan.max_tokens,
-    }
-    if ctx.model:
-        body["model"] = ctx.model
-    return body
+    return spec(kind, ctx.seq, turns=turns, salt=salt, model=ctx.model, max_tokens=ctx.plan.max_tokens)
+
+
+def _body(ctx: _Ctx, kind: str, turns: int = 2, salt: str = "") -> dict[str, Any]:
+    return capacity_body(_spec(ctx, kind, turns, salt))
 
 
 async def _one(ctx: _Ctx, body: dict[str, Any]) -> Sample:

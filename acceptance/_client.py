@@ -23,7 +23,16 @@ import httpx
 
 from wirecheck.contracts import Chunk, Exchange, ExchangeError, HttpRequest, HttpResponse, build_view
 
-__all__ = ["Metrics", "MetricsSampler", "Sample", "measure", "percentile", "scrape", "summarize"]
+__all__ = [
+    "Metrics",
+    "MetricsSampler",
+    "Sample",
+    "measure",
+    "measure_sync",
+    "percentile",
+    "scrape",
+    "summarize",
+]
 
 CORRELATION_HEADER = "x-wirecheck-id"
 
@@ -58,7 +67,46 @@ class Sample:
             "cached_tokens": self.cached_tokens,
             "error": self.error,
             "lag_s": round(self.lag_s, 6),
+            "started_s": round(self.started_s, 6),
         }
+
+    def to_raw(self) -> dict[str, Any]:
+        """Every measured value, unrounded, as it travels from a load worker to the master."""
+        return {
+            "ok": self.ok,
+            "status": self.status,
+            "e2e_s": self.e2e_s,
+            "ttft_s": self.ttft_s,
+            "itl_s": self.itl_s,
+            "tpot_s": self.tpot_s,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+            "error": self.error,
+            "fingerprint": self.fingerprint,
+            "started_s": self.started_s,
+            "lag_s": self.lag_s,
+            "correlation": self.correlation,
+        }
+
+    @classmethod
+    def from_raw(cls, d: dict[str, Any]) -> Sample:
+        return cls(
+            ok=bool(d["ok"]),
+            status=d.get("status"),
+            e2e_s=float(d["e2e_s"]),
+            ttft_s=d.get("ttft_s"),
+            itl_s=[float(x) for x in d.get("itl_s") or []],
+            tpot_s=d.get("tpot_s"),
+            prompt_tokens=d.get("prompt_tokens"),
+            completion_tokens=d.get("completion_tokens"),
+            cached_tokens=d.get("cached_tokens"),
+            error=d.get("error"),
+            fingerprint=d.get("fingerprint"),
+            started_s=float(d.get("started_s") or 0.0),
+            lag_s=float(d.get("lag_s") or 0.0),
+            correlation=str(d.get("correlation") or ""),
+        )
 
 
 def _error_text(view: Any, ex: Exchange) -> str | None:
@@ -76,16 +124,9 @@ def _error_text(view: Any, ex: Exchange) -> str | None:
     return None
 
 
-async def measure(
-    client: httpx.AsyncClient,
-    url: str,
-    body: dict[str, Any],
-    *,
-    headers: dict[str, str] | None = None,
-    keep: bool = False,
-    exchange_id: str = "",
-) -> Sample:
-    """Send one chat completion and time it; never raises for HTTP or transport failures."""
+def _prepare(
+    body: dict[str, Any], headers: dict[str, str] | None, exchange_id: str
+) -> tuple[bytes, dict[str, str], Exchange]:
     raw = json.dumps(body).encode()
     corr = uuid.uuid4().hex
     hdrs = {"content-type": "application/json", CORRELATION_HEADER: corr, **(headers or {})}
@@ -95,22 +136,23 @@ async def measure(
         correlation=corr,
         request=HttpRequest("POST", "/v1/chat/completions", list(hdrs.items()), raw),
     )
-    t0 = time.monotonic()
-    try:
-        async with client.stream("POST", url, content=raw, headers=hdrs) as r:
-            chunks: list[Chunk] = []
-            ex.response = HttpResponse(r.status_code, list(r.headers.items()), b"", chunks)
-            async for piece in r.aiter_raw():
-                chunks.append(Chunk((time.monotonic() - t0) * 1000.0, piece))
-    except httpx.TimeoutException as exc:
+    return raw, hdrs, ex
+
+
+def _failed(ex: Exchange, exc: httpx.HTTPError) -> None:
+    if isinstance(exc, httpx.TimeoutException):
         ex.error = ExchangeError("timeout", f"{type(exc).__name__}: {exc}")
-    except httpx.HTTPError as exc:
+    else:
         ex.error = ExchangeError(
             "upstream_reset" if ex.response else "upstream_refused", f"{type(exc).__name__}: {exc}"
         )
-    e2e = time.monotonic() - t0
+
+
+def _sample(ex: Exchange, e2e: float, started: float, keep: bool) -> Sample:
     view = build_view(ex)
-    sample = Sample(ok=view.ok, status=view.status, e2e_s=e2e, correlation=corr)
+    sample = Sample(
+        ok=view.ok, status=view.status, e2e_s=e2e, correlation=ex.correlation or "", started_s=started
+    )
     sample.error = _error_text(view, ex)
     usage = view.usage or {}
     sample.prompt_tokens = usage.get("prompt_tokens")
@@ -134,6 +176,48 @@ async def measure(
     if keep:
         sample.exchange = ex
     return sample
+
+
+async def measure(
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    *,
+    headers: dict[str, str] | None = None,
+    keep: bool = False,
+    exchange_id: str = "",
+) -> Sample:
+    """Send one chat completion and time it; never raises for HTTP or transport failures."""
+    raw, hdrs, ex = _prepare(body, headers, exchange_id)
+    started = time.time()
+    t0 = time.monotonic()
+    try:
+        async with client.stream("POST", url, content=raw, headers=hdrs) as r:
+            chunks: list[Chunk] = []
+            ex.response = HttpResponse(r.status_code, list(r.headers.items()), b"", chunks)
+            async for piece in r.aiter_raw():
+                chunks.append(Chunk((time.monotonic() - t0) * 1000.0, piece))
+    except httpx.HTTPError as exc:
+        _failed(ex, exc)
+    return _sample(ex, time.monotonic() - t0, started, keep)
+
+
+def measure_sync(
+    client: httpx.Client, url: str, body: dict[str, Any], *, headers: dict[str, str] | None = None
+) -> Sample:
+    """:func:`measure` for a blocking client (a Locust worker's greenlets): the same timings."""
+    raw, hdrs, ex = _prepare(body, headers, "")
+    started = time.time()
+    t0 = time.monotonic()
+    try:
+        with client.stream("POST", url, content=raw, headers=hdrs) as r:
+            chunks: list[Chunk] = []
+            ex.response = HttpResponse(r.status_code, list(r.headers.items()), b"", chunks)
+            for piece in r.iter_raw():
+                chunks.append(Chunk((time.monotonic() - t0) * 1000.0, piece))
+    except httpx.HTTPError as exc:
+        _failed(ex, exc)
+    return _sample(ex, time.monotonic() - t0, started, False)
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:
