@@ -14,6 +14,7 @@ Only ``wirecheck/cli.py`` (and the demo it runs) imports this package.
 from ._capacity import CapacityPlan
 from ._demo import run_demo
 from ._evidence import parse_fingerprint, read_container, read_host, read_startup_log
+from ._locust import LocustLoad, locustfile_path
 from ._model import Check, Limits, Phase, Slo, Verdict
 from ._probe import probe, probe_script
 from ._run import PROFILES, AcceptanceResult, AcceptOptions, Progress, accept, run_acceptance, via_taps
@@ -27,11 +28,13 @@ __all__ = [
     "CapacityPlan",
     "Check",
     "Limits",
+    "LocustLoad",
     "Phase",
     "Progress",
     "Slo",
     "Verdict",
     "accept",
+    "locustfile_path",
     "parse_fingerprint",
     "probe",
     "probe_script",

@@ -73,6 +73,8 @@ class _Ctx:
     progress: Progress
     seq: int = 0
     samples: list[Sample] = field(default_factory=list)
+    #: the Locust load engine, when the load runs on Locust workers (else in this process)
+    load: Any = None
 
 
 def _spec(ctx: _Ctx, kind: str, turns: int = 2, salt: str = "") -> dict[str, Any]:
@@ -90,7 +92,14 @@ async def _one(ctx: _Ctx, body: dict[str, Any]) -> Sample:
     return s
 
 
-async def _closed(ctx: _Ctx, bodies: list[dict[str, Any]], concurrency: int, label: str) -> list[Sample]:
+async def _closed(ctx: _Ctx, specs: list[dict[str, Any]], concurrency: int, label: str) -> list[Sample]:
+    if ctx.load is not None:
+        got: list[Sample] = await ctx.load.step(
+            label, specs, url=ctx.chat_url, headers=ctx.headers, users=concurrency
+        )
+        ctx.samples.extend(got)
+        return got
+    bodies = [capacity_body(sp) for sp in specs]
     queue = list(reversed(bodies))
     out: list[Sample] = []
     done = 0
@@ -107,10 +116,39 @@ async def _closed(ctx: _Ctx, bodies: list[dict[str, Any]], concurrency: int, lab
     return out
 
 
+def _schedule_stats(samples: list[Sample], rate: float, wall: float) -> dict[str, Any]:
+    interval = 1.0 / rate
+    lags = [s.lag_s for s in samples]
+    tolerance = max(0.1 * interval, 0.005)
+    behind = [x for x in lags if x > tolerance]
+    spans = sorted([(s.started_s, 1) for s in samples] + [(s.started_s + s.e2e_s, -1) for s in samples])
+    peak = level = 0
+    for _, d in spans:
+        level += d
+        peak = max(peak, level)
+    return {
+        "rate_rps": rate,
+        "interval_s": round(interval, 6),
+        "max_lag_s": round(max(lags, default=0.0), 6),
+        "late_sends": len(behind),
+        "fell_behind": bool(behind),
+        "peak_in_flight": peak,
+        "achieved_rps": round(len(samples) / max(wall, 1e-9), 3),
+    }
+
+
 async def _open(
-    ctx: _Ctx, bodies: list[dict[str, Any]], rate: float, label: str
+    ctx: _Ctx, specs: list[dict[str, Any]], rate: float, label: str
 ) -> tuple[list[Sample], dict[str, Any]]:
     """Send at fixed intervals whatever the answers do; record how late each send was."""
+    if ctx.load is not None:
+        t_start = time.monotonic()
+        got: list[Sample] = await ctx.load.step(
+            label, specs, url=ctx.chat_url, headers=ctx.headers, users=len(specs), rate=rate
+        )
+        ctx.samples.extend(got)
+        return got, _schedule_stats(got, rate, time.monotonic() - t_start)
+    bodies = [capacity_body(sp) for sp in specs]
     interval = 1.0 / rate
     t0 = time.monotonic()
     tasks: list[asyncio.Task[Sample]] = []
@@ -138,17 +176,9 @@ async def _open(
         tasks.append(asyncio.ensure_future(fire(body, lag)))
         ctx.progress(f"{label}: sent {i + 1}/{len(bodies)}")
     samples = list(await asyncio.gather(*tasks))
-    tolerance = max(0.1 * interval, 0.005)
-    behind = [x for x in lags if x > tolerance]
-    return samples, {
-        "rate_rps": rate,
-        "interval_s": round(interval, 6),
-        "max_lag_s": round(max(lags, default=0.0), 6),
-        "late_sends": len(behind),
-        "fell_behind": bool(behind),
-        "peak_in_flight": peak,
-        "achieved_rps": round(len(bodies) / max(time.monotonic() - t0, 1e-9), 3),
-    }
+    stats = _schedule_stats(samples, rate, time.monotonic() - t0)
+    stats["peak_in_flight"] = max(stats["peak_in_flight"], peak)
+    return samples, stats
 
 
 def _oom_sign(samples: list[Sample]) -> list[str]:
@@ -268,7 +298,7 @@ async def _long_phase(ctx: _Ctx, ph: Phase) -> None:
     rows = []
     for turns in ctx.plan.long_input_turns:
         ctx.progress(f"long input: {turns} turns")
-        s = await _one(ctx, _body(ctx, "long", turns=turns))
+        (s,) = await _closed(ctx, [_spec(ctx, "long", turns=turns)], 1, f"long input {turns}")
         rows.append({"turns": turns, **s.to_json()})
     ph.data["long_input"] = rows
     failed = [r for r in rows if not r["ok"]]
@@ -322,13 +352,13 @@ async def _ramp_phase(ctx: _Ctx, ph: Phase) -> None:
     for conc, rate in levels:
         if rate is not None:
             label = f"ramp {rate:g} rps"
-            bodies = [_body(ctx, "varied") for _ in range(plan.open_loop_requests)]
-            row = await _step(ctx, label, _open(ctx, bodies, rate, label))
+            specs = [_spec(ctx, "varied") for _ in range(plan.open_loop_requests)]
+            row = await _step(ctx, label, _open(ctx, specs, rate, label))
         else:
             label = f"ramp c={conc}"
             n = max(plan.per_worker * conc, plan.min_requests)
-            bodies = [_body(ctx, "varied") for _ in range(n)]
-            row = await _step(ctx, label, _closed(ctx, bodies, conc, label))
+            specs = [_spec(ctx, "varied") for _ in range(n)]
+            row = await _step(ctx, label, _closed(ctx, specs, conc, label))
         row["concurrency"] = conc if rate is None else row.get("peak_in_flight")
         row["breaches"] = _breaches(row, slo)
         row["resource"] = _resource_signs(row)
@@ -461,12 +491,12 @@ async def _oom_evidence(ctx: _Ctx, row: dict[str, Any]) -> dict[str, Any]:
 
 async def _soak_phase(ctx: _Ctx, ph: Phase) -> None:
     plan = ctx.plan
-    fixed = _body(ctx, "fixed")
-    bodies = [
-        fixed if i % 2 == 0 else _body(ctx, "varied", salt=f"[soak {i}] ") for i in range(plan.soak_requests)
+    fixed = _spec(ctx, "fixed")
+    specs = [
+        fixed if i % 2 == 0 else _spec(ctx, "varied", salt=f"[soak {i}] ") for i in range(plan.soak_requests)
     ]
-    row = await _step(ctx, "soak", _closed(ctx, bodies, plan.soak_concurrency, "soak"))
-    run = [s for s in ctx.samples[-len(bodies) :]]
+    row = await _step(ctx, "soak", _closed(ctx, specs, plan.soak_concurrency, "soak"))
+    run = list(ctx.samples[-len(specs) :])
     w = max(plan.soak_windows, 1)
     size = max(len(run) // w, 1)
     windows = []
@@ -550,7 +580,9 @@ async def run_capacity(
     hosts: list[HostFacts],
     startup: dict[str, Any] | None,
     progress: Progress,
+    load: Any = None,
 ) -> tuple[Phase, list[Sample]]:
+    """``load``: a started :class:`LocustLoad` to run the load on Locust workers (else in process)."""
     ph = Phase("capacity")
     async with httpx.AsyncClient(
         timeout=httpx.Timeout(600, connect=10), limits=httpx.Limits(max_connections=1024)
@@ -566,6 +598,8 @@ async def run_capacity(
             plan,
             progress,
         )
+        ctx.load = load
+        ph.data["load_engine"] = load.info if load is not None else {"engine": "in-process"}
         if not metrics_urls:
             ph.add(
                 Check(

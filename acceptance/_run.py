@@ -17,7 +17,7 @@ import httpx
 import uvicorn
 
 from wirecheck._version import __version__
-from wirecheck.contracts import ConfigError, Exchange, InputError, write_exchanges
+from wirecheck.contracts import ConfigError, Exchange, InputError, TransportError, write_exchanges
 from wirecheck.generators import SAMPLE_SET_VERSION
 from wirecheck.proxy import ListenerServer, ProxyApp, Store, TapConfig
 
@@ -148,6 +148,11 @@ class AcceptOptions:
     topology: dict[str, Any] = field(default_factory=dict)
     taps: TapSource | None = None
     plan: CapacityPlan | None = None
+    #: "in-process" (default) or "locust": the capacity load on Locust workers
+    load_engine: str = "in-process"
+    locust_workers: int = 2
+    locust_master: str | None = None
+    locust_expect_workers: int | None = None
     interface_requests: int | None = None
     scenario_examples: int | None = None
 
@@ -161,6 +166,8 @@ class AcceptOptions:
             )
         if not self.reviewer.strip():
             raise ConfigError("--reviewer NAME is required: a verdict carries who reviewed it")
+        if self.load_engine not in ("in-process", "locust"):
+            raise ConfigError(f"load engine {self.load_engine!r}: expected in-process or locust")
         if self.official_image and self.self_built:
             raise ConfigError("--official-image and --self-built exclude each other")
         for f in [*self.host_files, self.container_file, self.startup_log, self.self_built]:
@@ -355,18 +362,36 @@ async def run_acceptance(
             if name == "compat":
                 ph = compat_data
             elif name == "capacity":
-                ph, got = await run_capacity(
-                    target=opts.target,
-                    health_url=health,
-                    metrics_urls=metrics,
-                    model=model,
-                    headers=opts.headers,
-                    slo=opts.slo,
-                    plan=plan,
-                    hosts=hosts,
-                    startup=compat_data.data.get("startup"),
-                    progress=prog,
-                )
+                load = None
+                if opts.load_engine == "locust":
+                    from ._locust import LocustLoad
+
+                    load = LocustLoad(
+                        workers=opts.locust_workers,
+                        master=opts.locust_master,
+                        expect_workers=opts.locust_expect_workers,
+                    )
+                    prog(
+                        f"capacity: starting Locust ({load.local_workers} local workers, master {load.bind_host}:{load.port})"
+                    )
+                    await load.start(opts.target)
+                try:
+                    ph, got = await run_capacity(
+                        target=opts.target,
+                        health_url=health,
+                        metrics_urls=metrics,
+                        model=model,
+                        headers=opts.headers,
+                        slo=opts.slo,
+                        plan=plan,
+                        hosts=hosts,
+                        startup=compat_data.data.get("startup"),
+                        progress=prog,
+                        load=load,
+                    )
+                finally:
+                    if load is not None:
+                        await load.close()
                 samples += got
             elif name == "cache":
                 ph, got = await run_cache(
@@ -396,7 +421,7 @@ async def run_acceptance(
                 )
                 samples += got
                 exchanges += [s.exchange for s in got if s.exchange is not None]
-        except (httpx.HTTPError, OSError) as exc:
+        except (httpx.HTTPError, OSError, TransportError) as exc:
             ph = Phase(name, error=f"{type(exc).__name__}: {exc}")
         ph.started_at = stamp
         ph.duration_s = time.monotonic() - t0

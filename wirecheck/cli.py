@@ -266,8 +266,33 @@ def _parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="with --via-proxy: the engine tap; point the gateway's upstream here",
     )
+    a.add_argument(
+        "--load-engine",
+        choices=("in-process", "locust"),
+        default="in-process",
+        help="run the capacity load in this process (default) or on Locust workers",
+    )
+    a.add_argument(
+        "--locust-workers", type=int, default=2, metavar="N", help="local Locust workers to start (default 2)"
+    )
+    a.add_argument(
+        "--locust-master",
+        default=None,
+        metavar="HOST:PORT",
+        help="bind the Locust master here and wait for workers started on other machines "
+        '(locust -f "$(wirecheck locustfile)" --worker --master-host HOST --master-port PORT)',
+    )
+    a.add_argument(
+        "--locust-expect-workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --locust-master: workers to wait for",
+    )
     a.add_argument("--format", choices=("text", "json"), default="text")
     a.add_argument("--quiet", action="store_true", help="no progress lines")
+
+    sub.add_parser("locustfile", help="print the path of wirecheck's locustfile (the WirecheckUser class)")
 
     pr = sub.add_parser(
         "probe", help="print the container facts compat needs (run it inside the serving container)"
@@ -713,6 +738,10 @@ def _accept(args: argparse.Namespace) -> int:
         seed=args.seed,
         interface_requests=args.interface_requests,
         scenario_examples=args.scenario_examples,
+        load_engine=args.load_engine,
+        locust_workers=args.locust_workers,
+        locust_master=args.locust_master,
+        locust_expect_workers=args.locust_expect_workers,
     )
     progress = Progress(quiet=args.quiet)
 
@@ -793,6 +822,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _accept(args)
         if args.command == "probe":
             return _probe(args)
+        if args.command == "locustfile":
+            from wirecheck.acceptance import locustfile_path
+
+            print(locustfile_path())
+            return 0
         if args.command == "demo":
             from wirecheck.acceptance import run_demo
 

@@ -1,0 +1,138 @@
+"""The capacity load on Locust: a master and two worker processes on loopback, against the simulator.
+
+Tolerance stated here and in docs/acceptance.md: per ramp step the same requests and errors as the
+in-process driver; e2e p50 within a factor 1.6 either way; TTFT p50 within 60 ms; KV usage peaks
+within 25% (+0.01). Both drivers time requests with the same code; what differs is the client process
+(asyncio here, gevent greenlets on the workers), so the figures agree in scale, not to the millisecond.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.servers import free_port, serve
+from wirecheck.acceptance import AcceptOptions, CapacityPlan, Progress, accept, locustfile_path
+from wirecheck.sim import SimConfig, create_app
+
+CFG = {"family": "kimi_k3", "time_scale": 0.05}
+
+
+def _plan(**kw: object) -> CapacityPlan:
+    base: dict[str, object] = {
+        "ramp": [1, 2, 4],
+        "long_input_turns": [12],
+        "soak_requests": 8,
+        "soak_windows": 2,
+    }
+    base.update(kw)
+    return CapacityPlan(**base)  # type: ignore[arg-type]
+
+
+def _capacity(url: str, out: Path, **kw: object) -> dict[str, object]:
+    opts = AcceptOptions(target=url, engine_url=url, reviewer="ci", out=out, phases=["capacity"], **kw)  # type: ignore[arg-type]
+    res = accept(opts, Progress(quiet=True))
+    assert res.phases[0].error is None, res.phases[0].error
+    return json.loads(Path(res.files["json"]).read_text())["phases"][0]
+
+
+def test_two_locust_workers_give_the_in_process_figures(tmp_path: Path) -> None:
+    with serve(create_app(SimConfig(**CFG))) as url:  # type: ignore[arg-type]
+        local = _capacity(url, tmp_path / "local", plan=_plan())
+        dist = _capacity(url, tmp_path / "locust", plan=_plan(), load_engine="locust", locust_workers=2)
+    assert dist["data"]["load_engine"]["engine"] == "locust" and dist["data"]["load_engine"]["workers"] == 2
+    assert [c["id"] for c in dist["checks"]] == [c["id"] for c in local["checks"]]  # the same report sections
+    assert dist["status"] == local["status"] == "pass"
+    for a, b in zip(local["data"]["ramp"], dist["data"]["ramp"], strict=True):
+        assert (a["label"], a["requests"], a["errors"]) == (b["label"], b["requests"], b["errors"])
+        assert 1 / 1.6 <= b["e2e_p50_s"] / a["e2e_p50_s"] <= 1.6, (a["label"], a["e2e_p50_s"], b["e2e_p50_s"])
+        assert abs(b["ttft_p50_s"] - a["ttft_p50_s"]) < 0.06, (a["label"], a["ttft_p50_s"], b["ttft_p50_s"])
+        assert abs(b["kv_max"] - a["kv_max"]) <= 0.25 * a["kv_max"] + 0.01
+        assert b["itl_p95_s"] is not None and b["tpot_p50_s"] is not None  # raw ITL values travelled
+    assert dist["data"]["long_input"][0]["ok"] and dist["data"]["soak"]["requests"] == 8
+
+
+def test_an_open_loop_rate_is_split_over_workers_started_elsewhere(tmp_path: Path) -> None:
+    port = free_port()
+    with serve(create_app(SimConfig(**CFG))) as url:  # type: ignore[arg-type]
+        workers = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "locust",
+                    "-f",
+                    locustfile_path(),
+                    "--worker",
+                    "--master-host",
+                    "127.0.0.1",
+                    "--master-port",
+                    str(port),
+                    "--loglevel",
+                    "ERROR",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(2)
+        ]
+        try:
+            plan = _plan(open_loop_rates=[10.0, 40.0], open_loop_requests=12)
+            ph = _capacity(
+                url,
+                tmp_path / "open",
+                plan=plan,
+                load_engine="locust",
+                locust_master=f"127.0.0.1:{port}",
+                locust_expect_workers=2,
+            )
+        finally:
+            for w in workers:
+                w.wait(timeout=30)
+    assert ph["data"]["load_engine"]["local_workers"] == 0 and ph["data"]["load_engine"]["workers"] == 2
+    rows = ph["data"]["ramp"]
+    assert [r["rate_rps"] for r in rows] == [10.0, 40.0]
+    for r in rows:
+        assert r["requests"] == 12 and r["errors"] == 0
+        assert r["fell_behind"] == (r["late_sends"] > 0)
+        # the schedule held across both workers: 12 sends at the rate take about 11 intervals
+        assert r["achieved_rps"] <= r["rate_rps"] * 1.6
+
+
+def test_the_locustfile_runs_under_a_plain_locust_and_writes_raw_measurements(tmp_path: Path) -> None:
+    out = tmp_path / "raw.jsonl"
+    with serve(create_app(SimConfig(**CFG))) as url:  # type: ignore[arg-type]
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                locustfile_path(),
+                "--headless",
+                "-u",
+                "2",
+                "-r",
+                "2",
+                "-t",
+                "3s",
+                "--host",
+                url,
+                "--wirecheck-out",
+                str(out),
+                "--only-summary",
+                "--loglevel",
+                "ERROR",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) >= 4 and all(r["ok"] for r in rows)
+    assert all(r["ttft_s"] is not None and 0 < r["ttft_s"] <= r["e2e_s"] for r in rows)
+    assert "agent sample" in proc.stdout + proc.stderr  # Locust's own statistics name the requests
