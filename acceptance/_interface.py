@@ -384,7 +384,7 @@ async def run_interface(
                     "fail",
                     f"shrunk failure: {what}; "
                     + ("a retry passed" if scen.get("fixed_by_retry") else "retries failed too")
-                    + f"; reproduce: {scen.get('curl')}",
+                    + "; the shrunk request and its curl line are in the interface section",
                     {"request": scen.get("request"), "curl": scen.get("curl")},
                     leads_to=leads,
                 )

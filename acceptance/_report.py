@@ -451,6 +451,7 @@ h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd
 .verdict{font-size:20px;padding:10px 14px;border-radius:6px;display:inline-block}
 .v-go{background:#d9f2d9}.v-limited{background:#fff1c2}.v-rework{background:#f8d0d0}.v-scale-up{background:#d6e4ff}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
+#checklist td:nth-child(2){min-width:340px}#evidence th{width:110px}td{overflow-wrap:anywhere}
 .s-pass{color:#1a7f37}.s-fail,.s-missing{color:#c00;font-weight:600}.s-warn{color:#a36b00}.s-info{color:#555}
 .plots{display:flex;flex-wrap:wrap;gap:16px}.plot{margin:0}figcaption{font-weight:600}
 code,pre{background:#f5f5f5}pre{padding:8px;overflow-x:auto}

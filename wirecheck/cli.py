@@ -289,6 +289,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="with --locust-master: workers to wait for",
     )
+    a.add_argument(
+        "--store",
+        default=None,
+        metavar="PATH|URL",
+        help="with --via-proxy: where the taps record (default DIR/wirecheck.db; or postgresql://...)",
+    )
     a.add_argument("--format", choices=("text", "json"), default="text")
     a.add_argument("--quiet", action="store_true", help="no progress lines")
 
@@ -752,10 +758,12 @@ def _accept(args: argparse.Namespace) -> int:
             raise WirecheckError("accept: --via-proxy needs --engine-url (the engine behind the gateway)")
         port = _hostport(args.engine_listen, "--engine-listen")[1]
         opts.out.mkdir(parents=True, exist_ok=True)
-        store = Store(opts.out / "wirecheck.db", writer=True)
+        store = Store(args.store or opts.out / "wirecheck.db", writer=True)
         try:
             async with via_taps(args.target, args.engine_url, port, store) as (caller_url, source):
-                opts.topology.update(gateway=args.target, taps=f"caller tap {caller_url}, engine tap :{port}")
+                opts.topology.update(
+                    gateway=args.target, taps=f"caller tap {caller_url}, engine tap :{port}", store=store.path
+                )
                 opts.target, opts.taps = caller_url, source
                 return await run_acceptance(opts, progress)
         finally:

@@ -518,7 +518,7 @@ def test_progress_rewrites_one_line_on_a_terminal_and_prints_only_milestones_els
     assert "3/8" not in pipe.getvalue() and pipe.getvalue().count("\n") == 2
 
 
-def test_the_cli_puts_taps_around_a_gateway_and_blames_it(tmp_path: Path) -> None:
+def test_the_cli_puts_taps_around_a_gateway_and_blames_it(tmp_path: Path, pg_url: str) -> None:
     from tests.servers import free_port
     from wirecheck.sim import GatewayConfig, create_gateway, parse_gateway_faults
 
@@ -553,6 +553,8 @@ def test_the_cli_puts_taps_around_a_gateway_and_blames_it(tmp_path: Path) -> Non
                     "7",
                     "--scenario-examples",
                     "0",
+                    "--store",
+                    pg_url,
                     "--out",
                     str(tmp_path / "out"),
                     "--quiet",
@@ -567,4 +569,13 @@ def test_the_cli_puts_taps_around_a_gateway_and_blames_it(tmp_path: Path) -> Non
     iface = report["phases"][0]["data"]
     assert iface["attributed_from"].startswith("both taps") and set(iface["errors_by_fault"]) == {"gateway"}
     assert "attribution (both taps" in proc.stdout and "gateway" in proc.stdout
-    assert (tmp_path / "out" / "wirecheck.db").exists()
+    # the taps recorded into the shared PostgreSQL store: both sides of every interface request
+    from wirecheck.proxy import open_store
+
+    store = open_store(pg_url)
+    try:
+        taps = {e.tap for e in store.exchanges()}
+        assert taps == {"caller", "engine"} and store.count() >= 14
+    finally:
+        store.close()
+    assert report["evidence"]["topology"]["store"].startswith("postgresql://wirecheck@")
