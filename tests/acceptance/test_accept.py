@@ -193,7 +193,13 @@ def test_the_html_report_renders_in_headless_chromium_with_verdict_checklist_and
 
 
 def test_a_driver_before_r580_in_the_host_files_gives_rework(tmp_path: Path) -> None:
-    res = run_accept(tmp_path, SimConfig(**FAST), Environment(driver="575.57.08"))  # type: ignore[arg-type]
+    res = run_accept(
+        tmp_path,
+        SimConfig(**FAST),
+        Environment(driver="575.57.08"),
+        interface_requests=7,
+        scenario_examples=0,
+    )  # type: ignore[arg-type]
     assert res.verdict.decision == "rework" and not res.verdict.accepted
     assert any(r.startswith("compat.driver:") and "R575" in r for r in res.verdict.reasons)
     # the other phases ran and passed: the environment alone is the reason
@@ -211,7 +217,9 @@ def test_a_cuda_12_container_gives_rework(tmp_path: Path) -> None:
 
 
 def test_a_small_kv_budget_gives_scale_up(tmp_path: Path) -> None:
-    res = run_accept(tmp_path, SimConfig(**FAST, num_gpu_blocks=400))  # type: ignore[arg-type]
+    res = run_accept(
+        tmp_path, SimConfig(**FAST, num_gpu_blocks=400), interface_requests=7, scenario_examples=0
+    )  # type: ignore[arg-type]
     assert res.verdict.decision == "scale-up", res.verdict.reasons
     ramp = next(p for p in res.phases if p.name == "capacity").data["ramp"]
     assert any((r["preemptions"] or 0) > 0 for r in ramp) and max(r["kv_max"] for r in ramp) >= 0.95
