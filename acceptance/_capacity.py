@@ -610,6 +610,16 @@ async def run_capacity(
                     leads_to="rework",
                 )
             )
+        elif await scrape(client, metrics_urls) is None:
+            ph.add(
+                Check(
+                    "capacity.metrics",
+                    "Engine /metrics scraped",
+                    "missing",
+                    f"no /metrics answered at {', '.join(metrics_urls)}: KV usage, queueing and preemptions are unknown",
+                    leads_to="rework",
+                )
+            )
         await _load_phase(ctx, ph, hosts, startup)
         await _long_phase(ctx, ph)
         await _ramp_phase(ctx, ph)

@@ -551,3 +551,16 @@ def test_the_cli_puts_taps_around_a_gateway_and_blames_it(tmp_path: Path, pg_url
     finally:
         store.close()
     assert report["evidence"]["topology"]["store"].startswith("postgresql://wirecheck@")
+
+
+def test_an_unreachable_metrics_url_is_missing_evidence_not_a_silent_pass(tmp_path: Path) -> None:
+    res = run_accept(
+        tmp_path,
+        SimConfig(**FAST),
+        phases=("capacity",),
+        metrics_from="http://127.0.0.1:9",
+        plan=CapacityPlan(ramp=[1], long_input_turns=[12], soak_requests=2),
+    )  # type: ignore[arg-type]
+    c = checks(res)["capacity.metrics"]
+    assert c.status == "missing" and "127.0.0.1:9/metrics" in c.detail
+    assert res.verdict.decision == "rework"

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from jsonschema import Draft202012Validator
 
 from tests.servers import serve
@@ -91,10 +91,23 @@ EXPECTED = {
 }
 
 
+#: finding and attributing each fault needs no shrinking (the shrunk request is tested with the CLI
+#: below); without it each of these runs is several seconds shorter
+FIND_ONLY = settings(
+    max_examples=50,
+    stateful_step_count=6,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.explicit, Phase.generate],
+    print_blob=False,
+)
+
+
 @pytest.mark.parametrize("fault", sorted(EXPECTED))
 def test_scenarios_find_each_fault_within_50_examples_and_attribute_it(fault: str) -> None:
     with serve(create_app(SimConfig(time_scale=0.0005, faults=parse_faults(fault)))) as url:
-        report = run_scenarios(url, examples=50, seed=1)
+        report = run_scenarios(url, examples=50, seed=1, settings_=FIND_ONLY)
     assert report.failure is not None, f"{fault} not found in {report.requests} requests"
     got = {(f.rule, str(f.fault)) for f in report.failure.findings}
     assert EXPECTED[fault] in got, got
@@ -167,7 +180,12 @@ def test_scenarios_through_the_taps_find_each_gateway_fault_and_blame_the_gatewa
             # and make a stream look buffered, which would stop the run before the fault is met
             quiet = CheckConfig(disabled=frozenset({"gateway-stream-buffered"}))
             report = run_scenarios(
-                gw_url, examples=50, seed=1, via_proxy=(sim_url, engine_port), config=quiet
+                gw_url,
+                examples=50,
+                seed=1,
+                via_proxy=(sim_url, engine_port),
+                config=quiet,
+                settings_=FIND_ONLY,
             )
     assert report.failure is not None, f"{fault} not found in {report.requests} requests"
     got = {(f.rule, str(f.fault), f.tap) for f in report.failure.findings}
