@@ -321,6 +321,11 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="wirecheck-demo", help="report folder (default ./wirecheck-demo)")
     d.add_argument("--requests", type=int, default=28, help="interface requests (the acceptance's agent set)")
     d.add_argument("--seed", type=int, default=7)
+    d.add_argument(
+        "--phases",
+        default="compat,capacity,cache,interface",
+        help="acceptance phases to run (default all four)",
+    )
 
     e = sub.add_parser("export", help="export a store as exchange JSONL or HAR")
     e.add_argument("store", metavar="STORE")
@@ -838,7 +843,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from wirecheck.acceptance import run_demo
 
-            return run_demo(args.out, requests=args.requests, seed=args.seed)
+            phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+            return run_demo(args.out, requests=args.requests, seed=args.seed, phases=phases)
         if args.command == "sim":
             return _sim(args)
         if args.command == "sim-gateway":

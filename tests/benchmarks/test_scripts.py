@@ -69,3 +69,26 @@ def test_check_throughput_smoke(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert data["streams"] == 20 and data["ratio"] > 0
+
+
+def test_demo_time_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "dt.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "demo_time.py"),
+            "--phases",
+            "compat,cache",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["budget_s"] == 90.0 and data["met"] and data["rows"][0]["demo_wall_s"] > 0
+    assert data["rows"][0]["verdict"] in ("go", "limited", "rework", "scale-up")
+    assert "of budget" in proc.stdout
