@@ -232,6 +232,8 @@ class StoreStats:
     written: int = 0
     dropped: int = 0
     batches: int = 0
+    reconnects: int = 0
+    last_error: str | None = None
 
 
 class Store:
@@ -295,7 +297,7 @@ class Store:
             try:
                 first = self._queue.get(timeout=0.2)
             except queue.Empty:
-                self._write([])
+                self._write_safely([])
                 continue
             taken = 1
             batch: list[Exchange] = []
@@ -314,10 +316,44 @@ class Store:
                 else:
                     batch.append(item)
             try:
-                self._write(batch)
+                self._write_safely(batch, stopping=stop)
             finally:
                 for _ in range(taken):
                     self._queue.task_done()
+
+    def _write_safely(self, batch: list[Exchange], *, stopping: bool = False) -> None:
+        """Write a batch; when the database fails (a PostgreSQL restart, a lost connection, a locked
+        or full disk), reconnect and retry with backoff instead of letting the writer die. While it
+        retries, the request path keeps going: new exchanges queue, and past the queue's bound they
+        are dropped and counted as a gap. A batch that still fails after the retries is counted as a
+        gap too, so the store says what it is missing."""
+        delay = 0.2
+        for attempt in range(8 if not stopping else 3):
+            try:
+                self._write(batch)
+                if attempt:
+                    self.stats.reconnects += 1
+                return
+            except Exception as exc:  # any database error: retry, then account for it
+                self.stats.last_error = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                self._reconnect()
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        with self._gap_lock:
+            self.stats.dropped += len(batch)
+            if self._gap:
+                self._gap[0] += len(batch)
+                self._gap[2] = now
+            elif batch:
+                self._gap = [len(batch), now, now]
+
+    def _reconnect(self) -> None:
+        with self._lock:
+            with contextlib.suppress(Exception):  # the old connection is already broken
+                self._conn.close()
+            with contextlib.suppress(InputError, sqlite3.Error):  # still down: the next attempt retries
+                self._conn = _connect_pg(self.url) if self.pg else _connect(self.path)
 
     # --- SQL on either backend --------------------------------------------------------------------
 
@@ -411,7 +447,7 @@ class Store:
         if self._thread is not None and self._thread.is_alive():
             self._queue.put(None)
             self._thread.join(timeout=60)
-        self._write([])
+        self._write_safely([], stopping=True)
         with self._lock:
             self._conn.close()
 

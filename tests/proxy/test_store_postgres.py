@@ -131,3 +131,23 @@ def test_replicas_migrating_and_writing_at_once_lose_and_duplicate_nothing(pg_ur
     assert not set(got[0]) & set(got[1]) and len(got[0]) + len(got[1]) == 1000
     for s in (a, b, r):
         s.close()
+
+
+def test_a_lost_database_connection_is_reconnected_and_nothing_is_lost(pg_url: str) -> None:
+    s = Store(pg_url, writer=True)
+    for i in range(10):
+        s.put(ex(i))
+    s.flush()
+    # the server drops the store's connection (a restart, a failover, an idle timeout)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        killed = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    assert killed
+    for i in range(10, 20):
+        assert s.put(ex(i))
+    s.close()
+    assert s.stats.reconnects >= 1 and s.stats.dropped == 0 and s.stats.last_error
+    r = open_store(pg_url)
+    assert r.count() == 20 and r.gaps() == []
+    r.close()
