@@ -420,6 +420,8 @@ class ProxyApp:
                     "queued": self.store.stats.queued,
                     "written": self.store.stats.written,
                     "dropped": self.store.stats.dropped,
+                    "reconnects": getattr(self.store.stats, "reconnects", 0),
+                    "last_error": getattr(self.store.stats, "last_error", None),
                 }
             status, body = 200, json.dumps(info).encode()
         elif path == "findings":
