@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import re
 import sys
@@ -55,32 +56,25 @@ def _plan(**kw: Any) -> CapacityPlan:
     return CapacityPlan(**kw)
 
 
+_STANDARD = _plan(
+    ramp=[1, 2, 4, 8, 16, 32, 64],
+    per_worker=4,
+    min_requests=8,
+    long_input_turns=[12, 48, 96, 192],
+    soak_requests=240,
+    soak_concurrency=8,
+    soak_windows=6,
+    recover_wait_s=120,
+    sample_interval_s=0.5,
+)
 PROFILES: dict[str, Profile] = {
     "quick": Profile("quick", _plan(), interface_requests=28, retries=2, scenario_examples=6),
-    "standard": Profile(
-        "standard",
-        _plan(
-            ramp=[1, 2, 4, 8, 16, 32, 64],
-            per_worker=4,
-            min_requests=8,
-            long_input_turns=[12, 48, 96, 192],
-            soak_requests=240,
-            soak_concurrency=8,
-            soak_windows=6,
-            recover_wait_s=120,
-            sample_interval_s=0.5,
-        ),
-        interface_requests=84,
-        retries=2,
-        scenario_examples=50,
-    ),
+    "standard": Profile("standard", _STANDARD, interface_requests=84, retries=2, scenario_examples=50),
+    # the standard run with a long soak: 3000 requests at 16 concurrent, in 12 windows
     "soak": Profile(
         "soak",
-        _plan(
-            ramp=[1, 2, 4, 8, 16, 32, 64],
-            per_worker=4,
-            min_requests=8,
-            long_input_turns=[12, 48, 96, 192],
+        dataclasses.replace(
+            _STANDARD,
             soak_requests=3000,
             soak_concurrency=16,
             soak_windows=12,
@@ -323,7 +317,8 @@ async def run_acceptance(
 ) -> AcceptanceResult:
     prog = progress or Progress()
     profile = PROFILES[opts.profile]
-    plan = opts.plan or profile.capacity
+    # a copy: the options below must not change the profile for the next run in this process
+    plan = dataclasses.replace(opts.plan or profile.capacity)
     if opts.target_concurrency:
         plan.target_concurrency = opts.target_concurrency
     if opts.open_loop_rates:
