@@ -1,6 +1,7 @@
 """The ``wirecheck`` command line.
 
-Exit codes: 0 no error finding, 1 at least one error finding, 2 unusable input or usage.
+Exit codes: 0 no error finding, 1 at least one error finding, 2 unusable input or usage; for
+``accept``: 0 accepted (go, or limited with its conditions), 1 not accepted.
 """
 
 from __future__ import annotations
@@ -317,7 +318,10 @@ def _parser() -> argparse.ArgumentParser:
         "(wirecheck probe --script | docker exec -i CONTAINER python3 - --image TAG)",
     )
 
-    d = sub.add_parser("demo", help="run the whole request path on loopback with faults, and report")
+    d = sub.add_parser(
+        "demo",
+        help="the whole tool on loopback with faults: accept --profile quick through dual taps, a verdict, a report",
+    )
     d.add_argument("--out", default="wirecheck-demo", help="report folder (default ./wirecheck-demo)")
     d.add_argument("--requests", type=int, default=28, help="interface requests (the acceptance's agent set)")
     d.add_argument("--seed", type=int, default=7)
