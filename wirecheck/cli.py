@@ -341,6 +341,13 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--model", default="", help="served model name (default: the family's)")
     s.add_argument("--family", choices=("kimi_k2", "kimi_k3", "hermes"), default="kimi_k2")
+    s.add_argument(
+        "--environment",
+        default=None,
+        metavar="DIR",
+        help="also write this simulated deployment's evidence (nvidia-smi.xml/.txt, container.json, "
+        "startup.log) for wirecheck accept",
+    )
     s.add_argument("--dialect", choices=("vllm-0.33", "vllm-0.15"), default="vllm-0.33")
     s.add_argument(
         "--faults", default="", metavar="SPEC", help="NAME[=RATE],... (wirecheck sim --list-faults)"
@@ -687,6 +694,13 @@ def _sim(args: argparse.Namespace) -> int:
         oom_at_tokens=args.oom_at_tokens,
         oom_recover_s=args.oom_recover_s,
     )
+    if args.environment:
+        from wirecheck.sim import write_environment
+
+        paths = write_environment(args.environment, cfg)
+        print(
+            f"wirecheck sim: evidence for accept in {args.environment}: {', '.join(p.name for p in paths.values())}"
+        )
     print(
         f"wirecheck sim: {cfg.model} ({cfg.family}, {cfg.dialect}) on http://{args.host}:{args.port}",
         flush=True,

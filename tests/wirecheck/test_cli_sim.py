@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 
@@ -85,3 +86,23 @@ def test_unknown_fault_is_a_clear_error() -> None:
         check=False,
     )
     assert listing.returncode == 0 and "stream_buffered" in listing.stdout
+
+
+def test_sim_writes_its_evidence_and_accept_reads_it(tmp_path: Path) -> None:
+    port, ev = free_port(), tmp_path / "ev"
+    with running(
+        "sim", "--port", str(port), "--family", "kimi_k3", "--time-scale", "0.01", "--environment", str(ev)
+    ):
+        url = f"http://127.0.0.1:{port}"
+        wait_up(url + "/health")
+        proc = subprocess.run(
+            [
+                sys.executable, "-m", "wirecheck", "accept", "--target", url, "--engine-url", url,
+                "--host-info", str(ev / "nvidia-smi.xml"), str(ev / "nvidia-smi.txt"),
+                "--container-info", str(ev / "container.json"), "--startup-log", str(ev / "startup.log"),
+                "--official-image", "--reviewer", "ci", "--phases", "compat,cache", "--out", str(tmp_path / "out"), "--quiet",
+            ],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    # compat and cache pass on the simulated deployment; two phases are not a go-live decision
+    assert proc.returncode == 1 and "verdict: go (partial" in proc.stdout, proc.stdout + proc.stderr
