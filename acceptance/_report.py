@@ -338,7 +338,7 @@ def _line_chart(
     vals = [v for _, ys in series for v in ys if v is not None]
     if not xs or not vals:
         return f'<figure class="plot"><figcaption>{html.escape(title)}</figcaption><p>no data</p></figure>'
-    top = ymax if ymax is not None else max(vals) * 1.1 or 1.0
+    top = ymax * 1.3 if ymax is not None else max(vals) * 1.45 or 1.0  # headroom for the legend
     xlo, xhi = min(xs), max(xs)
     span = (xhi - xlo) or 1.0
 
@@ -352,7 +352,7 @@ def _line_chart(
         f'<svg viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{html.escape(title)}">',
         f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="#888"/>',
         f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="#888"/>',
-        f'<text x="{pad}" y="{pad - 8}" font-size="11">{html.escape(ylabel)} (max {top:.3g})</text>',
+        f'<text x="{pad}" y="{pad - 8}" font-size="11">{html.escape(ylabel)} (highest {max(vals):.3g})</text>',
     ]
     for x in xs:
         parts.append(
@@ -375,7 +375,7 @@ def _line_chart(
 
 def _bar_chart(title: str, groups: list[str], series: list[tuple[str, list[float]]]) -> str:
     w, h, pad = 460, 240, 44
-    top = max([v for _, vs in series for v in vs] + [1.0]) * 1.1
+    top = max([v for _, vs in series for v in vs] + [1.0]) * 1.45  # headroom for the legend
     gw = (w - 2 * pad) / max(len(groups), 1)
     bw = gw / (len(series) + 1)
     parts = [
