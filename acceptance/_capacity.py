@@ -221,7 +221,7 @@ async def _step(ctx: _Ctx, label: str, run: Awaitable[Any]) -> dict[str, Any]:
     if samples and (oom or any((s.status or 0) >= 500 for s in samples)):
         row["healthy_after"] = await _healthy(ctx)
         if row["healthy_after"] is False:
-            row["oom"] = row["oom"] or bool(oom) or True
+            row["oom"] = True  # the engine is dead after the step, with or without an OOM message
     row["_before"], row["_after"] = before, after
     return row
 

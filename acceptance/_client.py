@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from wirecheck.contracts import Chunk, Exchange, ExchangeError, HttpRequest, HttpResponse, build_view
+from wirecheck.proxy import CORRELATION_HEADER
 
 __all__ = [
     "Metrics",
@@ -33,8 +34,6 @@ __all__ = [
     "scrape",
     "summarize",
 ]
-
-CORRELATION_HEADER = "x-wirecheck-id"
 
 
 @dataclass(slots=True)

@@ -48,6 +48,8 @@ SELF_BUILT_FIELDS = (
 @dataclass(slots=True)
 class CompatInputs:
     host_files: list[str] = field(default_factory=list)
+    #: the host files already read (the run reads them once, before any load); else read here
+    hosts: list[HostFacts] | None = None
     container_file: str | None = None
     startup_log: str | None = None
     official_image: bool = False
@@ -420,7 +422,7 @@ def _image_checks(ph: Phase, inp: CompatInputs, c: ContainerFacts | None) -> dic
 
 def run_compat(inp: CompatInputs) -> Phase:
     ph = Phase("compat")
-    hosts = [read_host(p) for p in inp.host_files]
+    hosts = inp.hosts if inp.hosts is not None else [read_host(p) for p in inp.host_files]
     container = read_container(inp.container_file) if inp.container_file else None
     log = read_startup_log(inp.startup_log) if inp.startup_log else None
     record = _image_checks(ph, inp, container)

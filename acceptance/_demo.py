@@ -13,12 +13,9 @@ dashboard), the findings over every recorded exchange (JSON, JUnit, HTML), the c
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections import Counter
 from pathlib import Path
-
-import uvicorn
 
 from wirecheck.contracts import (
     CheckConfig,
@@ -28,7 +25,7 @@ from wirecheck.contracts import (
     render_junit,
     write_exchanges,
 )
-from wirecheck.proxy import ListenerServer, Store
+from wirecheck.proxy import Store
 from wirecheck.sim import (
     GatewayConfig,
     SimConfig,
@@ -40,18 +37,13 @@ from wirecheck.sim import (
 )
 
 from ._run import AcceptanceResult, AcceptOptions, Progress, run_acceptance, via_taps
+from ._serving import free_port, serving
 from ._verdict import ALL_PHASES
 
 __all__ = ["DEMO_GATEWAY_FAULTS", "DEMO_SIM_FAULTS", "run_demo"]
 
 DEMO_SIM_FAULTS = "model.invalid_json=0.12,model.undeclared_tool=0.08,parser.markup_in_content=0.1,engine.error_mid_stream=0.06"
 DEMO_GATEWAY_FAULTS = "reasoning_dropped=0.2,finish_reason_changed=0.3,stream_buffered=0.15"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _run(
@@ -64,7 +56,7 @@ async def _run(
     scenario_examples: int | None,
     quiet: bool,
 ) -> tuple[AcceptanceResult, float]:
-    sim_port, gw_port, engine_port = (_free_port() for _ in range(3))
+    sim_port, gw_port, engine_port = (free_port() for _ in range(3))
     cfg = SimConfig(
         family="kimi_k3",
         faults=parse_faults(DEMO_SIM_FAULTS, seed=seed),
@@ -79,49 +71,38 @@ async def _run(
             faults=parse_gateway_faults(DEMO_GATEWAY_FAULTS, seed=seed),
         )
     )
-    servers = [
-        ListenerServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="auto"))
-        for app, port in ((sim, sim_port), (gateway, gw_port))
-    ]
-    tasks = [asyncio.ensure_future(s.serve()) for s in servers]
-    while not all(s.started for s in servers):
-        if any(t.done() for t in tasks):
-            raise RuntimeError("a demo server failed to start")
-        await asyncio.sleep(0.01)
-    env = write_environment(out / "evidence", cfg)
     sim_url, gw_url = f"http://127.0.0.1:{sim_port}", f"http://127.0.0.1:{gw_port}"
-    store = Store(out / "wirecheck.db", writer=True)
-    t0 = time.monotonic()
-    try:
-        async with via_taps(gw_url, sim_url, engine_port, store) as (caller_url, source):
-            opts = AcceptOptions(
-                target=caller_url,
-                engine_url=sim_url,
-                reviewer="wirecheck demo (simulated deployment)",
-                out=out,
-                host_files=[str(env["host_xml"]), str(env["host_text"])],
-                container_file=str(env["container"]),
-                startup_log=str(env["startup_log"]),
-                official_image=True,
-                profile="quick",
-                phases=phases,
-                taps=source,
-                seed=seed,
-                interface_requests=requests,
-                scenario_examples=scenario_examples,
-                topology={
-                    "gateway": f"{gw_url} (simulated, faults {DEMO_GATEWAY_FAULTS})",
-                    "taps": f"caller tap {caller_url}, engine tap :{engine_port}",
-                    "simulator": f"{sim_url} (faults {DEMO_SIM_FAULTS})",
-                },
-            )
-            result = await run_acceptance(opts, Progress(quiet=quiet))
-    finally:
-        elapsed = time.monotonic() - t0
-        for s in servers:
-            s.should_exit = True
-        await asyncio.gather(*tasks, return_exceptions=True)
-        store.close()
+    async with serving([(sim, sim_port), (gateway, gw_port)], "a demo server failed to start"):
+        env = write_environment(out / "evidence", cfg)
+        store = Store(out / "wirecheck.db", writer=True)
+        t0 = time.monotonic()
+        try:
+            async with via_taps(gw_url, sim_url, engine_port, store) as (caller_url, source):
+                opts = AcceptOptions(
+                    target=caller_url,
+                    engine_url=sim_url,
+                    reviewer="wirecheck demo (simulated deployment)",
+                    out=out,
+                    host_files=[str(env["host_xml"]), str(env["host_text"])],
+                    container_file=str(env["container"]),
+                    startup_log=str(env["startup_log"]),
+                    official_image=True,
+                    profile="quick",
+                    phases=phases,
+                    taps=source,
+                    seed=seed,
+                    interface_requests=requests,
+                    scenario_examples=scenario_examples,
+                    topology={
+                        "gateway": f"{gw_url} (simulated, faults {DEMO_GATEWAY_FAULTS})",
+                        "taps": f"caller tap {caller_url}, engine tap :{engine_port}",
+                        "simulator": f"{sim_url} (faults {DEMO_SIM_FAULTS})",
+                    },
+                )
+                result = await run_acceptance(opts, Progress(quiet=quiet))
+        finally:
+            elapsed = time.monotonic() - t0
+            store.close()
     return result, elapsed
 
 

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import importlib.util
 import json
-import socket
 import sys
 import time
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from wirecheck.contracts import ConfigError, TransportError
 
 from ._client import Sample
+from ._serving import free_port
 
 __all__ = ["LocustLoad", "locustfile_path"]
 
@@ -35,12 +35,6 @@ def locustfile_path() -> str:
     return found.origin
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class LocustLoad:
     def __init__(
         self, *, workers: int = 2, master: str | None = None, expect_workers: int | None = None
@@ -52,7 +46,7 @@ class LocustLoad:
         if not port.isdigit():
             raise ConfigError(f"--locust-master: expected HOST:PORT, got {master!r}")
         self.bind_host = host or "127.0.0.1"
-        self.port = int(port) or _free_port()
+        self.port = int(port) or free_port()
         self.expect = expect_workers or (workers if not master else 1)
         self.master: asyncio.subprocess.Process | None = None
         self.workers: list[asyncio.subprocess.Process] = []

@@ -9,27 +9,28 @@ import json
 import re
 import sys
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
-import uvicorn
 
 from wirecheck._version import __version__
 from wirecheck.contracts import ConfigError, Exchange, InputError, TransportError, write_exchanges
 from wirecheck.generators import SAMPLE_SET_VERSION
-from wirecheck.proxy import ListenerServer, ProxyApp, Store, TapConfig
+from wirecheck.proxy import ProxyApp, Store, TapConfig
 
 from ._cache import run_cache
 from ._capacity import CapacityPlan, run_capacity
 from ._client import Sample, measure
 from ._compat import CompatInputs, run_compat
-from ._evidence import HostFacts, read_host
+from ._evidence import HostFacts, parse_fingerprint, read_host
 from ._interface import TapSource, run_interface
 from ._model import Limits, Phase, Slo, Verdict
 from ._report import write_reports
+from ._serving import free_port, serving
 from ._verdict import ALL_PHASES, checklist, decide
 
 __all__ = [
@@ -236,8 +237,6 @@ def _evidence(
     compat = phases.get("compat")
     container = (compat.data.get("container") if compat else None) or {}
     startup = (compat.data.get("startup") if compat else None) or {}
-    from ._evidence import parse_fingerprint
-
     fp = parse_fingerprint(info.get("fingerprint") or "") or {}
     return {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
@@ -337,6 +336,7 @@ async def run_acceptance(
     exchanges: list[Exchange] = []
     compat_inputs = CompatInputs(
         host_files=opts.host_files,
+        hosts=hosts,
         container_file=opts.container_file,
         startup_log=opts.startup_log,
         official_image=opts.official_image,
@@ -464,43 +464,25 @@ async def via_taps(
 ) -> AsyncIterator[tuple[str, TapSource]]:
     """Caller tap -> ``gateway`` and engine tap on ``engine_port`` -> ``engine``, in this event loop,
     recording into ``store``. Yields the caller tap's URL and the interface phase's tap source."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        caller_port = int(sock.getsockname()[1])
+    caller_port = free_port()
     caller = ProxyApp(TapConfig(upstream=gateway, tap="caller"), store)
     engine_app = ProxyApp(TapConfig(upstream=engine, tap="engine", inject_correlation=False), store)
-    servers = [
-        ListenerServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="auto"))
-        for app, port in ((engine_app, engine_port), (caller, caller_port))
-    ]
-    tasks = [asyncio.ensure_future(s.serve()) for s in servers]
-    try:
-        while not all(s.started for s in servers):
-            if any(t.done() for t in tasks):
-                raise ConfigError(f"a tap could not listen (engine tap port {engine_port} in use?)")
-            await asyncio.sleep(0.01)
 
-        async def source(correlations: list[str]) -> list[Exchange]:
-            # the caller tap records a response a moment after the client has it: wait for both taps
-            deadline = time.monotonic() + 10
-            want = set(correlations)
-            while True:
-                await asyncio.to_thread(store.flush)
-                found = await asyncio.to_thread(store.exchanges_for, [], sorted(want))
-                per: dict[str, int] = {}
-                for ex in found:
-                    per[ex.correlation or ""] = per.get(ex.correlation or "", 0) + 1
-                if all(per.get(c, 0) >= 2 for c in want) or time.monotonic() > deadline:
-                    return found
-                await asyncio.sleep(0.1)
+    async def source(correlations: list[str]) -> list[Exchange]:
+        # the caller tap records a response a moment after the client has it: wait for both taps
+        deadline = time.monotonic() + 10
+        want = set(correlations)
+        while True:
+            await asyncio.to_thread(store.flush)
+            found = await asyncio.to_thread(store.exchanges_for, [], sorted(want))
+            per = Counter(ex.correlation or "" for ex in found)
+            if all(per[c] >= 2 for c in want) or time.monotonic() > deadline:
+                return found
+            await asyncio.sleep(0.1)
 
+    apps = [(engine_app, engine_port), (caller, caller_port)]
+    async with serving(apps, f"a tap could not listen (engine tap port {engine_port} in use?)"):
         yield f"http://127.0.0.1:{caller_port}", source
-    finally:
-        for s in servers:
-            s.should_exit = True
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def accept(opts: AcceptOptions, progress: Callable[[str], None] | None = None) -> AcceptanceResult:
