@@ -297,9 +297,6 @@ class Metrics:
     def labels(self, name: str) -> list[dict[str, str]]:
         return [labels for n, labels, _ in self.samples if n == name]
 
-    def names(self) -> set[str]:
-        return {n for n, _, _ in self.samples}
-
 
 def delta(before: Metrics | None, after: Metrics | None, name: str, **match: str) -> float | None:
     """``after - before`` for a counter (or a histogram's ``_sum``/``_count``); None when either lacks it."""
