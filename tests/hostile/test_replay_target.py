@@ -20,7 +20,6 @@ from starlette.routing import Route
 from tests import wire
 from tests.servers import serve
 from wirecheck.contracts import Exchange, InputError, write_exchanges
-from wirecheck.replay import origin_form_problem, target_url
 
 SECRET = "Bearer op-secret-9f2c"
 REPLAY = [sys.executable, "-m", "wirecheck", "replay"]
@@ -103,6 +102,8 @@ def test_good_paths_reach_the_target_only_with_their_query(tmp_path: Path) -> No
 
 
 def test_the_url_keeps_the_targets_scheme_host_and_port() -> None:
+    from wirecheck.replay import origin_form_problem, target_url
+
     base = "http://127.0.0.1:8000/base/"
     assert (
         str(target_url(base, "/v1/chat/completions?a=1"))
