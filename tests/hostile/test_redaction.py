@@ -262,6 +262,10 @@ def test_the_policy_keeps_every_other_byte_and_extends_by_name() -> None:
 
     assert sorted(DEFAULT_REDACTION.headers) == DEFAULT_HEADERS
     assert sorted(DEFAULT_REDACTION.query_keys) == DEFAULT_QUERY
+    docs = (Path(__file__).parents[2] / "docs" / "proxy.md").read_text()
+    credentials = docs.split("## Credentials", 1)[1].split("\n## ", 1)[0]
+    undocumented = [n for n in (*DEFAULT_HEADERS, *DEFAULT_QUERY) if f"`{n}`" not in credentials]
+    assert undocumented == [], "docs/proxy.md, Credentials, lacks these default names"
     r = Redaction()
     assert r.target("/v1/chat/completions?a=1&Key=s3&b=%20x&api%5Fkey=s4&flag") == (
         "/v1/chat/completions?a=1&Key=[redacted]&b=%20x&api%5Fkey=[redacted]&flag"
