@@ -18,7 +18,15 @@ from typing import Any, TextIO
 import httpx
 
 from wirecheck._version import __version__
-from wirecheck.contracts import ConfigError, Exchange, InputError, TransportError, write_exchanges
+from wirecheck.contracts import (
+    DEFAULT_REDACTION,
+    ConfigError,
+    Exchange,
+    InputError,
+    Redaction,
+    TransportError,
+    write_exchanges,
+)
 from wirecheck.generators import SAMPLE_SET_VERSION
 from wirecheck.proxy import ProxyApp, Store, TapConfig
 
@@ -134,6 +142,8 @@ class AcceptOptions:
     model: str | None = None
     family: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    #: what the report folder and stores hide; every --header name is added to it (written_redaction)
+    redaction: Redaction = DEFAULT_REDACTION
     slo: Slo = field(default_factory=Slo)
     limits: Limits = field(default_factory=Limits)
     target_concurrency: int | None = None
@@ -150,6 +160,11 @@ class AcceptOptions:
     locust_expect_workers: int | None = None
     interface_requests: int | None = None
     scenario_examples: int | None = None
+
+    def written_redaction(self) -> Redaction:
+        """The policy for everything this run writes: a header the operator sets with --header is a
+        credential whatever its name (issue 11 point 4: it landed in interface.jsonl in clear)."""
+        return self.redaction.extended(self.headers)
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -247,9 +262,9 @@ def _evidence(
         "profile": opts.profile,
         "reviewer": opts.reviewer,
         "topology": {
-            "target": opts.target,
-            "engine": opts.engine_url,
-            "metrics": opts.metrics_urls,
+            "target": opts.written_redaction().url(opts.target),
+            "engine": opts.engine_url and opts.written_redaction().url(opts.engine_url),
+            "metrics": [opts.written_redaction().url(u) for u in opts.metrics_urls],
             "tensor_parallel": fp.get("tp"),
             "pipeline_parallel": fp.get("pp"),
             "data_parallel": fp.get("dp"),
@@ -448,7 +463,7 @@ async def run_acceptance(
     if exchanges:
         files["exchanges"] = str(opts.out / "interface.jsonl")
         with open(files["exchanges"], "w", encoding="utf-8") as fh:
-            write_exchanges(exchanges, fh)
+            write_exchanges(exchanges, fh, redaction=opts.written_redaction())
     report["checklist"] = checklist(ordered, opts.reviewer, verdict, files)
     report["files"] = files
     with open(files["samples"], "w", encoding="utf-8") as fh:
@@ -460,13 +475,21 @@ async def run_acceptance(
 
 @contextlib.asynccontextmanager
 async def via_taps(
-    gateway: str, engine: str, engine_port: int, store: Store
+    gateway: str,
+    engine: str,
+    engine_port: int,
+    store: Store,
+    *,
+    redaction: Redaction = DEFAULT_REDACTION,
 ) -> AsyncIterator[tuple[str, TapSource]]:
     """Caller tap -> ``gateway`` and engine tap on ``engine_port`` -> ``engine``, in this event loop,
-    recording into ``store``. Yields the caller tap's URL and the interface phase's tap source."""
+    recording into ``store`` with ``redaction``. Yields the caller tap's URL and the interface phase's
+    tap source."""
     caller_port = free_port()
-    caller = ProxyApp(TapConfig(upstream=gateway, tap="caller"), store)
-    engine_app = ProxyApp(TapConfig(upstream=engine, tap="engine", inject_correlation=False), store)
+    caller = ProxyApp(TapConfig(upstream=gateway, tap="caller", redact=redaction), store)
+    engine_app = ProxyApp(
+        TapConfig(upstream=engine, tap="engine", inject_correlation=False, redact=redaction), store
+    )
 
     async def source(correlations: list[str]) -> list[Exchange]:
         # the caller tap records a response a moment after the client has it: wait for both taps

@@ -20,6 +20,7 @@ from ._exchange import (
 )
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP
 from ._pairs import TapPair, TwinPair, pair_taps, pair_twins, request_fingerprint
+from ._redact import DEFAULT_REDACTION, REDACTED, Redaction
 from ._registry import REGISTRY, CheckConfig, Fault, Finding, Hit, Rule, Severity, hit, rule, rules
 from ._report import render_json, render_junit, render_rules_markdown, render_text
 from ._report_html import render_html
@@ -42,8 +43,10 @@ from ._wire import (
 )
 
 __all__ = [
+    "DEFAULT_REDACTION",
     "FORMAT_VERSION",
     "REASONING_MARKUP",
+    "REDACTED",
     "REGISTRY",
     "SPECIAL_TOKENS",
     "TOOL_MARKUP",
@@ -72,6 +75,7 @@ __all__ = [
     "HttpRequest",
     "HttpResponse",
     "InputError",
+    "Redaction",
     "Rule",
     "SSEAnomaly",
     "SSEDecoder",

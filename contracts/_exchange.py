@@ -14,9 +14,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ._errors import InputError
+
+if TYPE_CHECKING:
+    from ._redact import Redaction
 
 __all__ = [
     "FORMAT_VERSION",
@@ -276,8 +279,15 @@ def _load(obj: Any) -> Exchange:
     )
 
 
-def dump_exchange(ex: Exchange) -> dict[str, Any]:
-    """The JSONL object for one exchange (bytes kept exactly: text when UTF-8, base64 otherwise)."""
+def dump_exchange(ex: Exchange, *, redaction: Redaction | None = None) -> dict[str, Any]:
+    """The JSONL object for one exchange (bytes kept exactly: text when UTF-8, base64 otherwise).
+
+    Credentials are redacted on the way out by ``redaction`` (the default policy when None): every
+    store and JSONL file is written through here, so no writer can forget it (issue 11 point 4).
+    """
+    from ._redact import DEFAULT_REDACTION  # _redact builds on this module's types
+
+    ex = (redaction or DEFAULT_REDACTION).exchange(ex)
     out: dict[str, Any] = {"v": FORMAT_VERSION, "id": ex.id, "tap": ex.tap}
     if ex.correlation is not None:
         out["correlation"] = ex.correlation
@@ -349,11 +359,13 @@ def _read_lines(fh: IO[str], name: str) -> Iterator[Exchange]:
         raise InputError(f"not UTF-8 text ({exc.reason})", source=name, line=lineno + 1) from None
 
 
-def write_exchanges(exchanges: Iterable[Exchange], fh: IO[str]) -> int:
-    """Write exchanges as JSONL; returns how many were written."""
+def write_exchanges(exchanges: Iterable[Exchange], fh: IO[str], *, redaction: Redaction | None = None) -> int:
+    """Write exchanges as JSONL, credentials redacted; returns how many were written."""
     n = 0
     for ex in exchanges:
-        fh.write(json.dumps(dump_exchange(ex), ensure_ascii=False, separators=(",", ":")))
+        fh.write(
+            json.dumps(dump_exchange(ex, redaction=redaction), ensure_ascii=False, separators=(",", ":"))
+        )
         fh.write("\n")
         n += 1
     return n

@@ -14,6 +14,7 @@ from collections import Counter
 
 from ._check import CheckResult
 from ._exchange import Exchange
+from ._redact import DEFAULT_REDACTION, Redaction
 from ._view import build_view
 
 __all__ = ["render_html"]
@@ -40,7 +41,13 @@ def _label(tap: str, exchange_id: str) -> str:
     return exchange_id if exchange_id.startswith(tap) else f"{tap}:{exchange_id}"
 
 
-def render_html(result: CheckResult, exchanges: list[Exchange], *, title: str = "wirecheck report") -> str:
+def render_html(
+    result: CheckResult,
+    exchanges: list[Exchange],
+    *,
+    title: str = "wirecheck report",
+    redaction: Redaction = DEFAULT_REDACTION,
+) -> str:
     by_ex: dict[str, list[str]] = {}
     rows = []
     for f in result.findings:
@@ -67,7 +74,7 @@ def render_html(result: CheckResult, exchanges: list[Exchange], *, title: str = 
     for ex in exchanges:
         view = build_view(ex)
         rules = by_ex.get(ex.id, [])
-        head = f"{ex.tap}:{ex.id} {ex.request.method} {ex.request.path} -> {ex.response.status if ex.response else ex.error.kind if ex.error else '-'}"
+        head = f"{ex.tap}:{ex.id} {ex.request.method} {redaction.target(ex.request.path)} -> {ex.response.status if ex.response else ex.error.kind if ex.error else '-'}"
         body = ex.request.body.decode("utf-8", "replace")
         with contextlib.suppress(ValueError):
             body = json.dumps(json.loads(body), indent=1, ensure_ascii=False)

@@ -31,7 +31,15 @@ from urllib.parse import urlsplit
 import httpx
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from wirecheck.contracts import Chunk, Exchange, ExchangeError, HttpRequest, HttpResponse
+from wirecheck.contracts import (
+    DEFAULT_REDACTION,
+    Chunk,
+    Exchange,
+    ExchangeError,
+    HttpRequest,
+    HttpResponse,
+    Redaction,
+)
 
 from ._store import Store
 from ._upstream import UpstreamResponse, UpstreamTimeout, UpstreamUnreachable, make_upstream
@@ -44,7 +52,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 CORRELATION_HEADER = "x-wirecheck-id"
-DEFAULT_REDACT = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"})
+#: the default credential header names (the whole policy, query keys too, is contracts.Redaction)
+DEFAULT_REDACT = DEFAULT_REDACTION.headers
 _HOP = frozenset(
     {
         "connection",
@@ -70,7 +79,8 @@ class TapConfig:
     tap: str = "caller"
     #: inject x-wirecheck-id when the request has none (the caller tap); the engine tap reads it
     inject_correlation: bool = True
-    redact: frozenset[str] = DEFAULT_REDACT
+    #: what the record hides (headers and query keys; issue 11 point 4); forwarding is unchanged
+    redact: Redaction = DEFAULT_REDACTION
     body_limit: int = 32 * 1024 * 1024
     connect_timeout_s: float = 10.0
     #: longest wait for the upstream's next byte
@@ -197,7 +207,7 @@ class ProxyApp:
             target = self._target(scope)
             ex.request = HttpRequest(
                 method,
-                scope.get("raw_path", b"").decode("latin-1") or scope.get("path", "/"),
+                self._recorded_path(scope),
                 self._redacted(in_headers),
                 b"",
             )
@@ -250,7 +260,14 @@ class ProxyApp:
             self.in_flight -= 1
 
     def _redacted(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        return [(k, "[redacted]" if k.lower() in self.cfg.redact else v) for k, v in headers]
+        return self.cfg.redact.header_list(headers)
+
+    def _recorded_path(self, scope: Scope) -> str:
+        # the path as the caller sent it, query string included (docs/exchange-format.md; ASGI keeps
+        # the query apart from raw_path: issue 11 point 12), with credential query values redacted
+        path = scope.get("raw_path", b"").decode("latin-1") or scope.get("path", "/")
+        qs: bytes = scope.get("query_string") or b""
+        return self.cfg.redact.target(path + ("?" + qs.decode("latin-1") if qs else ""))
 
     async def _read_body(self, receive: Receive) -> tuple[bytes | None, bool]:
         parts: list[bytes] = []

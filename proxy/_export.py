@@ -12,15 +12,17 @@ import json
 from collections.abc import Iterable
 from typing import IO, Any
 
-from wirecheck.contracts import Exchange, write_exchanges
+from wirecheck.contracts import DEFAULT_REDACTION, Exchange, Redaction, write_exchanges
 
 from ._app import CORRELATION_HEADER
 
 __all__ = ["to_har", "write_har", "write_jsonl"]
 
 
-def write_jsonl(exchanges: Iterable[Exchange], fh: IO[str]) -> int:
-    return write_exchanges(exchanges, fh)
+def write_jsonl(
+    exchanges: Iterable[Exchange], fh: IO[str], *, redaction: Redaction = DEFAULT_REDACTION
+) -> int:
+    return write_exchanges(exchanges, fh, redaction=redaction)
 
 
 def _content(data: bytes, mime: str) -> dict[str, Any]:
@@ -35,9 +37,12 @@ def _content(data: bytes, mime: str) -> dict[str, Any]:
         }
 
 
-def to_har(exchanges: Iterable[Exchange], *, host: str = "upstream") -> dict[str, Any]:
+def to_har(
+    exchanges: Iterable[Exchange], *, host: str = "upstream", redaction: Redaction = DEFAULT_REDACTION
+) -> dict[str, Any]:
     entries = []
     for ex in exchanges:
+        ex = redaction.exchange(ex)  # noqa: PLW2901 - credentials never reach the HAR (issue 11 point 4)
         req, resp = ex.request, ex.response
         req_mime = req.header("content-type") or "application/octet-stream"
         entry: dict[str, Any] = {
@@ -112,8 +117,8 @@ def to_har(exchanges: Iterable[Exchange], *, host: str = "upstream") -> dict[str
     }
 
 
-def write_har(exchanges: Iterable[Exchange], fh: IO[str]) -> int:
-    har = to_har(exchanges)
+def write_har(exchanges: Iterable[Exchange], fh: IO[str], *, redaction: Redaction = DEFAULT_REDACTION) -> int:
+    har = to_har(exchanges, redaction=redaction)
     json.dump(har, fh, ensure_ascii=False, indent=1)
     fh.write("\n")
     return len(har["log"]["entries"])

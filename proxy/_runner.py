@@ -66,7 +66,9 @@ def run_proxy(run: ProxyRun) -> int:
     if store is not None and run.live_checks:
         checker = start_checker(store.url, settle_s=run.settle_s)
     for cfg, host, port in run.taps:
-        print(f"wirecheck proxy: {cfg.tap} tap on http://{host}:{port} -> {cfg.upstream}", flush=True)
+        # the log is an artefact too: no user:password@ or ?key= from the upstream URL (issue 11)
+        upstream = cfg.redact.url(cfg.upstream)
+        print(f"wirecheck proxy: {cfg.tap} tap on http://{host}:{port} -> {upstream}", flush=True)
     try:
         asyncio.run(_serve(run, store))
     finally:

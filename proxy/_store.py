@@ -419,7 +419,7 @@ class Store:
                     now if ended is None else now - max(time.monotonic() - ended, 0.0),
                     self.replica,
                     ex.request.method,
-                    ex.request.path,
+                    doc["request"]["path"],  # redacted like the doc (issue 11 point 4)
                     ex.response.status if ex.response else None,
                     ex.error.kind if ex.error else None,
                     json.dumps(doc, ensure_ascii=False, separators=(",", ":")),

@@ -17,8 +17,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from wirecheck.contracts import Chunk, Exchange, ExchangeError, HttpRequest, HttpResponse
-from wirecheck.proxy._app import CORRELATION_HEADER, DEFAULT_REDACT
+from wirecheck.contracts import DEFAULT_REDACTION, Chunk, Exchange, ExchangeError, HttpRequest, HttpResponse
+from wirecheck.proxy._app import CORRELATION_HEADER
 from wirecheck.proxy._store import Store
 
 __all__ = ["WirecheckRecorder", "addons"]
@@ -28,7 +28,7 @@ class WirecheckRecorder:
     def __init__(self) -> None:
         self.store: Store | None = None
         self.tap = "caller"
-        self.redact = DEFAULT_REDACT
+        self.redact = DEFAULT_REDACTION
         self.seq = 0
 
     def load(self, loader: Any) -> None:
@@ -39,8 +39,9 @@ class WirecheckRecorder:
         loader.add_option(
             "wirecheck_redact",
             str,
-            ",".join(sorted(DEFAULT_REDACT)),
-            "wirecheck: headers to redact in the record",
+            "",
+            "wirecheck: more header names and query keys to redact in the record (comma-separated), "
+            "on top of the default list (docs/proxy.md)",
         )
         loader.add_option(
             "wirecheck_stream_all", bool, True, "wirecheck: stream every response through (no buffering)"
@@ -55,7 +56,7 @@ class WirecheckRecorder:
                 self.store.close()
             self.store = Store(opts.wirecheck_store, writer=True)
         self.tap = opts.wirecheck_tap
-        self.redact = frozenset(h.strip().lower() for h in opts.wirecheck_redact.split(",") if h.strip())
+        self.redact = DEFAULT_REDACTION.extended([opts.wirecheck_redact])
 
     def requestheaders(self, flow: Any) -> None:
         flow.metadata["wirecheck_t0"] = time.monotonic()
@@ -80,22 +81,17 @@ class WirecheckRecorder:
     def _exchange(self, flow: Any) -> Exchange:
         self.seq += 1
         req = flow.request
-        headers = [
-            (k, "[redacted]" if k.lower() in self.redact else v) for k, v in req.headers.items(multi=True)
-        ]
+        headers = self.redact.header_list(req.headers.items(multi=True))
         ex = Exchange(
             id=f"mitm-{self.tap}-{flow.id}",
             tap=self.tap,
             correlation=req.headers.get(CORRELATION_HEADER),
             started_at=flow.metadata.get("wirecheck_started"),
-            request=HttpRequest(req.method, req.path, headers, req.raw_content or b""),
+            request=HttpRequest(req.method, self.redact.target(req.path), headers, req.raw_content or b""),
         )
         resp = flow.response
         if resp is not None:
-            rh = [
-                (k, "[redacted]" if k.lower() in self.redact else v)
-                for k, v in resp.headers.items(multi=True)
-            ]
+            rh = self.redact.header_list(resp.headers.items(multi=True))
             chunks = flow.metadata.get("wirecheck_chunks")
             if chunks is not None:
                 ex.response = HttpResponse(resp.status_code, rh, b"", list(chunks))

@@ -2,7 +2,7 @@
 target or two side by side, and the comparison of their answers."""
 
 from ._loaders import detect_format, load_capture, load_har, load_mitm
-from ._replay import ReplayDiff, ReplayResult, compare_answers, replay
+from ._replay import ReplayDiff, ReplayResult, compare_answers, origin_form_problem, replay, target_url
 
 __all__ = [
     "ReplayDiff",
@@ -12,5 +12,7 @@ __all__ = [
     "load_capture",
     "load_har",
     "load_mitm",
+    "origin_form_problem",
     "replay",
+    "target_url",
 ]

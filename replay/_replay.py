@@ -4,6 +4,14 @@ What identifies a request is its method, path and body; what is sent is exactly 
 named on the command line only (the captured host is never contacted). Credentials redacted in the
 capture (``[redacted]``) are dropped, and ``--header`` values set in their place. Hop-by-hop and
 framing headers are recomputed. Each answer is recorded with per-chunk timing, like a tap would.
+
+A capture is untrusted input (issue 11 point 2): its paths decide where the operator's ``--header``
+credentials go. Every request path must be origin-form (one leading ``/``, no scheme or authority, no
+``//``, no dot segments, no control characters, spaces or backslashes); anything else stops the run
+with an :class:`InputError` naming the entry before a single request is sent. The URL is then built
+by replacing the target's path, never by string joining or URL reference resolution (``httpx.URL.join``
+treats ``//host/x`` as a network-path reference, and ``target + "@host/x"`` reads as userinfo), and
+each built URL is checked to keep the target's scheme, host and port.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ from typing import Any
 import httpx
 
 from wirecheck.contracts import (
+    DEFAULT_REDACTION,
+    REDACTED,
     AssembledChoice,
     CheckConfig,
     Chunk,
@@ -28,11 +38,13 @@ from wirecheck.contracts import (
     Finding,
     HttpRequest,
     HttpResponse,
+    InputError,
+    Redaction,
     build_view,
     check_exchanges,
 )
 
-__all__ = ["ReplayDiff", "ReplayResult", "compare_answers", "replay"]
+__all__ = ["ReplayDiff", "ReplayResult", "compare_answers", "origin_form_problem", "replay", "target_url"]
 
 _DROP = frozenset(
     {
@@ -71,31 +83,83 @@ def _headers(captured: list[tuple[str, str]], extra: dict[str, str]) -> list[tup
     out = [
         (k, v)
         for k, v in captured
-        if k.lower() not in _DROP and v != "[redacted]" and k.lower() not in {e.lower() for e in extra}
+        if k.lower() not in _DROP and v != REDACTED and k.lower() not in {e.lower() for e in extra}
     ]
     out.extend(extra.items())
     return out
 
 
+def origin_form_problem(path: str) -> str | None:
+    """Why ``path`` is not a safe origin-form request target (RFC 9112 section 3.2.1), or None."""
+    if not path.startswith("/"):
+        return "does not start with '/' (a scheme, authority or '@host' would change where it goes)"
+    if path.startswith("//"):
+        return "starts with '//' (a network-path reference names another host)"
+    bad = next((c for c in path if ord(c) <= 0x20 or ord(c) >= 0x7F or c in "\\#"), None)
+    if bad is not None:
+        return f"holds {bad!r} (control characters, spaces, non-ASCII, backslashes and fragments are not allowed)"
+    if any(seg in (".", "..") for seg in path.split("?", 1)[0].split("/")):
+        return "holds a '.' or '..' segment (it would climb out of the target's path)"
+    return None
+
+
+def _without_redacted_query(path: str) -> str:
+    # a query credential redacted in the capture is dropped, like a redacted header; --header is the
+    # way to authenticate a replay
+    base, sep, query = path.partition("?")
+    if not sep:
+        return path
+    kept = [p for p in query.split("&") if p.partition("=")[2] != REDACTED]
+    return base + ("?" + "&".join(kept) if kept else "")
+
+
+def target_url(target: str, path: str) -> httpx.URL:
+    """``target`` with ``path`` appended to its path. Raises InputError if the result would leave the
+    target's scheme, host or port (it cannot for an origin-form path; this is the second lock)."""
+    base = httpx.URL(target)
+    problem = origin_form_problem(path)
+    if problem is not None:
+        raise InputError(f"request path {path!r} {problem}")
+    url = base.copy_with(raw_path=base.raw_path.rstrip(b"/") + path.encode("ascii", "strict"))
+    if (url.scheme, url.host, url.port) != (base.scheme, base.host, base.port):
+        raise InputError(f"request path {path!r} would leave the target {target}")
+    return url
+
+
 async def _send(
-    client: httpx.AsyncClient, src: Exchange, target: str, tap: str, headers: dict[str, str]
+    client: httpx.AsyncClient,
+    src: Exchange,
+    target: str,
+    tap: str,
+    headers: dict[str, str],
+    *,
+    redaction: Redaction,
 ) -> Exchange:
     req = src.request
+    path = _without_redacted_query(req.path)
+    sent_headers = _headers(req.headers, headers)
+    # what is sent keeps the --header values; what is recorded (answers go to stores and reports)
+    # has them redacted like any tap's record (issue 11 point 4)
     ex = Exchange(
         id=f"{tap}-{uuid.uuid4().hex[:12]}",
         tap=tap,
         correlation=src.id,  # the captured exchange this answers
         started_at=datetime.now(UTC).isoformat(),
-        request=HttpRequest(req.method, req.path, _headers(req.headers, headers), req.body),
-        extra={"replay_of": src.id, "target": target},
+        request=HttpRequest(
+            req.method,
+            redaction.target(path),
+            redaction.header_list((k, REDACTED if k in headers else v) for k, v in sent_headers),
+            req.body,
+        ),
+        extra={"replay_of": src.id, "target": redaction.url(target)},
     )
     t0 = time.monotonic()
     try:
         async with client.stream(
-            req.method, target.rstrip("/") + req.path, headers=ex.request.headers, content=req.body
+            req.method, target_url(target, path), headers=sent_headers, content=req.body
         ) as r:
             chunks: list[Chunk] = []
-            ex.response = HttpResponse(r.status_code, list(r.headers.items()), b"", chunks)
+            ex.response = HttpResponse(r.status_code, redaction.header_list(r.headers.items()), b"", chunks)
             async for piece in r.aiter_raw():
                 chunks.append(Chunk((time.monotonic() - t0) * 1000.0, piece))
     except httpx.TimeoutException as exc:
@@ -179,9 +243,22 @@ def replay(
     transport: httpx.AsyncBaseTransport | None = None,
     compare_transport: httpx.AsyncBaseTransport | None = None,
     timeout_s: float = 600.0,
+    redaction: Redaction = DEFAULT_REDACTION,
+    source: str | None = None,
+    lines: list[int] | None = None,
 ) -> ReplayResult:
-    """Re-send each captured request (one per request: the caller side when both taps were captured)."""
-    sources = _requests(captured, only_chat=only_chat)
+    """Re-send each captured request (one per request: the caller side when both taps were captured).
+
+    Every request that would be sent is checked first (:func:`origin_form_problem`); one bad path is
+    an :class:`InputError` naming ``source`` and the entry (its line in ``lines``, when given), and
+    nothing is sent. ``redaction`` applies to the recorded answers.
+    """
+    all_ex = list(captured)
+    sources = _requests(all_ex, only_chat=only_chat)
+    _check_paths(all_ex, set(map(id, sources)), source, lines, redaction)
+    for t in (target, compare):
+        if t is not None:
+            _check_target(t)
     result = ReplayResult(planned=sources)
     if dry_run:
         return result
@@ -204,9 +281,9 @@ def replay(
                     # open loop: request i leaves at its scheduled time, whatever the answers do
                     await asyncio.sleep(max(0.0, start + i * interval - time.monotonic()))
                 async with sem:
-                    jobs = [_send(ca, src, target, "target", extra)]
+                    jobs = [_send(ca, src, target, "target", extra, redaction=redaction)]
                     if compare:
-                        jobs.append(_send(cb, src, compare, "compare", extra))
+                        jobs.append(_send(cb, src, compare, "compare", extra, redaction=redaction))
                     answers = await asyncio.gather(*jobs)
                 result.answers.extend(answers)
                 result.sent += 1
@@ -232,6 +309,37 @@ def replay(
         ]
         result.diffs = compare_answers(pairs, result.findings)
     return result
+
+
+def _check_paths(
+    captured: list[Exchange],
+    planned: set[int],
+    source: str | None,
+    lines: list[int] | None,
+    redaction: Redaction,
+) -> None:
+    for i, ex in enumerate(captured):
+        if id(ex) not in planned:
+            continue
+        problem = origin_form_problem(ex.request.path)
+        if problem is None:
+            continue
+        line = lines[i] if lines is not None and i < len(lines) else None
+        where = f"exchange {ex.id}" if line is not None else f"entry {i + 1}, exchange {ex.id}"
+        raise InputError(
+            f"{where}: request path {redaction.target(ex.request.path)!r} {problem}; nothing was sent",
+            source=source,
+            line=line,
+        )
+
+
+def _check_target(target: str) -> None:
+    try:
+        url = httpx.URL(target)
+    except httpx.InvalidURL as exc:
+        raise InputError(f"target {target!r} is not a URL ({exc})") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise InputError(f"target {target!r} is not an http(s) URL")
 
 
 def _requests(captured: Iterable[Exchange], *, only_chat: bool) -> list[Exchange]:

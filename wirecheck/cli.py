@@ -14,8 +14,10 @@ from pathlib import Path
 
 from wirecheck._version import __version__
 from wirecheck.contracts import (
+    DEFAULT_REDACTION,
     CheckConfig,
     Exchange,
+    Redaction,
     WirecheckError,
     check_exchanges,
     read_exchanges,
@@ -26,9 +28,29 @@ from wirecheck.contracts import (
     render_text,
     rules,
 )
-from wirecheck.proxy import DEFAULT_REDACT
 
 EXAMPLE = Path(__file__).with_name("examples") / "dual-tap.jsonl"
+
+
+def _redact_option(p: argparse.ArgumentParser) -> None:
+    # one policy for every writer (issue 11 point 4): --redact only ever adds to the default list
+    p.add_argument(
+        "--redact",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also redact this header or query parameter in everything written (repeatable, or "
+        "comma-separated); always redacted: headers "
+        + ", ".join(sorted(DEFAULT_REDACTION.headers))
+        + ", any header ending in "
+        + ", ".join(DEFAULT_REDACTION.header_suffixes)
+        + "; query keys "
+        + ", ".join(sorted(DEFAULT_REDACTION.query_keys)),
+    )
+
+
+def _redaction(args: argparse.Namespace) -> Redaction:
+    return DEFAULT_REDACTION.extended(args.redact)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--disable", action="append", default=[], metavar="RULE", help="leave a rule out (repeatable)"
     )
+    _redact_option(c)
 
     r = sub.add_parser("rules", help="list the rule catalogue")
     r.add_argument("--markdown", action="store_true", help="print docs/rules.md")
@@ -99,11 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     x.add_argument(
         "--no-live-checks", action="store_true", help="record only; check later with wirecheck check STORE"
     )
-    x.add_argument(
-        "--redact",
-        default=",".join(sorted(DEFAULT_REDACT)),
-        help="headers to redact in the record (comma-separated; '' for none)",
-    )
+    _redact_option(x)
     x.add_argument("--body-limit", default="32MiB", help="largest request body (413 past it)")
     x.add_argument(
         "--read-timeout", type=float, default=600.0, help="seconds to wait for the upstream's next byte"
@@ -128,8 +147,9 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="K:V",
-        help="set a header (replaces redacted credentials)",
+        help="set a header (replaces redacted credentials; its value is never written anywhere)",
     )
+    _redact_option(rp)
     rp.add_argument("--store", metavar="OUT", help="record the answers into this store")
     rp.add_argument("--dry-run", action="store_true", help="list what would be sent, send nothing")
     rp.add_argument("--format", choices=("text", "json"), default="text")
@@ -213,7 +233,14 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="recipe to hold the flags to (default: from the model name)",
     )
-    a.add_argument("--header", action="append", default=[], metavar="K:V")
+    a.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="K:V",
+        help="send this header with every request (its value is never written to the report folder)",
+    )
+    _redact_option(a)
     a.add_argument("--slo-ttft-p95", type=float, default=2.0, metavar="S")
     a.add_argument("--slo-itl-p95", type=float, default=0.2, metavar="S")
     a.add_argument("--slo-e2e-p95", type=float, default=60.0, metavar="S")
@@ -335,6 +362,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("store", metavar="STORE")
     e.add_argument("--format", choices=("jsonl", "har"), default="jsonl")
     e.add_argument("--output", "-o", metavar="PATH")
+    _redact_option(e)
 
     s = sub.add_parser("sim", help="run the vLLM-faithful simulator (docs/sim.md)")
     s.add_argument("--host", default="127.0.0.1")
@@ -440,7 +468,7 @@ def _size(value: str) -> int:
 def _proxy(args: argparse.Namespace) -> int:
     from wirecheck.proxy import ProxyRun, TapConfig, run_proxy
 
-    redact = frozenset(h.strip().lower() for h in args.redact.split(",") if h.strip())
+    redact = _redaction(args)
     limit = _size(args.body_limit)
     taps = [
         (
@@ -528,11 +556,17 @@ def _scenarios(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from wirecheck.proxy import Store
-    from wirecheck.replay import replay
+    from wirecheck.proxy import Store, is_store
+    from wirecheck.replay import detect_format, replay
 
     headers = _headers_arg(args.header)
+    redaction = _redaction(args)
     captured = _load([args.source])
+    lines = None
+    if args.source != "-" and not is_store(args.source) and detect_format(args.source) == "jsonl":
+        # the n-th exchange of a JSONL file is on its n-th non-blank line: name it in errors
+        with open(args.source, encoding="utf-8", errors="replace") as fh:
+            lines = [n for n, line in enumerate(fh, 1) if line.strip()]
     tty = sys.stderr.isatty()
 
     def progress(done: int, total: int) -> None:
@@ -548,11 +582,14 @@ def _replay(args: argparse.Namespace) -> int:
         headers=headers,
         dry_run=args.dry_run,
         progress=progress,
+        redaction=redaction,
+        source=args.source,
+        lines=lines,
     )
     if args.dry_run:
         for ex in res.planned:
             print(
-                f"{ex.request.method} {args.target.rstrip('/')}{ex.request.path} ({len(ex.request.body)} bytes, from {ex.id})"
+                f"{ex.request.method} {redaction.url(args.target).rstrip('/')}{redaction.target(ex.request.path)} ({len(ex.request.body)} bytes, from {ex.id})"
             )
         print(f"replay: {len(res.planned)} request(s) would be sent; nothing was sent", file=sys.stderr)
         return 0
@@ -602,6 +639,7 @@ def _replay(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from wirecheck.proxy import open_store, write_har, write_jsonl
 
+    redaction = _redaction(args)
     store = open_store(args.store)
     try:
         exchanges = list(store.exchanges())
@@ -609,7 +647,11 @@ def _export(args: argparse.Namespace) -> int:
         store.close()
     fh = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 - stdout is not closed
     try:
-        n = write_har(exchanges, fh) if args.format == "har" else write_jsonl(exchanges, fh)
+        n = (
+            write_har(exchanges, fh, redaction=redaction)
+            if args.format == "har"
+            else write_jsonl(exchanges, fh, redaction=redaction)
+        )
     finally:
         if args.output:
             fh.close()
@@ -642,7 +684,7 @@ def _check(args: argparse.Namespace) -> int:
     elif args.format == "junit":
         text = render_junit(result, exchange_ids=[e.id for e in exchanges])
     elif args.format == "html":
-        text = render_html(result, exchanges)
+        text = render_html(result, exchanges, redaction=_redaction(args))
     else:
         text = render_text(result, color=args.output is None and sys.stdout.isatty())
     if args.output:
@@ -760,6 +802,7 @@ def _accept(args: argparse.Namespace) -> int:
         model=args.model,
         family=args.family,
         headers=_headers_arg(args.header),
+        redaction=_redaction(args),
         slo=Slo(args.slo_ttft_p95, args.slo_e2e_p95, args.slo_itl_p95, args.max_error_rate),
         limits=Limits(args.limit_scope, args.on_call, args.rollback, args.max_retry_rate),
         target_concurrency=args.target_concurrency,
@@ -783,7 +826,9 @@ def _accept(args: argparse.Namespace) -> int:
         opts.out.mkdir(parents=True, exist_ok=True)
         store = Store(args.store or opts.out / "wirecheck.db", writer=True)
         try:
-            async with via_taps(args.target, args.engine_url, port, store) as (caller_url, source):
+            async with via_taps(
+                args.target, args.engine_url, port, store, redaction=opts.written_redaction()
+            ) as (caller_url, source):
                 opts.topology.update(
                     gateway=args.target, taps=f"caller tap {caller_url}, engine tap :{port}", store=store.path
                 )
