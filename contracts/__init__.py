@@ -18,12 +18,15 @@ from ._exchange import (
     read_exchanges,
     write_exchanges,
 )
+from ._json import JsonLimitError
+from ._json import loads as bounded_loads
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP
 from ._pairs import TapPair, TwinPair, pair_taps, pair_twins, request_fingerprint
 from ._registry import REGISTRY, CheckConfig, Fault, Finding, Hit, Rule, Severity, hit, rule, rules
 from ._report import render_json, render_junit, render_rules_markdown, render_text
 from ._report_html import render_html
 from ._sse import SSEAnomaly, SSEDecoder, SSEEvent, decode_sse
+from ._text import printable
 from ._view import ExchangeView, build_view
 from ._wire import (
     ChatCompletion,
@@ -72,6 +75,7 @@ __all__ = [
     "HttpRequest",
     "HttpResponse",
     "InputError",
+    "JsonLimitError",
     "Rule",
     "SSEAnomaly",
     "SSEDecoder",
@@ -88,6 +92,7 @@ __all__ = [
     "UsageError",
     "WirecheckError",
     "assemble_stream",
+    "bounded_loads",
     "build_view",
     "check_exchanges",
     "check_view",
@@ -97,6 +102,7 @@ __all__ = [
     "load_exchange",
     "pair_taps",
     "pair_twins",
+    "printable",
     "read_exchanges",
     "render_html",
     "render_json",

@@ -344,6 +344,11 @@ def _read_lines(fh: IO[str], name: str) -> Iterator[Exchange]:
                 raise InputError(
                     f"not JSON ({exc.msg} at column {exc.colno})", source=name, line=lineno
                 ) from None
+            except RecursionError:
+                # a body written as a JSON value thousands of levels deep (issue 11, point 3)
+                raise InputError(
+                    "JSON nested too deep to read (write a deep body as body_text)", source=name, line=lineno
+                ) from None
             yield load_exchange(obj, source=name, line=lineno)
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text ({exc.reason})", source=name, line=lineno + 1) from None

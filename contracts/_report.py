@@ -8,6 +8,7 @@ from xml.etree import ElementTree as ET
 
 from ._check import CheckResult
 from ._registry import Finding, rules
+from ._rules_limits import RECORDS
 
 __all__ = ["render_json", "render_junit", "render_rules_markdown", "render_text"]
 
@@ -106,4 +107,11 @@ def render_rules_markdown() -> str:
             if r.doc:
                 out.append(f"- `{r.id}`: {r.doc}")
         out.append("")
+    out.append("## Records of the checker itself")
+    out.append("")
+    out.append("Not rules: findings the checker writes about exchanges it could not judge (issue 11).")
+    out.append("")
+    for rid, what in RECORDS.items():
+        out.append(f"- `{rid}`: {what}")
+    out.append("")
     return "\n".join(out).rstrip() + "\n"

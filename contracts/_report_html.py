@@ -14,6 +14,7 @@ from collections import Counter
 
 from ._check import CheckResult
 from ._exchange import Exchange
+from ._json import loads as bounded_loads
 from ._view import build_view
 
 __all__ = ["render_html"]
@@ -70,7 +71,7 @@ def render_html(result: CheckResult, exchanges: list[Exchange], *, title: str = 
         head = f"{ex.tap}:{ex.id} {ex.request.method} {ex.request.path} -> {ex.response.status if ex.response else ex.error.kind if ex.error else '-'}"
         body = ex.request.body.decode("utf-8", "replace")
         with contextlib.suppress(ValueError):
-            body = json.dumps(json.loads(body), indent=1, ensure_ascii=False)
+            body = json.dumps(bounded_loads(body), indent=1, ensure_ascii=False)
         assembled = [
             {
                 "index": ch.index,
