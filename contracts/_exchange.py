@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ._errors import InputError
+from ._text import escape_surrogates
 
 __all__ = [
     "FORMAT_VERSION",
@@ -358,7 +359,8 @@ def write_exchanges(exchanges: Iterable[Exchange], fh: IO[str]) -> int:
     """Write exchanges as JSONL; returns how many were written."""
     n = 0
     for ex in exchanges:
-        fh.write(json.dumps(dump_exchange(ex), ensure_ascii=False, separators=(",", ":")))
+        # a lone surrogate (an id or header read from JSON) is written as its escape: issue 11, point 8
+        fh.write(escape_surrogates(json.dumps(dump_exchange(ex), ensure_ascii=False, separators=(",", ":"))))
         fh.write("\n")
         n += 1
     return n

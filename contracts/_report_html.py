@@ -15,6 +15,7 @@ from collections import Counter
 from ._check import CheckResult
 from ._exchange import Exchange
 from ._json import loads as bounded_loads
+from ._text import printable
 from ._view import build_view
 
 __all__ = ["render_html"]
@@ -34,7 +35,9 @@ details{margin:6px 0} summary{cursor:pointer}
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    # controls and lone surrogates as visible escapes first: a browser shows them as nothing, and a
+    # lone surrogate cannot be written to the file at all (issue 11, point 8)
+    return html.escape(printable(value, keep="\n\t"), quote=True)
 
 
 def _label(tap: str, exchange_id: str) -> str:

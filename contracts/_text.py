@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable"]
+__all__ = ["escape_surrogates", "printable"]
 
 # C0 and C1 controls, DEL, lone surrogates, the bidi embedding/override/isolate marks, the Unicode
 # line and paragraph separators, and the two non-characters XML 1.0 excludes (U+FFFE, U+FFFF)
@@ -39,3 +39,13 @@ def printable(text: object, *, keep: str = "") -> str:
     if not keep:
         return _UNSAFE.sub(_escape, s)
     return _UNSAFE.sub(lambda m: m.group() if m.group() in keep else _escape(m), s)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_surrogates(json_text: str) -> str:
+    """JSON text (from ``json.dumps(..., ensure_ascii=False)``) made UTF-8-encodable: a lone surrogate
+    (wire JSON's ``"\\ud800"`` parses to one) can only sit inside a string literal, where its
+    ``\\uXXXX`` escape reads back the same; left raw, writing the file fails."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)

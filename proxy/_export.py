@@ -114,7 +114,7 @@ def to_har(exchanges: Iterable[Exchange], *, host: str = "upstream") -> dict[str
 
 def write_har(exchanges: Iterable[Exchange], fh: IO[str]) -> int:
     har = to_har(exchanges)
-    json.dump(har, fh, ensure_ascii=False, indent=1)
+    json.dump(har, fh, indent=1)  # ASCII: a lone surrogate from the wire stays writable (issue 11)
     fh.write("\n")
     return len(har["log"]["entries"])
 

@@ -18,6 +18,7 @@ from wirecheck.contracts import (
     Exchange,
     WirecheckError,
     check_exchanges,
+    printable,
     read_exchanges,
     render_html,
     render_json,
@@ -552,7 +553,9 @@ def _replay(args: argparse.Namespace) -> int:
     if args.dry_run:
         for ex in res.planned:
             print(
-                f"{ex.request.method} {args.target.rstrip('/')}{ex.request.path} ({len(ex.request.body)} bytes, from {ex.id})"
+                printable(
+                    f"{ex.request.method} {args.target.rstrip('/')}{ex.request.path} ({len(ex.request.body)} bytes, from {ex.id})"
+                )
             )
         print(f"replay: {len(res.planned)} request(s) would be sent; nothing was sent", file=sys.stderr)
         return 0
@@ -587,12 +590,19 @@ def _replay(args: argparse.Namespace) -> int:
         )
     else:
         for f in res.findings:
-            print(f"{str(f.severity).upper():7} {f.rule} [{f.fault}] {f.tap}:{f.exchange_id} {f.message}")
+            print(
+                f"{str(f.severity).upper():7} {f.rule} [{f.fault}] "
+                + printable(f"{f.tap}:{f.exchange_id} {f.message}")
+            )
         for d in res.diffs:
             side = {"a": "the target", "b": "the compare target", "both": "both", "neither": "neither side"}[
                 d.blamed
             ]
-            print(f"DIFF    {d.source_id}: {d.what}: {d.a!r} vs {d.b!r} (breaks the contract: {side})")
+            print(
+                printable(
+                    f"DIFF    {d.source_id}: {d.what}: {d.a!r} vs {d.b!r} (breaks the contract: {side})"
+                )
+            )
         print(
             f"replay: {res.sent} request(s) sent, {len(res.answers)} answer(s), {len(errors)} error finding(s), {len(res.diffs)} difference(s)"
         )
@@ -868,7 +878,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "sim-gateway":
             return _sim_gateway(args)
     except WirecheckError as exc:
-        print(f"wirecheck: error: {exc}", file=sys.stderr)
+        # messages quote file names and wire data: escaped (issue 11, point 8)
+        print(f"wirecheck: error: {printable(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
