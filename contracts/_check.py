@@ -35,6 +35,8 @@ class CheckResult:
     pairs: int = 0
     twins: int = 0
     taps: list[str] = field(default_factory=list)
+    #: exchanges the store could not write (its gap rows): evidence missing from this result
+    lost: int = 0
 
     @property
     def errors(self) -> int:
@@ -52,6 +54,7 @@ class CheckResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "exchanges": self.exchanges,
+            "lost": self.lost,
             "findings": [f.to_dict() for f in self.findings],
             "summary": self.summary(),
         }

@@ -45,6 +45,8 @@ def render_text(result: CheckResult, *, color: bool = False) -> str:
         + (f"; {result.pairs} tap pair(s)" if result.pairs else "")
         + (f"; {result.twins} stream/non-stream pair(s)" if result.twins else "")
     )
+    if result.lost:
+        lines.append(f"{result.lost} exchange(s) lost: the store could not write them (see store-gap)")
     if s["by_fault"]:
         lines.append("by fault: " + ", ".join(f"{k} {v}" for k, v in s["by_fault"].items()))
     return "\n".join(lines) + "\n"

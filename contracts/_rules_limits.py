@@ -15,10 +15,11 @@ from ._json import loads as bounded_loads
 from ._registry import CheckConfig, Fault, Hit, hit, rule
 from ._view import ExchangeView
 
-__all__ = ["CHECK_CRASHED", "LIVE_CHECK_SKIPPED", "RECORDS"]
+__all__ = ["CHECK_CRASHED", "LIVE_CHECK_SKIPPED", "RECORDS", "STORE_GAP"]
 
 CHECK_CRASHED = "check-crashed"
 LIVE_CHECK_SKIPPED = "live-check-skipped"
+STORE_GAP = "store-gap"
 
 
 @rule(
@@ -64,5 +65,10 @@ RECORDS: dict[str, str] = {
         "warning, fault unknown. Written by the proxy's supervisor of the live checker: the worker process"
         " died while checking this exchange on each of its tries, so it was set aside to keep live checking"
         " going. `wirecheck check STORE` shows it and checks the exchange again."
+    ),
+    STORE_GAP: (
+        "warning, fault unknown. Read from a store's gap rows by `wirecheck check STORE`: this many"
+        " exchanges went through the proxy but could not be written (queue full, database down, disk"
+        " full), with the time span; the report's summary counts them as lost."
     ),
 }

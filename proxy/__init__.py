@@ -5,7 +5,7 @@ from ._app import CORRELATION_HEADER, DEFAULT_REDACT, ProxyApp, TapConfig
 from ._export import to_har, write_har, write_jsonl
 from ._live import check_pending, run_checker, start_checker
 from ._runner import ListenerServer, ProxyRun, run_proxy
-from ._store import SCHEMA_VERSION, Store, StoreStats, is_store, open_store
+from ._store import SCHEMA_VERSION, Store, StoreStats, is_store, open_store, store_notes
 
 __all__ = [
     "CORRELATION_HEADER",
@@ -23,6 +23,7 @@ __all__ = [
     "run_checker",
     "run_proxy",
     "start_checker",
+    "store_notes",
     "to_har",
     "write_har",
     "write_jsonl",

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wirecheck.contracts import Exchange, Finding, InputError, dump_exchange, load_exchange
+from wirecheck.contracts import Exchange, Fault, Finding, InputError, Severity, dump_exchange, load_exchange
 
-__all__ = ["SCHEMA_VERSION", "Store", "StoreStats", "is_store", "open_store"]
+__all__ = ["SCHEMA_VERSION", "Store", "StoreStats", "is_store", "open_store", "store_notes"]
 
 SCHEMA_VERSION = 2
 _MIGRATIONS: dict[int, str] = {
@@ -162,13 +162,57 @@ def is_store(path: str | Path) -> bool:
 
 def _connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
     if readonly:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10, check_same_thread=False)
-    else:
-        conn = sqlite3.connect(path, timeout=10, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
+        # read-only at the SQLite level (issue 11, point 7): reading never migrates, never switches the
+        # journal mode, never adds a table; the URI form keeps odd characters in the path literal
+        # A WAL database opened with mode=ro still gets a -wal and -shm file created beside it. With
+        # no -wal file there, no connection has the database open in WAL mode and nothing is left
+        # un-checkpointed, so it is read as immutable (no locks, no side files); with one, a writer
+        # may be live, and mode=ro reads its WAL through the -shm it keeps.
+        target = Path(path).resolve()
+        live = Path(f"{target}-wal").exists()
+        uri = target.as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
+        conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout=10000")
+        return conn
+    conn = sqlite3.connect(path, timeout=10, check_same_thread=False, isolation_level=None)
+    try:
+        _refuse_foreign(conn, path)  # before WAL: switching the journal mode writes the file
+    except BaseException:
+        conn.close()
+        raise
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=10000")
     return conn
+
+
+def _refuse_foreign(conn: sqlite3.Connection, name: str) -> None:
+    """Another program's database (tables, but not wirecheck's schema) is never written to."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise InputError(
+            f"store schema version {version} is newer than this wirecheck ({SCHEMA_VERSION})", source=name
+        )
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if (version == 0 and tables) or (version > 0 and "exchanges" not in tables):
+        raise InputError(
+            "not a wirecheck store: an SQLite database with other tables (left as it is)", source=name
+        )
+
+
+def _check_readable(conn: sqlite3.Connection, name: str) -> None:
+    """A store opened for reading must already be a wirecheck store: anything else is bad input."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if version == 0 or not {"exchanges", "gaps", "findings"} <= tables:
+        raise InputError(
+            "not a wirecheck store: an SQLite database without wirecheck's tables (left as it is)",
+            source=name,
+        )
+    if version > SCHEMA_VERSION:
+        raise InputError(
+            f"store schema version {version} is newer than this wirecheck ({SCHEMA_VERSION})", source=name
+        )
 
 
 def _migrate(conn: sqlite3.Connection, name: str) -> None:
@@ -222,6 +266,21 @@ def _migrate_pg(conn: Any, name: str) -> None:
             conn.execute("UPDATE wirecheck_schema SET version = %s", (v,))
 
 
+def _check_readable_pg(conn: Any, name: str) -> None:
+    """Reading a PostgreSQL store runs no DDL: the session is read-only and the schema must be there."""
+    conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+    if conn.execute("SELECT to_regclass('wirecheck_schema')").fetchone()[0] is None:
+        raise InputError("not a wirecheck store: the database has no wirecheck tables", source=name)
+    row = conn.execute("SELECT version FROM wirecheck_schema").fetchone()
+    version = row[0] if row else 0
+    if version == 0:
+        raise InputError("not a wirecheck store: its schema was never created", source=name)
+    if version > SCHEMA_VERSION:
+        raise InputError(
+            f"store schema version {version} is newer than this wirecheck ({SCHEMA_VERSION})", source=name
+        )
+
+
 def _replica() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -240,24 +299,43 @@ class Store:
     """A wirecheck store. ``Store(path)`` opens or creates it; ``writer=True`` starts the batch writer."""
 
     def __init__(
-        self, path: str | Path, *, writer: bool = False, queue_size: int = 10000, batch_size: int = 256
+        self,
+        path: str | Path,
+        *,
+        writer: bool = False,
+        readonly: bool = False,
+        queue_size: int = 10000,
+        batch_size: int = 256,
     ) -> None:
+        if readonly and writer:
+            raise ValueError("a store opened read-only has no writer")
         self.pg = is_postgres(path)
         self.url = str(path)
         self.path = redact_url(self.url) if self.pg else str(path)
+        self.readonly = readonly
         self.replica = _replica()
         self.stats = StoreStats()
         if self.pg:
             self._conn = _connect_pg(self.url)
             try:
-                _migrate_pg(self._conn, self.path)
-            except InputError:
+                if readonly:
+                    _check_readable_pg(self._conn, self.path)
+                else:
+                    _migrate_pg(self._conn, self.path)
+            except BaseException:
                 self._conn.close()
                 raise
         else:
             try:
-                self._conn = _connect(self.path)
-                _migrate(self._conn, self.path)
+                self._conn = _connect(self.path, readonly=readonly)
+                try:
+                    if readonly:
+                        _check_readable(self._conn, self.path)
+                    else:
+                        _migrate(self._conn, self.path)
+                except BaseException:
+                    self._conn.close()
+                    raise
             except sqlite3.DatabaseError as exc:
                 raise InputError(f"not a usable wirecheck store ({exc})", source=self.path) from None
         self._lock = threading.Lock()
@@ -447,7 +525,8 @@ class Store:
         if self._thread is not None and self._thread.is_alive():
             self._queue.put(None)
             self._thread.join(timeout=60)
-        self._write_safely([], stopping=True)
+        if not self.readonly:
+            self._write_safely([], stopping=True)
         with self._lock:
             self._conn.close()
 
@@ -571,12 +650,50 @@ class Store:
 
 
 def open_store(path: str | Path) -> Store:
-    """Open an existing store for reading (a clear error when the file is not one)."""
+    """Open an existing store for reading, read-only (a clear error when the file is not one; the
+    file is never written: issue 11, point 7)."""
     if is_postgres(path):
-        return Store(path)
+        return Store(path, readonly=True)
     p = Path(path)
     if not p.exists():
         raise InputError("no such store", source=str(p))
     if not is_store(p):
         raise InputError("not a wirecheck store (not an SQLite file)", source=str(p))
-    return Store(p)
+    return Store(p, readonly=True)
+
+
+#: record ids of the checker (contracts' RECORDS, listed in docs/rules.md)
+STORE_GAP = "store-gap"
+LIVE_CHECK_SKIPPED = "live-check-skipped"
+
+
+def store_notes(store: Store) -> list[Finding]:
+    """What a store says about its own completeness, as findings for ``check``: one ``store-gap`` per
+    gap row (exchanges it could not write, with ``evidence.lost``), and the exchanges the live checker
+    set aside (issue 11, points 3 and 6)."""
+    notes = [
+        Finding(
+            rule=STORE_GAP,
+            severity=Severity.WARNING,
+            fault=Fault.UNKNOWN,
+            message=f"{n} exchange(s) went through the proxy but the store could not write them "
+            f"(between {first} and {last})",
+            exchange_id=f"store-gap-{i}",
+            tap="store",
+            evidence={"pointer": "", "lost": n},
+        )
+        for i, (n, first, last) in enumerate(store.gaps(), 1)
+    ]
+    for row in store.findings(rule=LIVE_CHECK_SKIPPED, limit=100000):
+        notes.append(
+            Finding(
+                rule=LIVE_CHECK_SKIPPED,
+                severity=Severity.WARNING,
+                fault=Fault.UNKNOWN,
+                message=str(row["message"]),
+                exchange_id=str(row["exchange_id"]),
+                tap=str(row["tap"]),
+                evidence=row["evidence"] if isinstance(row["evidence"], dict) else {"pointer": ""},
+            )
+        )
+    return notes

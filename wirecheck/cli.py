@@ -16,6 +16,7 @@ from wirecheck._version import __version__
 from wirecheck.contracts import (
     CheckConfig,
     Exchange,
+    Finding,
     WirecheckError,
     check_exchanges,
     printable,
@@ -388,9 +389,11 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load(files: Sequence[str]) -> list[Exchange]:
-    """Exchanges from stores, exchange JSONL, HAR and mitmproxy flow files, told apart by content."""
-    from wirecheck.proxy import is_store, open_store
+def _load(files: Sequence[str], notes: list[Finding] | None = None) -> list[Exchange]:
+    """Exchanges from stores, exchange JSONL, HAR and mitmproxy flow files, told apart by content.
+    Stores are opened read-only; what a store says it lost (gap rows) or set aside (live checks
+    skipped) is added to ``notes`` as findings, so that a report counts it (issue 11, points 3, 6)."""
+    from wirecheck.proxy import is_store, open_store, store_notes
     from wirecheck.replay import load_capture
 
     out: list[Exchange] = []
@@ -401,6 +404,8 @@ def _load(files: Sequence[str]) -> list[Exchange]:
             store = open_store(name)
             try:
                 out.extend(store.exchanges())
+                if notes is not None:
+                    notes.extend(store_notes(store))
             finally:
                 store.close()
         else:
@@ -645,12 +650,25 @@ def _check(args: argparse.Namespace) -> int:
         pair_by_fingerprint=args.pair_taps,
         disabled=frozenset(args.disable),
     )
-    exchanges = _load(files)
+    notes: list[Finding] = []
+    exchanges = _load(files, notes)
+    lost = sum(int(f.evidence.get("lost", 0)) for f in notes)
+    if not exchanges:
+        # nothing was checked: that is not a pass (issue 11, point 7)
+        raise WirecheckError(
+            f"check: no exchanges in {', '.join(files)}"
+            + (f" ({lost} exchange(s) recorded as lost by the store)" if lost else "")
+            + ": an empty capture is not a pass"
+        )
     result = check_exchanges(exchanges, config)
+    result.findings.extend(notes)
+    result.lost = lost
     if args.format == "json":
         text = render_json(result)
     elif args.format == "junit":
-        text = render_junit(result, exchange_ids=[e.id for e in exchanges])
+        text = render_junit(
+            result, exchange_ids=[e.id for e in exchanges] + sorted({f.exchange_id for f in notes})
+        )
     elif args.format == "html":
         text = render_html(result, exchanges)
     else:
