@@ -27,6 +27,7 @@ import queue
 import re
 import socket
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -306,6 +307,7 @@ class Store:
         readonly: bool = False,
         queue_size: int = 10000,
         batch_size: int = 256,
+        retries: int = 8,
     ) -> None:
         if readonly and writer:
             raise ValueError("a store opened read-only has no writer")
@@ -341,6 +343,7 @@ class Store:
         self._lock = threading.Lock()
         self._queue: queue.Queue[Exchange | None] = queue.Queue(maxsize=queue_size)
         self._batch = batch_size
+        self._retries = max(1, retries)
         self._gap: list[Any] = []  # [count, first, last] of drops not yet written
         self._gap_lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -406,7 +409,7 @@ class Store:
         are dropped and counted as a gap. A batch that still fails after the retries is counted as a
         gap too, so the store says what it is missing."""
         delay = 0.2
-        for attempt in range(8 if not stopping else 3):
+        for attempt in range(self._retries if not stopping else min(3, self._retries)):
             try:
                 self._write(batch)
                 if attempt:
@@ -425,6 +428,16 @@ class Store:
                 self._gap[2] = now
             elif batch:
                 self._gap = [len(batch), now, now]
+            pending = self._gap[0] if self._gap else 0
+        if stopping and pending:
+            # the last chance: the process ends and the gap row could not be written either (issue
+            # 11, point 6); say it where an operator looks rather than lose it silently
+            print(
+                f"wirecheck store: {pending} exchange(s) could not be written to {self.path} and are lost"
+                f" ({self.stats.last_error})",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _reconnect(self) -> None:
         with self._lock:
@@ -470,13 +483,24 @@ class Store:
             gap, self._gap = self._gap, []
         if not batch and not gap:
             return
-        with self._lock, self._tx():
-            self._insert(batch)
+        try:
+            with self._lock, self._tx():
+                self._insert(batch)
+                if gap:
+                    self._exec(
+                        "INSERT INTO gaps(dropped, first_at, last_at, replica) VALUES (?, ?, ?, ?)",
+                        (*gap, self.replica),
+                    )
+        except BaseException:
+            # the gap row was not written (a full disk fails it like the batch): keep it pending, so
+            # that it is written once space returns instead of being lost with the transaction
             if gap:
-                self._exec(
-                    "INSERT INTO gaps(dropped, first_at, last_at, replica) VALUES (?, ?, ?, ?)",
-                    (*gap, self.replica),
-                )
+                with self._gap_lock:
+                    if self._gap:
+                        self._gap = [self._gap[0] + gap[0], gap[1], self._gap[2]]
+                    else:
+                        self._gap = gap
+            raise
         self.stats.written += len(batch)
         self.stats.batches += 1
 
@@ -562,6 +586,12 @@ class Store:
                 "SELECT COALESCE(replica, ''), COUNT(*) FROM exchanges GROUP BY replica"
             ).fetchall()
         return {str(r[0]): int(r[1]) for r in rows}
+
+    def gap_unwritten(self) -> int:
+        """Exchanges lost and counted, whose gap row is not in the database yet (it is written as
+        soon as the database takes writes again: issue 11, point 6)."""
+        with self._gap_lock:
+            return int(self._gap[0]) if self._gap else 0
 
     def gaps(self) -> list[tuple[int, str, str]]:
         with self._lock:
