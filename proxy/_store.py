@@ -465,7 +465,11 @@ class Store:
         try:
             yield
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            # SQLITE_FULL (a full disk) rolls the transaction back itself: a second ROLLBACK would
+            # raise "no transaction is active" and hide the real error (issue 11, point 6)
+            if self._conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
             raise
         self._conn.execute("COMMIT")
 
