@@ -18,6 +18,8 @@ from ._exchange import (
     read_exchanges,
     write_exchanges,
 )
+from ._json import JsonLimitError
+from ._json import loads as bounded_loads
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP
 from ._pairs import TapPair, TwinPair, pair_taps, pair_twins, request_fingerprint
 from ._redact import DEFAULT_REDACTION, REDACTED, Redaction
@@ -25,6 +27,7 @@ from ._registry import REGISTRY, CheckConfig, Fault, Finding, Hit, Rule, Severit
 from ._report import render_json, render_junit, render_rules_markdown, render_text
 from ._report_html import render_html
 from ._sse import SSEAnomaly, SSEDecoder, SSEEvent, decode_sse
+from ._text import printable
 from ._view import ExchangeView, build_view
 from ._wire import (
     ChatCompletion,
@@ -75,6 +78,7 @@ __all__ = [
     "HttpRequest",
     "HttpResponse",
     "InputError",
+    "JsonLimitError",
     "Redaction",
     "Rule",
     "SSEAnomaly",
@@ -92,6 +96,7 @@ __all__ = [
     "UsageError",
     "WirecheckError",
     "assemble_stream",
+    "bounded_loads",
     "build_view",
     "check_exchanges",
     "check_view",
@@ -101,6 +106,7 @@ __all__ = [
     "load_exchange",
     "pair_taps",
     "pair_twins",
+    "printable",
     "read_exchanges",
     "render_html",
     "render_json",

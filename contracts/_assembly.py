@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._json import JsonLimitError
+from ._json import loads as bounded_loads
 from ._sse import SSEAnomaly, SSEEvent
 
 __all__ = ["AssembledCall", "AssembledChoice", "AssembledStream", "StreamAnomaly", "assemble_stream"]
@@ -104,7 +106,7 @@ def assemble_stream(events: list[SSEEvent]) -> AssembledStream:
     """Assemble decoded SSE events into per-choice messages, recording every anomaly."""
     st = AssembledStream()
     st.events = len(events)
-    loads = json.loads
+    loads = bounded_loads
     for ev in events:
         n = ev.index
         data = ev.data
@@ -124,6 +126,9 @@ def assemble_stream(events: list[SSEEvent]) -> AssembledStream:
             continue
         try:
             obj = loads(data)
+        except JsonLimitError as exc:
+            st.anomalies.append(StreamAnomaly("json-limit", str(exc), n))
+            continue
         except ValueError as exc:
             st.anomalies.append(StreamAnomaly("not-json", f"{exc}: {_excerpt(data)}", n))
             continue

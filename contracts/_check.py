@@ -12,17 +12,18 @@ An engine-side request finding the caller side lacks means the gateway broke the
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _rules_message, _rules_pairs, _rules_request, _rules_stream  # noqa: F401 - registers rules
+from . import _rules_limits, _rules_message, _rules_pairs, _rules_request, _rules_stream  # noqa: F401 - registers rules
 from ._exchange import Exchange
 from ._pairs import ENGINE, TapPair, pair_taps, pair_twins
-from ._registry import CheckConfig, Fault, Finding, Hit, Rule, rules
+from ._registry import CheckConfig, Fault, Finding, Hit, Rule, Severity, rules
+from ._rules_limits import CHECK_CRASHED
 from ._view import ExchangeView, build_view
 
-__all__ = ["CheckResult", "check_exchanges", "check_view"]
+__all__ = ["CheckResult", "check_exchanges", "check_view", "crashed"]
 
 _RESPONSE_FAULTS = frozenset({Fault.MODEL, Fault.PARSER, Fault.ENGINE})
 
@@ -34,6 +35,8 @@ class CheckResult:
     pairs: int = 0
     twins: int = 0
     taps: list[str] = field(default_factory=list)
+    #: exchanges the store could not write (its gap rows): evidence missing from this result
+    lost: int = 0
 
     @property
     def errors(self) -> int:
@@ -51,6 +54,7 @@ class CheckResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "exchanges": self.exchanges,
+            "lost": self.lost,
             "findings": [f.to_dict() for f in self.findings],
             "summary": self.summary(),
         }
@@ -73,6 +77,30 @@ def _finding(r: Rule, h: Hit, exchange_id: str, tap: str) -> Finding:
     )
 
 
+def crashed(exchange_id: str, tap: str, where: str, exc: BaseException) -> Finding:
+    """The record of an exchange the checker could not judge: one exchange never stops the others
+    (issue 11, point 3), and the report says which one and why."""
+    return Finding(
+        rule=CHECK_CRASHED,
+        severity=Severity.ERROR,
+        fault=Fault.UNKNOWN,
+        message=f"{where} raised {type(exc).__name__}: {str(exc)[:200]}; this exchange was not judged",
+        exchange_id=exchange_id,
+        tap=tap,
+        evidence={"pointer": ""},
+    )
+
+
+def _run(r: Rule, subject: object, ctx: CheckConfig, exchange_id: str, tap: str) -> Iterator[Finding]:
+    """One rule on one subject; an exception becomes a check-crashed finding, not a crash."""
+    try:
+        found = [_finding(r, h, exchange_id, tap) for h in r.func(subject, ctx)]
+    except Exception as exc:  # any bug or limit a hostile exchange finds in a rule
+        yield crashed(exchange_id, tap, f"rule {r.id}", exc)
+        return
+    yield from found
+
+
 def check_view(view: ExchangeView, config: CheckConfig | None = None) -> list[Finding]:
     """The single-exchange rules on one view, with the rules' own faults (no attribution)."""
     ctx = config or CheckConfig()
@@ -80,24 +108,30 @@ def check_view(view: ExchangeView, config: CheckConfig | None = None) -> list[Fi
     for r in rules("exchange"):
         if r.id in ctx.disabled:
             continue
-        for h in r.func(view, ctx):
-            out.append(_finding(r, h, view.id, view.tap))
+        out.extend(_run(r, view, ctx, view.id, view.tap))
     return out
 
 
 def check_exchanges(exchanges: Iterable[Exchange], config: CheckConfig | None = None) -> CheckResult:
     ctx = config or CheckConfig()
-    views = [build_view(ex) for ex in exchanges]
-    result = CheckResult(exchanges=len(views), taps=sorted({v.tap for v in views}))
+    views: list[ExchangeView] = []
+    unreadable: list[Finding] = []
+    count = 0
+    for ex in exchanges:
+        count += 1
+        try:
+            views.append(build_view(ex))
+        except Exception as exc:  # a view that cannot be built is one exchange not judged, not a crash
+            unreadable.append(crashed(ex.id, ex.tap, "reading the exchange", exc))
+    result = CheckResult(exchanges=count, taps=sorted({v.tap for v in views}))
+    result.findings.extend(unreadable)
     per_view: dict[int, list[Finding]] = {id(v): check_view(v, ctx) for v in views}
 
     for tw in pair_twins(views):
         result.twins += 1
         for r in rules("twins"):
             if r.id not in ctx.disabled:
-                per_view[id(tw.streamed)].extend(
-                    _finding(r, h, tw.streamed.id, tw.streamed.tap) for h in r.func(tw, ctx)
-                )
+                per_view[id(tw.streamed)].extend(_run(r, tw, ctx, tw.streamed.id, tw.streamed.tap))
 
     pairs = pair_taps(views, by_fingerprint=ctx.pair_by_fingerprint)
     result.pairs = len(pairs)
@@ -118,9 +152,7 @@ def check_exchanges(exchanges: Iterable[Exchange], config: CheckConfig | None = 
     for p in pairs:
         for r in rules("taps"):
             if r.id not in ctx.disabled:
-                per_view[id(p.caller)].extend(
-                    _finding(r, h, p.caller.id, p.caller.tap) for h in r.func(p, ctx)
-                )
+                per_view[id(p.caller)].extend(_run(r, p, ctx, p.caller.id, p.caller.tap))
     for v in views:
         result.findings.extend(per_view[id(v)])
     return result

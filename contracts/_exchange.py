@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ._errors import InputError
+from ._text import escape_surrogates
 
 if TYPE_CHECKING:
     from ._redact import Redaction
@@ -354,6 +355,11 @@ def _read_lines(fh: IO[str], name: str) -> Iterator[Exchange]:
                 raise InputError(
                     f"not JSON ({exc.msg} at column {exc.colno})", source=name, line=lineno
                 ) from None
+            except RecursionError:
+                # a body written as a JSON value thousands of levels deep (issue 11, point 3)
+                raise InputError(
+                    "JSON nested too deep to read (write a deep body as body_text)", source=name, line=lineno
+                ) from None
             yield load_exchange(obj, source=name, line=lineno)
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text ({exc.reason})", source=name, line=lineno + 1) from None
@@ -363,8 +369,11 @@ def write_exchanges(exchanges: Iterable[Exchange], fh: IO[str], *, redaction: Re
     """Write exchanges as JSONL, credentials redacted; returns how many were written."""
     n = 0
     for ex in exchanges:
+        # a lone surrogate (an id or header read from JSON) is written as its escape: issue 11, point 8
         fh.write(
-            json.dumps(dump_exchange(ex, redaction=redaction), ensure_ascii=False, separators=(",", ":"))
+            escape_surrogates(
+                json.dumps(dump_exchange(ex, redaction=redaction), ensure_ascii=False, separators=(",", ":"))
+            )
         )
         fh.write("\n")
         n += 1

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from typing import Any
 from xml.etree import ElementTree as ET
 
 from ._check import CheckResult
 from ._registry import Finding, rules
+from ._rules_limits import RECORDS
+from ._text import escape_surrogates, printable
 
 __all__ = ["render_json", "render_junit", "render_rules_markdown", "render_text"]
 
@@ -26,10 +29,14 @@ def render_text(result: CheckResult, *, color: bool = False) -> str:
         if color:
             code = {"ERROR": "31", "WARNING": "33"}.get(sev, "36")
             sev = f"\x1b[{code}m{sev}\x1b[0m"
-        lines.append(f"{sev:7} {f.rule} [{f.fault}] {f.tap}:{f.exchange_id} {where}")
-        lines.append(f"        {f.message}")
+        # every field but the severity may hold wire text: escaped, so that it cannot drive the
+        # terminal or forge lines of the report (issue 11, point 8)
+        lines.append(
+            f"{sev:7} {f.rule} [{f.fault}] {printable(f.tap)}:{printable(f.exchange_id)} {printable(where)}"
+        )
+        lines.append(f"        {printable(f.message)}")
         if "excerpt" in f.evidence:
-            lines.append(f"        > {f.evidence['excerpt']!s}".replace("\n", "\\n"))
+            lines.append(f"        > {printable(f.evidence['excerpt'])}")
     s = result.summary()
     by_sev = s["by_severity"]
     lines.append(
@@ -38,13 +45,20 @@ def render_text(result: CheckResult, *, color: bool = False) -> str:
         + (f"; {result.pairs} tap pair(s)" if result.pairs else "")
         + (f"; {result.twins} stream/non-stream pair(s)" if result.twins else "")
     )
+    if result.lost:
+        lines.append(f"{result.lost} exchange(s) lost: the store could not write them (see store-gap)")
     if s["by_fault"]:
         lines.append("by fault: " + ", ".join(f"{k} {v}" for k, v in s["by_fault"].items()))
     return "\n".join(lines) + "\n"
 
 
 def render_json(result: CheckResult) -> str:
-    return json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    return json_text(result.to_dict())
+
+
+def json_text(value: Any) -> str:
+    """The JSON report as UTF-8-encodable text, lone surrogates escaped (issue 11, point 8)."""
+    return escape_surrogates(json.dumps(value, indent=2, ensure_ascii=False)) + "\n"
 
 
 def render_junit(result: CheckResult, *, exchange_ids: list[str] | None = None) -> str:
@@ -54,23 +68,30 @@ def render_junit(result: CheckResult, *, exchange_ids: list[str] | None = None) 
     for f in result.findings:
         by_ex[f.exchange_id].append(f)
     ids = exchange_ids if exchange_ids is not None else sorted(by_ex)
+    # XML 1.0 forbids most C0 controls (even as references) and cannot encode lone surrogates: every
+    # value is escaped so that the file parses with a strict parser whatever the model wrote
+    # (issue 11, point 8); newlines stay in element text, where they are lines of the log.
     suite = ET.Element("testsuite", name="wirecheck", tests=str(len(ids)))
     failures = 0
     for ex_id in ids:
-        case = ET.SubElement(suite, "testcase", classname="wirecheck.exchange", name=ex_id)
+        case = ET.SubElement(suite, "testcase", classname="wirecheck.exchange", name=printable(ex_id))
         errs = [f for f in by_ex.get(ex_id, []) if f.severity == "error"]
         rest = [f for f in by_ex.get(ex_id, []) if f.severity != "error"]
         if errs:
             failures += 1
             fail = ET.SubElement(
-                case, "failure", message=f"{errs[0].rule}: {errs[0].message}"[:500], type=errs[0].rule
+                case,
+                "failure",
+                message=printable(f"{errs[0].rule}: {errs[0].message}"[:500]),
+                type=errs[0].rule,
             )
             fail.text = "\n".join(
-                f"{f.rule} [{f.fault}] {f.message} at {f.evidence.get('pointer', '')}" for f in errs
+                printable(f"{f.rule} [{f.fault}] {f.message} at {f.evidence.get('pointer', '')}")
+                for f in errs
             )
         if rest:
             out = ET.SubElement(case, "system-out")
-            out.text = "\n".join(f"{f.severity} {f.rule} [{f.fault}] {f.message}" for f in rest)
+            out.text = "\n".join(printable(f"{f.severity} {f.rule} [{f.fault}] {f.message}") for f in rest)
     suite.set("failures", str(failures))
     suite.set("errors", "0")
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
@@ -106,4 +127,11 @@ def render_rules_markdown() -> str:
             if r.doc:
                 out.append(f"- `{r.id}`: {r.doc}")
         out.append("")
+    out.append("## Records of the checker itself")
+    out.append("")
+    out.append("Not rules: findings the checker writes about exchanges it could not judge (issue 11).")
+    out.append("")
+    for rid, what in RECORDS.items():
+        out.append(f"- `{rid}`: {what}")
+    out.append("")
     return "\n".join(out).rstrip() + "\n"

@@ -14,7 +14,9 @@ from collections import Counter
 
 from ._check import CheckResult
 from ._exchange import Exchange
+from ._json import loads as bounded_loads
 from ._redact import DEFAULT_REDACTION, Redaction
+from ._text import printable
 from ._view import build_view
 
 __all__ = ["render_html"]
@@ -34,7 +36,9 @@ details{margin:6px 0} summary{cursor:pointer}
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    # controls and lone surrogates as visible escapes first: a browser shows them as nothing, and a
+    # lone surrogate cannot be written to the file at all (issue 11, point 8)
+    return html.escape(printable(value, keep="\n\t"), quote=True)
 
 
 def _label(tap: str, exchange_id: str) -> str:
@@ -77,7 +81,7 @@ def render_html(
         head = f"{ex.tap}:{ex.id} {ex.request.method} {redaction.target(ex.request.path)} -> {ex.response.status if ex.response else ex.error.kind if ex.error else '-'}"
         body = ex.request.body.decode("utf-8", "replace")
         with contextlib.suppress(ValueError):
-            body = json.dumps(json.loads(body), indent=1, ensure_ascii=False)
+            body = json.dumps(bounded_loads(body), indent=1, ensure_ascii=False)
         assembled = [
             {
                 "index": ch.index,

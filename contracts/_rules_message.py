@@ -13,6 +13,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from ._assembly import AssembledCall, AssembledChoice
+from ._json import JsonLimitError
+from ._json import loads as bounded_loads
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP, find_markup
 from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
 from ._view import ExchangeView
@@ -34,6 +36,9 @@ def _validator(schema_json: str) -> Draft202012Validator | None:
         Draft202012Validator.check_schema(schema)
     except SchemaError:
         return None
+    except RecursionError:
+        # the validator recurses per level; a schema it cannot follow is a limit, not a crash
+        raise JsonLimitError("schema nested deeper than the JSON Schema validator can follow") from None
     return Draft202012Validator(schema)
 
 
@@ -49,12 +54,21 @@ def schema_errors(schema: Any, value: Any, limit: int = 3) -> list[str]:
     if v is None:
         return []
     out = []
-    for err in sorted(v.iter_errors(value), key=lambda e: list(e.absolute_path)):
+    try:
+        found = sorted(v.iter_errors(value), key=lambda e: list(e.absolute_path))
+    except RecursionError:
+        raise JsonLimitError("value nested deeper than the JSON Schema validator can follow") from None
+    for err in found:
         where = "/" + "/".join(str(p) for p in err.absolute_path)
         out.append(f"{where}: {err.message}")
         if len(out) >= limit:
             break
     return out
+
+
+def _not_validated(message: str, pointer: str) -> Hit:
+    """A value the validator could not follow: said plainly, neither blamed nor passed."""
+    return hit(f"not validated: {message}", pointer, fault=Fault.UNKNOWN, severity=Severity.WARNING)
 
 
 def _cut_json(text: str) -> bool:
@@ -82,7 +96,7 @@ def _cut_json(text: str) -> bool:
     for tail in ("", "null", ": null"):
         body = head.rstrip().rstrip(",") if not tail else head
         try:
-            json.loads(body + tail + closers)
+            bounded_loads(body + tail + closers)
             return True
         except ValueError:
             continue
@@ -91,7 +105,7 @@ def _cut_json(text: str) -> bool:
 
 def _parse_args(call: AssembledCall) -> tuple[bool, Any]:
     try:
-        return True, json.loads(call.arguments)
+        return True, bounded_loads(call.arguments)
     except ValueError:
         return False, None
 
@@ -209,7 +223,9 @@ def _args_json(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         if not c.name or _stopped_by_length(ch):
             continue
         try:
-            json.loads(c.arguments)
+            bounded_loads(c.arguments)
+        except JsonLimitError:
+            continue  # reported by json-limit
         except json.JSONDecodeError as exc:
             ptr = view.call_pointer(ch, c, "/function/arguments")
             if not c.arguments:
@@ -266,7 +282,7 @@ def _args_object(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             extra = ""
             if isinstance(value, str):
                 try:
-                    if isinstance(json.loads(value), dict):
+                    if isinstance(bounded_loads(value), dict):
                         extra = " (a JSON string holding an object: double-encoded)"
                 except ValueError:
                     pass
@@ -292,7 +308,11 @@ def _args_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         ok, value = _parse_args(c)
         if not ok or not isinstance(value, dict):
             continue
-        errors = schema_errors(view.tools[c.name], value)
+        try:
+            errors = schema_errors(view.tools[c.name], value)
+        except JsonLimitError as exc:
+            yield _not_validated(f"{c.name}: {exc}", view.call_pointer(ch, c, "/function/arguments"))
+            continue
         if errors:
             yield hit(
                 f"{c.name}: " + "; ".join(errors),
@@ -652,7 +672,7 @@ def output_constraint(req: dict[str, Any]) -> tuple[str, Any] | None:
             schema = so["json"]
             if isinstance(schema, str):
                 try:
-                    schema = json.loads(schema)
+                    schema = bounded_loads(schema)
                 except ValueError:
                     schema = {}
             return "json_schema", schema
@@ -702,7 +722,7 @@ def _json_invalid(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             continue
         ptr = f"/choices/{ch.index}/message/content"
         try:
-            value = json.loads(ch.content or "")
+            value = bounded_loads(ch.content or "")
         except ValueError:
             yield hit("content is not JSON although JSON output was requested", ptr, ch.content)
             continue
@@ -724,7 +744,7 @@ def _json_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     for ch, kind, _ in _constrained_choices(view):
         if kind in ("json_object", "json_schema") and _stopped_by_length(ch):
             try:
-                json.loads(ch.content or "")
+                bounded_loads(ch.content or "")
             except ValueError:
                 fault, why = _cap_fault(view)
                 yield hit(
@@ -744,10 +764,14 @@ def _json_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         if kind != "json_schema":
             continue
         try:
-            value = json.loads(ch.content or "")
+            value = bounded_loads(ch.content or "")
         except ValueError:
             continue
-        errors = schema_errors(schema, value)
+        try:
+            errors = schema_errors(schema, value)
+        except JsonLimitError as exc:
+            yield _not_validated(str(exc), f"/choices/{ch.index}/message/content")
+            continue
         if errors:
             yield hit("; ".join(errors), f"/choices/{ch.index}/message/content", ch.content)
 

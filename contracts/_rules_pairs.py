@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._assembly import AssembledChoice
+from ._json import loads as bounded_loads
 from ._pairs import TapPair, TwinPair
 from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
 
@@ -46,7 +47,7 @@ def _text(content: Any) -> str:
 
 def _json_or_text(s: str) -> Any:
     try:
-        return ("json", json.loads(s))
+        return ("json", bounded_loads(s))
     except ValueError:
         return ("text", s)
 

@@ -139,6 +139,12 @@ def _tool_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             Draft202012Validator.check_schema(params)
         except SchemaError as exc:
             yield hit(f"{name}: {exc.message}", "/request/body/tools", json.dumps(params)[:200])
+        except RecursionError:
+            # the meta-schema validation recurses per level (issue 11, point 3)
+            yield hit(
+                f"{name}: parameters nest deeper than the JSON Schema validator can follow",
+                "/request/body/tools",
+            )
 
 
 @rule("http-server-error", fault=Fault.ENGINE, area="http", summary="HTTP 5xx from the upstream.")

@@ -13,6 +13,8 @@ from typing import Any
 
 from ._assembly import AssembledCall, AssembledChoice, AssembledStream, StreamAnomaly, assemble_stream
 from ._exchange import Exchange
+from ._json import MAX_BYTES, JsonLimitError
+from ._json import loads as bounded_loads
 from ._sse import SSEAnomaly, SSEDecoder, SSEEvent
 
 __all__ = ["ExchangeView", "build_view"]
@@ -38,6 +40,8 @@ class ExchangeView:
     usage: dict[str, Any] | None = None
     anomalies: list[StreamAnomaly] = field(default_factory=list)
     model: str | None = None
+    #: (pointer, what) of every JSON document over the depth or size bound (the json-limit rule)
+    limits: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -72,6 +76,7 @@ class _Inflate:
     def __init__(self, encoding: str) -> None:
         self.encoding = encoding
         self.failed: str | None = None
+        self.size = 0
         if encoding == "br":
             import brotli  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
@@ -84,11 +89,18 @@ class _Inflate:
             return b""
         try:
             if self.encoding == "br":
-                return bytes(self._d.process(data))
-            return bytes(self._d.decompress(data))
+                out = bytes(self._d.process(data))
+            else:
+                # bounded: a small compressed body may inflate to gigabytes (issue 11, point 3)
+                out = bytes(self._d.decompress(data, MAX_BYTES - self.size + 1))
         except Exception as exc:  # zlib.error, brotli.error
             self.failed = f"{self.encoding} body does not decode ({exc})"
             return b""
+        self.size += len(out)
+        if self.size > MAX_BYTES:
+            self.failed = f"{self.encoding} body decodes to more than the limit of {MAX_BYTES} bytes"
+            return b""
+        return out
 
 
 def _inflater(resp: Any) -> _Inflate | None:
@@ -159,7 +171,10 @@ def build_view(ex: Exchange) -> ExchangeView:
         return view
     if view.body_problem is None:
         try:
-            view.body = json.loads(content)
+            view.body = bounded_loads(content)
+        except JsonLimitError as exc:
+            view.limits.append(("/response/body", str(exc)))
+            view.body_problem = f"body is not parsed ({exc})"
         except (ValueError, UnicodeDecodeError) as exc:
             view.body_problem = f"body is not JSON ({exc})"
     if resp.status >= 400:
@@ -179,7 +194,11 @@ def _parse_request(view: ExchangeView) -> None:
         view.request_problem = "empty request body"
         return
     try:
-        req = json.loads(body)
+        req = bounded_loads(body)
+    except JsonLimitError as exc:
+        view.limits.append(("/request/body", str(exc)))
+        view.request_problem = f"request body is not parsed ({exc})"
+        return
     except (ValueError, UnicodeDecodeError) as exc:
         view.request_problem = f"request body is not JSON ({exc})"
         return

@@ -3,26 +3,29 @@ writer, the live-check worker, export, and the mitmproxy addon (``proxy/mitm_add
 
 from ._app import CORRELATION_HEADER, DEFAULT_REDACT, ProxyApp, TapConfig
 from ._export import to_har, write_har, write_jsonl
-from ._live import check_pending, run_checker, start_checker
+from ._live import CheckerSupervisor, check_ids, check_pending, run_checker, start_checker
 from ._runner import ListenerServer, ProxyRun, run_proxy
-from ._store import SCHEMA_VERSION, Store, StoreStats, is_store, open_store
+from ._store import SCHEMA_VERSION, Store, StoreStats, is_store, open_store, store_notes
 
 __all__ = [
     "CORRELATION_HEADER",
     "DEFAULT_REDACT",
     "SCHEMA_VERSION",
+    "CheckerSupervisor",
     "ListenerServer",
     "ProxyApp",
     "ProxyRun",
     "Store",
     "StoreStats",
     "TapConfig",
+    "check_ids",
     "check_pending",
     "is_store",
     "open_store",
     "run_checker",
     "run_proxy",
     "start_checker",
+    "store_notes",
     "to_har",
     "write_har",
     "write_jsonl",

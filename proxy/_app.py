@@ -154,6 +154,8 @@ class ProxyApp:
             up, transport=transport, connect_s=cfg.connect_timeout_s, read_s=cfg.read_timeout_s
         )
         self.in_flight = 0
+        #: the live checker's state for health (set by the runner; issue 11, point 3)
+        self.checks: Callable[[], dict[str, Any]] | None = None
 
     async def aclose(self) -> None:
         await self._upstream.aclose()
@@ -437,9 +439,16 @@ class ProxyApp:
                     "queued": self.store.stats.queued,
                     "written": self.store.stats.written,
                     "dropped": self.store.stats.dropped,
+                    "gap_unwritten": self.store.gap_unwritten(),
                     "reconnects": getattr(self.store.stats, "reconnects", 0),
                     "last_error": getattr(self.store.stats, "last_error", None),
                 }
+            if self.checks is not None:
+                checks = self.checks()
+                info["checks"] = checks
+                if checks.get("degraded"):
+                    info["status"] = "degraded"
+                    info["reason"] = checks["degraded"]
             status, body = 200, json.dumps(info).encode()
         elif path == "findings":
             if self.store is None:

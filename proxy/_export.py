@@ -119,7 +119,7 @@ def to_har(
 
 def write_har(exchanges: Iterable[Exchange], fh: IO[str], *, redaction: Redaction = DEFAULT_REDACTION) -> int:
     har = to_har(exchanges, redaction=redaction)
-    json.dump(har, fh, ensure_ascii=False, indent=1)
+    json.dump(har, fh, indent=1)  # ASCII: a lone surrogate from the wire stays writable (issue 11)
     fh.write("\n")
     return len(har["log"]["entries"])
 

@@ -3,51 +3,297 @@ runs the contracts over them (pairing the two taps of a request), and stores the
 
 An exchange is checked once it has been finished for ``settle_s``, so that the other tap's side of the
 same request (recorded a moment later by the engine tap, or earlier) is there to pair with.
+
+Supervised (issue 11, point 3): one hostile exchange stopped live checking for good while health said
+ok. Now the worker tells its parent which exchanges it is checking before it checks them; when it dies
+(a crash the checker could not catch, the OOM killer), :class:`CheckerSupervisor` starts another, which
+first checks the exchanges that were in flight one at a time. An exchange on which the worker died
+``max_tries`` times is set aside: marked checked with a ``live-check-skipped`` finding, which
+``/wirecheck/health`` counts and ``wirecheck check STORE`` shows. Database errors (a full disk, a
+restarting PostgreSQL) do not kill the worker: it waits and tries again. Health says ``degraded``,
+with the reason, while the worker is down, has just died, or lags behind the traffic.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
-from multiprocessing.synchronize import Event
+import os
+import signal
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection, wait
+from typing import Any
 
-from wirecheck.contracts import CheckConfig, check_exchanges
+from wirecheck.contracts import CheckConfig, Fault, Finding, Severity, check_exchanges
 
-from ._store import Store
+from ._lifeline import guard
+from ._store import LIVE_CHECK_SKIPPED, Store
 
-__all__ = ["check_pending", "run_checker", "start_checker"]
+__all__ = ["CheckerSupervisor", "check_ids", "check_pending", "run_checker", "start_checker"]
+
+#: checking counts as lagging when an exchange has waited this long past ``settle_s``
+LAG_S = 15.0
+#: health stays degraded this long after the worker died
+CRASH_MEMORY_S = 30.0
 
 
-def check_pending(store: Store, *, settle_s: float = 1.0, config: CheckConfig | None = None) -> int:
-    """Check every settled, unchecked exchange once; returns how many were checked."""
-    pending = store.claim_unchecked(settle_s)
-    if not pending:
+def check_ids(store: Store, ids: list[str], *, config: CheckConfig | None = None) -> int:
+    """Check these exchanges (with their other tap's side) and store their findings."""
+    if not ids:
         return 0
-    ids = [i for i, _ in pending]
-    corrs = sorted({c for _, c in pending if c})
-    exchanges = store.exchanges_for(ids, corrs)
-    cfg = config or CheckConfig(pair_by_fingerprint=True)
-    result = check_exchanges(exchanges, cfg)
+    own = store.exchanges_for(ids, [])
+    corrs = sorted({e.correlation for e in own if e.correlation})
+    exchanges = store.exchanges_for(ids, corrs) if corrs else own
+    result = check_exchanges(exchanges, config or CheckConfig(pair_by_fingerprint=True))
     wanted = set(ids)
     store.add_findings([f for f in result.findings if f.exchange_id in wanted], ids)
     return len(ids)
 
 
-def run_checker(path: str, stop: Event, settle_s: float = 1.0, interval_s: float = 0.25) -> None:
-    store = Store(path)
-    try:
-        while not stop.is_set():
-            if check_pending(store, settle_s=settle_s) == 0:
+def check_pending(
+    store: Store,
+    *,
+    settle_s: float = 1.0,
+    config: CheckConfig | None = None,
+    announce: Any = None,
+) -> int:
+    """Check every settled, unchecked exchange once; returns how many were checked. ``announce``
+    (a callable) hears the ids before they are checked, and ``None`` after."""
+    pending = store.claim_unchecked(settle_s)
+    if not pending:
+        return 0
+    ids = [i for i, _ in pending]
+    corrs = sorted({c for _, c in pending if c})
+    if announce is not None:
+        announce(ids)
+    exchanges = store.exchanges_for(ids, corrs)
+    cfg = config or CheckConfig(pair_by_fingerprint=True)
+    result = check_exchanges(exchanges, cfg)
+    wanted = set(ids)
+    store.add_findings([f for f in result.findings if f.exchange_id in wanted], ids)
+    if announce is not None:
+        announce(None)
+    return len(ids)
+
+
+def run_checker(
+    path: str,
+    *,
+    lifeline: Connection,
+    status: Connection,
+    parent_pid: int,
+    settle_s: float = 1.0,
+    interval_s: float = 0.25,
+    isolate: list[str] | None = None,
+) -> None:
+    """The worker process: dies with its parent, stops when the parent says so (then checks what is
+    left), reports each batch before checking it, and survives database errors."""
+    stop = threading.Event()
+    guard(lifeline, parent_pid, lambda _msg: stop.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent decides
+
+    def announce(ids: list[str] | None) -> None:
+        status.send(("batch", ids) if ids is not None else ("done", None))
+
+    store: Store | None = None
+    delay = interval_s
+    while not stop.is_set():
+        try:
+            if store is None:
+                store = Store(path)
+            for one in isolate or []:  # in flight when the last worker died: one at a time
+                announce([one])
+                check_ids(store, [one])
+                announce(None)
+            isolate = None
+            if check_pending(store, settle_s=settle_s, announce=announce) == 0:
                 stop.wait(interval_s)
-        check_pending(store, settle_s=0.0)  # the last ones, on the way out
+            delay = interval_s
+        except Exception as exc:  # the database failed (full disk, lost server): wait, reopen, go on
+            status.send(("error", f"{type(exc).__name__}: {str(exc).strip()[:200]}"))
+            if store is not None:
+                with contextlib.suppress(Exception):
+                    store.close()
+                store = None
+            stop.wait(delay)
+            delay = min(delay * 2, 5.0)
+    try:
+        if store is None:
+            store = Store(path)
+        check_pending(store, settle_s=0.0, announce=announce)  # the last ones, on the way out
     finally:
-        store.close()
+        if store is not None:
+            store.close()
 
 
-def start_checker(path: str, *, settle_s: float = 1.0) -> tuple[multiprocessing.process.BaseProcess, Event]:
-    ctx = multiprocessing.get_context("spawn")
-    stop = ctx.Event()
-    proc = ctx.Process(
-        target=run_checker, args=(path, stop, settle_s), name="wirecheck-live-checks", daemon=True
-    )
-    proc.start()
-    return proc, stop
+class CheckerSupervisor:
+    """Runs the live-check worker process and restarts it when it dies (see the module docstring).
+    ``state()`` is what ``/wirecheck/health`` shows."""
+
+    def __init__(
+        self, store: Store, *, settle_s: float = 1.0, max_tries: int = 2, lag_s: float = LAG_S
+    ) -> None:
+        self.store = store
+        self.settle_s = settle_s
+        self.max_tries = max_tries
+        self.lag_s = lag_s
+        self.restarts = 0
+        self.skipped = 0
+        self.last_crash: tuple[float, str] | None = None
+        self.last_error: str | None = None
+        self._lagging = False
+        self._attempts: dict[str, int] = {}
+        self._in_flight: list[str] = []
+        self._in_flight_was_empty = True
+        self._suspects: list[str] = []
+        self._ctx = multiprocessing.get_context("spawn")
+        self._proc: multiprocessing.process.BaseProcess | None = None
+        self._lifeline: Connection | None = None
+        self._status: Connection | None = None
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- the worker ------------------------------------------------------------------------------
+
+    def _spawn(self, isolate: list[str]) -> None:
+        life_r, life_w = self._ctx.Pipe(duplex=False)
+        stat_r, stat_w = self._ctx.Pipe(duplex=False)
+        proc = self._ctx.Process(
+            target=run_checker,
+            args=(self.store.url,),
+            kwargs={
+                "lifeline": life_r,
+                "status": stat_w,
+                "parent_pid": os.getpid(),
+                "settle_s": self.settle_s,
+                "isolate": isolate,
+            },
+            name="wirecheck-live-checks",
+            daemon=True,
+        )
+        proc.start()
+        life_r.close()  # only the worker holds the read end: EOF there means this process is gone
+        stat_w.close()
+        self._proc, self._lifeline, self._status = proc, life_w, stat_r
+        self._in_flight = []
+
+    def start(self) -> CheckerSupervisor:
+        self._spawn([])
+        self._thread = threading.Thread(target=self._watch, name="wirecheck-checker-supervisor", daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self) -> None:
+        backoff = 0.2
+        last_lag_check = 0.0
+        while not self._stopping.is_set():
+            proc, status = self._proc, self._status
+            assert proc is not None and status is not None
+            ready = wait([proc.sentinel, status], timeout=0.5)
+            if status in ready:
+                self._drain(status)
+            if time.monotonic() - last_lag_check > 1.0:
+                last_lag_check = time.monotonic()
+                self._check_lag()
+            if proc.sentinel in ready:
+                self._drain(status)  # what it said before it died
+                proc.join(timeout=1)
+                if self._stopping.is_set():
+                    return
+                self._crashed(proc.exitcode)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0) if self._in_flight_was_empty else 0.2
+                self._spawn(self._suspects)
+
+    def _drain(self, status: Connection) -> None:
+        with contextlib.suppress(EOFError, OSError):
+            while status.poll():
+                kind, value = status.recv()
+                if kind == "batch":
+                    self._in_flight = list(value)
+                elif kind == "done":
+                    for i in self._in_flight:
+                        self._attempts.pop(i, None)
+                    self._in_flight = []
+                elif kind == "error":
+                    self.last_error = str(value)
+
+    def _crashed(self, exitcode: int | None) -> None:
+        """The worker died: count a try against what it was checking; set aside what failed too often."""
+        self.restarts += 1
+        self.last_crash = (time.monotonic(), f"the live-check worker died (exit code {exitcode})")
+        print(f"wirecheck proxy: {self.last_crash[1]}; restarting it", file=sys.stderr, flush=True)
+        flight, self._in_flight = self._in_flight, []
+        self._in_flight_was_empty = not flight
+        self._suspects = []
+        for i in flight:
+            self._attempts[i] = self._attempts.get(i, 0) + 1
+            if len(flight) == 1 and self._attempts[i] >= self.max_tries:
+                self._skip(i, exitcode)
+            else:
+                self._suspects.append(i)
+
+    def _skip(self, exchange_id: str, exitcode: int | None) -> None:
+        tap = next((e.tap for e in self.store.exchanges_for([exchange_id], [])), "caller")
+        finding = Finding(
+            rule=LIVE_CHECK_SKIPPED,
+            severity=Severity.WARNING,
+            fault=Fault.UNKNOWN,
+            message=f"the live-check worker died {self._attempts[exchange_id]} times checking this exchange"
+            f" (last exit code {exitcode}); it was skipped so that live checking goes on",
+            exchange_id=exchange_id,
+            tap=tap,
+            evidence={"pointer": ""},
+        )
+        try:
+            self.store.add_findings([finding], [exchange_id])
+        except Exception as exc:  # the store is failing too: it stays unchecked and is tried again
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return
+        self._attempts.pop(exchange_id, None)
+        self.skipped += 1
+
+    def _check_lag(self) -> None:
+        try:
+            self._lagging = bool(self.store.unchecked(self.settle_s + self.lag_s, limit=1))
+        except Exception as exc:  # health must answer even when the database does not
+            self.last_error = f"{type(exc).__name__}: {exc}"
+
+    # --- health and shutdown -----------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        alive = self._proc is not None and self._proc.is_alive()
+        reasons = []
+        if not alive and not self._stopping.is_set():
+            reasons.append("the live-check worker is not running")
+        if self.last_crash is not None and time.monotonic() - self.last_crash[0] < CRASH_MEMORY_S:
+            reasons.append(f"{self.last_crash[1]} {time.monotonic() - self.last_crash[0]:.0f} s ago")
+        if self._lagging:
+            reasons.append(f"an exchange has waited over {self.settle_s + self.lag_s:.0f} s to be checked")
+        return {
+            "worker_alive": alive,
+            "restarts": self.restarts,
+            "skipped": self.skipped,
+            "last_error": self.last_error,
+            "degraded": "; ".join(reasons) or None,
+        }
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Ask the worker to check what is left and exit; waits up to ``timeout``."""
+        self._stopping.set()
+        if self._lifeline is not None:
+            with contextlib.suppress(OSError):
+                self._lifeline.send("stop")
+        if self._proc is not None:
+            self._proc.join(timeout=timeout)
+            if self._proc.is_alive():
+                self._proc.terminate()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def start_checker(store: Store, *, settle_s: float = 1.0) -> CheckerSupervisor:
+    """Start the supervised live-check worker over this (writer's) store."""
+    return CheckerSupervisor(store, settle_s=settle_s).start()

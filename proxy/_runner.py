@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from ._app import ProxyApp, TapConfig
-from ._live import start_checker
+from ._live import CheckerSupervisor, start_checker
 from ._store import Store
 
 __all__ = ["ListenerServer", "ProxyRun", "run_proxy"]
@@ -35,8 +35,10 @@ class ProxyRun:
     settle_s: float = 1.0
 
 
-async def _serve(run: ProxyRun, store: Store | None) -> None:
+async def _serve(run: ProxyRun, store: Store | None, checker: CheckerSupervisor | None = None) -> None:
     apps = [ProxyApp(cfg, store) for cfg, _, _ in run.taps]
+    for app in apps:
+        app.checks = checker.state if checker is not None else None  # health: issue 11, point 3
     servers = [
         ListenerServer(
             uvicorn.Config(
@@ -64,18 +66,18 @@ def run_proxy(run: ProxyRun) -> int:
     store = Store(run.store_path, writer=True) if run.store_path else None
     checker = None
     if store is not None and run.live_checks:
-        checker = start_checker(store.url, settle_s=run.settle_s)
+        checker = start_checker(store, settle_s=run.settle_s)
     for cfg, host, port in run.taps:
         # the log is an artefact too: no user:password@ or ?key= from the upstream URL (issue 11)
         upstream = cfg.redact.url(cfg.upstream)
         print(f"wirecheck proxy: {cfg.tap} tap on http://{host}:{port} -> {upstream}", flush=True)
     try:
-        asyncio.run(_serve(run, store))
+        asyncio.run(_serve(run, store, checker))
     finally:
         if store is not None:
-            store.close()  # everything queued is written before the process ends
+            store.flush()  # everything queued is written, then the worker checks what is left
         if checker is not None:
-            proc, ev = checker
-            ev.set()
-            proc.join(timeout=30)
+            checker.stop(timeout=30)
+        if store is not None:
+            store.close()
     return 0

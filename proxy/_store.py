@@ -27,6 +27,7 @@ import queue
 import re
 import socket
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -34,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wirecheck.contracts import Exchange, Finding, InputError, dump_exchange, load_exchange
+from wirecheck.contracts import Exchange, Fault, Finding, InputError, Severity, dump_exchange, load_exchange
 
-__all__ = ["SCHEMA_VERSION", "Store", "StoreStats", "is_store", "open_store"]
+__all__ = ["SCHEMA_VERSION", "Store", "StoreStats", "is_store", "open_store", "store_notes"]
 
 SCHEMA_VERSION = 2
 _MIGRATIONS: dict[int, str] = {
@@ -162,13 +163,57 @@ def is_store(path: str | Path) -> bool:
 
 def _connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
     if readonly:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10, check_same_thread=False)
-    else:
-        conn = sqlite3.connect(path, timeout=10, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
+        # read-only at the SQLite level (issue 11, point 7): reading never migrates, never switches the
+        # journal mode, never adds a table; the URI form keeps odd characters in the path literal
+        # A WAL database opened with mode=ro still gets a -wal and -shm file created beside it. With
+        # no -wal file there, no connection has the database open in WAL mode and nothing is left
+        # un-checkpointed, so it is read as immutable (no locks, no side files); with one, a writer
+        # may be live, and mode=ro reads its WAL through the -shm it keeps.
+        target = Path(path).resolve()
+        live = Path(f"{target}-wal").exists()
+        uri = target.as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
+        conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout=10000")
+        return conn
+    conn = sqlite3.connect(path, timeout=10, check_same_thread=False, isolation_level=None)
+    try:
+        _refuse_foreign(conn, path)  # before WAL: switching the journal mode writes the file
+    except BaseException:
+        conn.close()
+        raise
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=10000")
     return conn
+
+
+def _refuse_foreign(conn: sqlite3.Connection, name: str) -> None:
+    """Another program's database (tables, but not wirecheck's schema) is never written to."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise InputError(
+            f"store schema version {version} is newer than this wirecheck ({SCHEMA_VERSION})", source=name
+        )
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if (version == 0 and tables) or (version > 0 and "exchanges" not in tables):
+        raise InputError(
+            "not a wirecheck store: an SQLite database with other tables (left as it is)", source=name
+        )
+
+
+def _check_readable(conn: sqlite3.Connection, name: str) -> None:
+    """A store opened for reading must already be a wirecheck store: anything else is bad input."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if version == 0 or not {"exchanges", "gaps", "findings"} <= tables:
+        raise InputError(
+            "not a wirecheck store: an SQLite database without wirecheck's tables (left as it is)",
+            source=name,
+        )
+    if version > SCHEMA_VERSION:
+        raise InputError(
+            f"store schema version {version} is newer than this wirecheck ({SCHEMA_VERSION})", source=name
+        )
 
 
 def _migrate(conn: sqlite3.Connection, name: str) -> None:
@@ -222,6 +267,21 @@ def _migrate_pg(conn: Any, name: str) -> None:
             conn.execute("UPDATE wirecheck_schema SET version = %s", (v,))
 
 
+def _check_readable_pg(conn: Any, name: str) -> None:
+    """Reading a PostgreSQL store runs no DDL: the session is read-only and the schema must be there."""
+    conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+    if conn.execute("SELECT to_regclass('wirecheck_schema')").fetchone()[0] is None:
+        raise InputError("not a wirecheck store: the database has no wirecheck tables", source=name)
+    row = conn.execute("SELECT version FROM wirecheck_schema").fetchone()
+    version = row[0] if row else 0
+    if version == 0:
+        raise InputError("not a wirecheck store: its schema was never created", source=name)
+    if version > SCHEMA_VERSION:
+        raise InputError(
+            f"store schema version {version} is newer than this wirecheck ({SCHEMA_VERSION})", source=name
+        )
+
+
 def _replica() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -240,29 +300,50 @@ class Store:
     """A wirecheck store. ``Store(path)`` opens or creates it; ``writer=True`` starts the batch writer."""
 
     def __init__(
-        self, path: str | Path, *, writer: bool = False, queue_size: int = 10000, batch_size: int = 256
+        self,
+        path: str | Path,
+        *,
+        writer: bool = False,
+        readonly: bool = False,
+        queue_size: int = 10000,
+        batch_size: int = 256,
+        retries: int = 8,
     ) -> None:
+        if readonly and writer:
+            raise ValueError("a store opened read-only has no writer")
         self.pg = is_postgres(path)
         self.url = str(path)
         self.path = redact_url(self.url) if self.pg else str(path)
+        self.readonly = readonly
         self.replica = _replica()
         self.stats = StoreStats()
         if self.pg:
             self._conn = _connect_pg(self.url)
             try:
-                _migrate_pg(self._conn, self.path)
-            except InputError:
+                if readonly:
+                    _check_readable_pg(self._conn, self.path)
+                else:
+                    _migrate_pg(self._conn, self.path)
+            except BaseException:
                 self._conn.close()
                 raise
         else:
             try:
-                self._conn = _connect(self.path)
-                _migrate(self._conn, self.path)
+                self._conn = _connect(self.path, readonly=readonly)
+                try:
+                    if readonly:
+                        _check_readable(self._conn, self.path)
+                    else:
+                        _migrate(self._conn, self.path)
+                except BaseException:
+                    self._conn.close()
+                    raise
             except sqlite3.DatabaseError as exc:
                 raise InputError(f"not a usable wirecheck store ({exc})", source=self.path) from None
         self._lock = threading.Lock()
         self._queue: queue.Queue[Exchange | None] = queue.Queue(maxsize=queue_size)
         self._batch = batch_size
+        self._retries = max(1, retries)
         self._gap: list[Any] = []  # [count, first, last] of drops not yet written
         self._gap_lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -328,7 +409,7 @@ class Store:
         are dropped and counted as a gap. A batch that still fails after the retries is counted as a
         gap too, so the store says what it is missing."""
         delay = 0.2
-        for attempt in range(8 if not stopping else 3):
+        for attempt in range(self._retries if not stopping else min(3, self._retries)):
             try:
                 self._write(batch)
                 if attempt:
@@ -347,6 +428,16 @@ class Store:
                 self._gap[2] = now
             elif batch:
                 self._gap = [len(batch), now, now]
+            pending = self._gap[0] if self._gap else 0
+        if stopping and pending:
+            # the last chance: the process ends and the gap row could not be written either (issue
+            # 11, point 6); say it where an operator looks rather than lose it silently
+            print(
+                f"wirecheck store: {pending} exchange(s) could not be written to {self.path} and are lost"
+                f" ({self.stats.last_error})",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _reconnect(self) -> None:
         with self._lock:
@@ -374,7 +465,11 @@ class Store:
         try:
             yield
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            # SQLITE_FULL (a full disk) rolls the transaction back itself: a second ROLLBACK would
+            # raise "no transaction is active" and hide the real error (issue 11, point 6)
+            if self._conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
             raise
         self._conn.execute("COMMIT")
 
@@ -392,13 +487,24 @@ class Store:
             gap, self._gap = self._gap, []
         if not batch and not gap:
             return
-        with self._lock, self._tx():
-            self._insert(batch)
+        try:
+            with self._lock, self._tx():
+                self._insert(batch)
+                if gap:
+                    self._exec(
+                        "INSERT INTO gaps(dropped, first_at, last_at, replica) VALUES (?, ?, ?, ?)",
+                        (*gap, self.replica),
+                    )
+        except BaseException:
+            # the gap row was not written (a full disk fails it like the batch): keep it pending, so
+            # that it is written once space returns instead of being lost with the transaction
             if gap:
-                self._exec(
-                    "INSERT INTO gaps(dropped, first_at, last_at, replica) VALUES (?, ?, ?, ?)",
-                    (*gap, self.replica),
-                )
+                with self._gap_lock:
+                    if self._gap:
+                        self._gap = [self._gap[0] + gap[0], gap[1], self._gap[2]]
+                    else:
+                        self._gap = gap
+            raise
         self.stats.written += len(batch)
         self.stats.batches += 1
 
@@ -447,7 +553,8 @@ class Store:
         if self._thread is not None and self._thread.is_alive():
             self._queue.put(None)
             self._thread.join(timeout=60)
-        self._write_safely([], stopping=True)
+        if not self.readonly:
+            self._write_safely([], stopping=True)
         with self._lock:
             self._conn.close()
 
@@ -483,6 +590,12 @@ class Store:
                 "SELECT COALESCE(replica, ''), COUNT(*) FROM exchanges GROUP BY replica"
             ).fetchall()
         return {str(r[0]): int(r[1]) for r in rows}
+
+    def gap_unwritten(self) -> int:
+        """Exchanges lost and counted, whose gap row is not in the database yet (it is written as
+        soon as the database takes writes again: issue 11, point 6)."""
+        with self._gap_lock:
+            return int(self._gap[0]) if self._gap else 0
 
     def gaps(self) -> list[tuple[int, str, str]]:
         with self._lock:
@@ -571,12 +684,50 @@ class Store:
 
 
 def open_store(path: str | Path) -> Store:
-    """Open an existing store for reading (a clear error when the file is not one)."""
+    """Open an existing store for reading, read-only (a clear error when the file is not one; the
+    file is never written: issue 11, point 7)."""
     if is_postgres(path):
-        return Store(path)
+        return Store(path, readonly=True)
     p = Path(path)
     if not p.exists():
         raise InputError("no such store", source=str(p))
     if not is_store(p):
         raise InputError("not a wirecheck store (not an SQLite file)", source=str(p))
-    return Store(p)
+    return Store(p, readonly=True)
+
+
+#: record ids of the checker (contracts' RECORDS, listed in docs/rules.md)
+STORE_GAP = "store-gap"
+LIVE_CHECK_SKIPPED = "live-check-skipped"
+
+
+def store_notes(store: Store) -> list[Finding]:
+    """What a store says about its own completeness, as findings for ``check``: one ``store-gap`` per
+    gap row (exchanges it could not write, with ``evidence.lost``), and the exchanges the live checker
+    set aside (issue 11, points 3 and 6)."""
+    notes = [
+        Finding(
+            rule=STORE_GAP,
+            severity=Severity.WARNING,
+            fault=Fault.UNKNOWN,
+            message=f"{n} exchange(s) went through the proxy but the store could not write them "
+            f"(between {first} and {last})",
+            exchange_id=f"store-gap-{i}",
+            tap="store",
+            evidence={"pointer": "", "lost": n},
+        )
+        for i, (n, first, last) in enumerate(store.gaps(), 1)
+    ]
+    for row in store.findings(rule=LIVE_CHECK_SKIPPED, limit=100000):
+        notes.append(
+            Finding(
+                rule=LIVE_CHECK_SKIPPED,
+                severity=Severity.WARNING,
+                fault=Fault.UNKNOWN,
+                message=str(row["message"]),
+                exchange_id=str(row["exchange_id"]),
+                tap=str(row["tap"]),
+                evidence=row["evidence"] if isinstance(row["evidence"], dict) else {"pointer": ""},
+            )
+        )
+    return notes

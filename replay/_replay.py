@@ -40,6 +40,7 @@ from wirecheck.contracts import (
     HttpResponse,
     InputError,
     Redaction,
+    bounded_loads,
     build_view,
     check_exchanges,
 )
@@ -181,14 +182,14 @@ def _summary(ch: AssembledChoice | None) -> dict[str, Any]:
     calls = []
     for c in ch.calls:
         try:
-            args: Any = json.loads(c.arguments)
+            args: Any = bounded_loads(c.arguments)
         except ValueError:
             args = {"<not JSON>": c.arguments}
         calls.append((c.name, json.dumps(args, sort_keys=True)))
     content_json = None
     if ch.content:
         try:
-            json.loads(ch.content)
+            bounded_loads(ch.content)
             content_json = True
         except ValueError:
             content_json = False

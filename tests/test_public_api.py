@@ -34,7 +34,7 @@ def test_all_is_sorted_and_complete(module: str) -> None:
 def test_contracts_exports_stay_as_documented() -> None:
     # drift guard: adding or removing a public name is a deliberate change to this list
     c = importlib.import_module("wirecheck.contracts")
-    assert len(c.__all__) == 68
+    assert len(c.__all__) == 71
     for name in (
         "Exchange",
         "Finding",

@@ -17,9 +17,11 @@ from wirecheck.contracts import (
     DEFAULT_REDACTION,
     CheckConfig,
     Exchange,
+    Finding,
     Redaction,
     WirecheckError,
     check_exchanges,
+    printable,
     read_exchanges,
     render_html,
     render_json,
@@ -415,9 +417,11 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load(files: Sequence[str]) -> list[Exchange]:
-    """Exchanges from stores, exchange JSONL, HAR and mitmproxy flow files, told apart by content."""
-    from wirecheck.proxy import is_store, open_store
+def _load(files: Sequence[str], notes: list[Finding] | None = None) -> list[Exchange]:
+    """Exchanges from stores, exchange JSONL, HAR and mitmproxy flow files, told apart by content.
+    Stores are opened read-only; what a store says it lost (gap rows) or set aside (live checks
+    skipped) is added to ``notes`` as findings, so that a report counts it (issue 11, points 3, 6)."""
+    from wirecheck.proxy import is_store, open_store, store_notes
     from wirecheck.replay import load_capture
 
     out: list[Exchange] = []
@@ -428,6 +432,8 @@ def _load(files: Sequence[str]) -> list[Exchange]:
             store = open_store(name)
             try:
                 out.extend(store.exchanges())
+                if notes is not None:
+                    notes.extend(store_notes(store))
             finally:
                 store.close()
         else:
@@ -589,7 +595,9 @@ def _replay(args: argparse.Namespace) -> int:
     if args.dry_run:
         for ex in res.planned:
             print(
-                f"{ex.request.method} {redaction.url(args.target).rstrip('/')}{redaction.target(ex.request.path)} ({len(ex.request.body)} bytes, from {ex.id})"
+                printable(
+                    f"{ex.request.method} {redaction.url(args.target).rstrip('/')}{redaction.target(ex.request.path)} ({len(ex.request.body)} bytes, from {ex.id})"
+                )
             )
         print(f"replay: {len(res.planned)} request(s) would be sent; nothing was sent", file=sys.stderr)
         return 0
@@ -624,12 +632,19 @@ def _replay(args: argparse.Namespace) -> int:
         )
     else:
         for f in res.findings:
-            print(f"{str(f.severity).upper():7} {f.rule} [{f.fault}] {f.tap}:{f.exchange_id} {f.message}")
+            print(
+                f"{str(f.severity).upper():7} {f.rule} [{f.fault}] "
+                + printable(f"{f.tap}:{f.exchange_id} {f.message}")
+            )
         for d in res.diffs:
             side = {"a": "the target", "b": "the compare target", "both": "both", "neither": "neither side"}[
                 d.blamed
             ]
-            print(f"DIFF    {d.source_id}: {d.what}: {d.a!r} vs {d.b!r} (breaks the contract: {side})")
+            print(
+                printable(
+                    f"DIFF    {d.source_id}: {d.what}: {d.a!r} vs {d.b!r} (breaks the contract: {side})"
+                )
+            )
         print(
             f"replay: {res.sent} request(s) sent, {len(res.answers)} answer(s), {len(errors)} error finding(s), {len(res.diffs)} difference(s)"
         )
@@ -677,12 +692,25 @@ def _check(args: argparse.Namespace) -> int:
         pair_by_fingerprint=args.pair_taps,
         disabled=frozenset(args.disable),
     )
-    exchanges = _load(files)
+    notes: list[Finding] = []
+    exchanges = _load(files, notes)
+    lost = sum(int(f.evidence.get("lost", 0)) for f in notes)
+    if not exchanges:
+        # nothing was checked: that is not a pass (issue 11, point 7)
+        raise WirecheckError(
+            f"check: no exchanges in {', '.join(files)}"
+            + (f" ({lost} exchange(s) recorded as lost by the store)" if lost else "")
+            + ": an empty capture is not a pass"
+        )
     result = check_exchanges(exchanges, config)
+    result.findings.extend(notes)
+    result.lost = lost
     if args.format == "json":
         text = render_json(result)
     elif args.format == "junit":
-        text = render_junit(result, exchange_ids=[e.id for e in exchanges])
+        text = render_junit(
+            result, exchange_ids=[e.id for e in exchanges] + sorted({f.exchange_id for f in notes})
+        )
     elif args.format == "html":
         text = render_html(result, exchanges, redaction=_redaction(args))
     else:
@@ -913,7 +941,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "sim-gateway":
             return _sim_gateway(args)
     except WirecheckError as exc:
-        print(f"wirecheck: error: {exc}", file=sys.stderr)
+        # messages quote file names and wire data: escaped (issue 11, point 8)
+        print(f"wirecheck: error: {printable(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0

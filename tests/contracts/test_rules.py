@@ -370,6 +370,12 @@ CASES: dict[str, tuple[Case, Case, str]] = {
         sse(req(), wire.text_stream("hi")),
         "engine",
     ),
+    # --- limits (issue 11, point 3): arguments nested thousands of levels deep
+    "json-limit": (
+        one(tool_req(), tool_msg(call(args='{"a": ' + "[" * 5000 + "]" * 5000 + "}"))),
+        OK_TOOL,
+        "model",
+    ),
     # --- request
     "request-malformed": (
         lambda: [exchange(b'{"model": "x", "messages": [', completion())],

@@ -1,0 +1,62 @@
+"""Bounded JSON parsing for everything read off the wire (issue 11, point 3).
+
+``json.loads`` recurses once per nesting level (the C scanner included), so a body or tool arguments
+nested a few thousand levels deep raise ``RecursionError`` and, unbounded, one hostile request stopped
+the live checker and crashed ``wirecheck check``. Everything the contracts parse from the wire (request
+and response bodies, SSE data, tool arguments) goes through :func:`loads`, which refuses documents
+deeper than :data:`MAX_DEPTH` levels or larger than :data:`MAX_BYTES` with :class:`JsonLimitError`.
+That error is a ``ValueError``, so a caller that already treats "not JSON" as data keeps working, and
+the ``json-limit`` rule reports the limit itself as a finding.
+
+The depth bound is far above real traffic (OpenAI requests and tool arguments stay well under 20
+levels) and well below what the JSON Schema validator and ``json.dumps`` can recurse through.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "JsonLimitError", "depth_exceeds", "loads"]
+
+#: deepest nesting accepted (objects and arrays); deeper documents are a ``json-limit`` finding
+MAX_DEPTH = 128
+#: largest document parsed, in bytes (or characters); the proxy records bodies up to its body limit
+MAX_BYTES = 64 * 1024 * 1024
+
+
+class JsonLimitError(ValueError):
+    """A JSON document over the depth or size bound: valid or not, it is not parsed."""
+
+
+def depth_exceeds(value: Any, max_depth: int = MAX_DEPTH) -> bool:
+    """True when ``value`` nests containers deeper than ``max_depth``; iterative, so it cannot recurse."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > max_depth:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
+def loads(text: str | bytes | bytearray, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES) -> Any:
+    """``json.loads`` with a depth and size bound; raises :class:`JsonLimitError` past either."""
+    if len(text) > max_bytes:
+        raise JsonLimitError(f"JSON document of {len(text)} bytes is over the limit of {max_bytes}")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise JsonLimitError(f"JSON nested deeper than the limit of {max_depth} levels") from None
+    # Counting openers first keeps the walk off the common path: a document with fewer brackets than
+    # the bound cannot nest deeper than it.
+    if isinstance(text, str):
+        opens = text.count("[") + text.count("{")
+    else:
+        opens = text.count(b"[") + text.count(b"{")
+    if opens > max_depth and depth_exceeds(value, max_depth):
+        raise JsonLimitError(f"JSON nested deeper than the limit of {max_depth} levels")
+    return value

@@ -1,0 +1,108 @@
+"""A real ``wirecheck proxy`` process in front of a small loopback upstream, for the hostile tests."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.servers import free_port, serve
+from tests.wire import call, completion, message
+
+#: arguments nested this deep stopped the checker on main (RecursionError past ~1000 levels)
+DEEP = 5000
+
+
+async def upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A chat completion; a request whose last message says "deep" gets tool arguments nested
+    :data:`DEEP` levels."""
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        msg = await receive()
+        body += msg.get("body", b"")
+        if not msg.get("more_body"):
+            break
+    deep = b"deep" in body
+    args = '{"a": ' + "[" * DEEP + "]" * DEEP + "}" if deep else '{"city": "Tokyo"}'
+    out = json.dumps(completion(message(None, tool_calls=[call(args=args)]), "tool_calls")).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(out)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": out})
+
+
+@contextlib.contextmanager
+def proxy_process(db: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    with serve(upstream) as up:
+        port = free_port()
+        proc = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "wirecheck", "proxy", "--upstream", up),
+                *("--listen", f"127.0.0.1:{port}", "--store", str(db), "--settle", "0.1", *extra),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    httpx.get(f"{base}/wirecheck/health", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    assert proc.poll() is None and time.monotonic() < deadline, "the proxy did not start"
+                    time.sleep(0.05)
+            yield proc, base
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.communicate(timeout=30)
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (Linux /proc children lists)."""
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                kids = {int(k) for k in (task / "children").read_text().split()}
+                todo.extend(kids - out)
+                out |= kids
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting to be reaped (a container's init may never reap it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def chat(base: str, text: str) -> httpx.Response:
+    return httpx.post(
+        f"{base}/v1/chat/completions",
+        json={
+            "model": "m",
+            "messages": [{"role": "user", "content": text}],
+            "tools": [
+                {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+            ],
+        },
+        timeout=30,
+    )
