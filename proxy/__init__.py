@@ -2,6 +2,8 @@
 writer, the live-check worker, export, and the mitmproxy addon (``proxy/mitm_addon.py``)."""
 
 from ._app import CORRELATION_HEADER, DEFAULT_REDACT, ProxyApp, TapConfig
+from ._correlation import SECRET_ENV as CORRELATION_SECRET_ENV
+from ._correlation import mint_correlation
 from ._export import to_har, write_har, write_jsonl
 from ._live import check_pending, run_checker, start_checker
 from ._runner import ListenerServer, ProxyRun, run_proxy
@@ -9,6 +11,7 @@ from ._store import SCHEMA_VERSION, Store, StoreStats, is_store, open_store
 
 __all__ = [
     "CORRELATION_HEADER",
+    "CORRELATION_SECRET_ENV",
     "DEFAULT_REDACT",
     "SCHEMA_VERSION",
     "ListenerServer",
@@ -19,6 +22,7 @@ __all__ = [
     "TapConfig",
     "check_pending",
     "is_store",
+    "mint_correlation",
     "open_store",
     "run_checker",
     "run_proxy",

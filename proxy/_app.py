@@ -33,6 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 
 from wirecheck.contracts import Chunk, Exchange, ExchangeError, HttpRequest, HttpResponse
 
+from ._correlation import Correlator, correlation_secret
 from ._store import Store
 from ._upstream import UpstreamResponse, UpstreamTimeout, UpstreamUnreachable, make_upstream
 
@@ -68,8 +69,10 @@ class TapConfig:
 
     upstream: str
     tap: str = "caller"
-    #: inject x-wirecheck-id when the request has none (the caller tap); the engine tap reads it
+    #: set x-wirecheck-id, replacing any the caller sent (the caller tap); the engine tap verifies it
     inject_correlation: bool = True
+    #: the key that makes ids unforgeable; None: WIRECHECK_CORRELATION_SECRET, else this process's own
+    correlation_secret: bytes | None = None
     redact: frozenset[str] = DEFAULT_REDACT
     body_limit: int = 32 * 1024 * 1024
     connect_timeout_s: float = 10.0
@@ -144,6 +147,7 @@ class ProxyApp:
             up, transport=transport, connect_s=cfg.connect_timeout_s, read_s=cfg.read_timeout_s
         )
         self.in_flight = 0
+        self._corr = Correlator(cfg.correlation_secret or correlation_secret())
 
     async def aclose(self) -> None:
         await self._upstream.aclose()
@@ -230,10 +234,17 @@ class ProxyApp:
             out_headers = [
                 (k, v) for k, v in in_headers if k.lower() not in _HOP and k.lower() != "content-length"
             ]
-            corr = next((v for k, v in in_headers if k.lower() == CORRELATION_HEADER), None)
-            if corr is None and cfg.inject_correlation:
-                corr = uuid.uuid4().hex
+            ids = [v for k, v in in_headers if k.lower() == CORRELATION_HEADER]
+            sent = ids[0] if len(ids) == 1 else None
+            corr: str | None
+            if cfg.inject_correlation:
+                # the caller tap: no caller-chosen id goes on unless it verifies and is new (issue 11, 5)
+                corr = self._corr.for_caller(sent)
+                out_headers = [(k, v) for k, v in out_headers if k.lower() != CORRELATION_HEADER]
                 out_headers.append((CORRELATION_HEADER, corr))
+            else:
+                # the engine tap: an id that does not verify correlates nothing (pairing falls back)
+                corr = sent if self._corr.verifies(sent) else None
             ex.correlation = corr
             out_headers.extend(cfg.extra_headers.items())
             await self._exchange(
