@@ -20,7 +20,6 @@ from tests.servers import free_port
 from wirecheck.contracts import Exchange
 from wirecheck.proxy import open_store
 
-ADMIN = False
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
@@ -61,7 +60,7 @@ def proxy_process(
     store = tmp / "hostile.db"
     cmd = [sys.executable, "-m", "wirecheck", "proxy", "--upstream", upstream]
     cmd += ["--listen", f"127.0.0.1:{port}", "--store", str(store), *args]
-    cmd += ["--admin", f"127.0.0.1:{admin}"] if ADMIN else []
+    cmd += ["--admin", f"127.0.0.1:{admin}"]
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
@@ -71,8 +70,7 @@ def proxy_process(
     )
     try:
         _wait_port(port, proc)
-        if ADMIN:
-            _wait_port(admin, proc)
+        _wait_port(admin, proc)
         yield ProxyProcess(proc, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin}", store)
     finally:
         if proc.poll() is None:
