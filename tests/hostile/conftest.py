@@ -57,6 +57,7 @@ def proxy_process(
     """``wirecheck proxy`` in its own process, recording into ``tmp/hostile.db``. Stopped with SIGTERM
     at the end, which must flush the store and exit 0: surviving the test is part of every test."""
     port, admin = free_port(), free_port()
+    tmp.mkdir(parents=True, exist_ok=True)
     store = tmp / "hostile.db"
     cmd = [sys.executable, "-m", "wirecheck", "proxy", "--upstream", upstream]
     cmd += ["--listen", f"127.0.0.1:{port}", "--store", str(store), *args]
