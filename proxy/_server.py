@@ -67,6 +67,10 @@ class _Guarded(HttpToolsProtocol):
 
     def _head_too_slow(self) -> None:
         self._head_timer = None
+        if self.cycle is not None and not self.cycle.response_complete:
+            # a pipelined head behind a response still streaming: its clock starts when that ends
+            self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_too_slow)
+            return
         if self._in_head and self._head_bytes > 0:
             self._refuse(408, f"the request head did not arrive within {self.head_timeout_s:g} s")
 
