@@ -14,7 +14,6 @@ import json
 import math
 import re
 import time
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 import httpx
 
 from wirecheck.contracts import Chunk, Exchange, ExchangeError, HttpRequest, HttpResponse, build_view
-from wirecheck.proxy import CORRELATION_HEADER
+from wirecheck.proxy import CORRELATION_HEADER, mint_correlation
 
 __all__ = [
     "Metrics",
@@ -127,7 +126,7 @@ def _prepare(
     body: dict[str, Any], headers: dict[str, str] | None, exchange_id: str
 ) -> tuple[bytes, dict[str, str], Exchange]:
     raw = json.dumps(body).encode()
-    corr = uuid.uuid4().hex
+    corr = mint_correlation()  # the caller tap keeps only ids it can verify (issue 11, point 5)
     hdrs = {"content-type": "application/json", CORRELATION_HEADER: corr, **(headers or {})}
     ex = Exchange(
         id=exchange_id or corr,

@@ -216,6 +216,8 @@ def _proxy(kind: str, upstream_port: int, tmp: Path) -> Iterator[tuple[int, subp
             f"127.0.0.1:{port}",
             "--store",
             str(tmp / "bench.db"),
+            "--admin",
+            "off",  # no admin listener: nothing here reads it, and its default port may be taken
         ]
     elif kind == "nginx":
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"

@@ -21,6 +21,7 @@ from ._exchange import Exchange
 from ._pairs import ENGINE, TapPair, pair_taps, pair_twins
 from ._registry import CheckConfig, Fault, Finding, Hit, Rule, Severity, rules
 from ._rules_limits import CHECK_CRASHED
+from ._rules_request import TRUNCATION_SAFE, truncated_sides
 from ._view import ExchangeView, build_view
 
 __all__ = ["CheckResult", "check_exchanges", "check_view", "crashed"]
@@ -105,8 +106,9 @@ def check_view(view: ExchangeView, config: CheckConfig | None = None) -> list[Fi
     """The single-exchange rules on one view, with the rules' own faults (no attribution)."""
     ctx = config or CheckConfig()
     out: list[Finding] = []
+    cut = bool(truncated_sides(view))  # a cut body reads as a malformed one: only the safe rules
     for r in rules("exchange"):
-        if r.id in ctx.disabled:
+        if r.id in ctx.disabled or (cut and r.id not in TRUNCATION_SAFE):
             continue
         out.extend(_run(r, view, ctx, view.id, view.tap))
     return out
@@ -129,6 +131,8 @@ def check_exchanges(exchanges: Iterable[Exchange], config: CheckConfig | None = 
 
     for tw in pair_twins(views):
         result.twins += 1
+        if truncated_sides(tw.streamed) or truncated_sides(tw.plain):
+            continue
         for r in rules("twins"):
             if r.id not in ctx.disabled:
                 per_view[id(tw.streamed)].extend(_run(r, tw, ctx, tw.streamed.id, tw.streamed.tap))
@@ -150,6 +154,8 @@ def check_exchanges(exchanges: Iterable[Exchange], config: CheckConfig | None = 
         else:
             per_view[id(v)] = _attribute_engine(found, per_view[id(tp.caller)])
     for p in pairs:
+        if truncated_sides(p.caller) or truncated_sides(p.engine):
+            continue  # comparing a cut capture with a whole one would blame the gateway for the cut
         for r in rules("taps"):
             if r.id not in ctx.disabled:
                 per_view[id(p.caller)].extend(_run(r, p, ctx, p.caller.id, p.caller.tap))

@@ -236,6 +236,36 @@ def _transport(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     yield hit(f"{err.kind}{where}: {err.message}".rstrip(": "), "/error", fault=fault, severity=severity)
 
 
+#: rules still run on an exchange whose capture was cut: they need no body past the cut
+TRUNCATION_SAFE = frozenset({"capture-truncated", "transport-error"})
+
+
+def truncated_sides(view: ExchangeView) -> dict[str, dict[str, int]]:
+    """The body sides the proxy recorded only in part (the exchange's ``truncated`` field)."""
+    marks = view.ex.extra.get("truncated")
+    if not isinstance(marks, dict):
+        return {}
+    return {k: v for k, v in marks.items() if k in ("request", "response") and isinstance(v, dict)}
+
+
+@rule(
+    "capture-truncated",
+    fault=Fault.UNKNOWN,
+    severity=Severity.WARNING,
+    area="http",
+    summary="The proxy recorded a body only up to its record limit; the rest was forwarded, not kept.",
+)
+def _capture_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """The proxy forwards bodies of any size but keeps at most ``--record-limit`` bytes of each
+    (``truncated`` in the exchange format). The other rules are not run on such an exchange, since a
+    cut body would read as a malformed one: the evidence is incomplete, and this says so."""
+    for side, mark in sorted(truncated_sides(view).items()):
+        yield hit(
+            f"the {side} body was recorded only to {mark.get('recorded')} of {mark.get('size')} bytes",
+            f"/truncated/{side}",
+        )
+
+
 def _error_message(view: ExchangeView) -> str:
     body = view.body
     if isinstance(body, dict):

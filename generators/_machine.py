@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import shlex
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +40,7 @@ from wirecheck.contracts import (
     HttpResponse,
     check_exchanges,
 )
+from wirecheck.proxy import mint_correlation
 
 from ._strategies import CITIES, structured_output_schemas, tool_lists
 
@@ -106,7 +106,7 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
                 body = {"model": model, **body}
             t0 = time.monotonic()
             raw = json.dumps(body).encode()
-            corr = uuid.uuid4().hex
+            corr = mint_correlation()  # the caller tap keeps only ids it can verify (issue 11, point 5)
             ex = Exchange(
                 id=f"scenario-{report.requests + 1}",
                 tap="scenario",

@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from wirecheck.contracts import (
     DEFAULT_REDACTION,
@@ -41,10 +41,11 @@ from wirecheck.contracts import (
     Redaction,
 )
 
+from ._correlation import Correlator, correlation_secret
 from ._store import Store
 from ._upstream import UpstreamResponse, UpstreamTimeout, UpstreamUnreachable, make_upstream
 
-__all__ = ["CORRELATION_HEADER", "DEFAULT_REDACT", "ProxyApp", "TapConfig"]
+__all__ = ["CORRELATION_HEADER", "DEFAULT_REDACT", "Metrics", "ProxyApp", "TapConfig"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -77,19 +78,24 @@ class TapConfig:
 
     upstream: str
     tap: str = "caller"
-    #: inject x-wirecheck-id when the request has none (the caller tap); the engine tap reads it
+    #: set x-wirecheck-id, replacing any the caller sent (the caller tap); the engine tap verifies it
     inject_correlation: bool = True
+    #: the key that makes ids unforgeable; None: WIRECHECK_CORRELATION_SECRET, else this process's own
+    correlation_secret: bytes | None = None
     #: what the record hides (headers and query keys; issue 11 point 4); forwarding is unchanged
     redact: Redaction = DEFAULT_REDACTION
     body_limit: int = 32 * 1024 * 1024
+    #: most bytes recorded per body side; the rest is forwarded but not kept (issue 11, point 9)
+    record_limit: int = 16 * 1024 * 1024
+    #: longest wait for a caller's whole request body once its head is in (408 past it)
+    request_timeout_s: float = 30.0
     connect_timeout_s: float = 10.0
     #: longest wait for the upstream's next byte
     read_timeout_s: float = 600.0
-    control_prefix: str = "/wirecheck/"
     extra_headers: dict[str, str] = field(default_factory=dict)
 
 
-class _Metrics:
+class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
@@ -140,11 +146,17 @@ class ProxyApp:
     """ASGI app for one tap. ``store`` may be shared by several taps (dual-tap mode)."""
 
     def __init__(
-        self, cfg: TapConfig, store: Store | None = None, *, transport: httpx.AsyncBaseTransport | None = None
+        self,
+        cfg: TapConfig,
+        store: Store | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.cfg = cfg
         self.store = store
-        self.metrics = _Metrics()
+        #: shared by the taps of one run, so that the admin listener serves one registry
+        self.metrics = metrics or Metrics()
         up = urlsplit(cfg.upstream)
         if up.scheme not in ("http", "https") or not up.netloc:
             raise ValueError(f"upstream {cfg.upstream!r} is not an http(s) URL")
@@ -156,6 +168,7 @@ class ProxyApp:
         self.in_flight = 0
         #: the live checker's state for health (set by the runner; issue 11, point 3)
         self.checks: Callable[[], dict[str, Any]] | None = None
+        self._corr = Correlator(cfg.correlation_secret or correlation_secret())
 
     async def aclose(self) -> None:
         await self._upstream.aclose()
@@ -168,10 +181,8 @@ class ProxyApp:
             return
         if scope["type"] != "http":
             return
-        path: str = scope.get("path", "/")
-        if path.startswith(self.cfg.control_prefix):
-            await self._control(scope, send)
-            return
+        # every path is forwarded, /wirecheck/ too: the admin endpoints live on their own listener
+        # (proxy/_admin.py), so a transparent tap claims no part of the upstream's namespace
         await self._forward(scope, receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -221,7 +232,21 @@ class ProxyApp:
                     outcome="refused",
                 )
                 return
-            body, disconnected = await self._read_body(receive)
+            try:
+                async with asyncio.timeout(cfg.request_timeout_s):
+                    body, disconnected = await self._read_body(receive)
+            except TimeoutError:
+                # a caller that trickles its body holds a connection and memory: 408 (issue 11, point 9)
+                message = f"the request body did not arrive within {cfg.request_timeout_s:g} s"
+                ex.error = ExchangeError("client_abort", message, _ms(t0))
+                status, headers, payload = _json_error(408, message, "request_timeout")
+                await self._reply(
+                    send,
+                    (status, [*headers, (b"connection", b"close")], payload),
+                    ex,
+                    outcome="request_timeout",
+                )
+                return
             if body is None:
                 await self._reply(
                     send,
@@ -239,13 +264,23 @@ class ProxyApp:
                 self._finish(ex, "client_abort")
                 return
             ex.request.body = body
+            if len(body) > cfg.record_limit:
+                ex.request.body = body[: cfg.record_limit]
+                _mark_truncated(ex, "request", cfg.record_limit, len(body))
             out_headers = [
                 (k, v) for k, v in in_headers if k.lower() not in _HOP and k.lower() != "content-length"
             ]
-            corr = next((v for k, v in in_headers if k.lower() == CORRELATION_HEADER), None)
-            if corr is None and cfg.inject_correlation:
-                corr = uuid.uuid4().hex
+            ids = [v for k, v in in_headers if k.lower() == CORRELATION_HEADER]
+            sent = ids[0] if len(ids) == 1 else None
+            corr: str | None
+            if cfg.inject_correlation:
+                # the caller tap: no caller-chosen id goes on unless it verifies and is new (issue 11, 5)
+                corr = self._corr.for_caller(sent)
+                out_headers = [(k, v) for k, v in out_headers if k.lower() != CORRELATION_HEADER]
                 out_headers.append((CORRELATION_HEADER, corr))
+            else:
+                # the engine tap: an id that does not verify correlates nothing (pairing falls back)
+                corr = sent if self._corr.verifies(sent) else None
             ex.correlation = corr
             out_headers.extend(cfg.extra_headers.items())
             await self._exchange(
@@ -332,7 +367,8 @@ class ProxyApp:
         ex.response = HttpResponse(upstream.status, self._redacted(resp_headers), b"", chunks)
         down_headers = [(k, v) for k, v in upstream.headers if k.decode("latin-1").lower() not in _HOP]
         outcome = "ok"
-        pump = asyncio.ensure_future(self._pump(upstream, send, down_headers, chunks, t0))
+        sizes = [0]  # bytes forwarded, recorded or not
+        pump = asyncio.ensure_future(self._pump(upstream, send, down_headers, chunks, t0, sizes=sizes))
         watcher = asyncio.ensure_future(_watch_disconnect(receive))
         try:
             done, _ = await asyncio.wait({pump, watcher}, return_when=asyncio.FIRST_COMPLETED)
@@ -365,7 +401,9 @@ class ProxyApp:
         finally:
             watcher.cancel()
             await upstream.aclose()
-            self.metrics.bytes.labels(tap=tap, direction="response").inc(sum(len(c.data) for c in chunks))
+            self.metrics.bytes.labels(tap=tap, direction="response").inc(sizes[0])
+            if sizes[0] > self.cfg.record_limit:
+                _mark_truncated(ex, "response", self.cfg.record_limit, sizes[0])
             self.metrics.bytes.labels(tap=tap, direction="request").inc(len(body))
             self._finish(ex, outcome)
 
@@ -376,15 +414,23 @@ class ProxyApp:
         headers: list[tuple[bytes, bytes]],
         chunks: list[Chunk],
         t0: float,
+        *,
+        sizes: list[int],
     ) -> None:
         added = self.metrics.added.labels(tap=self.cfg.tap)
+        room = self.cfg.record_limit  # bytes the record may still take
         try:
             await send({"type": "http.response.start", "status": upstream.status, "headers": headers})
         except OSError as exc:
             raise _DownstreamGone(str(exc)) from exc
         async for piece in upstream.body:
             arrived = time.monotonic()
-            chunks.append(Chunk((arrived - t0) * 1000.0, piece))
+            sizes[0] += len(piece)
+            if room > 0:
+                # past the limit the bytes are still forwarded, never kept (issue 11, point 9)
+                kept = piece if len(piece) <= room else piece[:room]
+                room -= len(kept)
+                chunks.append(Chunk((arrived - t0) * 1000.0, kept))
             try:
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
             except OSError as exc:
@@ -417,63 +463,6 @@ class ProxyApp:
         if self.store is not None and not self.store.put(ex):
             self.metrics.drops.inc()
 
-    # --- control endpoints -------------------------------------------------------------------------
-
-    async def _control(self, scope: Scope, send: Send) -> None:
-        path = scope["path"][len(self.cfg.control_prefix) :].strip("/")
-        status, ctype, body = (
-            404,
-            b"application/json",
-            b'{"error": {"message": "unknown wirecheck endpoint", "type": "not_found", "param": null, "code": 404}}',
-        )
-        if path == "health":
-            info = {
-                "status": "ok",
-                "tap": self.cfg.tap,
-                "upstream": self.cfg.upstream,
-                "in_flight": self.in_flight,
-            }
-            if self.store is not None:
-                info["store"] = {
-                    "path": self.store.path,
-                    "queued": self.store.stats.queued,
-                    "written": self.store.stats.written,
-                    "dropped": self.store.stats.dropped,
-                    "gap_unwritten": self.store.gap_unwritten(),
-                    "reconnects": getattr(self.store.stats, "reconnects", 0),
-                    "last_error": getattr(self.store.stats, "last_error", None),
-                }
-            if self.checks is not None:
-                checks = self.checks()
-                info["checks"] = checks
-                if checks.get("degraded"):
-                    info["status"] = "degraded"
-                    info["reason"] = checks["degraded"]
-            status, body = 200, json.dumps(info).encode()
-        elif path == "findings":
-            if self.store is None:
-                status, body = 200, b"[]"
-            else:
-                q = dict(_parse_qs(scope.get("query_string", b"")))
-                rows = await asyncio.to_thread(self.store.findings, **q)
-                status, body = 200, json.dumps(rows).encode()
-        elif path == "metrics":
-            if self.store is not None:
-                self.metrics.sync_findings(await asyncio.to_thread(self.store.finding_counts))
-            status, ctype, body = (
-                200,
-                b"text/plain; version=0.0.4; charset=utf-8",
-                generate_latest(self.metrics.registry),
-            )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": body, "more_body": False})
-
 
 class _DownstreamGone(Exception):
     """The caller's connection is gone."""
@@ -490,12 +479,12 @@ async def _watch_disconnect(receive: Receive) -> None:
             return
 
 
+def _mark_truncated(ex: Exchange, side: str, recorded: int, size: int) -> None:
+    """Note in the record that a body was cut (docs/exchange-format.md, ``truncated``); the
+    ``capture-truncated`` rule reports it."""
+    marks: dict[str, Any] = ex.extra.setdefault("truncated", {})
+    marks[side] = {"recorded": recorded, "size": size}
+
+
 def _ms(t0: float) -> float:
     return (time.monotonic() - t0) * 1000.0
-
-
-def _parse_qs(qs: bytes) -> list[tuple[str, str]]:
-    from urllib.parse import parse_qsl
-
-    allowed = {"rule", "fault", "severity", "tap", "exchange_id", "limit"}
-    return [(k, v) for k, v in parse_qsl(qs.decode("latin-1")) if k in allowed]

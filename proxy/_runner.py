@@ -1,5 +1,6 @@
-"""``wirecheck proxy``: one or two listeners (single or dual tap) in one process, the store writer,
-and the live-check worker process. SIGTERM and SIGINT stop the listeners, then flush the store."""
+"""``wirecheck proxy``: one or two listeners (single or dual tap) in one process, the admin listener,
+the store writer, and the live-check worker process. SIGTERM and SIGINT stop the listeners, then flush
+the store."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from ._app import ProxyApp, TapConfig
+from ._admin import AdminApp
+from ._app import Metrics, ProxyApp, TapConfig
 from ._live import CheckerSupervisor, start_checker
+from ._server import guarded_protocol
 from ._store import Store
 
 __all__ = ["ListenerServer", "ProxyRun", "run_proxy"]
@@ -33,20 +36,54 @@ class ProxyRun:
     store_path: str | None = "wirecheck.db"
     live_checks: bool = True
     settle_s: float = 1.0
+    #: (host, port) of the admin listener (health, findings, metrics); None: no admin listener
+    admin: tuple[str, int] | None = None
+    #: bearer token the admin listener asks for; None: none (loopback only, the CLI enforces it)
+    admin_token: str | None = None
+    #: largest request head a caller may send (431 past it)
+    max_head: int = 64 * 1024
+    #: longest a caller may take to send a request head (408 past it)
+    head_timeout_s: float = 30.0
+    #: an idle connection (kept alive, or never used) is closed after this long
+    idle_timeout_s: float = 75.0
 
 
 async def _serve(run: ProxyRun, store: Store | None, checker: CheckerSupervisor | None = None) -> None:
-    apps = [ProxyApp(cfg, store) for cfg, _, _ in run.taps]
+    metrics = Metrics()  # one registry for every tap: the admin listener serves it
+    apps = [ProxyApp(cfg, store, metrics=metrics) for cfg, _, _ in run.taps]
     for app in apps:
         app.checks = checker.state if checker is not None else None  # health: issue 11, point 3
+    protocol = guarded_protocol(max_head=run.max_head, head_timeout_s=run.head_timeout_s)
     servers = [
         ListenerServer(
             uvicorn.Config(
-                app, host=host, port=port, log_level="warning", lifespan="on", timeout_keep_alive=75
+                app,
+                host=host,
+                port=port,
+                log_level="warning",
+                lifespan="on",
+                http=protocol,
+                timeout_keep_alive=max(1, round(run.idle_timeout_s)),
             )
         )
         for app, (_, host, port) in zip(apps, run.taps, strict=True)
     ]
+    if run.admin is not None:
+        admin = AdminApp(apps, store, token=run.admin_token)
+        host, port = run.admin
+        servers.append(
+            ListenerServer(
+                uvicorn.Config(
+                    admin,
+                    host=host,
+                    port=port,
+                    log_level="warning",
+                    lifespan="on",
+                    http=protocol,
+                    timeout_keep_alive=5,
+                )
+            )
+        )
     loop = asyncio.get_running_loop()
 
     def stop() -> None:
@@ -71,6 +108,8 @@ def run_proxy(run: ProxyRun) -> int:
         # the log is an artefact too: no user:password@ or ?key= from the upstream URL (issue 11)
         upstream = cfg.redact.url(cfg.upstream)
         print(f"wirecheck proxy: {cfg.tap} tap on http://{host}:{port} -> {upstream}", flush=True)
+    if run.admin is not None:
+        print(f"wirecheck proxy: admin on http://{run.admin[0]}:{run.admin[1]}/wirecheck/health", flush=True)
     try:
         asyncio.run(_serve(run, store, checker))
     finally:

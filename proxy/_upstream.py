@@ -1,7 +1,7 @@
 """The proxy's side towards its upstream: one request out, the raw response back, chunk by chunk.
 
 Two implementations of one small interface. For the network, a lean HTTP/1.1 client on asyncio
-streams with a keep-alive stack per upstream: measured against httpx (about 700 us a request) and
+protocols with a keep-alive stack per upstream, parsing with llhttp (httptools): measured against httpx (about 700 us a request) and
 httpcore (450 us, and its pool scans every connection on each request, which collapsed at 256
 concurrent streams), it keeps the request path short. For in-process use, an httpx transport (tests
 drive the proxy against ASGI apps without sockets). Both give the body raw: de-chunked, never
@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import SplitResult
 
+import httptools
 import httpx
 
 __all__ = [
@@ -59,24 +61,168 @@ class Upstream:
 
 
 _NO_BODY = frozenset({204, 304})
+#: the longest response head accepted from the upstream
 _MAX_HEAD = 64 * 1024
+#: body bytes parsed but not yet taken by the proxy; past the high mark the socket stops being read
+_HIGH_WATER = 256 * 1024
+_LOW_WATER = 64 * 1024
 
 
-class _Conn:
-    __slots__ = ("reader", "reused", "writer")
+class _Surplus(Exception):
+    """Bytes past the end of the response (issue 11, point 1): never handed to the next caller."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer, self.reused = reader, writer, False
+
+class _Conn(asyncio.Protocol):
+    """One upstream connection: llhttp (httptools) parses each response; this class only decides
+    what the parse means for the connection. It is reusable only after a complete message with
+    nothing after it; surplus bytes (in the same read or arriving later), bad framing, an early
+    close or a caller that stops reading mid-body close it."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.reused = False
+        self.closed = False
+        self.active = False
+        self.paused = False
+        self.waiter: asyncio.Future[None] | None = None
+        self._begin(head_only=False)
+        self.active = False
+
+    def _begin(self, *, head_only: bool) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.head_only = head_only
+        self.active = True
+        self.got_bytes = False
+        self.head_bytes = 0
+        self.status = 0
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.framed = False  # content-length or chunked: the body does not end with the connection
+        self.informational = False
+        self.headers_done = False
+        self.complete = False
+        self.keep = False
+        self.pieces: deque[bytes] = deque()
+        self.buffered = 0
+        self.error: Exception | None = None
 
     def usable(self) -> bool:
-        return not self.writer.is_closing() and not self.reader.at_eof()
+        return not self.closed and self.transport is not None and not self.transport.is_closing()
 
     def close(self) -> None:
-        self.writer.close()
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def _wake(self) -> None:
+        w = self.waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    async def wait(self) -> None:
+        self.waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self.waiter
+        finally:
+            self.waiter = None
+
+    # --- asyncio.Protocol ---------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if not self.active or self.complete or self.error is not None:
+            # bytes nobody asked for (after a complete response, or on an idle connection)
+            self.keep = False
+            self.close()
+            return
+        self.got_bytes = True
+        if not self.headers_done:
+            self.head_bytes += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            if isinstance(exc.__context__, _Surplus):
+                self.keep = False  # the response itself is whole: only the connection goes
+            else:
+                self.error = UpstreamBroken(f"{type(exc).__name__}: {exc}")
+            self.close()
+        except httptools.HttpParserError as exc:
+            what = "bad HTTP framing" if self.headers_done else "not an HTTP response"
+            self.error = UpstreamBroken(f"{what} from the upstream: {exc}")
+            self.close()
+        else:
+            if not self.headers_done and self.head_bytes > _MAX_HEAD:
+                self.error = UpstreamBroken(f"response head over {_MAX_HEAD} bytes")
+                self.close()
+            elif self.buffered > _HIGH_WATER and not self.paused and self.transport is not None:
+                self.paused = True
+                self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.active and not self.complete and self.error is None:
+            if self.headers_done and not self.framed:
+                self.complete = True  # a body delimited by the connection's end
+            elif self.got_bytes:
+                self.error = UpstreamBroken("connection broken mid-response")
+            else:
+                self.error = _EarlyClose("the upstream closed the connection without answering")
+        self._wake()
+
+    # --- httptools callbacks --------------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self.complete:
+            raise _Surplus
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
+        low = name.lower()
+        if low == b"content-length" or (low == b"transfer-encoding" and b"chunked" in value.lower()):
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if 100 <= status < 200 and status != 101:
+            self.informational = True  # 100 Continue and friends: the real answer follows
+            self.headers = []
+            self.framed = False
+            return
+        self.status = status
+        self.headers_done = True
+        if self.head_only or status in _NO_BODY:
+            self.framed = True
+            if self.head_only:
+                # llhttp does not know the request was HEAD: the head is the whole message
+                self.complete = True
+                self.keep = self.parser.should_keep_alive()
+
+    def on_body(self, body: bytes) -> None:
+        if self.complete:
+            raise _Surplus  # a body after a HEAD response's head
+        self.pieces.append(body)
+        self.buffered += len(body)
+
+    def on_message_complete(self) -> None:
+        if self.informational:
+            self.informational = False
+            return
+        if not self.complete:
+            self.complete = True
+            self.keep = self.parser.should_keep_alive() and self.framed
+
+
+class _EarlyClose(Exception):
+    """The connection closed before any byte of the answer."""
 
 
 class _Raw(Upstream):
-    """HTTP/1.1 over asyncio streams, with idle connections kept on a stack for reuse."""
+    """HTTP/1.1 over asyncio protocols, with idle connections kept on a stack for reuse."""
 
     def __init__(self, up: SplitResult, connect_s: float, read_s: float, max_idle: int = 1024) -> None:
         self.host = up.hostname or "127.0.0.1"
@@ -88,14 +234,15 @@ class _Raw(Upstream):
         self.max_idle = max_idle
 
     async def _connect(self) -> _Conn:
+        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_s):
-                r, w = await asyncio.open_connection(self.host, self.port, ssl=self.ssl, limit=_MAX_HEAD)
+                _, conn = await loop.create_connection(_Conn, self.host, self.port, ssl=self.ssl)
         except TimeoutError as exc:
             raise UpstreamTimeout("connect timeout") from exc
         except OSError as exc:
             raise UpstreamUnreachable(f"{type(exc).__name__}: {exc}") from exc
-        return _Conn(r, w)
+        return conn
 
     def _take(self) -> _Conn | None:
         while self.idle:
@@ -107,6 +254,10 @@ class _Raw(Upstream):
         return None
 
     def _give_back(self, conn: _Conn) -> None:
+        conn.active = False
+        if conn.paused and conn.transport is not None:
+            conn.paused = False
+            conn.transport.resume_reading()  # so that a late surplus byte is seen, and closes it
         if conn.usable() and len(self.idle) < self.max_idle:
             self.idle.append(conn)
         else:
@@ -122,102 +273,63 @@ class _Raw(Upstream):
             head.append(b"content-length: %d\r\n" % len(body))
         head.append(b"\r\n")
         request = b"".join(head) + body
+        read_s = self.read_s
         conn: _Conn
         for attempt in (0, 1):
             taken = self._take() if attempt == 0 else None
             conn = taken or await self._connect()
+            conn._begin(head_only=method == "HEAD")
             try:
-                conn.writer.write(request)
-                async with asyncio.timeout(self.read_s):
-                    raw = await conn.reader.readuntil(b"\r\n\r\n")
-                break
+                assert conn.transport is not None
+                conn.transport.write(request)
+                async with asyncio.timeout(read_s):
+                    while not conn.headers_done and conn.error is None:
+                        await conn.wait()
             except TimeoutError as exc:
                 conn.close()
                 raise UpstreamTimeout("no response headers in time") from exc
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError) as exc:
+            except BaseException:
                 conn.close()
-                if conn.reused and attempt == 0 and not getattr(exc, "partial", b""):
-                    continue  # a kept-alive connection the upstream had closed: once more, fresh
-                raise UpstreamUnreachable(f"{type(exc).__name__}: {exc}") from exc
-        lines = raw.decode("latin-1").split("\r\n")
-        try:
-            status = int(lines[0].split(" ", 2)[1])
-        except (IndexError, ValueError) as exc:
+                raise
+            if conn.error is None:
+                break
             conn.close()
-            raise UpstreamUnreachable(f"not an HTTP response: {lines[0][:80]!r}") from exc
-        hdrs: list[tuple[bytes, bytes]] = []
-        length: int | None = None
-        chunked = False
-        keep = True
-        for line in lines[1:]:
-            if not line:
-                continue
-            k, _, v = line.partition(":")
-            k, v = k.strip(), v.strip()
-            hdrs.append((k.encode("latin-1"), v.encode("latin-1")))
-            low = k.lower()
-            if low == "content-length" and v.isdigit():
-                length = int(v)
-            elif low == "transfer-encoding" and "chunked" in v.lower():
-                chunked = True
-            elif low == "connection" and "close" in v.lower():
-                keep = False
-        if method == "HEAD" or status in _NO_BODY or 100 <= status < 200:
-            length, chunked = 0, False
-        if not chunked and length is None:
-            keep = False  # delimited by the connection's end
+            if isinstance(conn.error, _EarlyClose) and conn.reused and attempt == 0:
+                continue  # a kept-alive connection the upstream had closed: once more, fresh
+            raise UpstreamUnreachable(str(conn.error)) from conn.error
         state = {"done": False}
-        read_s = self.read_s
 
         async def body_iter() -> AsyncIterator[bytes]:
-            reader = conn.reader
-            try:
-                if chunked:
-                    while True:
-                        async with asyncio.timeout(read_s):
-                            size_line = await reader.readline()
-                        if not size_line:
-                            raise asyncio.IncompleteReadError(b"", None)
-                        size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
-                        if size == 0:
-                            async with asyncio.timeout(read_s):
-                                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                                    pass  # trailers
-                            break
-                        async with asyncio.timeout(read_s):
-                            data = await reader.readexactly(size + 2)
-                        yield data[:-2]
-                elif length is not None:
-                    left = length
-                    while left > 0:
-                        async with asyncio.timeout(read_s):
-                            data = await reader.read(min(left, 65536))
-                        if not data:
-                            raise asyncio.IncompleteReadError(b"", left)
-                        left -= len(data)
-                        yield data
-                else:
-                    while True:
-                        async with asyncio.timeout(read_s):
-                            data = await reader.read(65536)
-                        if not data:
-                            break
-                        yield data
-                state["done"] = True
-            except TimeoutError as exc:
-                conn.close()
-                raise UpstreamTimeout("the upstream stopped sending") from exc
-            except (asyncio.IncompleteReadError, ValueError, OSError) as exc:
-                conn.close()
-                raise UpstreamBroken(f"{type(exc).__name__}: connection broken mid-response") from exc
+            pieces = conn.pieces
+            while True:
+                if pieces:
+                    piece = pieces.popleft()
+                    conn.buffered -= len(piece)
+                    if conn.paused and conn.buffered <= _LOW_WATER and conn.transport is not None:
+                        conn.paused = False
+                        conn.transport.resume_reading()
+                    yield piece
+                    continue
+                if conn.error is not None:
+                    conn.close()
+                    raise conn.error
+                if conn.complete:
+                    state["done"] = True
+                    return
+                try:
+                    async with asyncio.timeout(read_s):
+                        await conn.wait()
+                except TimeoutError as exc:
+                    conn.close()
+                    raise UpstreamTimeout("the upstream stopped sending") from exc
 
         async def aclose() -> None:
-            if state["done"] and keep:
+            if state["done"] and conn.keep and not conn.pieces and conn.error is None:
                 self._give_back(conn)
             else:
                 conn.close()
 
-        return UpstreamResponse(status, hdrs, body_iter(), aclose)
+        return UpstreamResponse(conn.status, conn.headers, body_iter(), aclose)
 
     async def aclose(self) -> None:
         while self.idle:

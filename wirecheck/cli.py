@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from wirecheck._version import __version__
 from wirecheck.contracts import (
@@ -134,6 +136,40 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=1.0,
         help="seconds to wait for the other tap before checking an exchange",
+    )
+    x.add_argument(
+        "--admin",
+        default="127.0.0.1:8102",
+        metavar="HOST:PORT",
+        help="the admin listener: /wirecheck/health, /findings, /metrics (default 127.0.0.1:8102; 'off' for none)",
+    )
+    x.add_argument(
+        "--admin-token",
+        default=None,
+        metavar="TOKEN",
+        help="bearer token the admin listener asks for (default $WIRECHECK_ADMIN_TOKEN); needed beyond loopback",
+    )
+    x.add_argument(
+        "--correlation-secret",
+        default=None,
+        metavar="TEXT",
+        help="key of the x-wirecheck-id correlation; replicas sharing a store need the same one "
+        "(default $WIRECHECK_CORRELATION_SECRET, else random per process)",
+    )
+    x.add_argument(
+        "--record-limit",
+        default="16MiB",
+        help="most bytes recorded per request or response body; the rest is forwarded, not kept",
+    )
+    x.add_argument("--max-header-size", default="64KiB", help="largest request head a caller may send (431)")
+    x.add_argument(
+        "--request-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a caller has to send a request head, and again its body (408)",
+    )
+    x.add_argument(
+        "--idle-timeout", type=float, default=75.0, help="seconds before an idle caller connection is closed"
     )
 
     rp = sub.add_parser("replay", help="re-send captured requests to a target (or two) and check the answers")
@@ -448,7 +484,7 @@ def _hostport(value: str, what: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-def _size(value: str) -> int:
+def _size(value: str, what: str = "--body-limit") -> int:
     units = {
         "kib": 1024,
         "mib": 1024**2,
@@ -468,34 +504,45 @@ def _size(value: str) -> int:
                 break
     if num.isdigit():
         return int(num)
-    raise WirecheckError(f"--body-limit: cannot read {value!r} (e.g. 32MiB)")
+    raise WirecheckError(f"{what}: cannot read {value!r} (e.g. 32MiB)")
 
 
 def _proxy(args: argparse.Namespace) -> int:
-    from wirecheck.proxy import ProxyRun, TapConfig, run_proxy
+    from wirecheck.proxy import ADMIN_TOKEN_ENV, ProxyRun, TapConfig, correlation_secret, run_proxy
 
     redact = _redaction(args)
     limit = _size(args.body_limit)
+    record_limit = _size(args.record_limit, "--record-limit")
+    max_head = _size(args.max_header_size, "--max-header-size")
+    for name in ("request_timeout", "idle_timeout"):
+        if not getattr(args, name) > 0:
+            raise WirecheckError(f"--{name.replace('_', '-')}: must be a positive number of seconds")
+    secret = correlation_secret(args.correlation_secret)
+    tap_limits: dict[str, Any] = {
+        "redact": redact,
+        "body_limit": limit,
+        "read_timeout_s": args.read_timeout,
+        "record_limit": record_limit,
+        "request_timeout_s": args.request_timeout,
+        "correlation_secret": secret,
+    }
+    admin = None if args.admin.strip().lower() == "off" else _hostport(args.admin, "--admin")
+    token = args.admin_token or os.environ.get(ADMIN_TOKEN_ENV) or None
+    loopback = ("127.0.0.1", "localhost", "::1")
+    if admin is not None and admin[0] not in loopback and not token:
+        # findings carry excerpts of every caller's prompts and answers (issue 11, point 11)
+        raise WirecheckError(
+            f"--admin: {admin[0]} is beyond loopback; give --admin-token (or WIRECHECK_ADMIN_TOKEN) too"
+        )
     taps = [
         (
-            TapConfig(
-                upstream=args.upstream,
-                tap=args.tap,
-                redact=redact,
-                body_limit=limit,
-                read_timeout_s=args.read_timeout,
-            ),
+            TapConfig(upstream=args.upstream, tap=args.tap, **tap_limits),
             *_hostport(args.listen, "--listen"),
         )
     ]
     if args.engine_upstream:
         engine = TapConfig(
-            upstream=args.engine_upstream,
-            tap="engine",
-            inject_correlation=False,
-            redact=redact,
-            body_limit=limit,
-            read_timeout_s=args.read_timeout,
+            upstream=args.engine_upstream, tap="engine", inject_correlation=False, **tap_limits
         )
         taps.append((engine, *_hostport(args.engine_listen, "--engine-listen")))
     for cfg, host, _ in taps:
@@ -510,6 +557,11 @@ def _proxy(args: argparse.Namespace) -> int:
             store_path=None if args.no_store else args.store,
             live_checks=not args.no_live_checks,
             settle_s=args.settle,
+            admin=admin,
+            admin_token=token,
+            max_head=max_head,
+            head_timeout_s=args.request_timeout,
+            idle_timeout_s=args.idle_timeout,
         )
     )
 

@@ -102,8 +102,20 @@ def twins(s_objs: list[Any], p_body: dict[str, Any], request: dict[str, Any]) ->
 
 K2_ERR = {"error": {"message": "boom", "type": "InternalServerError", "param": None, "code": 500}}
 
+
 # rule id -> (failing case, passing case, fault of the failing case)
+def cut_capture() -> list[Exchange]:
+    """A whole answer that the proxy recorded only in part (its record limit, issue 11 point 9)."""
+    [ex] = OK_TEXT()
+    assert ex.response is not None
+    size = len(ex.response.body)
+    ex.response.body = ex.response.body[:20]
+    ex.extra["truncated"] = {"response": {"recorded": 20, "size": size}}
+    return [ex]
+
+
 CASES: dict[str, tuple[Case, Case, str]] = {
+    "capture-truncated": (cut_capture, OK_TEXT, "unknown"),
     # --- tools
     "tool-call-undeclared": (one(tool_req(), tool_msg(call("delete_all", "{}"))), OK_TOOL, "model"),
     "tool-call-shape": (
@@ -537,6 +549,10 @@ def test_request_shape_is_judged_by_the_wire_model() -> None:
     msgs = [f.message for f in run([bad]) if f.rule == "request-malformed"]
     assert any(m.startswith("tools/0/function/name") for m in msgs), msgs
     assert any(m.startswith("stream") for m in msgs), msgs
+
+
+def test_a_cut_capture_is_reported_once_and_not_judged_as_malformed() -> None:
+    assert [f.rule for f in run(cut_capture())] == ["capture-truncated"]
 
 
 def test_every_rule_has_a_case() -> None:

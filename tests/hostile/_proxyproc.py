@@ -41,29 +41,32 @@ async def upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 @contextlib.contextmanager
-def proxy_process(db: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def proxy_process(db: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
+    """Yields the process, its forwarding URL and its admin listener's URL."""
     with serve(upstream) as up:
-        port = free_port()
+        port, admin_port = free_port(), free_port()
         proc = subprocess.Popen(
             [
                 *(sys.executable, "-m", "wirecheck", "proxy", "--upstream", up),
                 *("--listen", f"127.0.0.1:{port}", "--store", str(db), "--settle", "0.1", *extra),
+                *("--admin", f"127.0.0.1:{admin_port}"),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         base = f"http://127.0.0.1:{port}"
+        admin = f"http://127.0.0.1:{admin_port}"
         try:
             deadline = time.monotonic() + 30
             while True:
                 try:
-                    httpx.get(f"{base}/wirecheck/health", timeout=1)
+                    httpx.get(f"{admin}/wirecheck/health", timeout=1)
                     break
                 except httpx.HTTPError:
                     assert proc.poll() is None and time.monotonic() < deadline, "the proxy did not start"
                     time.sleep(0.05)
-            yield proc, base
+            yield proc, base, admin
         finally:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)

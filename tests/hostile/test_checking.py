@@ -76,15 +76,15 @@ def test_check_reports_deep_json_as_a_finding_and_keeps_going(tmp_path: Path) ->
 
 def test_live_checker_survives_deep_json_and_a_kill(tmp_path: Path) -> None:
     db = tmp_path / "wc.db"
-    with proxy_process(db) as (proc, base):
+    with proxy_process(db) as (proc, base, admin):
         # 1 hostile request, then 3 ordinary ones: all recorded and all checked
         assert chat(base, "deep").status_code == 200
         for i in range(3):
             assert chat(base, f"weather {i}").status_code == 200
         _wait_checked(db, 4)
-        health = httpx.get(f"{base}/wirecheck/health", timeout=5).json()
+        health = httpx.get(f"{admin}/wirecheck/health", timeout=5).json()
         assert health["status"] == "ok" and health["checks"]["worker_alive"], health
-        found = httpx.get(f"{base}/wirecheck/findings", params={"rule": "json-limit"}, timeout=5).json()
+        found = httpx.get(f"{admin}/wirecheck/findings", params={"rule": "json-limit"}, timeout=5).json()
         assert len(found) == 1 and found[0]["evidence"]["pointer"].endswith("/function/arguments")
 
         # the worker dies (the OOM killer, a crash no handler catches): health says so, it comes back
@@ -96,7 +96,7 @@ def test_live_checker_survives_deep_json_and_a_kill(tmp_path: Path) -> None:
             os.kill(p, signal.SIGKILL)
         deadline = time.monotonic() + 15
         while True:
-            health = httpx.get(f"{base}/wirecheck/health", timeout=5).json()
+            health = httpx.get(f"{admin}/wirecheck/health", timeout=5).json()
             if health["checks"]["restarts"] >= 1:
                 break
             assert time.monotonic() < deadline, health

@@ -11,7 +11,7 @@ from tests.hostile._proxyproc import alive, chat, descendants, proxy_process
 
 
 def test_helpers_exit_when_the_proxy_is_killed(tmp_path: Path) -> None:
-    with proxy_process(tmp_path / "wc.db") as (proc, base):
+    with proxy_process(tmp_path / "wc.db") as (proc, base, _admin):
         assert chat(base, "hello").status_code == 200
         helpers = descendants(proc.pid)
         assert helpers, "the proxy runs its live-check worker (and multiprocessing's helper) below it"

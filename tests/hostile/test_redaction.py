@@ -131,7 +131,7 @@ def _cli(logs: Path, name: str, *args: str, timeout: float = 120) -> int:
 def test_a_canary_credential_sent_every_way_reaches_no_byte_of_any_artefact(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
-    sp, gp, cp, ep, gp2, ep2 = (free_port() for _ in range(6))
+    sp, gp, cp, ep, gp2, ep2, ap = (free_port() for _ in range(7))
     sim = f"http://127.0.0.1:{sp}"
     db = tmp_path / "proxy.db"
     redact = ["--redact", EXTRA_HEADER, "--redact", EXTRA_QUERY]
@@ -164,9 +164,11 @@ def test_a_canary_credential_sent_every_way_reaches_no_byte_of_any_artefact(tmp_
             str(db),
             "--settle",
             "0.2",
+            "--admin",
+            f"127.0.0.1:{ap}",
             *redact,
         ) as proxy:
-            wait_up(f"http://127.0.0.1:{cp}/wirecheck/health")
+            wait_up(f"http://127.0.0.1:{ap}/wirecheck/health")
             with httpx.Client(base_url=f"http://127.0.0.1:{cp}", timeout=20) as client:
                 for stream in (False, True):
                     r = client.post(

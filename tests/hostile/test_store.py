@@ -19,7 +19,7 @@ import pytest
 from tests.hostile._proxyproc import upstream
 from tests.recording import StreamingASGITransport
 from tests.wire import completion, exchange, req, tool_req
-from wirecheck.proxy import ProxyApp, Store, TapConfig, _store
+from wirecheck.proxy import AdminApp, ProxyApp, Store, TapConfig, _store
 
 
 def _wirecheck(*args: str) -> subprocess.CompletedProcess[str]:
@@ -121,8 +121,10 @@ async def test_a_full_disk_loses_no_exchange_silently(
     client = httpx.AsyncClient(transport=StreamingASGITransport(app), base_url="http://proxy")
     body = {**tool_req(), "messages": [{"role": "user", "content": "x" * 4000}]}
 
+    admin = httpx.AsyncClient(transport=httpx.ASGITransport(AdminApp([app], store)), base_url="http://admin")
+
     async def health() -> dict[str, Any]:
-        return dict((await client.get("/wirecheck/health")).json()["store"])
+        return dict((await admin.get("/wirecheck/health")).json()["store"])
 
     async def until(cond: Any, what: str, timeout: float = 20.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -150,6 +152,7 @@ async def test_a_full_disk_loses_no_exchange_silently(
         await until(lambda h: h["written"] == 5, "5 written")
     finally:
         await client.aclose()
+        await admin.aclose()
         await app.aclose()
         store.close()
     reader = Store(db, readonly=True)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tests import wire
 from tests.recording import StreamingASGITransport
 from wirecheck.contracts import CheckConfig, check_exchanges
-from wirecheck.proxy import ProxyApp, Store, TapConfig, check_pending
+from wirecheck.proxy import AdminApp, ProxyApp, Store, TapConfig, check_pending, mint_correlation
 from wirecheck.sim import SimConfig, create_app
 
 
@@ -155,9 +155,11 @@ async def test_engine_tap_reads_the_correlation_and_adds_none(
 ) -> None:
     up = raw_upstream([b"{}"], ctype=b"application/json")
     c = through_proxy(up, tap="engine", inject_correlation=False)
-    await fetch(c, headers={"x-wirecheck-id": "abc"})
+    minted = mint_correlation()  # what this process's caller tap sends on
+    await fetch(c, headers={"x-wirecheck-id": minted})
+    await fetch(c, headers={"x-wirecheck-id": "abc"})  # forged: recorded, correlating nothing
     await fetch(c)
-    assert [e.correlation for e in await recorded(store, 2)] == ["abc", None]
+    assert [e.correlation for e in await recorded(store, 3)] == [minted, None, None]
     assert "x-wirecheck-id" not in up.seen["headers"]
 
 
@@ -251,6 +253,12 @@ async def test_control_endpoints_health_findings_metrics(
     )
     c = through_proxy(sim, tap="engine", inject_correlation=False)
     await fetch(c, body=_json.dumps(wire.tool_req()).encode())
+    # the endpoints are served by the admin app (its own listener in `wirecheck proxy`), not the tap
+    admin = httpx.AsyncClient(
+        transport=StreamingASGITransport(AdminApp([c.proxy], store)),  # type: ignore[attr-defined]
+        base_url="http://admin",
+    )
+    c = admin
     health = (await c.get("/wirecheck/health")).json()
     assert health["status"] == "ok" and health["tap"] == "engine"
     await recorded(store, 1)

@@ -123,3 +123,44 @@ async def test_errors_map_to_refused_timeout_and_broken() -> None:
     async with raw_server(b"garbage\r\n\r\n") as (url, _):
         with pytest.raises(UpstreamUnreachable, match="not an HTTP response"):
             await roundtrip(url)
+
+
+async def test_surplus_bytes_close_the_connection_whenever_they_come() -> None:
+    # issue 11, point 1: bytes past Content-Length, in the same read or arriving while the connection
+    # waits in the pool, never reach the next request: the connection is closed instead
+    surplus = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nFAKE"
+    for late in (False, True):
+        count = 0
+
+        async def handle(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, late: bool = late
+        ) -> None:
+            nonlocal count
+            try:
+                while True:
+                    await reader.readuntil(b"\r\n\r\n")
+                    await reader.readexactly(2)
+                    count += 1
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n%02d" % count)
+                    if late:
+                        await writer.drain()
+                        await asyncio.sleep(0.05)
+                    writer.write(surplus)
+                    await writer.drain()
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        async with server:
+            up = make_upstream(urlsplit(url), transport=None, connect_s=2, read_s=5)
+            got = []
+            for _ in range(4):
+                resp = await up.open("POST", "/v1/x", [], b"{}")
+                got.append(b"".join([p async for p in resp.body]))
+                await resp.aclose()
+                await asyncio.sleep(0.1)  # the late surplus arrives while the connection is idle
+            await up.aclose()
+        assert got == [b"01", b"02", b"03", b"04"], (late, got)

@@ -4,6 +4,7 @@ duplicated, each exchange checked once, and ``check`` / ``export`` read it like 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -20,7 +21,11 @@ from tests.wirecheck.test_cli_sim import running, wait_up
 N = 40
 
 
-def _proxy(upstream: str, port: int, tap: str, store: str) -> subprocess.Popen[str]:
+#: replicas in several processes agree on x-wirecheck-id only with one shared secret
+SECRET = "test-replicas-share-this"
+
+
+def _proxy(upstream: str, port: int, tap: str, store: str, admin: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
             sys.executable,
@@ -37,10 +42,13 @@ def _proxy(upstream: str, port: int, tap: str, store: str) -> subprocess.Popen[s
             store,
             "--settle",
             "0.5",
+            "--admin",
+            f"127.0.0.1:{admin}",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "WIRECHECK_CORRELATION_SECRET": SECRET},
     )
 
 
@@ -52,6 +60,7 @@ def _wc(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_two_caller_replicas_and_an_engine_tap_share_one_postgres_store(pg_url: str, tmp_path: Path) -> None:
     sp, gp, ep, r1, r2 = (free_port() for _ in range(5))
+    admins = [free_port() for _ in range(3)]
     with (
         running("sim", "--port", str(sp), "--time-scale", "0.001", "--faults", "model.undeclared_tool"),
         running(
@@ -65,12 +74,12 @@ def test_two_caller_replicas_and_an_engine_tap_share_one_postgres_store(pg_url: 
         ),
     ):
         procs = [
-            _proxy(f"http://127.0.0.1:{sp}", ep, "engine", pg_url),
-            _proxy(f"http://127.0.0.1:{gp}", r1, "caller", pg_url),
-            _proxy(f"http://127.0.0.1:{gp}", r2, "caller", pg_url),
+            _proxy(f"http://127.0.0.1:{sp}", ep, "engine", pg_url, admins[0]),
+            _proxy(f"http://127.0.0.1:{gp}", r1, "caller", pg_url, admins[1]),
+            _proxy(f"http://127.0.0.1:{gp}", r2, "caller", pg_url, admins[2]),
         ]
         try:
-            for port in (ep, r1, r2):
+            for port in admins:
                 wait_up(f"http://127.0.0.1:{port}/wirecheck/health")
 
             def send(i: int) -> int:
@@ -86,7 +95,9 @@ def test_two_caller_replicas_and_an_engine_tap_share_one_postgres_store(pg_url: 
                 assert set(pool.map(send, range(N))) == {200}
             # the live checkers of all three processes share the work: wait until every exchange is checked
             for _ in range(150):
-                found = httpx.get(f"http://127.0.0.1:{r1}/wirecheck/findings?limit=1000", timeout=5).json()
+                found = httpx.get(
+                    f"http://127.0.0.1:{admins[1]}/wirecheck/findings?limit=1000", timeout=5
+                ).json()
                 if len(found) >= 2 * N:
                     break
                 subprocess.run(["sleep", "0.1"], check=True)

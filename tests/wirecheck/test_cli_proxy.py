@@ -17,7 +17,7 @@ from tests.wirecheck.test_cli_sim import running, wait_up
 
 def test_dual_tap_process_records_checks_and_flushes_on_sigterm(tmp_path: Path) -> None:
     db = tmp_path / "wc.db"
-    sp, gp, cp, ep = free_port(), free_port(), free_port(), free_port()
+    sp, gp, cp, ep, ap = free_port(), free_port(), free_port(), free_port(), free_port()
     with (
         running("sim", "--port", str(sp), "--time-scale", "0.001", "--faults", "model.undeclared_tool"),
         running(
@@ -48,6 +48,8 @@ def test_dual_tap_process_records_checks_and_flushes_on_sigterm(tmp_path: Path) 
                 str(db),
                 "--settle",
                 "0.2",
+                "--admin",
+                f"127.0.0.1:{ap}",
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -55,8 +57,7 @@ def test_dual_tap_process_records_checks_and_flushes_on_sigterm(tmp_path: Path) 
         )
         try:
             for url in (
-                f"http://127.0.0.1:{cp}/wirecheck/health",
-                f"http://127.0.0.1:{ep}/wirecheck/health",
+                f"http://127.0.0.1:{ap}/wirecheck/health",
                 f"http://127.0.0.1:{sp}/health",
                 f"http://127.0.0.1:{gp}/health",
             ):
@@ -70,7 +71,7 @@ def test_dual_tap_process_records_checks_and_flushes_on_sigterm(tmp_path: Path) 
                 assert r.status_code == 200
             # live checks run in the worker process; wait for them
             for _ in range(100):
-                found = httpx.get(f"http://127.0.0.1:{cp}/wirecheck/findings", timeout=5).json()
+                found = httpx.get(f"http://127.0.0.1:{ap}/wirecheck/findings", timeout=5).json()
                 if len(found) >= 10:
                     break
                 subprocess.run(["sleep", "0.1"], check=True)
@@ -88,8 +89,9 @@ def test_dual_tap_process_records_checks_and_flushes_on_sigterm(tmp_path: Path) 
         check=False,
     )
     res = json.loads(check.stdout)
-    # 10 chat exchanges, and the gateway's /health probe that reached the engine tap
-    assert res["exchanges"] == 11 and res["summary"]["pairs"] == 5
+    # 10 chat exchanges, and the gateway's /health probes that reached the engine tap (one, or more
+    # when wait_up's 0.5 s probe timed out on a loaded machine and it asked again)
+    assert res["exchanges"] >= 11 and res["summary"]["pairs"] == 5
     assert res["summary"]["by_fault"] == {"gateway": 5, "model": 5}
     har = tmp_path / "cap.har"
     exp = subprocess.run(
@@ -100,11 +102,14 @@ def test_dual_tap_process_records_checks_and_flushes_on_sigterm(tmp_path: Path) 
     )
     assert exp.returncode == 0, exp.stderr
     entries = json.loads(har.read_text())["log"]["entries"]
-    assert len(entries) == 11 and {e["_wirecheck"]["tap"] for e in entries} == {"caller", "engine"}
+    assert len(entries) == res["exchanges"] and {e["_wirecheck"]["tap"] for e in entries} == {
+        "caller",
+        "engine",
+    }
     jsonl = subprocess.run(
         [sys.executable, "-m", "wirecheck", "export", str(db)], capture_output=True, text=True, check=False
     )
-    assert len(jsonl.stdout.splitlines()) == 11
+    assert len(jsonl.stdout.splitlines()) == res["exchanges"]
 
 
 def test_proxy_rejects_a_bad_listen_address() -> None:

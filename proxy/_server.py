@@ -1,0 +1,94 @@
+"""The listeners' HTTP/1.1 server side: uvicorn's httptools protocol with the bounds it lacks
+(issue 11, point 9).
+
+uvicorn closes idle kept-alive connections (``timeout_keep_alive``), but with its httptools protocol it
+bounds neither the request head's size nor the time a caller may take to send it, and it never times
+out a connection that connects and says nothing. A caller could hold connections and memory forever.
+Here: a head larger than ``max_head`` bytes is a 431, a head not complete within ``head_timeout_s``
+is a 408, and a connection that sends nothing is closed after ``timeout_keep_alive`` like an idle one.
+The request body's deadline is the app's (``TapConfig.request_timeout_s``), which can answer in JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+__all__ = ["guarded_protocol"]
+
+_REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
+
+
+class _Guarded(HttpToolsProtocol):
+    max_head = 64 * 1024
+    head_timeout_s = 30.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_bytes = 0
+        self._in_head = True
+        self._head_timer: asyncio.TimerHandle | None = None
+        # uvicorn arms its idle timer only after a response: a silent new connection gets it too
+        self.timeout_keep_alive_task = self.loop.call_later(
+            self.timeout_keep_alive, self.timeout_keep_alive_handler
+        )
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_head_timer()
+        super().connection_lost(exc)
+
+    def _stop_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def data_received(self, data: bytes) -> None:
+        if self._in_head:
+            self._head_bytes += len(data)
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_too_slow)
+        super().data_received(data)
+        # counted before parsing and checked after, so a first read that also carries body bytes
+        # past a complete head is never taken for a long head
+        if self._in_head and self._head_bytes > self.max_head:
+            self._refuse(431, f"request head over {self.max_head} bytes")
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._head_bytes = 0
+        self._stop_head_timer()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_head = True  # what comes next on this connection is the next request's head
+
+    def _head_too_slow(self) -> None:
+        self._head_timer = None
+        if self.cycle is not None and not self.cycle.response_complete:
+            # a pipelined head behind a response still streaming: its clock starts when that ends
+            self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_too_slow)
+            return
+        if self._in_head and self._head_bytes > 0:
+            self._refuse(408, f"the request head did not arrive within {self.head_timeout_s:g} s")
+
+    def _refuse(self, status: int, message: str) -> None:
+        self._stop_head_timer()
+        if self.transport.is_closing():
+            return
+        if self.cycle is None or self.cycle.response_complete:
+            body = f"wirecheck proxy: {message}\n".encode()
+            self.transport.write(
+                b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
+                b"content-length: %d\r\nconnection: close\r\nx-wirecheck-proxy: error\r\n\r\n%s"
+                % (status, _REASONS[status], len(body), body)
+            )
+        self.logger.warning("wirecheck proxy: refused a caller with %d: %s", status, message)
+        self.transport.close()
+
+
+def guarded_protocol(*, max_head: int, head_timeout_s: float) -> type[Any]:
+    """uvicorn's ``http=`` protocol class for a listener with these bounds."""
+    return type("GuardedHttpTools", (_Guarded,), {"max_head": max_head, "head_timeout_s": head_timeout_s})

@@ -1,0 +1,86 @@
+"""Issue 11, point 11: findings (excerpts of every caller's prompts and answers) are not served where
+callers connect. The admin endpoints answer on their own listener, validate their parameters (400,
+never a 500), ask for a token when one is set, and refuse to listen beyond loopback without one; the
+forwarding listener forwards /wirecheck/ upstream like any other path."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.hostile.conftest import proxy_process, raw_server, read_request, recorded
+
+TOKEN = "admin-token-for-the-test"
+
+
+async def echo_path(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Answers every request with the path it asked for, so a forwarded request is plain to see."""
+    try:
+        while True:
+            head, _ = await read_request(reader)
+            path = head.split(b" ", 2)[1]
+            body = b"upstream saw " + path
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+def test_admin_endpoints_live_on_their_own_listener_and_validate(tmp_path: Path) -> None:
+    bad = {
+        "limit=abc": "limit must be a whole number",
+        "limit=0": "limit must be a whole number",
+        "fault=nope": "fault must be one of",
+        "bogus=1": "unknown parameter 'bogus'",
+        "limit=1&limit=2": "given twice",
+    }
+    with raw_server(echo_path) as upstream:
+        with proxy_process(upstream, tmp_path, "--no-live-checks") as px:
+            # callers reach the upstream, never the proxy's findings
+            for path in ("/wirecheck/findings", "/wirecheck/health", "/wirecheck/metrics"):
+                r = httpx.get(px.url + path, timeout=10)
+                assert r.status_code == 200 and r.text == f"upstream saw {path}", r.text[:200]
+            assert httpx.get(px.admin + "/wirecheck/health", timeout=10).json()["status"] == "ok"
+            assert httpx.get(px.admin + "/wirecheck/findings?limit=5&fault=gateway", timeout=10).json() == []
+            assert "wirecheck_exchanges_total" in httpx.get(px.admin + "/wirecheck/metrics", timeout=10).text
+            for query, message in bad.items():
+                r = httpx.get(f"{px.admin}/wirecheck/findings?{query}", timeout=10)
+                assert r.status_code == 400 and message in r.json()["error"]["message"], (query, r.text)
+            assert httpx.get(px.admin + "/v1/chat/completions", timeout=10).status_code == 404
+            assert httpx.post(px.admin + "/wirecheck/health", timeout=10).status_code == 405
+        forwarded = [ex.request.path for ex in recorded(px.store)]
+        assert sorted(forwarded) == ["/wirecheck/findings", "/wirecheck/health", "/wirecheck/metrics"]
+
+        # with a token: nothing without it, everything with it
+        env = {"WIRECHECK_ADMIN_TOKEN": TOKEN}
+        with proxy_process(upstream, tmp_path / "token", "--no-live-checks", env=env) as px:
+            assert httpx.get(px.admin + "/wirecheck/findings", timeout=10).status_code == 401
+            wrong = {"authorization": "Bearer nope"}
+            assert httpx.get(px.admin + "/wirecheck/findings", headers=wrong, timeout=10).status_code == 401
+            right = {"authorization": f"Bearer {TOKEN}"}
+            assert httpx.get(px.admin + "/wirecheck/findings", headers=right, timeout=10).json() == []
+
+    # beyond loopback only with a token: a clear refusal, exit 2, nothing listens
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wirecheck",
+            "proxy",
+            "--upstream",
+            "http://127.0.0.1:1",
+            "--admin",
+            "0.0.0.0:1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 2 and "--admin-token" in out.stderr, out.stderr
