@@ -7,6 +7,7 @@ from collections import defaultdict
 from xml.etree import ElementTree as ET
 
 from ._check import CheckResult
+from ._families import FAMILIES, GENERIC
 from ._registry import Finding, rules
 
 __all__ = ["render_json", "render_junit", "render_rules_markdown", "render_text"]
@@ -106,4 +107,49 @@ def render_rules_markdown() -> str:
             if r.doc:
                 out.append(f"- `{r.id}`: {r.doc}")
         out.append("")
+    out += _families_markdown()
     return "\n".join(out).rstrip() + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _families_markdown() -> list[str]:
+    """The family table (contracts/_families.py), and what adding a family touches."""
+    out = [
+        "## Families",
+        "",
+        "One row per dialect, in `contracts/_families.py`; `wirecheck check --family` and `accept --family`",
+        "take these names. The markup rules look for every family's markup in any response; the id rule",
+        "judges only families whose model writes its own ids. A model that no row matches is judged by the",
+        f"generic contracts only (`{GENERIC}`), with a note: never by another family's expectations.",
+        "",
+        "| family | models | name patterns | tool-call markup | reasoning markup | ids | vLLM flags |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for f in FAMILIES.values():
+        models = ", ".join(f"`{p}`" for p in f.models)
+        tools = ", ".join(f"`{p}`" for p in f.tool_markup)
+        think = ", ".join(f"`{p}`" for p in f.reasoning_markup)
+        out.append(
+            f"| `{f.name}` | {f.title} | {_cell(models)} | {_cell(tools)} | {_cell(think)} "
+            f"| {_cell(f.id_shape)} | `{f.command_line}` |"
+        )
+    out += [
+        "",
+        "### Adding a family",
+        "",
+        "1. `contracts/_families.py`: one `Family` row (name = vLLM's `--tool-call-parser`, model-name",
+        "   patterns, markup, special tokens, id format, reasoning parser, recipe flags), citing vLLM's parser",
+        "   source in a comment. The rules, `CheckConfig`, the CLI's `--family` choices and auto-detection,",
+        "   acceptance compat's flag check and the simulator's model names and startup log read it from there.",
+        "2. `sim/_agent.py`: a writer for the family's raw markup, and `sim/_parsers.py`: a parser that does",
+        "   what vLLM's parser does with it (the simulator's own code, never the checker's patterns).",
+        "3. `sim/_families.py`: one `SimFamily` row joining the two, with vLLM's streaming style per dialect.",
+        "4. `docs/rules.md`: regenerate (`wirecheck rules --markdown > docs/rules.md`).",
+        "",
+        "tests/sim/test_families.py then serves, checks and breaks the new family with no edit: it",
+        "iterates over the table.",
+    ]
+    return out

@@ -4,7 +4,7 @@ Deterministic: the same request (and request number, for faults) gives the same 
 calls a declared tool when the user turn names it (or ``tool_choice`` demands one), writes arguments
 valid for the tool's JSON Schema, answers after a tool result, retries after a tool error, thinks when
 thinking is on, and writes JSON valid for a requested schema. Model faults change what it writes;
-the family's markup (Kimi K2 tokens, Kimi K3 XTML channels, hermes tags) is then parsed by the
+the family's markup (Kimi K2 tokens, Kimi K3 XTML channels, Hermes <tool_call> tags) is then parsed by the
 simulator's own parsers (``_parsers``), so parser faults arise where vLLM's do.
 """
 
@@ -18,7 +18,15 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-__all__ = ["Plan", "PlannedCall", "plan_reply", "value_for_schema", "write_markup"]
+__all__ = [
+    "Plan",
+    "PlannedCall",
+    "plan_reply",
+    "value_for_schema",
+    "write_channels",
+    "write_k2",
+    "write_tool_call_tags",
+]
 
 
 @dataclass(slots=True)
@@ -343,7 +351,7 @@ def _consecutive_failures(msgs: list[dict[str, Any]]) -> int:
     return n
 
 
-# --- raw markup per family ----------------------------------------------------------------------
+# --- raw markup per family (which family writes which: _families) ---------------------------------
 
 
 def _k3_args(args_text: str, args: dict[str, Any] | None) -> str:
@@ -360,42 +368,48 @@ def _k3_args(args_text: str, args: dict[str, Any] | None) -> str:
     return "".join(parts)
 
 
-def write_markup(plan: Plan, family: str) -> str:
-    """The raw text the model writes, in its family's markup."""
+def write_k2(plan: Plan) -> str:
+    """Kimi K2: a tool-call section of ``<|tool_call_begin|>HEADER<|tool_call_argument_begin|>`` calls."""
     calls = plan.calls
-    if family == "kimi_k2":
-        tools = ""
-        if calls:
-            tools = (
-                "<|tool_calls_section_begin|>"
-                + "".join(
-                    f"<|tool_call_begin|>{c.header}<|tool_call_argument_begin|>{c.args_text}<|tool_call_end|>"
-                    for c in calls
-                )
-                + "<|tool_calls_section_end|>"
+    tools = ""
+    if calls:
+        tools = (
+            "<|tool_calls_section_begin|>"
+            + "".join(
+                f"<|tool_call_begin|>{c.header}<|tool_call_argument_begin|>{c.args_text}<|tool_call_end|>"
+                for c in calls
             )
-        if plan.reasoning is None:
-            return plan.content + tools
-        if plan.call_in_think:
-            return f"{plan.reasoning}{tools}</think>{plan.content}"
-        return f"{plan.reasoning}</think>{plan.content}{tools}"
-    if family == "kimi_k3":
-        tools = ""
-        if calls:
-            body = ""
-            for i, c in enumerate(calls, 1):
-                args = c.args if c.args is not None and c.args_text == json.dumps(c.args) else None
-                body += f'<|open|>call tool="{c.name}" index="{i}"<|sep|>{_k3_args(c.args_text, args)}<|close|>call<|sep|>'
-            tools = f"<|open|>tools<|sep|>{body}<|close|>tools<|sep|>"
-        response = f"<|open|>response<|sep|>{plan.content}<|close|>response<|sep|>" if plan.content else ""
-        if plan.reasoning is None:
-            return response + tools
-        if plan.call_in_think:
-            return f"<|open|>think<|sep|>{plan.reasoning}{tools}<|close|>think<|sep|>{response}"
-        return f"<|open|>think<|sep|>{plan.reasoning}<|close|>think<|sep|>{response}{tools}"
-    # hermes
+            + "<|tool_calls_section_end|>"
+        )
+    if plan.reasoning is None:
+        return plan.content + tools
+    if plan.call_in_think:
+        return f"{plan.reasoning}{tools}</think>{plan.content}"
+    return f"{plan.reasoning}</think>{plan.content}{tools}"
+
+
+def write_channels(plan: Plan) -> str:
+    """Kimi K3: think, response and tools channels (``<|open|>X<|sep|>...<|close|>X<|sep|>``)."""
+    calls = plan.calls
+    tools = ""
+    if calls:
+        body = ""
+        for i, c in enumerate(calls, 1):
+            args = c.args if c.args is not None and c.args_text == json.dumps(c.args) else None
+            body += f'<|open|>call tool="{c.name}" index="{i}"<|sep|>{_k3_args(c.args_text, args)}<|close|>call<|sep|>'
+        tools = f"<|open|>tools<|sep|>{body}<|close|>tools<|sep|>"
+    response = f"<|open|>response<|sep|>{plan.content}<|close|>response<|sep|>" if plan.content else ""
+    if plan.reasoning is None:
+        return response + tools
+    if plan.call_in_think:
+        return f"<|open|>think<|sep|>{plan.reasoning}{tools}<|close|>think<|sep|>{response}"
+    return f"<|open|>think<|sep|>{plan.reasoning}<|close|>think<|sep|>{response}{tools}"
+
+
+def write_tool_call_tags(plan: Plan) -> str:
+    """Hermes-style: ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` after ``<think>``."""
     tools = "".join(
-        f'<tool_call>{{"name": "{c.name}", "arguments": {c.args_text}}}</tool_call>' for c in calls
+        f'<tool_call>{{"name": "{c.name}", "arguments": {c.args_text}}}</tool_call>' for c in plan.calls
     )
     if plan.reasoning is None:
         return plan.content + tools

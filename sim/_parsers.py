@@ -3,14 +3,15 @@
 Written apart from the checker on purpose (DESIGN.md): a simulator that used the checker's markup
 patterns could not catch the checker's bugs. Behaviour follows vllm-wire.md section 3:
 
-- kimi_k2 (engine parser, 0.33): a call whose header does not match ``.+:\\d+`` is dropped; argument
+- Kimi K2 (engine parser, 0.33): a call whose header does not match ``.+:\\d+`` is dropped; argument
   JSON is passed through unchanged; a call cut by max_tokens is closed with partial arguments.
-- kimi_k3: channels ``<|open|>X<|sep|>...<|close|>X<|sep|>``; string arguments are raw text, others
+- Kimi K3: channels ``<|open|>X<|sep|>...<|close|>X<|sep|>``; string arguments are raw text, others
   JSON; ids are minted (``chatcmpl-tool-<16 hex>``); on an exception content = the whole output.
-- hermes (legacy): ``<tool_call>{...}</tool_call>``; arguments are taken as written.
+- Hermes (legacy): ``<tool_call>{...}</tool_call>``; arguments are taken as written.
 
 Streaming works like vLLM's parsers: parse the text so far, send what is new. How the new part is cut
-into deltas is the family's (and the dialect's) streaming style; see ``StreamEmitter``.
+into deltas is the family's (and the dialect's) streaming style; see ``StreamEmitter``. Which parser
+serves which family is ``_families``' table.
 """
 
 from __future__ import annotations
@@ -18,10 +19,20 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["Parsed", "ParsedCall", "StreamEmitter", "parse_output"]
+__all__ = [
+    "OutputParser",
+    "Parsed",
+    "ParsedCall",
+    "StreamEmitter",
+    "parse_channels",
+    "parse_k2_calls",
+    "parse_tool_call_tags",
+    "think_tag_parser",
+]
 
 _K2_SECTION = re.compile(r"<\|tool_calls?_section_begin\|>")
 _K2_SECTION_END = "<|tool_calls_section_end|>"
@@ -58,43 +69,44 @@ def mint_id(seed: str, i: int) -> str:
     return "chatcmpl-tool-" + hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()[:16]
 
 
-def parse_output(
-    text: str,
-    family: str,
-    *,
-    thinking: bool,
-    tool_parser: bool = True,
-    reasoning_parser: bool = True,
-    id_seed: str = "",
-) -> Parsed:
+class OutputParser(Protocol):
     """Parse the model's raw text so far (or whole) into reasoning, content and calls."""
-    if family == "kimi_k3":
-        return _parse_k3(
-            text,
-            thinking=thinking,
-            tool_parser=tool_parser,
-            reasoning_parser=reasoning_parser,
-            id_seed=id_seed,
-        )
-    out = Parsed()
-    rest = text
-    end_tag = "</think>"
-    if reasoning_parser and thinking:
-        start = "<think>"
-        if end_tag in text:
-            reasoning, rest = text.split(end_tag, 1)
-        else:
-            reasoning, rest = text, ""
-        out.reasoning = reasoning[len(start) :] if reasoning.startswith(start) else reasoning
-    if not tool_parser:
-        out.content = rest
-        return out
-    if family == "kimi_k2":
-        return _parse_k2(rest, out)
-    return _parse_hermes(rest, out, id_seed)
+
+    def __call__(
+        self, text: str, *, thinking: bool, tool_parser: bool, reasoning_parser: bool, id_seed: str
+    ) -> Parsed: ...
 
 
-def _parse_k2(rest: str, out: Parsed) -> Parsed:
+#: a tool parser after the reasoning split: (text after </think>, the parse so far, id seed)
+ToolCallParser = Callable[[str, Parsed, str], Parsed]
+
+
+def think_tag_parser(calls: ToolCallParser) -> OutputParser:
+    """Reasoning before ``</think>`` (an opening ``<think>`` may be absent), then ``calls`` on the rest."""
+
+    def parse(
+        text: str, *, thinking: bool, tool_parser: bool, reasoning_parser: bool, id_seed: str
+    ) -> Parsed:
+        out = Parsed()
+        rest = text
+        end_tag = "</think>"
+        if reasoning_parser and thinking:
+            start = "<think>"
+            if end_tag in text:
+                reasoning, rest = text.split(end_tag, 1)
+            else:
+                reasoning, rest = text, ""
+            out.reasoning = reasoning[len(start) :] if reasoning.startswith(start) else reasoning
+        if not tool_parser:
+            out.content = rest
+            return out
+        return calls(rest, out, id_seed)
+
+    return parse
+
+
+def parse_k2_calls(rest: str, out: Parsed, id_seed: str) -> Parsed:
+    """Kimi K2's tool-call section; the header is the id, so ``id_seed`` is unused."""
     m = _K2_SECTION.search(rest)
     if m is None:
         out.content = rest
@@ -114,7 +126,7 @@ def _parse_k2(rest: str, out: Parsed) -> Parsed:
     return out
 
 
-def _parse_hermes(rest: str, out: Parsed, id_seed: str) -> Parsed:
+def parse_tool_call_tags(rest: str, out: Parsed, id_seed: str) -> Parsed:
     first = rest.find("<tool_call>")
     if first < 0:
         out.content = rest
@@ -143,9 +155,10 @@ def _complete_k3(text: str) -> str:
     return text
 
 
-def _parse_k3(
+def parse_channels(
     text: str, *, thinking: bool, tool_parser: bool, reasoning_parser: bool, id_seed: str
 ) -> Parsed:
+    """Kimi K3's channels: reasoning, answer and tools in one pass (no think tags)."""
     out = Parsed()
     text = _complete_k3(text)
     content = []
@@ -184,12 +197,12 @@ def _parse_k3(
 class StreamEmitter:
     """Turns successive parses of the growing text into deltas, in a family's streaming style.
 
-    - ``fragments`` (kimi_k2 engine parser, 0.33): the first delta of a call carries id, type, name
+    - ``fragments`` (the Kimi K2 engine parser, 0.33): the first delta of a call carries id, type, name
       and the first argument fragment; later deltas only ``index`` and fragments; the closing ``}``
       is held back until the call ends.
-    - ``name_first`` (hermes, kimi_k2 in 0.15): the name first with no ``arguments`` key and
+    - ``name_first`` (Hermes, Kimi K2 in 0.15): the name first with no ``arguments`` key and
       ``"content": null``, then fragments.
-    - ``whole`` (kimi_k3): each call in one delta once it closes.
+    - ``whole`` (Kimi K3): each call in one delta once it closes.
     """
 
     def __init__(self, style: str, *, both_reasoning_names: bool = False) -> None:
@@ -230,7 +243,7 @@ class StreamEmitter:
                 continue
             avail = c.arguments
             if not closed and avail.rstrip().endswith("}"):
-                # held back until the call ends (hermes: it may be the wrapper object's brace)
+                # held back until the call ends (Hermes: it may be the wrapper object's brace)
                 avail = avail.rstrip()[:-1] if self.style == "fragments" else avail.rstrip().rstrip("}")
             if i >= self.calls_started:
                 if self.style == "fragments" and not avail:

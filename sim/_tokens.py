@@ -1,6 +1,6 @@
 """A small deterministic tokenizer and chat template for the simulator.
 
-Not a real BPE: special tokens (``<|...|>``, think and hermes tags) are single tokens, and text splits
+Not a real BPE: special tokens (``<|...|>``, think and <tool_call> tags) are single tokens, and text splits
 into words with their leading space and single punctuation marks. What matters for the simulation is
 that it is deterministic, that the same prompt prefix gives the same leading tokens (for the prefix
 cache), and that markup tokens arrive whole, as they do from a real tokenizer.
