@@ -145,6 +145,57 @@ _ROWS = (
         thinks_by_default=True,
         named_choice_needs_strict=True,
     ),
+    # vLLM --tool-call-parser qwen3_coder (vllm/tool_parsers/qwen3coder_tool_parser.py): XML calls
+    # <tool_call><function=NAME><parameter=K>V</parameter></function></tool_call>, values converted by
+    # the tool's schema, ids minted by the parser as call_<24 hex>. Qwen3-Coder does not think: the
+    # recipe sets no reasoning parser. Before hermes, whose Qwen3 pattern leaves Coder models out.
+    Family(
+        name="qwen3_coder",
+        title="Qwen3-Coder (XML function calls)",
+        models=(r"qwen3[-_.]?coder",),
+        example_model="Qwen/Qwen3-Coder-30B-A3B-Instruct",
+        tool_markup=(
+            r"<tool_call>",
+            r"</tool_call>",
+            r"<function=",
+            r"</function>",
+            r"<parameter=",
+            r"</parameter>",
+        ),
+        reasoning_markup=(),
+        special_tokens=("<|im_start|>", "<|im_end|>", "<|endoftext|>"),
+        id_pattern=None,
+        id_shape="call_<24 hex>, minted by vLLM's parser",
+        tool_parser="qwen3_coder",
+        reasoning_parser=None,
+        thinks_by_default=False,
+    ),
+    # vLLM --tool-call-parser glm45 (vllm/tool_parsers/glm4_moe_tool_parser.py): <tool_call>NAME\n
+    # <arg_key>K</arg_key><arg_value>V</arg_value>...</tool_call>, string-typed values raw, others
+    # JSON (or a Python literal), ids minted (make_tool_call_id). --reasoning-parser glm45 splits
+    # <think>...</think> (vllm/reasoning/, registered as glm45). Chat-template tokens <|user|>,
+    # <|assistant|>, <|system|>, <|observation|> end a turn; GLM-4.7 has its own parser (glm47).
+    Family(
+        name="glm45",
+        title="GLM-4.5 and GLM-4.6",
+        models=(r"glm-?4\.[56]",),
+        example_model="zai-org/GLM-4.5-Air",
+        tool_markup=(
+            r"<tool_call>",
+            r"</tool_call>",
+            r"<arg_key>",
+            r"</arg_key>",
+            r"<arg_value>",
+            r"</arg_value>",
+        ),
+        reasoning_markup=(r"</?think>",),
+        special_tokens=("<|user|>", "<|assistant|>", "<|system|>", "<|observation|>", "<|endoftext|>"),
+        id_pattern=None,
+        id_shape="chatcmpl-tool-<hex>, minted by vLLM",
+        tool_parser="glm45",
+        reasoning_parser="glm45",
+        thinks_by_default=True,
+    ),
     # vLLM --tool-call-parser hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>, ids
     # minted, a failing parse leaves the markup in content (vllm-wire.md section 3). The think tags
     # are split by vLLM's qwen3 reasoning parser (vllm/reasoning/qwen3_reasoning_parser.py);

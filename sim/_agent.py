@@ -23,9 +23,11 @@ __all__ = [
     "PlannedCall",
     "plan_reply",
     "value_for_schema",
+    "write_arg_pairs",
     "write_channels",
     "write_k2",
     "write_tool_call_tags",
+    "write_xml_functions",
 ]
 
 
@@ -404,6 +406,45 @@ def write_channels(plan: Plan) -> str:
     if plan.call_in_think:
         return f"<|open|>think<|sep|>{plan.reasoning}{tools}<|close|>think<|sep|>{response}"
     return f"<|open|>think<|sep|>{plan.reasoning}<|close|>think<|sep|>{response}{tools}"
+
+
+def _xml_params(c: PlannedCall) -> dict[str, str]:
+    if c.args is None or c.args_text != json.dumps(c.args):  # broken JSON: one raw parameter
+        return {"arguments": c.args_text}
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in c.args.items()}
+
+
+def _think_tags(plan: Plan, tools: str) -> str:
+    if plan.reasoning is None:
+        return plan.content + tools
+    if plan.call_in_think:
+        return f"<think>{plan.reasoning}{tools}</think>{plan.content}"
+    return f"<think>{plan.reasoning}</think>{plan.content}{tools}"
+
+
+def write_xml_functions(plan: Plan) -> str:
+    """Qwen3-Coder: ``<tool_call>\\n<function=NAME>\\n<parameter=K>\\nV\\n</parameter>...`` (strings raw,
+    other values JSON); the model does not think."""
+    tools = "".join(
+        "<tool_call>\n<function="
+        + c.name
+        + ">\n"
+        + "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in _xml_params(c).items())
+        + "</function>\n</tool_call>"
+        for c in plan.calls
+    )
+    return plan.content + tools
+
+
+def write_arg_pairs(plan: Plan) -> str:
+    """GLM-4.5: ``<tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n</tool_call>``."""
+    tools = "".join(
+        f"<tool_call>{c.name}\n"
+        + "".join(f"<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>\n" for k, v in _xml_params(c).items())
+        + "</tool_call>"
+        for c in plan.calls
+    )
+    return _think_tags(plan, tools)
 
 
 def write_tool_call_tags(plan: Plan) -> str:

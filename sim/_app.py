@@ -135,7 +135,7 @@ class _Reply:
             if self.family.fails_to_raw_output:
                 return Parsed(None, text, [])  # the K3 parser's exception path: content = model output
             tool_parser = False
-        reasoning_parser = cfg.reasoning_parser and "parser.reasoning_in_content" not in f
+        reasoning_parser = cfg.reasoning_parser_on and "parser.reasoning_in_content" not in f
         p = self.family.parse(
             text,
             thinking=self.thinking,
@@ -168,7 +168,7 @@ class _Reply:
             "created_cache_tokens": None,
             "multimodal_tokens": None,
         }
-        if self.cfg.reasoning_parser:
+        if self.cfg.reasoning_parser_on:
             u["completion_tokens_details"] = {
                 "reasoning_tokens": len(tokenize(p.reasoning)) if p and p.reasoning else 0
             }

@@ -128,6 +128,11 @@ class SimConfig:
             raise ConfigError("prefix_cache_retention_interval must be >= 0")
 
     @property
+    def reasoning_parser_on(self) -> bool:
+        """A reasoning parser runs: asked for, and vLLM has one for the family (the table's)."""
+        return self.reasoning_parser and FAMILIES[self.family].reasoning_parser is not None
+
+    @property
     def thinking_default(self) -> bool:
         return FAMILIES[self.family].thinks_by_default
 

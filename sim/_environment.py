@@ -92,7 +92,7 @@ def _log(cfg: SimConfig, env: Environment) -> str:
     args: dict[str, object] = {"model": cfg.model, "tensor_parallel_size": cfg.tensor_parallel_size}
     if cfg.tool_parser:
         args.update(tool_call_parser=family.tool_parser, enable_auto_tool_choice=True)
-    if cfg.reasoning_parser and family.reasoning_parser is not None:
+    if cfg.reasoning_parser_on and family.reasoning_parser is not None:
         args["reasoning_parser"] = family.reasoning_parser
     if cfg.enable_prefix_caching:
         args["enable_prefix_caching"] = True

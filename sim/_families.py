@@ -14,8 +14,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ._agent import Plan, write_channels, write_k2, write_tool_call_tags
-from ._parsers import OutputParser, parse_channels, parse_k2_calls, parse_tool_call_tags, think_tag_parser
+from ._agent import Plan, write_arg_pairs, write_channels, write_k2, write_tool_call_tags, write_xml_functions
+from ._parsers import (
+    OutputParser,
+    parse_arg_pairs,
+    parse_channels,
+    parse_k2_calls,
+    parse_tool_call_tags,
+    parse_xml_functions,
+    think_tag_parser,
+)
 
 __all__ = ["DEFAULT_FAMILY", "SIM_FAMILIES", "SimFamily"]
 
@@ -52,6 +60,18 @@ SIM_FAMILIES: Mapping[str, SimFamily] = MappingProxyType(
         "hermes": SimFamily(
             write=write_tool_call_tags,
             parse=think_tag_parser(parse_tool_call_tags),
+            stream_styles={"vllm-0.33": "name_first", "vllm-0.15": "name_first"},
+        ),
+        # vLLM's qwen3_coder and glm45 parsers re-parse the text and send the name, then argument
+        # pieces (issue 16); the simulator's "name_first" style is that shape
+        "qwen3_coder": SimFamily(
+            write=write_xml_functions,
+            parse=think_tag_parser(parse_xml_functions),
+            stream_styles={"vllm-0.33": "name_first", "vllm-0.15": "name_first"},
+        ),
+        "glm45": SimFamily(
+            write=write_arg_pairs,
+            parse=think_tag_parser(parse_arg_pairs),
             stream_styles={"vllm-0.33": "name_first", "vllm-0.15": "name_first"},
         ),
     }

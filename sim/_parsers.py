@@ -28,9 +28,11 @@ __all__ = [
     "Parsed",
     "ParsedCall",
     "StreamEmitter",
+    "parse_arg_pairs",
     "parse_channels",
     "parse_k2_calls",
     "parse_tool_call_tags",
+    "parse_xml_functions",
     "think_tag_parser",
 ]
 
@@ -48,6 +50,10 @@ _K3_ARG = re.compile(
     r'<\|open\|>argument key="([^"]*)" type="([^"]*)"<\|sep\|>(.*?)(<\|close\|>argument<\|sep\|>|$)', re.S
 )
 _HERMES_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.S)
+_XML_CALL = re.compile(r"<tool_call>\s*<function=([^>\n]*)>(.*?)(</function>\s*</tool_call>|$)", re.S)
+_XML_PARAM = re.compile(r"<parameter=([^>\n]*)>\n?(.*?)\n?</parameter>", re.S)
+_PAIR_CALL = re.compile(r"<tool_call>([^\n<]*)\n(.*?)(</tool_call>|$)", re.S)
+_PAIR_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
 
 
 @dataclass(slots=True)
@@ -67,6 +73,55 @@ class Parsed:
 
 def mint_id(seed: str, i: int) -> str:
     return "chatcmpl-tool-" + hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()[:16]
+
+
+def mint_call_id(seed: str, i: int) -> str:
+    """The qwen3_coder parser's own ids: ``call_<24 hex>``."""
+    return "call_" + hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()[:24]
+
+
+def _typed(value: str) -> str:
+    # vLLM converts each value by the tool's schema; without it, a value that is JSON of another
+    # type than string (a number, a list) is taken as that, anything else as a string
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return json.dumps(value)
+    return json.dumps(parsed)
+
+
+def _kv_calls(
+    rest: str,
+    out: Parsed,
+    id_seed: str,
+    *,
+    call: re.Pattern[str],
+    arg: re.Pattern[str],
+    mint: Callable[[str, int], str],
+) -> Parsed:
+    first = rest.find("<tool_call>")
+    if first < 0:
+        out.content = rest
+        return out
+    out.content = rest[:first]
+    for i, m in enumerate(call.finditer(rest[first:])):
+        name, body, closed = m.group(1).strip(), m.group(2), bool(m.group(3))
+        # only whole parameters, so that the arguments string only grows while it streams
+        parts = [f"{json.dumps(k.strip())}: {_typed(v)}" for k, v in arg.findall(body)]
+        out.calls.append(
+            ParsedCall(mint(id_seed, i), name, "{" + ", ".join(parts) + ("}" if closed else ""), closed)
+        )
+    return out
+
+
+def parse_xml_functions(rest: str, out: Parsed, id_seed: str) -> Parsed:
+    """Qwen3-Coder's ``<function=NAME><parameter=K>V</parameter></function>`` calls."""
+    return _kv_calls(rest, out, id_seed, call=_XML_CALL, arg=_XML_PARAM, mint=mint_call_id)
+
+
+def parse_arg_pairs(rest: str, out: Parsed, id_seed: str) -> Parsed:
+    """GLM-4.5's ``<tool_call>NAME`` calls with ``<arg_key>``/``<arg_value>`` pairs."""
+    return _kv_calls(rest, out, id_seed, call=_PAIR_CALL, arg=_PAIR_ARG, mint=mint_id)
 
 
 class OutputParser(Protocol):
