@@ -196,6 +196,64 @@ _ROWS = (
         reasoning_parser="glm45",
         thinks_by_default=True,
     ),
+    # vLLM --tool-call-parser deepseek_v31 (vllm/tool_parsers/deepseekv31_tool_parser.py): special
+    # tokens with full-width bars (U+FF5C) and U+2581 for spaces: calls_begin, then per call
+    # call_begin NAME sep {json} call_end, then calls_end; arguments passed through, ids minted
+    # (make_tool_call_id), content = the text before the section. --reasoning-parser deepseek_v3 splits <think>...</think> when the request
+    # turns thinking on (off by default). V3.2 writes another format (deepseek_v32): not this row.
+    Family(
+        name="deepseek_v31",
+        title="DeepSeek V3.1 (full-width special tokens)",
+        models=(r"deepseek[-_]?v3\.1",),
+        example_model="deepseek-ai/DeepSeek-V3.1",
+        tool_markup=(
+            "<\uff5ctool\u2581calls\u2581begin\uff5c>",
+            "<\uff5ctool\u2581call\u2581begin\uff5c>",
+            "<\uff5ctool\u2581sep\uff5c>",
+            "<\uff5ctool\u2581call\u2581end\uff5c>",
+            "<\uff5ctool\u2581calls\u2581end\uff5c>",
+        ),
+        reasoning_markup=(r"</?think>",),
+        special_tokens=(
+            "<\uff5cbegin\u2581of\u2581sentence\uff5c>",
+            "<\uff5cend\u2581of\u2581sentence\uff5c>",
+            "<\uff5cUser\uff5c>",
+            "<\uff5cAssistant\uff5c>",
+        ),
+        id_pattern=None,
+        id_shape="chatcmpl-tool-<hex>, minted by vLLM",
+        tool_parser="deepseek_v31",
+        reasoning_parser="deepseek_v3",
+        thinks_by_default=False,
+    ),
+    # vLLM --tool-call-parser minimax_m2 (vllm/tool_parsers/minimax_m2_tool_parser.py):
+    # <minimax:tool_call><invoke name="NAME"><parameter name="K">V</parameter></invoke>
+    # </minimax:tool_call>, values converted by the tool's schema, ids call_<24 hex>. Reasoning parser
+    # minimax_m2 (vllm/reasoning/minimax_m2_reasoning_parser.py) splits <think>...</think>; its variant
+    # minimax_m2_append_think, which many deployments use, keeps the think block in content, which
+    # the markup rules report (issue 16: not yet told apart). Chat-template special tokens: not read
+    # from the sources, so none are listed.
+    Family(
+        name="minimax_m2",
+        title="MiniMax M2",
+        models=(r"minimax[-_]?m2",),
+        example_model="MiniMaxAI/MiniMax-M2",
+        tool_markup=(
+            r"<minimax:tool_call>",
+            r"</minimax:tool_call>",
+            r"<invoke name=",
+            r"</invoke>",
+            r"<parameter name=",
+            r"</parameter>",
+        ),
+        reasoning_markup=(r"</?think>",),
+        special_tokens=(),
+        id_pattern=None,
+        id_shape="call_<24 hex>, minted by vLLM's parser",
+        tool_parser="minimax_m2",
+        reasoning_parser="minimax_m2",
+        thinks_by_default=True,
+    ),
     # vLLM --tool-call-parser hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>, ids
     # minted, a failing parse leaves the markup in content (vllm-wire.md section 3). The think tags
     # are split by vLLM's qwen3 reasoning parser (vllm/reasoning/qwen3_reasoning_parser.py);

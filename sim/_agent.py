@@ -25,6 +25,8 @@ __all__ = [
     "value_for_schema",
     "write_arg_pairs",
     "write_channels",
+    "write_full_width",
+    "write_invokes",
     "write_k2",
     "write_tool_call_tags",
     "write_xml_functions",
@@ -444,6 +446,39 @@ def write_arg_pairs(plan: Plan) -> str:
         + "</tool_call>"
         for c in plan.calls
     )
+    return _think_tags(plan, tools)
+
+
+# DeepSeek V3.1's special tokens (full-width bars, U+2581 for spaces), as vLLM's deepseek_v31 parser
+# names them (vllm/tool_parsers/deepseekv31_tool_parser.py)
+_DS_CALLS, _DS_CALLS_END = (
+    "<\uff5ctool\u2581calls\u2581begin\uff5c>",
+    "<\uff5ctool\u2581calls\u2581end\uff5c>",
+)
+_DS_CALL, _DS_CALL_END = "<\uff5ctool\u2581call\u2581begin\uff5c>", "<\uff5ctool\u2581call\u2581end\uff5c>"
+_DS_SEP = "<\uff5ctool\u2581sep\uff5c>"
+
+
+def write_full_width(plan: Plan) -> str:
+    """DeepSeek V3.1: a calls section of ``call_begin NAME sep {json} call_end`` (full-width tokens)."""
+    tools = ""
+    if plan.calls:
+        calls = "".join(f"{_DS_CALL}{c.name}{_DS_SEP}{c.args_text}{_DS_CALL_END}" for c in plan.calls)
+        tools = f"{_DS_CALLS}{calls}{_DS_CALLS_END}"
+    return _think_tags(plan, tools)
+
+
+def write_invokes(plan: Plan) -> str:
+    """MiniMax M2: ``<minimax:tool_call><invoke name="NAME"><parameter name="K">V</parameter></invoke>``."""
+    tools = ""
+    if plan.calls:
+        invokes = "".join(
+            f'<invoke name="{c.name}">\n'
+            + "".join(f'<parameter name="{k}">{v}</parameter>\n' for k, v in _xml_params(c).items())
+            + "</invoke>\n"
+            for c in plan.calls
+        )
+        tools = f"<minimax:tool_call>\n{invokes}</minimax:tool_call>"
     return _think_tags(plan, tools)
 
 

@@ -14,11 +14,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ._agent import Plan, write_arg_pairs, write_channels, write_k2, write_tool_call_tags, write_xml_functions
+from ._agent import (
+    Plan,
+    write_arg_pairs,
+    write_channels,
+    write_full_width,
+    write_invokes,
+    write_k2,
+    write_tool_call_tags,
+    write_xml_functions,
+)
 from ._parsers import (
     OutputParser,
     parse_arg_pairs,
     parse_channels,
+    parse_full_width,
+    parse_invokes,
     parse_k2_calls,
     parse_tool_call_tags,
     parse_xml_functions,
@@ -67,6 +78,18 @@ SIM_FAMILIES: Mapping[str, SimFamily] = MappingProxyType(
         "qwen3_coder": SimFamily(
             write=write_xml_functions,
             parse=think_tag_parser(parse_xml_functions),
+            stream_styles={"vllm-0.33": "name_first", "vllm-0.15": "name_first"},
+        ),
+        # vLLM's deepseek_v31 parser sends id, type and name first, then argument pieces; MiniMax M2's
+        # re-parses like qwen3_coder's
+        "deepseek_v31": SimFamily(
+            write=write_full_width,
+            parse=think_tag_parser(parse_full_width),
+            stream_styles={"vllm-0.33": "name_first", "vllm-0.15": "name_first"},
+        ),
+        "minimax_m2": SimFamily(
+            write=write_invokes,
+            parse=think_tag_parser(parse_invokes),
             stream_styles={"vllm-0.33": "name_first", "vllm-0.15": "name_first"},
         ),
         "glm45": SimFamily(

@@ -30,6 +30,8 @@ __all__ = [
     "StreamEmitter",
     "parse_arg_pairs",
     "parse_channels",
+    "parse_full_width",
+    "parse_invokes",
     "parse_k2_calls",
     "parse_tool_call_tags",
     "parse_xml_functions",
@@ -53,6 +55,14 @@ _HERMES_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.S)
 _XML_CALL = re.compile(r"<tool_call>\s*<function=([^>\n]*)>(.*?)(</function>\s*</tool_call>|$)", re.S)
 _XML_PARAM = re.compile(r"<parameter=([^>\n]*)>\n?(.*?)\n?</parameter>", re.S)
 _PAIR_CALL = re.compile(r"<tool_call>([^\n<]*)\n(.*?)(</tool_call>|$)", re.S)
+_DS_CALLS = "<\uff5ctool\u2581calls\u2581begin\uff5c>"
+_DS_CALL = re.compile(
+    "<\uff5ctool\u2581call\u2581begin\uff5c>(.*?)<\uff5ctool\u2581sep\uff5c>(.*?)(<\uff5ctool\u2581call\u2581end\uff5c>|$)",
+    re.S,
+)
+_MM_START = "<minimax:tool_call>"
+_MM_INVOKE = re.compile(r'<invoke name="([^"]*)">(.*?)(</invoke>|$)', re.S)
+_MM_PARAM = re.compile(r'<parameter name="([^"]*)">\n?(.*?)\n?</parameter>', re.S)
 _PAIR_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
 
 
@@ -98,8 +108,9 @@ def _kv_calls(
     call: re.Pattern[str],
     arg: re.Pattern[str],
     mint: Callable[[str, int], str],
+    start: str = "<tool_call>",
 ) -> Parsed:
-    first = rest.find("<tool_call>")
+    first = rest.find(start)
     if first < 0:
         out.content = rest
         return out
@@ -117,6 +128,31 @@ def _kv_calls(
 def parse_xml_functions(rest: str, out: Parsed, id_seed: str) -> Parsed:
     """Qwen3-Coder's ``<function=NAME><parameter=K>V</parameter></function>`` calls."""
     return _kv_calls(rest, out, id_seed, call=_XML_CALL, arg=_XML_PARAM, mint=mint_call_id)
+
+
+def parse_full_width(rest: str, out: Parsed, id_seed: str) -> Parsed:
+    """DeepSeek V3.1's calls: name, the sep token, and the argument JSON passed through as written."""
+    first = rest.find(_DS_CALLS)
+    if first < 0:
+        out.content = rest
+        return out
+    out.content = rest[:first]
+    for i, m in enumerate(_DS_CALL.finditer(rest[first:])):
+        out.calls.append(ParsedCall(mint_id(id_seed, i), m.group(1), m.group(2), bool(m.group(3))))
+    return out
+
+
+def parse_invokes(rest: str, out: Parsed, id_seed: str) -> Parsed:
+    """MiniMax M2's ``<invoke name=...>`` calls inside ``<minimax:tool_call>``."""
+    first = rest.find(_MM_START)
+    if first < 0:
+        out.content = rest
+        return out
+    out = _kv_calls(
+        rest[first:], out, id_seed, call=_MM_INVOKE, arg=_MM_PARAM, mint=mint_call_id, start="<invoke"
+    )
+    out.content = rest[:first]  # the wrapper and what is inside it are the call section's
+    return out
 
 
 def parse_arg_pairs(rest: str, out: Parsed, id_seed: str) -> Parsed:

@@ -18,7 +18,9 @@ __all__ = ["VOCAB", "detokenize", "render_prompt", "token_id", "tokenize"]
 VOCAB = 163840  # Kimi's vocabulary size
 
 _TOKEN = _re.compile(
-    r"<\|[^|<>]{1,40}\|>|</?think>|</?tool_call>|\s+(?=<\||</?think>|</?tool_call>)"
+    # special tokens: ASCII and DeepSeek's full-width bars, think and tool-call tags, MiniMax's call tags
+    r"<\|[^|<>]{1,40}\|>|<\uff5c[^\uff5c<>]{1,40}\uff5c>|</?think>|</?tool_call>|</?minimax:tool_call>"
+    r"|\s+(?=<\||<\uff5c|</?think>|</?tool_call>|</?minimax:tool_call>)"
     r"| ?[A-Za-z]+| ?\d{1,3}| ?[^\sA-Za-z\d]|\s+"
 )
 

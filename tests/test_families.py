@@ -12,6 +12,7 @@ import pytest
 
 from tests import wire
 from tests.recording import RecordingTransport, StreamingASGITransport, post
+from tests.sim.test_app import battery
 from wirecheck.acceptance._compat import CompatInputs, run_compat
 from wirecheck.acceptance._run import AcceptOptions, _family
 from wirecheck.cli import main
@@ -174,3 +175,12 @@ def test_an_unknown_model_is_judged_generic_with_a_note(
     assert capsys.readouterr().err == ""  # a family chosen by hand needs no note
     with pytest.raises(ConfigError, match="expected one of auto, "):
         CheckConfig(family="qwen")
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+async def test_the_simulators_whole_battery_checks_clean_for_every_family(family: str) -> None:
+    # the scripted model's every behaviour (tests/sim/test_app.py), for rows that list does not name
+    bodies = [{k: v for k, v in b.items() if k != "model"} for b in battery(FAMILIES[family].example_model)]
+    res = check_exchanges(await _serve(family, bodies), CheckConfig(direct=True))
+    assert [(f.rule, f.message) for f in res.findings] == []
+    assert res.twins == len(bodies)
