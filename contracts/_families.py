@@ -254,6 +254,25 @@ _ROWS = (
         reasoning_parser="minimax_m2",
         thinks_by_default=True,
     ),
+    # vLLM --tool-call-parser openai (vllm/tool_parsers/openai_tool_parser.py, gpt-oss): harmony
+    # messages <|channel|>CHANNEL[ to=RECIPIENT][ <|constrain|>json]<|message|>TEXT<|end|>, parsed
+    # from token ids: a message to functions.NAME is a call (its JSON re-dumped), channel final
+    # (else a commentary preamble) is content, and --reasoning-parser openai_gptoss takes the
+    # analysis channel as reasoning (vllm/reasoning/gptoss_reasoning_parser.py). Ids minted.
+    Family(
+        name="openai",
+        title="gpt-oss (harmony channels)",
+        models=(r"gpt-oss",),
+        example_model="openai/gpt-oss-120b",
+        tool_markup=(r"to=functions\.", r"<\|constrain\|>", r"<\|call\|>"),
+        reasoning_markup=(r"<\|channel\|>analysis",),
+        special_tokens=("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>"),
+        id_pattern=None,
+        id_shape="chatcmpl-tool-<hex>, minted by vLLM",
+        tool_parser="openai",
+        reasoning_parser="openai_gptoss",
+        thinks_by_default=True,
+    ),
     # vLLM --tool-call-parser hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>, ids
     # minted, a failing parse leaves the markup in content (vllm-wire.md section 3). The think tags
     # are split by vLLM's qwen3 reasoning parser (vllm/reasoning/qwen3_reasoning_parser.py);

@@ -26,6 +26,7 @@ __all__ = [
     "write_arg_pairs",
     "write_channels",
     "write_full_width",
+    "write_harmony",
     "write_invokes",
     "write_k2",
     "write_tool_call_tags",
@@ -480,6 +481,28 @@ def write_invokes(plan: Plan) -> str:
         )
         tools = f"<minimax:tool_call>\n{invokes}</minimax:tool_call>"
     return _think_tags(plan, tools)
+
+
+def write_harmony(plan: Plan) -> str:
+    """gpt-oss (harmony): analysis, then a commentary preamble or the final answer, then each call as
+    a commentary message to ``functions.NAME`` ending in ``<|call|>``. The prompt ends with
+    ``<|start|>assistant``, so the first message starts at its channel."""
+    messages = []
+    calls = "".join(
+        f"<|channel|>commentary to=functions.{c.name} <|constrain|>json<|message|>{c.args_text}<|call|>"
+        for c in plan.calls
+    )
+    if plan.reasoning is not None:
+        think = plan.reasoning + (calls if plan.call_in_think else "")
+        messages.append(f"<|channel|>analysis<|message|>{think}<|end|>")
+    if plan.content:
+        channel = "commentary" if plan.calls else "final"
+        messages.append(
+            f"<|channel|>{channel}<|message|>{plan.content}" + ("<|end|>" if plan.calls else "<|return|>")
+        )
+    if plan.calls and not plan.call_in_think:
+        messages += [f"<|channel|>{m}" for m in calls.split("<|channel|>")[1:]]
+    return "<|start|>assistant".join(messages)
 
 
 def write_tool_call_tags(plan: Plan) -> str:

@@ -19,6 +19,7 @@ from ._agent import (
     write_arg_pairs,
     write_channels,
     write_full_width,
+    write_harmony,
     write_invokes,
     write_k2,
     write_tool_call_tags,
@@ -29,6 +30,7 @@ from ._parsers import (
     parse_arg_pairs,
     parse_channels,
     parse_full_width,
+    parse_harmony,
     parse_invokes,
     parse_k2_calls,
     parse_tool_call_tags,
@@ -90,6 +92,12 @@ SIM_FAMILIES: Mapping[str, SimFamily] = MappingProxyType(
         "minimax_m2": SimFamily(
             write=write_invokes,
             parse=think_tag_parser(parse_invokes),
+            stream_styles={"vllm-0.33": "name_first", "vllm-0.15": "name_first"},
+        ),
+        # gpt-oss: vLLM parses harmony messages from token ids and streams in serving_chat
+        "openai": SimFamily(
+            write=write_harmony,
+            parse=parse_harmony,
             stream_styles={"vllm-0.33": "name_first", "vllm-0.15": "name_first"},
         ),
         "glm45": SimFamily(

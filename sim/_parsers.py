@@ -16,6 +16,7 @@ serves which family is ``_families``' table.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -31,6 +32,7 @@ __all__ = [
     "parse_arg_pairs",
     "parse_channels",
     "parse_full_width",
+    "parse_harmony",
     "parse_invokes",
     "parse_k2_calls",
     "parse_tool_call_tags",
@@ -63,6 +65,11 @@ _DS_CALL = re.compile(
 _MM_START = "<minimax:tool_call>"
 _MM_INVOKE = re.compile(r'<invoke name="([^"]*)">(.*?)(</invoke>|$)', re.S)
 _MM_PARAM = re.compile(r'<parameter name="([^"]*)">\n?(.*?)\n?</parameter>', re.S)
+_HARMONY = re.compile(
+    r"(?:<\|start\|>assistant)?<\|channel\|>(\w+)(?: to=([^\s<]+))?\s*(?:<\|constrain\|>(\w+))?<\|message\|>"
+    r"(.*?)(<\|end\|>|<\|call\|>|<\|return\|>|$)",
+    re.S,
+)
 _PAIR_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
 
 
@@ -152,6 +159,41 @@ def parse_invokes(rest: str, out: Parsed, id_seed: str) -> Parsed:
         rest[first:], out, id_seed, call=_MM_INVOKE, arg=_MM_PARAM, mint=mint_call_id, start="<invoke"
     )
     out.content = rest[:first]  # the wrapper and what is inside it are the call section's
+    return out
+
+
+def parse_harmony(
+    text: str, *, thinking: bool, tool_parser: bool, reasoning_parser: bool, id_seed: str
+) -> Parsed:
+    """gpt-oss's harmony messages: analysis is reasoning, final (else the commentary preamble) is
+    content, a commentary message to ``functions.NAME`` is a call whose JSON is re-dumped once it
+    closes; without the parser that reads it, a message stays in content as written."""
+    out = Parsed()
+    final: list[str] = []
+    preamble: list[str] = []
+    raw: list[str] = []
+    for m in _HARMONY.finditer(text):
+        channel, to, body, end = m.group(1), m.group(2), m.group(4), m.group(5)
+        if channel == "analysis":
+            if reasoning_parser and thinking:
+                out.reasoning = (out.reasoning or "") + body
+            else:
+                raw.append(m.group(0))
+        elif to and to.startswith("functions."):
+            if not tool_parser:
+                raw.append(m.group(0))
+                continue
+            closed = end == "<|call|>"
+            args = body
+            if closed:
+                with contextlib.suppress(ValueError):  # vLLM passes invalid JSON through as written
+                    args = json.dumps(json.loads(body))
+            out.calls.append(ParsedCall(mint_id(id_seed, len(out.calls)), to.split(".", 1)[1], args, closed))
+        elif channel == "final":
+            final.append(body)
+        else:
+            preamble.append(body)
+    out.content = "".join(final or preamble) + "".join(raw)
     return out
 
 
