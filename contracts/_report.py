@@ -147,9 +147,11 @@ def _families_markdown() -> list[str]:
         "2. `sim/_agent.py`: a writer for the family's raw markup, and `sim/_parsers.py`: a parser that does",
         "   what vLLM's parser does with it (the simulator's own code, never the checker's patterns).",
         "3. `sim/_families.py`: one `SimFamily` row joining the two, with vLLM's streaming style per dialect.",
-        "4. `docs/rules.md`: regenerate (`wirecheck rules --markdown > docs/rules.md`).",
+        "4. Only when the family's special tokens are not `<|...|>`-shaped (DeepSeek's full-width bars,",
+        "   MiniMax's `<minimax:tool_call>`): `sim/_tokens.py`, so that the simulator streams each as one token.",
+        "5. `docs/rules.md`: regenerate (`wirecheck rules --markdown > docs/rules.md`).",
         "",
-        "tests/sim/test_families.py then serves, checks and breaks the new family with no edit: it",
-        "iterates over the table.",
+        "tests/test_families.py then serves, checks and breaks the new family with no edit: it iterates",
+        "over the table. Nothing else changes: not the rules, the CLI, acceptance, nor the tests.",
     ]
     return out
