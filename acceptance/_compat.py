@@ -3,8 +3,9 @@
 Rules (vllm-wire.md, the K3 recipe): CUDA 13 runtime *in the container* (nvidia-smi's "CUDA Version"
 is the driver's maximum and is not accepted as the container's); host driver R580 or later and at least
 580.65.06 (CUDA 13.0 GA); vLLM 0.27.1 or later; the recipe's flags (the family's tool and reasoning
-parsers from the family table, auto tool choice, prefix caching). A self-built image is judged in its own column: it must
-record its build commit, dependency sources, Dockerfile and lock files, patches and a rollback image.
+parsers from the family table, auto tool choice, prefix caching). A self-built image is judged in its
+own column: it must record its build commit, dependency sources, Dockerfile and lock files, patches
+and a rollback image.
 """
 
 from __future__ import annotations
