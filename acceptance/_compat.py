@@ -2,9 +2,10 @@
 
 Rules (vllm-wire.md, the K3 recipe): CUDA 13 runtime *in the container* (nvidia-smi's "CUDA Version"
 is the driver's maximum and is not accepted as the container's); host driver R580 or later and at least
-580.65.06 (CUDA 13.0 GA); vLLM 0.27.1 or later; the recipe's flags (``kimi_k3`` tool and reasoning
-parsers, auto tool choice, prefix caching). A self-built image is judged in its own column: it must
-record its build commit, dependency sources, Dockerfile and lock files, patches and a rollback image.
+580.65.06 (CUDA 13.0 GA); vLLM 0.27.1 or later; the recipe's flags (the family's tool and reasoning
+parsers from the family table, auto tool choice, prefix caching). A self-built image is judged in its
+own column: it must record its build commit, dependency sources, Dockerfile and lock files, patches
+and a rollback image.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wirecheck.contracts import InputError
+from wirecheck.contracts import FAMILIES, InputError
 
 from ._evidence import (
     ContainerFacts,
@@ -34,6 +35,8 @@ __all__ = ["SELF_BUILT_FIELDS", "CompatInputs", "run_compat"]
 MIN_DRIVER = "580.65.06"
 MIN_VLLM = "0.27.1"
 OFFICIAL_IMAGE = "vllm/vllm-openai:kimi-k3"
+#: the family the recipe (and the demo's simulator) is written for
+RECIPE_FAMILY = "kimi_k3"
 #: what a self-built image's record (--self-built FILE, JSON) must hold
 SELF_BUILT_FIELDS = (
     "build_commit",
@@ -54,7 +57,7 @@ class CompatInputs:
     startup_log: str | None = None
     official_image: bool = False
     self_built: str | None = None
-    family: str = "kimi_k3"
+    family: str = RECIPE_FAMILY
     #: what the engine said: GET /version, and system_fingerprint from an answer
     version: str | None = None
     fingerprint: str | None = None
@@ -311,20 +314,28 @@ def _log_checks(ph: Phase, log: StartupLog | None, family: str) -> None:
             )
         )
         return
-    want = {
-        "tool_call_parser": family,
-        "reasoning_parser": family,
-        "enable_auto_tool_choice": True,
-        "enable_prefix_caching": True,
-    }
+    row = FAMILIES.get(family)
+    # the family table's parser flags; an unknown family (generic) is held to none of them
+    want: dict[str, object] = dict(row.recipe_flags) if row is not None else {}
+    want["enable_prefix_caching"] = True
     got = {k: log.flag(k) for k in want}
     wrong = [f"{k}={got[k]!r} (want {v!r})" for k, v in want.items() if got[k] != v]
+    status = "fail" if wrong else "pass"
+    detail = "; ".join(wrong) if wrong else ", ".join(f"{k}={v}" for k, v in got.items())
+    if row is None:
+        parsers = {k: log.flag(k) for k in ("tool_call_parser", "reasoning_parser")}
+        got |= parsers
+        status = "fail" if wrong else "warn"
+        detail = (
+            "the model matches no family in the family table: its parser flags are not judged (pass "
+            f"--family); seen {', '.join(f'{k}={v!r}' for k, v in parsers.items())}; {detail}"
+        )
     ph.add(
         Check(
             "compat.flags",
             f"Recipe flags ({family} parsers, auto tool choice, prefix caching)",
-            "fail" if wrong else "pass",
-            "; ".join(wrong) if wrong else ", ".join(f"{k}={v}" for k, v in got.items()),
+            status,
+            detail,
             {"flags": got, "source": log.source},
         )
     )

@@ -36,6 +36,7 @@ from wirecheck.sim import (
     write_environment,
 )
 
+from ._compat import RECIPE_FAMILY
 from ._run import AcceptanceResult, AcceptOptions, Progress, run_acceptance, via_taps
 from ._serving import free_port, serving
 from ._verdict import ALL_PHASES
@@ -58,7 +59,7 @@ async def _run(
 ) -> tuple[AcceptanceResult, float]:
     sim_port, gw_port, engine_port = (free_port() for _ in range(3))
     cfg = SimConfig(
-        family="kimi_k3",
+        family=RECIPE_FAMILY,
         faults=parse_faults(DEMO_SIM_FAULTS, seed=seed),
         seed=seed,
         time_scale=time_scale,

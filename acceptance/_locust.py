@@ -17,7 +17,8 @@ import sys
 import time
 from typing import Any
 
-from wirecheck.contracts import ConfigError, TransportError
+from wirecheck._errors import TransportError
+from wirecheck.contracts import ConfigError
 
 from ._client import Sample
 from ._serving import free_port

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 import httpx
 
+from wirecheck._errors import TransportError
 from wirecheck._version import __version__
 from wirecheck.contracts import (
     DEFAULT_REDACTION,
@@ -24,7 +25,7 @@ from wirecheck.contracts import (
     Exchange,
     InputError,
     Redaction,
-    TransportError,
+    detect_family,
     write_exchanges,
 )
 from wirecheck.generators import SAMPLE_SET_VERSION
@@ -219,12 +220,8 @@ async def _discover(client: httpx.AsyncClient, opts: AcceptOptions) -> dict[str,
 
 
 def _family(opts: AcceptOptions, model: str | None) -> str:
-    if opts.family:
-        return opts.family
-    m = (model or "").lower()
-    if "k2" in m:
-        return "kimi_k2"
-    return "kimi_k3"
+    # the one detector (contracts' family table): an unknown model is generic, never K3 (issue 12)
+    return opts.family or detect_family(model)
 
 
 def _suggested(phases: dict[str, Phase], slo: Slo) -> dict[str, Any]:
@@ -426,7 +423,7 @@ async def run_acceptance(
                     seed=opts.seed,
                     limits=opts.limits,
                     taps=opts.taps,
-                    family=family if family in ("kimi_k2", "kimi_k3", "hermes") else "auto",
+                    family=family,
                     progress=prog,
                 )
                 samples += got

@@ -35,7 +35,10 @@ CHECKLIST: list[tuple[str, tuple[str, ...]]] = [
         "vLLM 0.27.1 or later, the same instance everywhere",
         ("compat.vllm-version", "compat.same-instance", "compat.fingerprint"),
     ),
-    ("Recipe flags: kimi_k3 tool and reasoning parsers, auto tool choice, prefix caching", ("compat.flags",)),
+    (
+        "Recipe flags: the family's tool and reasoning parsers, auto tool choice, prefix caching",
+        ("compat.flags",),
+    ),
     ("Startup log read: no unexplained warning or fallback", _LOG_LINES),
     ("Engine serves after load; load times and GPU memory recorded", ("capacity.load",)),
     ("The agent sample set is served at full length", ("capacity.long-input",)),

@@ -1,11 +1,12 @@
-"""wirecheck.contracts: the exchange model, SSE decoding, stream assembly, rules, attribution, findings.
+"""wirecheck.contracts: the exchange model, SSE decoding, stream assembly, the family table, rules,
+attribution, findings.
 
 Pure: bytes and JSON in, findings out. Imports no other wirecheck package (DESIGN.md).
 """
 
 from ._assembly import AssembledCall, AssembledChoice, AssembledStream, StreamAnomaly, assemble_stream
 from ._check import CheckResult, check_exchanges, check_view
-from ._errors import ConfigError, InputError, TransportError, UsageError, WirecheckError
+from ._errors import ConfigError, InputError
 from ._exchange import (
     FORMAT_VERSION,
     Chunk,
@@ -17,6 +18,15 @@ from ._exchange import (
     load_exchange,
     read_exchanges,
     write_exchanges,
+)
+from ._families import (
+    FAMILIES,
+    FAMILY_CHOICES,
+    FAMILY_NAMES,
+    GENERIC,
+    Family,
+    detect_family,
+    unknown_family_note,
 )
 from ._json import JsonLimitError
 from ._json import loads as bounded_loads
@@ -47,7 +57,11 @@ from ._wire import (
 
 __all__ = [
     "DEFAULT_REDACTION",
+    "FAMILIES",
+    "FAMILY_CHOICES",
+    "FAMILY_NAMES",
     "FORMAT_VERSION",
+    "GENERIC",
     "REASONING_MARKUP",
     "REDACTED",
     "REGISTRY",
@@ -70,6 +84,7 @@ __all__ = [
     "Exchange",
     "ExchangeError",
     "ExchangeView",
+    "Family",
     "Fault",
     "Finding",
     "FunctionCall",
@@ -90,17 +105,15 @@ __all__ = [
     "ToolCall",
     "ToolCallDelta",
     "ToolDefinition",
-    "TransportError",
     "TwinPair",
     "Usage",
-    "UsageError",
-    "WirecheckError",
     "assemble_stream",
     "bounded_loads",
     "build_view",
     "check_exchanges",
     "check_view",
     "decode_sse",
+    "detect_family",
     "dump_exchange",
     "hit",
     "load_exchange",
@@ -116,5 +129,6 @@ __all__ = [
     "request_fingerprint",
     "rule",
     "rules",
+    "unknown_family_note",
     "write_exchanges",
 ]

@@ -1,33 +1,28 @@
-"""The one error family of wirecheck.
+"""The errors the pure kernel raises: bad values it was given, never findings.
 
-Findings are data, never exceptions: a non-conformant stream is a result, not an error. Exceptions are
-for the user's and the environment's mistakes only::
+Findings are data, never exceptions: a non-conformant stream is a result, not an error. These two are
+for a user's mistakes only, and they are plain ``ValueError`` subclasses owned here so that contracts
+imports nothing from the front door (DESIGN.md: the error tree lives beside it, in
+``wirecheck._errors``, which re-exports them). Every package below the front door may raise them, since
+each may import contracts::
 
-    WirecheckError            usage, config, input and transport problems (base)
-    ├── UsageError            a command line or API call that cannot work as given
+    ValueError
     ├── ConfigError           a bad setting (env var, option value, fault spec)
-    ├── InputError            unusable input data: names the source and, where known, the line
-    └── TransportError        a peer that could not be reached or broke the connection
+    └── InputError            unusable input data: names the source and, where known, the line
 
 Every message names what was wrong and where, so a CLI can print it as is and exit 2.
 """
 
 from __future__ import annotations
 
-
-class WirecheckError(Exception):
-    """Base of every error wirecheck raises on purpose."""
+__all__ = ["ConfigError", "InputError"]
 
 
-class UsageError(WirecheckError):
-    """A command or call that cannot work as given."""
-
-
-class ConfigError(WirecheckError):
+class ConfigError(ValueError):
     """A setting that does not parse or is out of range."""
 
 
-class InputError(WirecheckError):
+class InputError(ValueError):
     """Input data that cannot be used: names the source and, where known, the line."""
 
     def __init__(self, message: str, *, source: str | None = None, line: int | None = None) -> None:
@@ -39,7 +34,3 @@ class InputError(WirecheckError):
             where = source if line is None else f"{source}:{line}"
             where += ": "
         super().__init__(f"{where}{message}")
-
-
-class TransportError(WirecheckError):
-    """A peer could not be reached, or the connection broke."""

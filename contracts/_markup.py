@@ -1,28 +1,30 @@
 """Model markup that must never reach a client's ``content`` (vllm-wire.md section 3).
 
-Kimi K2 special tokens, Kimi K3 "XTML" channels, hermes tags, and think tags. A parser that works turns
-all of these into wire fields; what is left in text is the parser's fault (or, inside reasoning, the
-model's: it wrote a call before its thinking closed).
+Every family's tool-call markup, think markup and special tokens, read off the family table
+(``_families``). A parser that works turns all of these into wire fields; what is left in text is the
+parser's fault (or, inside reasoning, the model's: it wrote a call before its thinking closed). The
+patterns are the union over all families on purpose: markup of *any* family in content is a defect,
+whatever the model claims to be, so an unknown model is still checked for all of it.
 """
 
 from __future__ import annotations
 
 import re
 
+from ._families import FAMILIES
+
 __all__ = ["REASONING_MARKUP", "SPECIAL_TOKENS", "TOOL_MARKUP", "find_markup"]
 
-TOOL_MARKUP = re.compile(
-    r"<\|tool_calls?_section_begin\|>|<\|tool_call_begin\|>|<\|tool_call_argument_begin\|>"
-    r"|<\|tool_call_end\|>|<\|tool_calls?_section_end\|>"
-    r"|<\|open\|>tools|<\|open\|>call\b|<\|close\|>call|<\|open\|>argument\b|<\|close\|>tools"
-    r"|<tool_call>|</tool_call>"
-)
-REASONING_MARKUP = re.compile(r"</?think>|<\|open\|>think|<\|close\|>think")
-# Other special tokens of the Kimi families (chat-template and channel tokens), e.g. the K3 leak
-# "<|close|>message<|sep|>" (vllm #51399). Checked after the two above so each leak is named once.
-SPECIAL_TOKENS = re.compile(
-    r"<\|(?:open|close|sep|im_end|im_start|im_middle|im_user|im_assistant|im_system|end_of_text)\|>"
-)
+
+def _union(parts: list[str]) -> str:
+    return "|".join(dict.fromkeys(parts))  # table order, each pattern once
+
+
+TOOL_MARKUP = re.compile(_union([p for f in FAMILIES.values() for p in f.tool_markup]))
+REASONING_MARKUP = re.compile(_union([p for f in FAMILIES.values() for p in f.reasoning_markup]))
+# Other special tokens (chat-template and channel tokens), e.g. the K3 leak "<|close|>message<|sep|>"
+# (vllm #51399). Checked after the two above so each leak is named once.
+SPECIAL_TOKENS = re.compile(_union([re.escape(t) for f in FAMILIES.values() for t in f.special_tokens]))
 
 
 def find_markup(pattern: re.Pattern[str], text: str | None) -> tuple[int, str] | None:

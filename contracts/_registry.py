@@ -20,6 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from ._errors import ConfigError
+from ._families import FAMILY_CHOICES
 
 __all__ = [
     "REGISTRY",
@@ -158,7 +159,8 @@ def rules(scope: str | None = None) -> list[Rule]:
 class CheckConfig:
     """How to judge. Defaults fit vLLM 0.33; everything else is read off the traffic itself."""
 
-    #: model family for id and markup expectations: auto | kimi_k2 | kimi_k3 | hermes | generic
+    #: model family for id and markup expectations: auto (detected from the model name), a name
+    #: in the family table (``FAMILY_NAMES``), or generic
     family: str = "auto"
     #: expect a reasoning field: None = when the request or model name says thinking is on
     expect_reasoning: bool | None = None
@@ -174,7 +176,7 @@ class CheckConfig:
     disabled: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        if self.family not in ("auto", "kimi_k2", "kimi_k3", "hermes", "generic"):
-            raise ConfigError(f"family {self.family!r}: expected auto, kimi_k2, kimi_k3, hermes or generic")
+        if self.family not in FAMILY_CHOICES:
+            raise ConfigError(f"family {self.family!r}: expected one of {', '.join(FAMILY_CHOICES)}")
         if not 0 < self.buffer_ratio < 1:
             raise ConfigError("buffer_ratio must be between 0 and 1")

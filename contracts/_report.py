@@ -8,6 +8,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from ._check import CheckResult
+from ._families import FAMILIES, GENERIC
 from ._registry import Finding, rules
 from ._rules_limits import RECORDS
 from ._text import escape_surrogates, printable
@@ -134,4 +135,51 @@ def render_rules_markdown() -> str:
     for rid, what in RECORDS.items():
         out.append(f"- `{rid}`: {what}")
     out.append("")
+    out += _families_markdown()
     return "\n".join(out).rstrip() + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _families_markdown() -> list[str]:
+    """The family table (contracts/_families.py), and what adding a family touches."""
+    out = [
+        "## Families",
+        "",
+        "One row per dialect, in `contracts/_families.py`; `wirecheck check --family` and `accept --family`",
+        "take these names. The markup rules look for every family's markup in any response; the id rule",
+        "judges only families whose model writes its own ids. A model that no row matches is judged by the",
+        f"generic contracts only (`{GENERIC}`), with a note: never by another family's expectations.",
+        "",
+        "| family | models | name patterns | tool-call markup | reasoning markup | ids | vLLM flags |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for f in FAMILIES.values():
+        models = ", ".join(f"`{p}`" for p in f.models)
+        tools = ", ".join(f"`{p}`" for p in f.tool_markup)
+        think = ", ".join(f"`{p}`" for p in f.reasoning_markup)
+        out.append(
+            f"| `{f.name}` | {f.title} | {_cell(models)} | {_cell(tools)} | {_cell(think)} "
+            f"| {_cell(f.id_shape)} | `{f.command_line}` |"
+        )
+    out += [
+        "",
+        "### Adding a family",
+        "",
+        "1. `contracts/_families.py`: one `Family` row (name = vLLM's `--tool-call-parser`, model-name",
+        "   patterns, markup, special tokens, id format, reasoning parser, recipe flags), citing vLLM's parser",
+        "   source in a comment. The rules, `CheckConfig`, the CLI's `--family` choices and auto-detection,",
+        "   acceptance compat's flag check and the simulator's model names and startup log read it from there.",
+        "2. `sim/_agent.py`: a writer for the family's raw markup, and `sim/_parsers.py`: a parser that does",
+        "   what vLLM's parser does with it (the simulator's own code, never the checker's patterns).",
+        "3. `sim/_families.py`: one `SimFamily` row joining the two, with vLLM's streaming style per dialect.",
+        "4. Only when the family's special tokens are not `<|...|>`-shaped (DeepSeek's full-width bars,",
+        "   MiniMax's `<minimax:tool_call>`): `sim/_tokens.py`, so that the simulator streams each as one token.",
+        "5. `docs/rules.md`: regenerate (`wirecheck rules --markdown > docs/rules.md`).",
+        "",
+        "tests/test_families.py then serves, checks and breaks the new family with no edit: it iterates",
+        "over the table. Nothing else changes: not the rules, the CLI, acceptance, nor the tests.",
+    ]
+    return out

@@ -13,14 +13,13 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from ._assembly import AssembledCall, AssembledChoice
+from ._families import FAMILIES, detect_family
 from ._json import JsonLimitError
 from ._json import loads as bounded_loads
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP, find_markup
 from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
 from ._view import ExchangeView
 
-_K2_ID = re.compile(r"^functions\.(?P<name>.+):(?P<idx>\d+)$")
-_K2_HEADER = re.compile(r"^.+:\d+$")
 _KNOWN_FINISH = frozenset(
     {"stop", "length", "tool_calls", "content_filter", "function_call", "repetition", "abort", "error"}
 )
@@ -103,6 +102,11 @@ def _cut_json(text: str) -> bool:
     return False
 
 
+@lru_cache(maxsize=64)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
 def _parse_args(call: AssembledCall) -> tuple[bool, Any]:
     try:
         return True, bounded_loads(call.arguments)
@@ -111,18 +115,11 @@ def _parse_args(call: AssembledCall) -> tuple[bool, Any]:
 
 
 def family_of(view: ExchangeView, ctx: CheckConfig) -> str:
+    """The family to judge this exchange against: the configured one, else the one detector's."""
     if ctx.family != "auto":
         return ctx.family
-    model = (view.model or view.req.get("model") or "").lower()
-    if "kimi-k2" in model or "kimi_k2" in model:
-        return "kimi_k2"
-    if "kimi-k3" in model or "kimi_k3" in model:
-        return "kimi_k3"
-    for ch in view.choices:
-        for c in ch.calls:
-            if c.id and _K2_ID.match(c.id):
-                return "kimi_k2"
-    return "generic"
+    ids = (c.id for ch in view.choices for c in ch.calls)
+    return detect_family(view.model or view.req.get("model"), ids)
 
 
 def _stopped_by_length(choice: AssembledChoice) -> bool:
@@ -357,22 +354,27 @@ def _id_dup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     fault=Fault.MODEL,
     severity=Severity.WARNING,
     area="tools",
-    summary="A Kimi K2 tool call id is not functions.NAME:IDX, or disagrees with the name.",
+    summary="A tool call id the model writes itself (Kimi K2: functions.NAME:IDX) has another shape, "
+    "or disagrees with the name.",
 )
 def _id_format(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """For the Kimi K2 family the model's own header is the id: ``functions.<name>:<idx>``. A header
-    like ``search:0`` (no ``functions.`` prefix) is the model's; a name that disagrees with the id is
-    the parser's. Other families mint ids (``chatcmpl-tool-<hex>``) and are not judged here."""
-    if family_of(view, ctx) != "kimi_k2":
+    """Judged for families whose model writes the id itself (the family table's id format; for Kimi
+    K2 the call header ``functions.<name>:<idx>``). A header like ``search:0`` (no ``functions.``
+    prefix) is the model's; a name that disagrees with the id is the parser's. Other families mint
+    ids (``chatcmpl-tool-<hex>``) and are not judged here."""
+    family = FAMILIES.get(family_of(view, ctx))
+    if family is None or family.id_pattern is None:
         return
+    pattern = _compiled(family.id_pattern)
+    near = family.id_near_miss
     for ch, c in _calls(view):
         if not c.id:
             continue
-        m = _K2_ID.match(c.id)
+        m = pattern.match(c.id)
         if m is None:
-            shape = "a header without the functions. prefix" if _K2_HEADER.match(c.id) else "not a K2 header"
+            shape = near[1] if near and _compiled(near[0]).match(c.id) else "not that shape"
             yield hit(
-                f"id {c.id!r} is {shape} (expected functions.NAME:IDX)",
+                f"id {c.id!r} is {shape} (expected {family.id_shape})",
                 view.call_pointer(ch, c, "/id"),
                 c.id,
                 event=c.first_event,
@@ -512,7 +514,7 @@ def _finish_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     "tool-markup-in-content",
     fault=Fault.PARSER,
     area="markup",
-    summary="Tool-call markup (K2 tokens, K3 <|open|>tools, hermes <tool_call>) left in content.",
+    summary="Tool-call markup of any family (K2 tokens, K3 <|open|>tools, <tool_call>) left in content.",
 )
 def _tool_markup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The model wrote a call and the tool parser did not map it (vllm #39056, #42021, #51073), or no

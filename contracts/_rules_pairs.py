@@ -383,7 +383,7 @@ def _deterministic(req: dict[str, Any]) -> bool:
     summary="A streamed and a non-streamed response to the same request disagree in meaning.",
 )
 def _twins(pair: TwinPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """The streaming parser and the whole-response parser must agree (hermes streaming mis-parses:
+    """The streaming parser and the whole-response parser must agree (Hermes-format streaming mis-parses:
     vllm #9693, #28806). Always compared: the reasoning field used. With greedy decoding
     (temperature 0) also: tool call names and arguments, content, reasoning text, finish_reason."""
     s, p = pair.streamed, pair.plain

@@ -7,15 +7,19 @@ wire fields, and the checker judges them.
 from ._app import SimState, create_app
 from ._config import FAULTS, FaultSpec, SimConfig, parse_faults
 from ._environment import Environment, write_environment
+from ._families import DEFAULT_FAMILY, SIM_FAMILIES, SimFamily
 from ._gateway import GATEWAY_FAULTS, GatewayConfig, create_gateway, parse_gateway_faults
 
 __all__ = [
+    "DEFAULT_FAMILY",
     "FAULTS",
     "GATEWAY_FAULTS",
+    "SIM_FAMILIES",
     "Environment",
     "FaultSpec",
     "GatewayConfig",
     "SimConfig",
+    "SimFamily",
     "SimState",
     "create_app",
     "create_gateway",

@@ -4,7 +4,7 @@ Deterministic: the same request (and request number, for faults) gives the same 
 calls a declared tool when the user turn names it (or ``tool_choice`` demands one), writes arguments
 valid for the tool's JSON Schema, answers after a tool result, retries after a tool error, thinks when
 thinking is on, and writes JSON valid for a requested schema. Model faults change what it writes;
-the family's markup (Kimi K2 tokens, Kimi K3 XTML channels, hermes tags) is then parsed by the
+the family's markup (Kimi K2 tokens, Kimi K3 XTML channels, Hermes <tool_call> tags) is then parsed by the
 simulator's own parsers (``_parsers``), so parser faults arise where vLLM's do.
 """
 
@@ -18,7 +18,20 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-__all__ = ["Plan", "PlannedCall", "plan_reply", "value_for_schema", "write_markup"]
+__all__ = [
+    "Plan",
+    "PlannedCall",
+    "plan_reply",
+    "value_for_schema",
+    "write_arg_pairs",
+    "write_channels",
+    "write_full_width",
+    "write_harmony",
+    "write_invokes",
+    "write_k2",
+    "write_tool_call_tags",
+    "write_xml_functions",
+]
 
 
 @dataclass(slots=True)
@@ -343,7 +356,7 @@ def _consecutive_failures(msgs: list[dict[str, Any]]) -> int:
     return n
 
 
-# --- raw markup per family ----------------------------------------------------------------------
+# --- raw markup per family (which family writes which: _families) ---------------------------------
 
 
 def _k3_args(args_text: str, args: dict[str, Any] | None) -> str:
@@ -360,42 +373,142 @@ def _k3_args(args_text: str, args: dict[str, Any] | None) -> str:
     return "".join(parts)
 
 
-def write_markup(plan: Plan, family: str) -> str:
-    """The raw text the model writes, in its family's markup."""
+def write_k2(plan: Plan) -> str:
+    """Kimi K2: a tool-call section of ``<|tool_call_begin|>HEADER<|tool_call_argument_begin|>`` calls."""
     calls = plan.calls
-    if family == "kimi_k2":
-        tools = ""
-        if calls:
-            tools = (
-                "<|tool_calls_section_begin|>"
-                + "".join(
-                    f"<|tool_call_begin|>{c.header}<|tool_call_argument_begin|>{c.args_text}<|tool_call_end|>"
-                    for c in calls
-                )
-                + "<|tool_calls_section_end|>"
+    tools = ""
+    if calls:
+        tools = (
+            "<|tool_calls_section_begin|>"
+            + "".join(
+                f"<|tool_call_begin|>{c.header}<|tool_call_argument_begin|>{c.args_text}<|tool_call_end|>"
+                for c in calls
             )
-        if plan.reasoning is None:
-            return plan.content + tools
-        if plan.call_in_think:
-            return f"{plan.reasoning}{tools}</think>{plan.content}"
-        return f"{plan.reasoning}</think>{plan.content}{tools}"
-    if family == "kimi_k3":
-        tools = ""
-        if calls:
-            body = ""
-            for i, c in enumerate(calls, 1):
-                args = c.args if c.args is not None and c.args_text == json.dumps(c.args) else None
-                body += f'<|open|>call tool="{c.name}" index="{i}"<|sep|>{_k3_args(c.args_text, args)}<|close|>call<|sep|>'
-            tools = f"<|open|>tools<|sep|>{body}<|close|>tools<|sep|>"
-        response = f"<|open|>response<|sep|>{plan.content}<|close|>response<|sep|>" if plan.content else ""
-        if plan.reasoning is None:
-            return response + tools
-        if plan.call_in_think:
-            return f"<|open|>think<|sep|>{plan.reasoning}{tools}<|close|>think<|sep|>{response}"
-        return f"<|open|>think<|sep|>{plan.reasoning}<|close|>think<|sep|>{response}{tools}"
-    # hermes
+            + "<|tool_calls_section_end|>"
+        )
+    if plan.reasoning is None:
+        return plan.content + tools
+    if plan.call_in_think:
+        return f"{plan.reasoning}{tools}</think>{plan.content}"
+    return f"{plan.reasoning}</think>{plan.content}{tools}"
+
+
+def write_channels(plan: Plan) -> str:
+    """Kimi K3: think, response and tools channels (``<|open|>X<|sep|>...<|close|>X<|sep|>``)."""
+    calls = plan.calls
+    tools = ""
+    if calls:
+        body = ""
+        for i, c in enumerate(calls, 1):
+            args = c.args if c.args is not None and c.args_text == json.dumps(c.args) else None
+            body += f'<|open|>call tool="{c.name}" index="{i}"<|sep|>{_k3_args(c.args_text, args)}<|close|>call<|sep|>'
+        tools = f"<|open|>tools<|sep|>{body}<|close|>tools<|sep|>"
+    response = f"<|open|>response<|sep|>{plan.content}<|close|>response<|sep|>" if plan.content else ""
+    if plan.reasoning is None:
+        return response + tools
+    if plan.call_in_think:
+        return f"<|open|>think<|sep|>{plan.reasoning}{tools}<|close|>think<|sep|>{response}"
+    return f"<|open|>think<|sep|>{plan.reasoning}<|close|>think<|sep|>{response}{tools}"
+
+
+def _xml_params(c: PlannedCall) -> dict[str, str]:
+    if c.args is None or c.args_text != json.dumps(c.args):  # broken JSON: one raw parameter
+        return {"arguments": c.args_text}
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in c.args.items()}
+
+
+def _think_tags(plan: Plan, tools: str) -> str:
+    if plan.reasoning is None:
+        return plan.content + tools
+    if plan.call_in_think:
+        return f"<think>{plan.reasoning}{tools}</think>{plan.content}"
+    return f"<think>{plan.reasoning}</think>{plan.content}{tools}"
+
+
+def write_xml_functions(plan: Plan) -> str:
+    """Qwen3-Coder: ``<tool_call>\\n<function=NAME>\\n<parameter=K>\\nV\\n</parameter>...`` (strings raw,
+    other values JSON); the model does not think."""
     tools = "".join(
-        f'<tool_call>{{"name": "{c.name}", "arguments": {c.args_text}}}</tool_call>' for c in calls
+        "<tool_call>\n<function="
+        + c.name
+        + ">\n"
+        + "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in _xml_params(c).items())
+        + "</function>\n</tool_call>"
+        for c in plan.calls
+    )
+    return plan.content + tools
+
+
+def write_arg_pairs(plan: Plan) -> str:
+    """GLM-4.5: ``<tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n</tool_call>``."""
+    tools = "".join(
+        f"<tool_call>{c.name}\n"
+        + "".join(f"<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>\n" for k, v in _xml_params(c).items())
+        + "</tool_call>"
+        for c in plan.calls
+    )
+    return _think_tags(plan, tools)
+
+
+# DeepSeek V3.1's special tokens (full-width bars, U+2581 for spaces), as vLLM's deepseek_v31 parser
+# names them (vllm/tool_parsers/deepseekv31_tool_parser.py)
+_DS_CALLS, _DS_CALLS_END = (
+    "<\uff5ctool\u2581calls\u2581begin\uff5c>",
+    "<\uff5ctool\u2581calls\u2581end\uff5c>",
+)
+_DS_CALL, _DS_CALL_END = "<\uff5ctool\u2581call\u2581begin\uff5c>", "<\uff5ctool\u2581call\u2581end\uff5c>"
+_DS_SEP = "<\uff5ctool\u2581sep\uff5c>"
+
+
+def write_full_width(plan: Plan) -> str:
+    """DeepSeek V3.1: a calls section of ``call_begin NAME sep {json} call_end`` (full-width tokens)."""
+    tools = ""
+    if plan.calls:
+        calls = "".join(f"{_DS_CALL}{c.name}{_DS_SEP}{c.args_text}{_DS_CALL_END}" for c in plan.calls)
+        tools = f"{_DS_CALLS}{calls}{_DS_CALLS_END}"
+    return _think_tags(plan, tools)
+
+
+def write_invokes(plan: Plan) -> str:
+    """MiniMax M2: ``<minimax:tool_call><invoke name="NAME"><parameter name="K">V</parameter></invoke>``."""
+    tools = ""
+    if plan.calls:
+        invokes = "".join(
+            f'<invoke name="{c.name}">\n'
+            + "".join(f'<parameter name="{k}">{v}</parameter>\n' for k, v in _xml_params(c).items())
+            + "</invoke>\n"
+            for c in plan.calls
+        )
+        tools = f"<minimax:tool_call>\n{invokes}</minimax:tool_call>"
+    return _think_tags(plan, tools)
+
+
+def write_harmony(plan: Plan) -> str:
+    """gpt-oss (harmony): analysis, then a commentary preamble or the final answer, then each call as
+    a commentary message to ``functions.NAME`` ending in ``<|call|>``. The prompt ends with
+    ``<|start|>assistant``, so the first message starts at its channel."""
+    messages = []
+    calls = "".join(
+        f"<|channel|>commentary to=functions.{c.name} <|constrain|>json<|message|>{c.args_text}<|call|>"
+        for c in plan.calls
+    )
+    if plan.reasoning is not None:
+        think = plan.reasoning + (calls if plan.call_in_think else "")
+        messages.append(f"<|channel|>analysis<|message|>{think}<|end|>")
+    if plan.content:
+        channel = "commentary" if plan.calls else "final"
+        messages.append(
+            f"<|channel|>{channel}<|message|>{plan.content}" + ("<|end|>" if plan.calls else "<|return|>")
+        )
+    if plan.calls and not plan.call_in_think:
+        messages += [f"<|channel|>{m}" for m in calls.split("<|channel|>")[1:]]
+    return "<|start|>assistant".join(messages)
+
+
+def write_tool_call_tags(plan: Plan) -> str:
+    """Hermes-style: ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` after ``<think>``."""
+    tools = "".join(
+        f'<tool_call>{{"name": "{c.name}", "arguments": {c.args_text}}}</tool_call>' for c in plan.calls
     )
     if plan.reasoning is None:
         return plan.content + tools

@@ -21,11 +21,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ._agent import Plan, plan_reply, thinking_on, write_markup
+from wirecheck.contracts import FAMILIES
+
+from ._agent import Plan, plan_reply, thinking_on
 from ._config import SimConfig
 from ._engine import Engine, EngineDead, SeqRequest
+from ._families import SIM_FAMILIES
 from ._metrics import SimMetrics
-from ._parsers import Parsed, StreamEmitter, parse_output
+from ._parsers import Parsed, StreamEmitter
 from ._tokens import detokenize, render_prompt, token_id, tokenize
 
 __all__ = ["SimState", "create_app"]
@@ -84,7 +87,7 @@ def _validate(cfg: SimConfig, req: Any) -> dict[str, Any]:
     tc = req.get("tool_choice")
     if tc not in (None, "none", "auto") and not tools:
         raise _bad("When using `tool_choice`, `tools` must be set.", "tool_choice", tc)
-    if isinstance(tc, dict) and cfg.family == "kimi_k3":
+    if isinstance(tc, dict) and FAMILIES[cfg.family].named_choice_needs_strict:
         strict = all(isinstance(t, dict) and (t.get("function") or {}).get("strict") for t in tools or [])
         if not strict:
             raise _bad("Named tool_choice needs strict tool calling for this model", "tool_choice", tc)
@@ -112,11 +115,12 @@ class _Reply:
     ) -> None:
         cfg = state.cfg
         self.cfg, self.req, self.faults, self.seq = cfg, req, faults, seq
+        self.family = SIM_FAMILIES[cfg.family]
         self.id = request_id
         self.created = int(time.time())
         self.thinking = thinking_on(req, cfg.thinking_default)
         self.plan: Plan = plan_reply(req, thinking=self.thinking, faults=faults, seq=seq)
-        self.raw = write_markup(self.plan, cfg.family)
+        self.raw = self.family.write(self.plan)
         self.out_tokens = tokenize(self.raw) or [""]
         tc = req.get("tool_choice")
         self.mode = "named" if isinstance(tc, dict) else str(tc or ("auto" if req.get("tools") else "none"))
@@ -128,13 +132,12 @@ class _Reply:
         cfg, f = self.cfg, self.faults
         tool_parser = cfg.tool_parser and bool(self.req.get("tools"))
         if "parser.markup_in_content" in f and self.plan.calls:
-            if cfg.family == "kimi_k3":
+            if self.family.fails_to_raw_output:
                 return Parsed(None, text, [])  # the K3 parser's exception path: content = model output
             tool_parser = False
-        reasoning_parser = cfg.reasoning_parser and "parser.reasoning_in_content" not in f
-        p = parse_output(
+        reasoning_parser = cfg.reasoning_parser_on and "parser.reasoning_in_content" not in f
+        p = self.family.parse(
             text,
-            cfg.family,
             thinking=self.thinking,
             tool_parser=tool_parser,
             reasoning_parser=reasoning_parser,
@@ -165,18 +168,14 @@ class _Reply:
             "created_cache_tokens": None,
             "multimodal_tokens": None,
         }
-        if self.cfg.reasoning_parser:
+        if self.cfg.reasoning_parser_on:
             u["completion_tokens_details"] = {
                 "reasoning_tokens": len(tokenize(p.reasoning)) if p and p.reasoning else 0
             }
         return u
 
     def stream_style(self) -> str:
-        if self.cfg.family == "kimi_k3":
-            return "whole"
-        if self.cfg.family == "kimi_k2" and self.cfg.dialect == "vllm-0.33":
-            return "fragments"
-        return "name_first"
+        return self.family.stream_styles[self.cfg.dialect]
 
 
 def _message(reply: _Reply, p: Parsed) -> dict[str, Any]:

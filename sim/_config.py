@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from wirecheck.contracts import ConfigError
+from wirecheck.contracts import FAMILIES, ConfigError
+
+from ._families import DEFAULT_FAMILY, SIM_FAMILIES
 
 __all__ = ["FAULTS", "FaultSpec", "SimConfig", "parse_faults"]
 
@@ -33,12 +35,6 @@ FAULTS: dict[str, str] = {
     "engine.error_mid_stream": "an in-band error frame after some output, then [DONE]",
     "engine.reset_mid_stream": "the connection is cut after some output",
     "engine.slow_first_token": "the first token comes late (slow_first_token_s)",
-}
-FAMILIES = ("kimi_k2", "kimi_k3", "hermes")
-DEFAULT_MODELS = {
-    "kimi_k2": "moonshotai/Kimi-K2-Thinking",
-    "kimi_k3": "moonshotai/Kimi-K3",
-    "hermes": "NousResearch/Hermes-4-70B",
 }
 DIALECTS = ("vllm-0.33", "vllm-0.15")
 
@@ -83,8 +79,8 @@ def parse_faults(spec: str | None, *, seed: int = 0, known: dict[str, str] = FAU
 
 @dataclass(kw_only=True, slots=True)
 class SimConfig:
-    model: str = ""  # empty: the family's usual model (DEFAULT_MODELS)
-    family: str = "kimi_k2"
+    model: str = ""  # empty: the family's usual model (the family table's example_model)
+    family: str = DEFAULT_FAMILY
     dialect: str = "vllm-0.33"
     version: str = "0.33.0"
     faults: FaultSpec = field(default_factory=FaultSpec)
@@ -118,10 +114,10 @@ class SimConfig:
     sse_keep_alive_s: float | None = None
 
     def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise ConfigError(f"family {self.family!r}: expected one of {', '.join(FAMILIES)}")
+        if self.family not in SIM_FAMILIES:
+            raise ConfigError(f"family {self.family!r}: expected one of {', '.join(SIM_FAMILIES)}")
         if not self.model:
-            self.model = DEFAULT_MODELS[self.family]
+            self.model = FAMILIES[self.family].example_model
         if self.dialect not in DIALECTS:
             raise ConfigError(f"dialect {self.dialect!r}: expected one of {', '.join(DIALECTS)}")
         if self.time_scale <= 0:
@@ -132,8 +128,13 @@ class SimConfig:
             raise ConfigError("prefix_cache_retention_interval must be >= 0")
 
     @property
+    def reasoning_parser_on(self) -> bool:
+        """A reasoning parser runs: asked for, and vLLM has one for the family (the table's)."""
+        return self.reasoning_parser and FAMILIES[self.family].reasoning_parser is not None
+
+    @property
     def thinking_default(self) -> bool:
-        return self.family != "hermes"
+        return FAMILIES[self.family].thinks_by_default
 
     @property
     def fingerprint(self) -> str:

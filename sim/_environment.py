@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wirecheck.contracts import FAMILIES
+
 from ._config import SimConfig
 
 __all__ = ["Environment", "write_environment"]
@@ -86,12 +88,12 @@ def _log(cfg: SimConfig, env: Environment) -> str:
     def stamp(dt: float) -> str:
         return time.strftime("%m-%d %H:%M:%S", time.localtime(t0 + dt))
 
-    family = cfg.family
+    family = FAMILIES[cfg.family]  # the parser names the family table gives (its recipe flags)
     args: dict[str, object] = {"model": cfg.model, "tensor_parallel_size": cfg.tensor_parallel_size}
     if cfg.tool_parser:
-        args.update(tool_call_parser=family, enable_auto_tool_choice=True)
-    if cfg.reasoning_parser:
-        args["reasoning_parser"] = family
+        args.update(tool_call_parser=family.tool_parser, enable_auto_tool_choice=True)
+    if cfg.reasoning_parser_on and family.reasoning_parser is not None:
+        args["reasoning_parser"] = family.reasoning_parser
     if cfg.enable_prefix_caching:
         args["enable_prefix_caching"] = True
     if cfg.hybrid_cache:

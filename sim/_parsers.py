@@ -3,25 +3,42 @@
 Written apart from the checker on purpose (DESIGN.md): a simulator that used the checker's markup
 patterns could not catch the checker's bugs. Behaviour follows vllm-wire.md section 3:
 
-- kimi_k2 (engine parser, 0.33): a call whose header does not match ``.+:\\d+`` is dropped; argument
+- Kimi K2 (engine parser, 0.33): a call whose header does not match ``.+:\\d+`` is dropped; argument
   JSON is passed through unchanged; a call cut by max_tokens is closed with partial arguments.
-- kimi_k3: channels ``<|open|>X<|sep|>...<|close|>X<|sep|>``; string arguments are raw text, others
+- Kimi K3: channels ``<|open|>X<|sep|>...<|close|>X<|sep|>``; string arguments are raw text, others
   JSON; ids are minted (``chatcmpl-tool-<16 hex>``); on an exception content = the whole output.
-- hermes (legacy): ``<tool_call>{...}</tool_call>``; arguments are taken as written.
+- Hermes (legacy): ``<tool_call>{...}</tool_call>``; arguments are taken as written.
 
 Streaming works like vLLM's parsers: parse the text so far, send what is new. How the new part is cut
-into deltas is the family's (and the dialect's) streaming style; see ``StreamEmitter``.
+into deltas is the family's (and the dialect's) streaming style; see ``StreamEmitter``. Which parser
+serves which family is ``_families``' table.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["Parsed", "ParsedCall", "StreamEmitter", "parse_output"]
+__all__ = [
+    "OutputParser",
+    "Parsed",
+    "ParsedCall",
+    "StreamEmitter",
+    "parse_arg_pairs",
+    "parse_channels",
+    "parse_full_width",
+    "parse_harmony",
+    "parse_invokes",
+    "parse_k2_calls",
+    "parse_tool_call_tags",
+    "parse_xml_functions",
+    "think_tag_parser",
+]
 
 _K2_SECTION = re.compile(r"<\|tool_calls?_section_begin\|>")
 _K2_SECTION_END = "<|tool_calls_section_end|>"
@@ -37,6 +54,23 @@ _K3_ARG = re.compile(
     r'<\|open\|>argument key="([^"]*)" type="([^"]*)"<\|sep\|>(.*?)(<\|close\|>argument<\|sep\|>|$)', re.S
 )
 _HERMES_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.S)
+_XML_CALL = re.compile(r"<tool_call>\s*<function=([^>\n]*)>(.*?)(</function>\s*</tool_call>|$)", re.S)
+_XML_PARAM = re.compile(r"<parameter=([^>\n]*)>\n?(.*?)\n?</parameter>", re.S)
+_PAIR_CALL = re.compile(r"<tool_call>([^\n<]*)\n(.*?)(</tool_call>|$)", re.S)
+_DS_CALLS = "<\uff5ctool\u2581calls\u2581begin\uff5c>"
+_DS_CALL = re.compile(
+    "<\uff5ctool\u2581call\u2581begin\uff5c>(.*?)<\uff5ctool\u2581sep\uff5c>(.*?)(<\uff5ctool\u2581call\u2581end\uff5c>|$)",
+    re.S,
+)
+_MM_START = "<minimax:tool_call>"
+_MM_INVOKE = re.compile(r'<invoke name="([^"]*)">(.*?)(</invoke>|$)', re.S)
+_MM_PARAM = re.compile(r'<parameter name="([^"]*)">\n?(.*?)\n?</parameter>', re.S)
+_HARMONY = re.compile(
+    r"(?:<\|start\|>assistant)?<\|channel\|>(\w+)(?: to=([^\s<]+))?\s*(?:<\|constrain\|>(\w+))?<\|message\|>"
+    r"(.*?)(<\|end\|>|<\|call\|>|<\|return\|>|$)",
+    re.S,
+)
+_PAIR_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
 
 
 @dataclass(slots=True)
@@ -58,43 +92,154 @@ def mint_id(seed: str, i: int) -> str:
     return "chatcmpl-tool-" + hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()[:16]
 
 
-def parse_output(
-    text: str,
-    family: str,
+def mint_call_id(seed: str, i: int) -> str:
+    """The qwen3_coder parser's own ids: ``call_<24 hex>``."""
+    return "call_" + hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()[:24]
+
+
+def _typed(value: str) -> str:
+    # vLLM converts each value by the tool's schema; without it, a value that is JSON of another
+    # type than string (a number, a list) is taken as that, anything else as a string
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return json.dumps(value)
+    return json.dumps(parsed)
+
+
+def _kv_calls(
+    rest: str,
+    out: Parsed,
+    id_seed: str,
     *,
-    thinking: bool,
-    tool_parser: bool = True,
-    reasoning_parser: bool = True,
-    id_seed: str = "",
+    call: re.Pattern[str],
+    arg: re.Pattern[str],
+    mint: Callable[[str, int], str],
+    start: str = "<tool_call>",
 ) -> Parsed:
-    """Parse the model's raw text so far (or whole) into reasoning, content and calls."""
-    if family == "kimi_k3":
-        return _parse_k3(
-            text,
-            thinking=thinking,
-            tool_parser=tool_parser,
-            reasoning_parser=reasoning_parser,
-            id_seed=id_seed,
-        )
-    out = Parsed()
-    rest = text
-    end_tag = "</think>"
-    if reasoning_parser and thinking:
-        start = "<think>"
-        if end_tag in text:
-            reasoning, rest = text.split(end_tag, 1)
-        else:
-            reasoning, rest = text, ""
-        out.reasoning = reasoning[len(start) :] if reasoning.startswith(start) else reasoning
-    if not tool_parser:
+    first = rest.find(start)
+    if first < 0:
         out.content = rest
         return out
-    if family == "kimi_k2":
-        return _parse_k2(rest, out)
-    return _parse_hermes(rest, out, id_seed)
+    out.content = rest[:first]
+    for i, m in enumerate(call.finditer(rest[first:])):
+        name, body, closed = m.group(1).strip(), m.group(2), bool(m.group(3))
+        # only whole parameters, so that the arguments string only grows while it streams
+        parts = [f"{json.dumps(k.strip())}: {_typed(v)}" for k, v in arg.findall(body)]
+        out.calls.append(
+            ParsedCall(mint(id_seed, i), name, "{" + ", ".join(parts) + ("}" if closed else ""), closed)
+        )
+    return out
 
 
-def _parse_k2(rest: str, out: Parsed) -> Parsed:
+def parse_xml_functions(rest: str, out: Parsed, id_seed: str) -> Parsed:
+    """Qwen3-Coder's ``<function=NAME><parameter=K>V</parameter></function>`` calls."""
+    return _kv_calls(rest, out, id_seed, call=_XML_CALL, arg=_XML_PARAM, mint=mint_call_id)
+
+
+def parse_full_width(rest: str, out: Parsed, id_seed: str) -> Parsed:
+    """DeepSeek V3.1's calls: name, the sep token, and the argument JSON passed through as written."""
+    first = rest.find(_DS_CALLS)
+    if first < 0:
+        out.content = rest
+        return out
+    out.content = rest[:first]
+    for i, m in enumerate(_DS_CALL.finditer(rest[first:])):
+        out.calls.append(ParsedCall(mint_id(id_seed, i), m.group(1), m.group(2), bool(m.group(3))))
+    return out
+
+
+def parse_invokes(rest: str, out: Parsed, id_seed: str) -> Parsed:
+    """MiniMax M2's ``<invoke name=...>`` calls inside ``<minimax:tool_call>``."""
+    first = rest.find(_MM_START)
+    if first < 0:
+        out.content = rest
+        return out
+    out = _kv_calls(
+        rest[first:], out, id_seed, call=_MM_INVOKE, arg=_MM_PARAM, mint=mint_call_id, start="<invoke"
+    )
+    out.content = rest[:first]  # the wrapper and what is inside it are the call section's
+    return out
+
+
+def parse_harmony(
+    text: str, *, thinking: bool, tool_parser: bool, reasoning_parser: bool, id_seed: str
+) -> Parsed:
+    """gpt-oss's harmony messages: analysis is reasoning, final (else the commentary preamble) is
+    content, a commentary message to ``functions.NAME`` is a call whose JSON is re-dumped once it
+    closes; without the parser that reads it, a message stays in content as written."""
+    out = Parsed()
+    final: list[str] = []
+    preamble: list[str] = []
+    raw: list[str] = []
+    for m in _HARMONY.finditer(text):
+        channel, to, body, end = m.group(1), m.group(2), m.group(4), m.group(5)
+        if channel == "analysis":
+            if reasoning_parser and thinking:
+                out.reasoning = (out.reasoning or "") + body
+            else:
+                raw.append(m.group(0))
+        elif to and to.startswith("functions."):
+            if not tool_parser:
+                raw.append(m.group(0))
+                continue
+            closed = end == "<|call|>"
+            args = body
+            if closed:
+                with contextlib.suppress(ValueError):  # vLLM passes invalid JSON through as written
+                    args = json.dumps(json.loads(body))
+            out.calls.append(ParsedCall(mint_id(id_seed, len(out.calls)), to.split(".", 1)[1], args, closed))
+        elif channel == "final":
+            final.append(body)
+        else:
+            preamble.append(body)
+    out.content = "".join(final or preamble) + "".join(raw)
+    return out
+
+
+def parse_arg_pairs(rest: str, out: Parsed, id_seed: str) -> Parsed:
+    """GLM-4.5's ``<tool_call>NAME`` calls with ``<arg_key>``/``<arg_value>`` pairs."""
+    return _kv_calls(rest, out, id_seed, call=_PAIR_CALL, arg=_PAIR_ARG, mint=mint_id)
+
+
+class OutputParser(Protocol):
+    """Parse the model's raw text so far (or whole) into reasoning, content and calls."""
+
+    def __call__(
+        self, text: str, *, thinking: bool, tool_parser: bool, reasoning_parser: bool, id_seed: str
+    ) -> Parsed: ...
+
+
+#: a tool parser after the reasoning split: (text after </think>, the parse so far, id seed)
+ToolCallParser = Callable[[str, Parsed, str], Parsed]
+
+
+def think_tag_parser(calls: ToolCallParser) -> OutputParser:
+    """Reasoning before ``</think>`` (an opening ``<think>`` may be absent), then ``calls`` on the rest."""
+
+    def parse(
+        text: str, *, thinking: bool, tool_parser: bool, reasoning_parser: bool, id_seed: str
+    ) -> Parsed:
+        out = Parsed()
+        rest = text
+        end_tag = "</think>"
+        if reasoning_parser and thinking:
+            start = "<think>"
+            if end_tag in text:
+                reasoning, rest = text.split(end_tag, 1)
+            else:
+                reasoning, rest = text, ""
+            out.reasoning = reasoning[len(start) :] if reasoning.startswith(start) else reasoning
+        if not tool_parser:
+            out.content = rest
+            return out
+        return calls(rest, out, id_seed)
+
+    return parse
+
+
+def parse_k2_calls(rest: str, out: Parsed, id_seed: str) -> Parsed:
+    """Kimi K2's tool-call section; the header is the id, so ``id_seed`` is unused."""
     m = _K2_SECTION.search(rest)
     if m is None:
         out.content = rest
@@ -114,7 +259,7 @@ def _parse_k2(rest: str, out: Parsed) -> Parsed:
     return out
 
 
-def _parse_hermes(rest: str, out: Parsed, id_seed: str) -> Parsed:
+def parse_tool_call_tags(rest: str, out: Parsed, id_seed: str) -> Parsed:
     first = rest.find("<tool_call>")
     if first < 0:
         out.content = rest
@@ -143,9 +288,10 @@ def _complete_k3(text: str) -> str:
     return text
 
 
-def _parse_k3(
+def parse_channels(
     text: str, *, thinking: bool, tool_parser: bool, reasoning_parser: bool, id_seed: str
 ) -> Parsed:
+    """Kimi K3's channels: reasoning, answer and tools in one pass (no think tags)."""
     out = Parsed()
     text = _complete_k3(text)
     content = []
@@ -184,12 +330,12 @@ def _parse_k3(
 class StreamEmitter:
     """Turns successive parses of the growing text into deltas, in a family's streaming style.
 
-    - ``fragments`` (kimi_k2 engine parser, 0.33): the first delta of a call carries id, type, name
+    - ``fragments`` (the Kimi K2 engine parser, 0.33): the first delta of a call carries id, type, name
       and the first argument fragment; later deltas only ``index`` and fragments; the closing ``}``
       is held back until the call ends.
-    - ``name_first`` (hermes, kimi_k2 in 0.15): the name first with no ``arguments`` key and
+    - ``name_first`` (Hermes, Kimi K2 in 0.15): the name first with no ``arguments`` key and
       ``"content": null``, then fragments.
-    - ``whole`` (kimi_k3): each call in one delta once it closes.
+    - ``whole`` (Kimi K3): each call in one delta once it closes.
     """
 
     def __init__(self, style: str, *, both_reasoning_names: bool = False) -> None:
@@ -230,7 +376,7 @@ class StreamEmitter:
                 continue
             avail = c.arguments
             if not closed and avail.rstrip().endswith("}"):
-                # held back until the call ends (hermes: it may be the wrapper object's brace)
+                # held back until the call ends (Hermes: it may be the wrapper object's brace)
                 avail = avail.rstrip()[:-1] if self.style == "fragments" else avail.rstrip().rstrip("}")
             if i >= self.calls_started:
                 if self.style == "fragments" and not avail:

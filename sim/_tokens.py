@@ -1,6 +1,6 @@
 """A small deterministic tokenizer and chat template for the simulator.
 
-Not a real BPE: special tokens (``<|...|>``, think and hermes tags) are single tokens, and text splits
+Not a real BPE: special tokens (``<|...|>``, think and <tool_call> tags) are single tokens, and text splits
 into words with their leading space and single punctuation marks. What matters for the simulation is
 that it is deterministic, that the same prompt prefix gives the same leading tokens (for the prefix
 cache), and that markup tokens arrive whole, as they do from a real tokenizer.
@@ -18,7 +18,9 @@ __all__ = ["VOCAB", "detokenize", "render_prompt", "token_id", "tokenize"]
 VOCAB = 163840  # Kimi's vocabulary size
 
 _TOKEN = _re.compile(
-    r"<\|[^|<>]{1,40}\|>|</?think>|</?tool_call>|\s+(?=<\||</?think>|</?tool_call>)"
+    # special tokens: ASCII and DeepSeek's full-width bars, think and tool-call tags, MiniMax's call tags
+    r"<\|[^|<>]{1,40}\|>|<\uff5c[^\uff5c<>]{1,40}\uff5c>|</?think>|</?tool_call>|</?minimax:tool_call>"
+    r"|\s+(?=<\||<\uff5c|</?think>|</?tool_call>|</?minimax:tool_call>)"
     r"| ?[A-Za-z]+| ?\d{1,3}| ?[^\sA-Za-z\d]|\s+"
 )
 

@@ -14,15 +14,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from wirecheck._errors import ERRORS, WirecheckError
 from wirecheck._version import __version__
 from wirecheck.contracts import (
     DEFAULT_REDACTION,
+    FAMILY_CHOICES,
+    FAMILY_NAMES,
+    GENERIC,
     CheckConfig,
     Exchange,
     Finding,
     Redaction,
-    WirecheckError,
     check_exchanges,
+    detect_family,
     printable,
     read_exchanges,
     render_html,
@@ -31,6 +35,7 @@ from wirecheck.contracts import (
     render_rules_markdown,
     render_text,
     rules,
+    unknown_family_note,
 )
 
 EXAMPLE = Path(__file__).with_name("examples") / "dual-tap.jsonl"
@@ -79,7 +84,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the taps sit straight in front of the engine: single-tap findings keep their fault",
     )
-    c.add_argument("--family", choices=("auto", "kimi_k2", "kimi_k3", "hermes", "generic"), default="auto")
+    c.add_argument(
+        "--family",
+        choices=FAMILY_CHOICES,
+        default="auto",
+        help="the family table's dialect to judge against (default: detected from the model name)",
+    )
     expect = c.add_mutually_exclusive_group()
     expect.add_argument(
         "--expect-reasoning",
@@ -267,9 +277,9 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--model", default=None, help="model name to send (default: the first of /v1/models)")
     a.add_argument(
         "--family",
-        choices=("kimi_k3", "kimi_k2", "hermes"),
+        choices=FAMILY_NAMES,
         default=None,
-        help="recipe to hold the flags to (default: from the model name)",
+        help="family whose parser flags to hold the deployment to (default: from the model name)",
     )
     a.add_argument(
         "--header",
@@ -406,7 +416,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--model", default="", help="served model name (default: the family's)")
-    s.add_argument("--family", choices=("kimi_k2", "kimi_k3", "hermes"), default="kimi_k2")
+    s.add_argument(
+        "--family", choices=FAMILY_NAMES, default=None, help="the dialect to serve (default: the simulator's)"
+    )
     s.add_argument(
         "--environment",
         default=None,
@@ -754,6 +766,9 @@ def _check(args: argparse.Namespace) -> int:
             + (f" ({lost} exchange(s) recorded as lost by the store)" if lost else "")
             + ": an empty capture is not a pass"
         )
+    if args.family == "auto":
+        for model in _unknown_models(exchanges):
+            print(f"wirecheck: note: {printable(unknown_family_note(model))}", file=sys.stderr)
     result = check_exchanges(exchanges, config)
     result.findings.extend(notes)
     result.lost = lost
@@ -774,6 +789,19 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if result.errors else 0
 
 
+def _unknown_models(exchanges: list[Exchange]) -> list[str]:
+    """The requested models that the family table does not know (issue 16: say so, judge generic)."""
+    models: set[str] = set()
+    for e in exchanges:
+        try:
+            body = json.loads(e.request.body or b"null")
+        except ValueError:
+            continue
+        if isinstance(body, dict) and isinstance(body.get("model"), str):
+            models.add(body["model"])
+    return sorted(m for m in models if detect_family(m) == GENERIC)
+
+
 def _rules(args: argparse.Namespace) -> int:
     if args.markdown:
         sys.stdout.write(render_rules_markdown())
@@ -786,7 +814,7 @@ def _rules(args: argparse.Namespace) -> int:
 def _sim(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from wirecheck.sim import FAULTS, SimConfig, create_app, parse_faults
+    from wirecheck.sim import DEFAULT_FAMILY, FAULTS, SimConfig, create_app, parse_faults
 
     if args.list_faults:
         for name, what in FAULTS.items():
@@ -794,7 +822,7 @@ def _sim(args: argparse.Namespace) -> int:
         return 0
     cfg = SimConfig(
         model=args.model,
-        family=args.family,
+        family=args.family or DEFAULT_FAMILY,
         dialect=args.dialect,
         faults=parse_faults(args.faults, seed=args.seed),
         seed=args.seed,
@@ -992,7 +1020,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _sim(args)
         if args.command == "sim-gateway":
             return _sim_gateway(args)
-    except WirecheckError as exc:
+    except ERRORS as exc:
         # messages quote file names and wire data: escaped (issue 11, point 8)
         print(f"wirecheck: error: {printable(exc)}", file=sys.stderr)
         return 2
