@@ -19,7 +19,7 @@ from ._exchange import (
     write_exchanges,
 )
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP
-from ._pairs import TapPair, TwinPair, pair_taps, pair_twins, request_fingerprint
+from ._pairs import TapPair, TapSet, TwinPair, pair_taps, pair_twins, request_fingerprint
 from ._registry import REGISTRY, CheckConfig, Fault, Finding, Hit, Rule, Severity, hit, rule, rules
 from ._report import render_json, render_junit, render_rules_markdown, render_text
 from ._report_html import render_html
@@ -79,6 +79,7 @@ __all__ = [
     "Severity",
     "StreamAnomaly",
     "TapPair",
+    "TapSet",
     "ToolCall",
     "ToolCallDelta",
     "ToolDefinition",

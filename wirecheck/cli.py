@@ -46,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--pair-taps",
         action="store_true",
-        help="also pair caller and engine exchanges that lack a correlation id, by request fingerprint and time",
+        help="no effect, kept so that existing scripts run: taps always pair by correlation id, then "
+        "completion id, then request fingerprint and time",
     )
     c.add_argument(
         "--direct",
@@ -632,7 +633,6 @@ def _check(args: argparse.Namespace) -> int:
         family=args.family,
         expect_reasoning=args.expect_reasoning,
         direct=args.direct,
-        pair_by_fingerprint=args.pair_taps,
         disabled=frozenset(args.disable),
     )
     exchanges = _load(files)
