@@ -84,10 +84,13 @@ def _request_changed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
         # LiteLLM's openai/ provider drops it), and so is a null field left out
         vc, ve = request_default(c, key), request_default(e, key)
         if c.get(key) is not None and vc != ve:
-            what = "removed" if e.get(key) is None else f"changed to {json.dumps(e.get(key))[:120]}"
+            where, what = f"/{key}", "removed"
+            if e.get(key) is not None:
+                where, how = _first_difference(vc, ve, where)
+                what = f"changed at {where}: {how}"
             yield hit(
                 f"request {key} {what} on the way to the engine",
-                f"/request/body/{key}",
+                f"/request/body{where}",
                 json.dumps(c.get(key))[:200],
             )
     so_c, so_e = c.get("stream_options") or {}, e.get("stream_options") or {}
@@ -121,6 +124,27 @@ def _request_changed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
                     f"/request/body/messages/{i}",
                     str(sc[i][1])[:200],
                 )
+
+
+def _first_difference(a: Any, b: Any, at: str) -> tuple[str, str]:
+    """Where two JSON values first differ, as a JSON pointer and what happened there: a schema
+    keyword removed from a tool shows as ``/tools/0/function/parameters/additionalProperties``."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in a:
+            if k not in b:
+                return f"{at}/{k}", f"{json.dumps(a[k])[:60]} removed"
+            if a[k] != b[k]:
+                return _first_difference(a[k], b[k], f"{at}/{k}")
+        for k in b:
+            if k not in a:
+                return f"{at}/{k}", f"{json.dumps(b[k])[:60]} added"
+    elif isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            if x != y:
+                return _first_difference(x, y, f"{at}/{i}")
+        if len(a) != len(b):
+            return at, f"{len(a)} item(s) became {len(b)}"
+    return at, f"{json.dumps(a)[:60]} became {json.dumps(b)[:60]}"
 
 
 @rule(
