@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -524,8 +525,30 @@ def _scenarios(args: argparse.Namespace) -> int:
     print("reproduce:")
     print(f"  {fail.curl}")
     if args.seed is not None:
-        print(f"  wirecheck scenarios --target {args.target} --examples {args.examples} --seed {args.seed}")
+        print(f"  {_scenarios_line(args)}")
     return 1
+
+
+def _scenarios_line(args: argparse.Namespace) -> str:
+    """The command that reruns this run as given, the gateway's taps included (issue 14: the line
+    dropped --via-proxy and its engine flags)."""
+    parts = ["wirecheck", "scenarios", "--target", args.target, "--examples", str(args.examples)]
+    parts += ["--seed", str(args.seed)]
+    if args.stream != "both":
+        parts += ["--stream", args.stream]
+    if args.model:
+        parts += ["--model", args.model]
+    for h in args.header:
+        parts += ["--header", h]
+    if args.via_proxy:
+        parts += [
+            "--via-proxy",
+            "--engine-upstream",
+            args.engine_upstream,
+            "--engine-listen",
+            args.engine_listen,
+        ]
+    return shlex.join(parts)
 
 
 def _replay(args: argparse.Namespace) -> int:
