@@ -31,7 +31,7 @@ from ._families import (
 from ._json import JsonLimitError
 from ._json import loads as bounded_loads
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP
-from ._pairs import TapPair, TwinPair, pair_taps, pair_twins, request_fingerprint
+from ._pairs import TapPair, TapSet, TwinPair, pair_taps, pair_twins, request_fingerprint
 from ._redact import DEFAULT_REDACTION, REDACTED, Redaction
 from ._registry import REGISTRY, CheckConfig, Fault, Finding, Hit, Rule, Severity, hit, rule, rules
 from ._report import render_json, render_junit, render_rules_markdown, render_text
@@ -102,6 +102,7 @@ __all__ = [
     "Severity",
     "StreamAnomaly",
     "TapPair",
+    "TapSet",
     "ToolCall",
     "ToolCallDelta",
     "ToolDefinition",

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import _rules_limits, _rules_message, _rules_pairs, _rules_request, _rules_stream  # noqa: F401 - registers rules
 from ._exchange import Exchange
-from ._pairs import ENGINE, TapPair, pair_taps, pair_twins
+from ._pairs import ENGINE, TapPair, TapSet, pair_taps, pair_twins
 from ._registry import CheckConfig, Fault, Finding, Hit, Rule, Severity, rules
 from ._rules_limits import CHECK_CRASHED
 from ._rules_request import TRUNCATION_SAFE, truncated_sides
@@ -34,6 +34,10 @@ class CheckResult:
     exchanges: int = 0
     findings: list[Finding] = field(default_factory=list)
     pairs: int = 0
+    #: how the pairs were found: correlation, completion-id, fingerprint
+    paired_by: dict[str, int] = field(default_factory=dict)
+    #: engine attempts that a gateway retry made besides the one that answered
+    retries: int = 0
     twins: int = 0
     taps: list[str] = field(default_factory=list)
     #: exchanges the store could not write (its gap rows): evidence missing from this result
@@ -49,6 +53,8 @@ class CheckResult:
             "by_rule": dict(sorted(Counter(f.rule for f in self.findings).items())),
             "by_severity": dict(sorted(Counter(str(f.severity) for f in self.findings).items())),
             "pairs": self.pairs,
+            "paired_by": self.paired_by,
+            "retries": self.retries,
             "twins": self.twins,
         }
 
@@ -137,12 +143,16 @@ def check_exchanges(exchanges: Iterable[Exchange], config: CheckConfig | None = 
             if r.id not in ctx.disabled:
                 per_view[id(tw.streamed)].extend(_run(r, tw, ctx, tw.streamed.id, tw.streamed.tap))
 
-    pairs = pair_taps(views, by_fingerprint=ctx.pair_by_fingerprint)
+    pairs = pair_taps(views)
     result.pairs = len(pairs)
+    result.paired_by = dict(sorted(Counter(p.by for p in pairs).items()))
+    result.retries = sum(len(p.retries) for p in pairs)
     partner: dict[int, TapPair] = {}
     for p in pairs:
         partner[id(p.caller)] = p
         partner[id(p.engine)] = p
+        for attempt in p.retries:
+            partner[id(attempt)] = p
 
     for v in views:
         found = per_view[id(v)]
@@ -150,7 +160,7 @@ def check_exchanges(exchanges: Iterable[Exchange], config: CheckConfig | None = 
         if tp is None:
             _attribute_single(v, found, ctx)
         elif v is tp.caller:
-            per_view[id(v)] = _attribute_caller(found, per_view[id(tp.engine)])
+            per_view[id(v)] = _attribute_caller(found, per_view[id(tp.engine)], relayed=_relayed_failure(tp))
         else:
             per_view[id(v)] = _attribute_engine(found, per_view[id(tp.caller)])
     for p in pairs:
@@ -159,9 +169,27 @@ def check_exchanges(exchanges: Iterable[Exchange], config: CheckConfig | None = 
         for r in rules("taps"):
             if r.id not in ctx.disabled:
                 per_view[id(p.caller)].extend(_run(r, p, ctx, p.caller.id, p.caller.tap))
+    for r in rules("set"):
+        if r.id not in ctx.disabled:
+            # whole-capture rules (taps present, nothing paired): each hit names its own exchange
+            result.findings.extend(_run(r, TapSet(views, pairs), ctx, "", ""))
     for v in views:
         result.findings.extend(per_view[id(v)])
     return result
+
+
+def _failed(v: ExchangeView) -> bool:
+    return (
+        bool(v.stream is not None and v.stream.error_frames)
+        or (v.ex.error is not None and not v.closed_after_done)
+        or (v.status or 0) >= 400
+    )
+
+
+def _relayed_failure(p: TapPair) -> bool:
+    """The engine failed and the caller saw a failure: what is wrong with the caller's side is the
+    engine's error passed on (issue 14: an engine error relayed by the gateway was blamed on both)."""
+    return _failed(p.engine) and _failed(p.caller)
 
 
 def _attribute_single(v: ExchangeView, found: list[Finding], ctx: CheckConfig) -> None:
@@ -176,11 +204,21 @@ def _attribute_single(v: ExchangeView, found: list[Finding], ctx: CheckConfig) -
             f.message += f" (seen at the {v.tap} tap only: engine tap missing, so a gateway is not ruled out)"
 
 
-def _attribute_caller(found: list[Finding], engine_found: list[Finding]) -> list[Finding]:
-    """A finding both taps share is reported once, at the engine tap that decides its fault."""
+def _attribute_caller(
+    found: list[Finding], engine_found: list[Finding], *, relayed: bool = False
+) -> list[Finding]:
+    """A finding both taps share is reported once, at the engine tap that decides its fault. When the
+    engine failed and the gateway relayed the failure, the caller side's response findings are that
+    failure seen again: reported once, at the engine tap."""
     at_engine = {f.rule: f for f in engine_found}
+    engine_response = [f for f in engine_found if f.fault in _RESPONSE_FAULTS]
     kept: list[Finding] = []
     for f in found:
+        if f.fault in _RESPONSE_FAULTS and relayed and engine_response:
+            for e in engine_response:
+                if not e.message.endswith("(reached the caller too)"):
+                    e.message += " (reached the caller too)"
+            continue
         if f.fault in _RESPONSE_FAULTS:
             twin = at_engine.get(f.rule)
             if twin is not None:

@@ -1,31 +1,68 @@
 """Pairing: the caller and engine side of one request (dual tap), and a streamed and a non-streamed
 exchange of the same request (twins).
 
-Taps are paired by ``correlation`` (the ``x-wirecheck-id`` the caller tap injects). Gateways may drop
-unknown headers, so :func:`pair_taps` can fall back to a fingerprint of the request and time.
+One pairing for every checker (live worker, ``wirecheck check``, the demo, acceptance): issue 14
+found the offline check pairing only by correlation while the live one paired by fingerprint, so the
+two views of the same capture disagreed. :func:`pair_taps` tries, in order:
+
+1. ``correlation``: the ``x-wirecheck-id`` the caller tap injects, when the gateway forwards it;
+2. ``completion-id``: the chat completion ``id`` both sides carry (LiteLLM and nginx keep vLLM's id);
+   unique per request even among identical concurrent requests, where a fingerprint cannot choose;
+3. ``fingerprint``: the request with what gateways legitimately rewrite taken out (the model alias,
+   fields at their default value such as ``"stream": false``, null fields, ``content: null`` in
+   history, ``stream_options`` added upstream, tool call ``type``), scored against the engine side
+   and bounded by time (the engine side starts after the caller side and before it ends).
+
+A gateway that retries sends one caller request to the engine several times: the attempt that answered
+is the pair's engine side, the others are its ``retries``.
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ._json import loads as bounded_loads
 from ._view import ExchangeView
 
-__all__ = ["TapPair", "TwinPair", "pair_taps", "pair_twins", "request_fingerprint"]
+__all__ = [
+    "TapPair",
+    "TapSet",
+    "TwinPair",
+    "pair_taps",
+    "pair_twins",
+    "request_default",
+    "request_fingerprint",
+]
 
 CALLER = "caller"
 ENGINE = "engine"
+
+#: how far apart the two taps' clocks may read for the same moment (both stamp wall-clock time; a
+#: busy 2-core machine delayed LiteLLM's forward by up to 27 ms, gateway-litellm.md)
+_SKEW_S = 1.0
 
 
 @dataclass(slots=True)
 class TapPair:
     caller: ExchangeView
     engine: ExchangeView
-    by: str  # "correlation" | "fingerprint"
+    by: str  # "correlation" | "completion-id" | "fingerprint"
+    #: earlier engine attempts of the same caller request (a gateway retry), oldest first
+    retries: list[ExchangeView] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class TapSet:
+    """Every exchange of one check and the pairs found among them (rules of scope ``set``)."""
+
+    views: list[ExchangeView]
+    pairs: list[TapPair]
 
 
 @dataclass(slots=True)
@@ -34,28 +71,109 @@ class TwinPair:
     plain: ExchangeView
 
 
-def _canonical(req: dict[str, Any], drop: tuple[str, ...] = ()) -> str:
-    return json.dumps({k: v for k, v in req.items() if k not in drop}, sort_keys=True, ensure_ascii=False)
+# request fields that are the same request whatever their spelling: absent means the default
+_DEFAULTS: dict[str, Any] = {
+    "stream": False,
+    "n": 1,
+    "logprobs": False,
+    "echo": False,
+    "parallel_tool_calls": True,
+}
+# fields a gateway sets for its own transport or naming (issue 14: LiteLLM renames the model to the
+# deployment's name and adds stream_options.include_usage upstream)
+_TRANSPORT = frozenset({"model", "stream", "stream_options"})
 
 
-def request_fingerprint(view: ExchangeView) -> str:
-    """A hash of the request without transport-only fields (stream flags)."""
-    text = (
-        _canonical(view.req, ("stream", "stream_options"))
-        if view.req
-        else view.ex.request.body.decode("utf-8", "replace")
-    )
+def request_default(req: dict[str, Any], key: str) -> Any:
+    """``req[key]`` as the engine reads it: absent or null is the default value (or None), and null
+    fields inside are left out."""
+    value = req.get(key)
+    return _DEFAULTS.get(key) if value is None else _drop_nulls(value)
+
+
+def _drop_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_nulls(v) for v in value]
+    return value
+
+
+def _content(content: Any) -> Any:
+    """Text parts and a plain string are the same message; null and empty text are no content."""
+    if isinstance(content, list) and all(
+        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content
+    ):
+        content = "".join(p["text"] for p in content)
+    return None if content in (None, "") else content
+
+
+def _message(m: Any) -> Any:
+    if not isinstance(m, dict):
+        return m
+    out = {k: v for k, v in m.items() if v is not None and k != "content"}
+    content = _content(m.get("content"))
+    if content is not None:
+        out["content"] = content
+    calls = m.get("tool_calls")
+    if isinstance(calls, list):
+        norm = []
+        for raw in calls:
+            tc = raw
+            if isinstance(raw, dict):
+                tc = {k: v for k, v in raw.items() if k not in ("type", "index") and v is not None}
+                fn = tc.get("function")
+                if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+                    # the same JSON re-serialised with other spacing is the same call
+                    with contextlib.suppress(ValueError):
+                        tc["function"] = {
+                            **fn,
+                            "arguments": bounded_loads(fn["arguments"]),
+                        }  # hostile depth: issue 11
+            norm.append(tc)
+        out["tool_calls"] = norm
+    return _drop_nulls(out)
+
+
+def _normal(req: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in req.items():
+        if k in _TRANSPORT or v is None or (k in _DEFAULTS and v == _DEFAULTS[k]):
+            continue
+        out[k] = [_message(m) for m in v] if k == "messages" and isinstance(v, list) else _drop_nulls(v)
+    return out
+
+
+def _path_tail(view: ExchangeView) -> str:
+    """The endpoint without its mount point: a gateway may serve ``/chat/completions`` and call the
+    engine's ``/v1/chat/completions``."""
+    parts = [p for p in view.ex.request.path.split("?", 1)[0].split("/") if p]
+    return "/".join(parts[-2:])
+
+
+def _hash(obj: Any) -> str:
+    text = json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _last_user_text(view: ExchangeView) -> str | None:
-    msgs = view.req.get("messages")
-    if not isinstance(msgs, list):
-        return None
-    for m in reversed(msgs):
-        if isinstance(m, dict) and m.get("role") == "user":
-            return json.dumps(m.get("content"), sort_keys=True)
-    return None
+def request_fingerprint(view: ExchangeView) -> str:
+    """A hash of the request as the engine would act on it: transport-only fields, the model alias,
+    null and default-valued fields left out."""
+    if view.req:
+        return _hash(_normal(view.req))
+    return _hash([view.ex.request.method, _path_tail(view), view.ex.request.body.decode("utf-8", "replace")])
+
+
+@dataclass(slots=True)
+class _Side:
+    view: ExchangeView
+    start: float | None
+    end: float | None
+    full: str
+    messages: str | None
+    last_user: str | None
+    endpoint: tuple[str, str]
+    completion_id: str | None
 
 
 def _ts(view: ExchangeView) -> float | None:
@@ -68,54 +186,168 @@ def _ts(view: ExchangeView) -> float | None:
         return None
 
 
-def pair_taps(
-    views: list[ExchangeView], *, by_fingerprint: bool = False, window_s: float = 30.0
-) -> list[TapPair]:
-    """Caller/engine pairs: by correlation first, then (optionally) by request fingerprint and time."""
-    pairs: list[TapPair] = []
-    engines: dict[str, list[ExchangeView]] = {}
-    for v in views:
-        if v.tap == ENGINE and v.ex.correlation:
-            engines.setdefault(v.ex.correlation, []).append(v)
-    used: set[int] = set()
-    unpaired_callers: list[ExchangeView] = []
-    for v in views:
-        if v.tap == ENGINE:
+def _duration_s(view: ExchangeView) -> float:
+    ms = 0.0
+    resp = view.ex.response
+    if resp is not None and resp.chunks:
+        ms = max(c.t_ms for c in resp.chunks)
+    if view.ex.error is not None and view.ex.error.t_ms is not None:
+        ms = max(ms, view.ex.error.t_ms)
+    return ms / 1000.0
+
+
+def _completion_id(view: ExchangeView) -> str | None:
+    if view.stream is not None:
+        return view.stream.ids[0] if view.stream.ids else None
+    if isinstance(view.body, dict) and isinstance(view.body.get("id"), str) and view.body["id"]:
+        return str(view.body["id"])
+    return None
+
+
+def _side(view: ExchangeView) -> _Side:
+    start = _ts(view)
+    msgs = view.req.get("messages") if view.req else None
+    last_user = None
+    if isinstance(msgs, list):
+        for m in reversed(msgs):
+            if isinstance(m, dict) and m.get("role") == "user":
+                last_user = json.dumps(_content(m.get("content")), sort_keys=True)
+                break
+    return _Side(
+        view,
+        start,
+        None if start is None else start + _duration_s(view),
+        request_fingerprint(view),
+        _hash([_message(m) for m in msgs]) if isinstance(msgs, list) else None,
+        last_user,
+        (view.ex.request.method.upper(), _path_tail(view)),
+        _completion_id(view),
+    )
+
+
+def _score(c: _Side, e: _Side) -> int:
+    """3: the same request; 2: the same conversation (a gateway changed tools or options); 1: the
+    same last user message (a gateway changed the history); 0: unrelated."""
+    if c.endpoint != e.endpoint:
+        return 0
+    if c.full == e.full:
+        return 3
+    if c.messages is not None and c.messages == e.messages:
+        return 2
+    return 1 if c.last_user is not None and c.last_user == e.last_user else 0
+
+
+def _in_time(c: _Side, e: _Side, window_s: float) -> bool:
+    """The engine side starts after the caller side started and before it ended."""
+    if c.start is None or e.start is None:
+        return True
+    if e.start < c.start - _SKEW_S or e.start - c.start > window_s:
+        return False
+    return c.end is None or e.start <= c.end + _SKEW_S
+
+
+def _dt(c: _Side, e: _Side) -> float:
+    return abs(e.start - c.start) if c.start is not None and e.start is not None else 0.0
+
+
+def _best(c: _Side, cands: list[_Side], used: set[int], window_s: float, min_score: int) -> _Side | None:
+    """The attempt that answered the caller: highest score, then the same status as the caller got,
+    then the latest of equals that started before the caller's answer (a retry answers last), then
+    the nearest in time."""
+    best: tuple[Any, ...] | None = None
+    pick: _Side | None = None
+    for e in cands:
+        if id(e.view) in used or not _in_time(c, e, window_s):
             continue
-        cands = engines.get(v.ex.correlation or "", [])
-        # A gateway retry sends one caller request to the engine more than once: the last one is
-        # what the caller got.
-        partner = next((e for e in reversed(cands) if id(e) not in used), None) if v.ex.correlation else None
-        if partner is not None:
-            used.add(id(partner))
-            pairs.append(TapPair(v, partner, "correlation"))
-        elif v.tap == CALLER:
-            unpaired_callers.append(v)
-    if not by_fingerprint:
-        return pairs
-    free = [v for v in views if v.tap == ENGINE and id(v) not in used]
-    for c in unpaired_callers:
-        fp, user, t = request_fingerprint(c), _last_user_text(c), _ts(c)
-        best: tuple[int, float, ExchangeView] | None = None
-        for e in free:
-            if id(e) in used:
+        s = _score(c, e)
+        if s < min_score:
+            continue
+        key = (s, e.view.status == c.view.status, -_dt(c, e))
+        if best is None or key > best:
+            best, pick = key, e
+    return pick
+
+
+def _near(engines: list[_Side], starts: list[float], c: _Side, window_s: float) -> list[_Side]:
+    """The engine sides that started in the caller's time (sorted by start, so bisect keeps a large
+    capture linear rather than quadratic); all of them when a time is missing."""
+    if c.start is None:
+        return engines
+    lo = bisect.bisect_left(starts, c.start - _SKEW_S)
+    hi = bisect.bisect_right(starts, c.start + window_s)
+    return engines[lo:hi] + [e for e in engines if e.start is None]
+
+
+def pair_taps(views: list[ExchangeView], *, window_s: float = 60.0) -> list[TapPair]:
+    """Caller/engine pairs by correlation, then completion id, then fingerprint and time; an engine
+    exchange left over that repeats a paired caller request inside its time is a retry of it."""
+    callers = sorted((_side(v) for v in views if v.tap == CALLER), key=lambda s: s.start or 0.0)
+    timed = sorted((_side(v) for v in views if v.tap == ENGINE), key=lambda s: s.start or 0.0)
+    engines = [e for e in timed if e.start is not None] + [e for e in timed if e.start is None]
+    starts = [e.start for e in engines if e.start is not None]
+    used: set[int] = set()
+    pairs: list[TapPair] = []
+    left: list[_Side] = []
+
+    by_corr: dict[str, list[_Side]] = {}
+    for e in engines:
+        if e.view.ex.correlation:
+            by_corr.setdefault(e.view.ex.correlation, []).append(e)
+    for c in callers:
+        corr = c.view.ex.correlation
+        cands = [e for e in by_corr.get(corr or "", []) if id(e.view) not in used]
+        if corr and cands:
+            # several attempts under one correlation id are a gateway retry: the last one answered
+            *earlier, last = cands
+            for e in cands:
+                used.add(id(e.view))
+            pairs.append(TapPair(c.view, last.view, "correlation", [e.view for e in earlier]))
+        else:
+            left.append(c)
+
+    by_id: dict[str, list[_Side]] = {}
+    for e in engines:
+        if e.completion_id and id(e.view) not in used:
+            by_id.setdefault(e.completion_id, []).append(e)
+    rest: list[_Side] = []
+    for c in left:
+        pick = _best(c, by_id.get(c.completion_id or "", []), used, window_s, 0) if c.completion_id else None
+        if pick is None:
+            rest.append(c)
+            continue
+        used.add(id(pick.view))
+        pairs.append(TapPair(c.view, pick.view, "completion-id"))
+
+    for c in rest:
+        pick = _best(c, _near(engines, starts, c, window_s), used, window_s, 1)
+        if pick is not None:
+            used.add(id(pick.view))
+            pairs.append(TapPair(c.view, pick.view, "fingerprint"))
+
+    # retries: an unpaired engine exchange of the same request, inside the caller's time, before the
+    # attempt that answered
+    sides = {id(s.view): s for s in callers + engines}
+    pair_of = {id(p.caller): p for p in pairs}
+    paired = sorted((sides[id(p.caller)] for p in pairs), key=lambda s: s.start or 0.0)
+    for e in engines:
+        if id(e.view) in used:
+            continue
+        owner: TapPair | None = None
+        best_key: tuple[Any, ...] | None = None
+        for c in paired:
+            p = pair_of[id(c.view)]
+            answered = sides[id(p.engine)]
+            s = _score(c, e)
+            if s < 2 or not _in_time(c, e, window_s):
                 continue
-            te = _ts(e)
-            dt = abs(te - t) if te is not None and t is not None else 0.0
-            if dt > window_s:
+            if e.start is not None and answered.start is not None and e.start > answered.start:
                 continue
-            score = (
-                2
-                if request_fingerprint(e) == fp
-                else 1
-                if user is not None and _last_user_text(e) == user
-                else 0
-            )
-            if score and (best is None or (score, -dt) > (best[0], -best[1])):
-                best = (score, dt, e)
-        if best is not None:
-            used.add(id(best[2]))
-            pairs.append(TapPair(c, best[2], "fingerprint"))
+            key = (s, -_dt(c, e))
+            if best_key is None or key > best_key:
+                best_key, owner = key, p
+        if owner is not None:
+            used.add(id(e.view))
+            owner.retries.append(e.view)
     return pairs
 
 

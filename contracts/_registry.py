@@ -7,7 +7,8 @@ A rule is a plain function registered with :func:`rule` and one signature::
 
 ``scope`` says what the function receives: ``"exchange"`` one :class:`ExchangeView`; ``"taps"`` a
 :class:`TapPair` (caller and engine side of one request); ``"twins"`` a :class:`TwinPair` (a streamed
-and a non-streamed exchange of the same request at one tap). Rule ids are kebab-case and stable.
+and a non-streamed exchange of the same request at one tap); ``"set"`` a :class:`TapSet` (every
+exchange of the check and its pairs: what only the whole capture shows). Rule ids are kebab-case and stable.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ class Rule:
 
 REGISTRY: dict[str, Rule] = {}
 _ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
-_SCOPES = ("exchange", "taps", "twins")
+_SCOPES = ("exchange", "taps", "twins", "set")
 
 
 def rule(
@@ -166,8 +167,9 @@ class CheckConfig:
     expect_reasoning: bool | None = None
     #: the taps sit straight in front of the engine (no gateway): single-tap findings keep their fault
     direct: bool = False
-    #: pair caller and engine exchanges without a correlation id, by request fingerprint and time
-    pair_by_fingerprint: bool = False
+    #: no effect since issue 14 (kept so that existing callers still construct): pairing always falls
+    #: back from the correlation id to the completion id and the request fingerprint
+    pair_by_fingerprint: bool = True
     #: a stream counts as buffered when the caller saw its tokens over less than this share of the
     #: time the engine spread them over (and the engine spread them over at least buffer_min_span_ms)
     buffer_ratio: float = 0.1

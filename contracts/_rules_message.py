@@ -492,7 +492,7 @@ def _finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 def _finish_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Every choice ends with one of stop, length, tool_calls, content_filter, repetition. A stream cut
     by the transport is reported by ``transport-error`` instead."""
-    if not view.ok or view.ex.error is not None:
+    if not view.ok:
         return
     for ch in view.choices:
         ptr = f"/choices/{ch.index}/finish_reason"

@@ -14,7 +14,7 @@ from typing import Any
 
 from ._assembly import AssembledChoice
 from ._json import loads as bounded_loads
-from ._pairs import TapPair, TwinPair
+from ._pairs import CALLER, ENGINE, TapPair, TapSet, TwinPair, request_default
 from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
 
 _REQUEST_KEYS = (
@@ -81,11 +81,17 @@ def _request_changed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     if not c or not e:
         return
     for key in _REQUEST_KEYS:
-        if key in c and c.get(key) != e.get(key):
-            what = "removed" if key not in e else f"changed to {json.dumps(e.get(key))[:120]}"
+        # judged with defaults applied: ``"stream": false`` dropped is the same request (issue 14;
+        # LiteLLM's openai/ provider drops it), and so is a null field left out
+        vc, ve = request_default(c, key), request_default(e, key)
+        if c.get(key) is not None and vc != ve:
+            where, what = f"/{key}", "removed"
+            if e.get(key) is not None:
+                where, how = _first_difference(vc, ve, where)
+                what = f"changed at {where}: {how}"
             yield hit(
                 f"request {key} {what} on the way to the engine",
-                f"/request/body/{key}",
+                f"/request/body{where}",
                 json.dumps(c.get(key))[:200],
             )
     so_c, so_e = c.get("stream_options") or {}, e.get("stream_options") or {}
@@ -119,6 +125,27 @@ def _request_changed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
                     f"/request/body/messages/{i}",
                     str(sc[i][1])[:200],
                 )
+
+
+def _first_difference(a: Any, b: Any, at: str) -> tuple[str, str]:
+    """Where two JSON values first differ, as a JSON pointer and what happened there: a schema
+    keyword removed from a tool shows as ``/tools/0/function/parameters/additionalProperties``."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in a:
+            if k not in b:
+                return f"{at}/{k}", f"{json.dumps(a[k])[:60]} removed"
+            if a[k] != b[k]:
+                return _first_difference(a[k], b[k], f"{at}/{k}")
+        for k in b:
+            if k not in a:
+                return f"{at}/{k}", f"{json.dumps(b[k])[:60]} added"
+    elif isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            if x != y:
+                return _first_difference(x, y, f"{at}/{i}")
+        if len(a) != len(b):
+            return at, f"{len(a)} item(s) became {len(b)}"
+    return at, f"{json.dumps(a)[:60]} became {json.dumps(b)[:60]}"
 
 
 @rule(
@@ -314,6 +341,11 @@ def _usage(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     if not (pair.caller.ok and pair.engine.ok):
         return
     uc, ue = pair.caller.usage, pair.engine.usage
+    so = pair.caller.req.get("stream_options")
+    if pair.caller.kind == "stream" and not (isinstance(so, dict) and so.get("include_usage") is True):
+        # the caller did not ask for usage: a gateway that asks upstream for its own accounting and
+        # strips the usage chunk again (LiteLLM, gateway-litellm.md) changed nothing the caller wanted
+        return
     if ue and not uc:
         yield hit("engine sent usage, caller got none", "/usage")
     elif ue and uc:
@@ -353,19 +385,80 @@ def _buffered(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """TTFT 272 ms direct vs 1740 ms through the gateway (litellm #26102); nginx ``proxy_buffering``
     (dstack #4269). Judged from per-chunk arrival offsets: the caller's token span against the
     engine's."""
-    c, e = pair.caller.stream, pair.engine.stream
-    if c is None or e is None or e.first_token_ms is None or e.last_token_ms is None:
+    if pair.caller.stream is None or pair.engine.stream is None:
         return
-    if c.first_token_ms is None or c.last_token_ms is None or e.token_events < 3:
+    # Every data event counts, not only those with output left after the gateway: a gateway that
+    # drops reasoning still passes the emptied chunks on at the engine's pace, and judging by the
+    # caller's remaining text alone called that buffering (issue 14: half the demo's findings).
+    tc = _data_times(pair.caller)
+    te = _data_times(pair.engine)
+    if len(te) < 3 or len(tc) < 1:
         return
-    span_e = e.last_token_ms - e.first_token_ms
-    span_c = c.last_token_ms - c.first_token_ms
+    span_e, span_c = te[-1] - te[0], tc[-1] - tc[0]
     if span_e >= ctx.buffer_min_span_ms and span_c <= ctx.buffer_ratio * span_e:
         yield hit(
-            f"engine spread tokens over {span_e:.0f} ms, caller got them within {span_c:.0f} ms "
-            f"(first token at {c.first_token_ms:.0f} ms at the caller)",
+            f"engine sent {len(te)} events over {span_e:.0f} ms, caller got {len(tc)} within "
+            f"{span_c:.0f} ms (first at {tc[0]:.0f} ms at the caller)",
             "/response/chunks",
         )
+
+
+def _data_times(view: Any) -> list[float]:
+    """Arrival offsets of the stream's data events, ``[DONE]`` left out (it follows the last chunk
+    at once either way)."""
+    return [ev.t_ms for ev in view.events if ev.t_ms is not None and ev.data.strip() != "[DONE]"]
+
+
+@rule(
+    "gateway-retried",
+    fault=Fault.GATEWAY,
+    severity=Severity.INFO,
+    scope="taps",
+    area="gateway",
+    summary="The gateway sent one caller request to the engine more than once (a retry).",
+)
+def _retried(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
+    """LiteLLM retries 500/503 before any output (gateway-litellm.md); the attempt that answered is
+    compared with the caller side, the earlier ones are listed here. A retry after output had
+    reached the caller duplicates text (nuguard #455) and is reported by the content rules."""
+    if not pair.retries:
+        return
+    tried = ", ".join(
+        f"{r.id} ({r.status if r.status is not None else r.ex.error.kind if r.ex.error else '-'})"
+        for r in pair.retries
+    )
+    yield hit(
+        f"{len(pair.retries) + 1} engine attempts for one request: {tried}, then {pair.engine.id} "
+        f"({pair.engine.status}) answered",
+        "/request",
+    )
+
+
+@rule(
+    "taps-unpaired",
+    fault=Fault.UNKNOWN,
+    severity=Severity.WARNING,
+    scope="set",
+    area="gateway",
+    summary="Both taps recorded chat requests and none could be paired: nothing between them was compared.",
+)
+def _unpaired(tap_set: TapSet, ctx: CheckConfig) -> Iterator[Hit]:
+    """Pairing uses the correlation id, then the chat completion id, then a request fingerprint and
+    time (issue 14: a gateway that dropped the header left the check silent about the gateway)."""
+    if tap_set.pairs:
+        return
+    callers = [v for v in tap_set.views if v.tap == CALLER and v.is_chat]
+    engines = [v for v in tap_set.views if v.tap == ENGINE and v.is_chat]
+    if not callers or not engines:
+        return
+    h = hit(
+        f"{len(callers)} caller and {len(engines)} engine chat exchanges, none paired (no shared "
+        "correlation id, completion id or request): the gateway went unchecked; are both taps on the "
+        "same deployment?",
+        "",
+    )
+    h.exchange_id, h.tap = callers[0].id, CALLER
+    yield h
 
 
 # --- stream vs non-stream ------------------------------------------------------------------------

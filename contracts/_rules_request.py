@@ -229,7 +229,7 @@ def _transport(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Recorded by the proxy as the exchange's ``error``. A client abort is the caller's and only
     informational; a record gap (store overflow) says evidence is missing."""
     err = view.ex.error
-    if err is None:
+    if err is None or view.closed_after_done:  # the stream had ended: nothing was lost
         return
     fault, severity = _TRANSPORT_FAULT.get(err.kind, (None, None))
     where = f" at {err.t_ms:.0f} ms" if err.t_ms is not None else ""

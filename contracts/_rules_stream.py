@@ -170,7 +170,7 @@ def _id_repeated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 def _usage_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """With ``include_usage`` the last chunk before ``[DONE]`` has ``"choices": []`` and ``usage``
     (dropped by some gateways: OmniRoute #9750)."""
-    if not _stream(view) or view.stream is None or view.ex.error is not None or view.stream.error_frames:
+    if not _stream(view) or view.stream is None or not view.ok:
         return
     so = view.req.get("stream_options")
     if isinstance(so, dict) and so.get("include_usage") is True and view.stream.usage is None:

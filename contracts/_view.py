@@ -52,6 +52,20 @@ class ExchangeView:
         return self.ex.tap
 
     @property
+    def closed_after_done(self) -> bool:
+        """The caller closed once ``data: [DONE]`` had been passed on: a complete exchange. The openai
+        SDK closes right after ``[DONE]``, before the chunked terminator (gateway-litellm.md), so a tap
+        records a client abort on a stream that ended normally (issue 14)."""
+        err = self.ex.error
+        return (
+            err is not None
+            and err.kind == "client_abort"
+            and self.stream is not None
+            and self.stream.done > 0
+            and not self.stream.error_frames
+        )
+
+    @property
     def ok(self) -> bool:
         """A 2xx chat completion with a usable body or stream that ran to its end: a stream cut by
         an in-band error or the transport is not judged as a message (its own rules report it)."""
@@ -60,7 +74,7 @@ class ExchangeView:
             and self.status is not None
             and 200 <= self.status < 300
             and self.kind in ("stream", "json")
-            and self.ex.error is None
+            and (self.ex.error is None or self.closed_after_done)
             and not (self.stream is not None and self.stream.error_frames)
         )
 

@@ -73,9 +73,11 @@ class _ContractBroken(AssertionError):
     pass
 
 
-def _curl(url: str, body: dict[str, Any]) -> str:
+def _curl(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> str:
+    extra = "".join(f" -H {shlex.quote(f'{k}: {v}')}" for k, v in (headers or {}).items())
     return (
-        f"curl -sN {shlex.quote(url)} -H 'content-type: application/json' -d {shlex.quote(json.dumps(body))}"
+        f"curl -sN {shlex.quote(url)} -H 'content-type: application/json'{extra} "
+        f"-d {shlex.quote(json.dumps(body))}"
     )
 
 
@@ -87,8 +89,11 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
     config: CheckConfig,
     headers: dict[str, str],
     sink: Any = None,
+    reproduce_target: str | None = None,
 ) -> type[RuleBasedStateMachine]:
     url = target.rstrip("/") + "/v1/chat/completions"
+    # the curl line must run after the taps are gone: through a gateway it names the gateway itself
+    repro_url = (reproduce_target or target).rstrip("/") + "/v1/chat/completions"
 
     class AgentLoop(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -137,7 +142,7 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
             report.exchanges.extend(judged)
             errors = [f for f in check_exchanges(judged, config).findings if f.severity == "error"]
             if errors:
-                report.failure = ScenarioFailure(errors, body, _curl(url, body), None)
+                report.failure = ScenarioFailure(errors, body, _curl(repro_url, body, headers), None)
                 raise _ContractBroken("; ".join(f"{f.rule} [{f.fault}]: {f.message}" for f in errors))
             return ex
 
@@ -228,7 +233,7 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
                 if f.rule == "stream-nonstream-mismatch" and f.severity == "error"
             ]
             if twins:
-                report.failure = ScenarioFailure(twins, body, _curl(url, body), None)
+                report.failure = ScenarioFailure(twins, body, _curl(repro_url, body, headers), None)
                 raise _ContractBroken("; ".join(f.message for f in twins))
 
     return AgentLoop
@@ -268,7 +273,14 @@ def run_scenarios(
         engine, engine_port = via_proxy
         with dual_taps(target, engine, engine_port) as (caller_url, sink):
             machine = _machine(
-                caller_url, model, stream, report, config or CheckConfig(), headers or {}, sink
+                caller_url,
+                model,
+                stream,
+                report,
+                config or CheckConfig(),
+                headers or {},
+                sink,
+                reproduce_target=target,
             )
             return _run(machine, report, examples, seed, settings_, quiet=quiet)
     machine = _machine(target, model, stream, report, config or CheckConfig(direct=True), headers or {})

@@ -26,36 +26,49 @@ class _Stats:
 
 
 class MemorySink:
-    """What the proxy needs of a store, in memory: exchanges by correlation, waited on."""
+    """What the proxy needs of a store, in memory: the exchanges of the request in flight, waited on.
+
+    The scenarios send one request at a time, so the engine side of a request is what the engine tap
+    recorded while it was in flight: under its correlation id when the gateway forwards
+    ``x-wirecheck-id``, else without one (LiteLLM drops it). Either way both sides are handed to the
+    checker, whose pairing (correlation, completion id, fingerprint) decides (issue 14: waiting for a
+    correlation id that never came cost 5 s a request and judged the caller side alone)."""
 
     def __init__(self) -> None:
         self.path = ":memory:"
         self.stats = _Stats()
         self._by_corr: dict[str, list[Exchange]] = {}
+        self._loose: list[Exchange] = []  # engine exchanges without a correlation id
         self._cv = threading.Condition()
 
     def put(self, ex: Exchange) -> bool:
         with self._cv:
-            self._by_corr.setdefault(ex.correlation or "", []).append(ex)
+            if ex.correlation:
+                self._by_corr.setdefault(ex.correlation, []).append(ex)
+            else:
+                self._loose.append(ex)
             self.stats.queued += 1
             self._cv.notify_all()
         return True
 
-    def take(self, correlation: str, taps: int = 2, timeout: float = 5.0) -> list[Exchange]:
+    def take(self, correlation: str, timeout: float = 30.0, engine_wait: float = 2.0) -> list[Exchange]:
+        """The caller side of ``correlation`` and every engine exchange recorded for it: waits for the
+        caller side (``timeout``), then up to ``engine_wait`` for an engine side (a gateway that
+        answers by itself, a 401 say, never reaches the engine)."""
         deadline = time.monotonic() + timeout
         with self._cv:
-            while len(self._by_corr.get(correlation, [])) < taps:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cv.wait(left)
-            return self._by_corr.pop(correlation, [])
 
-    def findings(self, **_: Any) -> list[dict[str, Any]]:
-        return []
+            def caller_seen() -> bool:
+                return any(e.tap != "engine" for e in self._by_corr.get(correlation, []))
 
-    def finding_counts(self) -> list[tuple[str, str, str, int]]:
-        return []
+            def engine_seen() -> bool:
+                return bool(self._loose) or any(e.tap == "engine" for e in self._by_corr.get(correlation, []))
+
+            self._cv.wait_for(caller_seen, max(0.0, deadline - time.monotonic()))
+            self._cv.wait_for(engine_seen, engine_wait)
+            out = self._by_corr.pop(correlation, []) + self._loose
+            self._loose = []
+            return out
 
 
 def _free_port() -> int:

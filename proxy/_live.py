@@ -23,10 +23,11 @@ import signal
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from wirecheck.contracts import CheckConfig, Fault, Finding, Severity, check_exchanges
+from wirecheck.contracts import CheckConfig, Exchange, Fault, Finding, Severity, check_exchanges
 
 from ._lifeline import guard
 from ._store import LIVE_CHECK_SKIPPED, Store
@@ -38,6 +39,10 @@ LAG_S = 15.0
 #: health stays degraded this long after the worker died
 CRASH_MEMORY_S = 30.0
 
+#: seconds around a batch whose exchanges are loaded as possible partners (a pair starts within
+#: the caller's request time; a long stream is paired from its start)
+NEIGHBOUR_S = 5.0
+
 
 def check_ids(store: Store, ids: list[str], *, config: CheckConfig | None = None) -> int:
     """Check these exchanges (with their other tap's side) and store their findings."""
@@ -46,7 +51,8 @@ def check_ids(store: Store, ids: list[str], *, config: CheckConfig | None = None
     own = store.exchanges_for(ids, [])
     corrs = sorted({e.correlation for e in own if e.correlation})
     exchanges = store.exchanges_for(ids, corrs) if corrs else own
-    result = check_exchanges(exchanges, config or CheckConfig(pair_by_fingerprint=True))
+    exchanges += _neighbours(store, exchanges)
+    result = check_exchanges(exchanges, config or CheckConfig())
     wanted = set(ids)
     store.add_findings([f for f in result.findings if f.exchange_id in wanted], ids)
     return len(ids)
@@ -69,13 +75,45 @@ def check_pending(
     if announce is not None:
         announce(ids)
     exchanges = store.exchanges_for(ids, corrs)
-    cfg = config or CheckConfig(pair_by_fingerprint=True)
-    result = check_exchanges(exchanges, cfg)
+    exchanges += _neighbours(store, exchanges)
+    result = check_exchanges(exchanges, config or CheckConfig())
     wanted = set(ids)
     store.add_findings([f for f in result.findings if f.exchange_id in wanted], ids)
     if announce is not None:
         announce(None)
     return len(ids)
+
+
+def _neighbours(store: Store, batch: list[Exchange]) -> list[Exchange]:
+    """Exchanges recorded around this batch, checked before or not yet settled: a partner without the
+    correlation id (a gateway that drops it) pairs by completion id or fingerprint only when it is
+    there to be seen, the same as in an offline ``wirecheck check`` (issue 14)."""
+    sides: dict[str, set[str]] = {}
+    for ex in batch:
+        if ex.correlation:
+            sides.setdefault(ex.correlation, set()).add(ex.tap)
+    if all(ex.correlation and len(sides[ex.correlation]) > 1 for ex in batch):
+        return []  # every exchange has its partner by correlation: nothing more to load
+    times = sorted(t for ex in batch if (t := _epoch(ex.started_at)) is not None)
+    if not times:
+        return []
+    lo = datetime.fromtimestamp(times[0] - NEIGHBOUR_S, UTC).isoformat()
+    hi = datetime.fromtimestamp(times[-1] + NEIGHBOUR_S, UTC).isoformat()
+    have = {ex.id for ex in batch}
+    return [
+        ex
+        for ex in store.exchanges(where="WHERE started_at >= ? AND started_at <= ?", args=(lo, hi))
+        if ex.id not in have
+    ]
+
+
+def _epoch(started_at: str | None) -> float | None:
+    if not started_at:
+        return None
+    try:
+        return datetime.fromisoformat(started_at.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def run_checker(

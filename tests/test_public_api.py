@@ -40,8 +40,8 @@ def test_contracts_exports_stay_as_documented() -> None:
     # 65, less the error tree's WirecheckError, UsageError and TransportError (moved to the front
     # door, issue 12 part 5), plus the family table's FAMILIES, FAMILY_CHOICES, FAMILY_NAMES, GENERIC,
     # Family, detect_family and unknown_family_note (part 2); issue 11's redaction policy (DEFAULT_REDACTION, REDACTED,
-    # Redaction) and bounded parsing (JsonLimitError, bounded_loads, printable)
-    assert len(c.__all__) == 75
+    # Redaction) and bounded parsing (JsonLimitError, bounded_loads, printable); issue 14's TapSet
+    assert len(c.__all__) == 76
     for name in (
         "Exchange",
         "Finding",

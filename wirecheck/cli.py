@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ from wirecheck.contracts import (
     Exchange,
     Finding,
     Redaction,
+    bounded_loads,
     check_exchanges,
     detect_family,
     printable,
@@ -77,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--pair-taps",
         action="store_true",
-        help="also pair caller and engine exchanges that lack a correlation id, by request fingerprint and time",
+        help="no effect, kept so that existing scripts run: taps always pair by correlation id, then "
+        "completion id, then request fingerprint and time",
     )
     c.add_argument(
         "--direct",
@@ -621,8 +624,30 @@ def _scenarios(args: argparse.Namespace) -> int:
     print("reproduce:")
     print(f"  {fail.curl}")
     if args.seed is not None:
-        print(f"  wirecheck scenarios --target {args.target} --examples {args.examples} --seed {args.seed}")
+        print(f"  {_scenarios_line(args)}")
     return 1
+
+
+def _scenarios_line(args: argparse.Namespace) -> str:
+    """The command that reruns this run as given, the gateway's taps included (issue 14: the line
+    dropped --via-proxy and its engine flags)."""
+    parts = ["wirecheck", "scenarios", "--target", args.target, "--examples", str(args.examples)]
+    parts += ["--seed", str(args.seed)]
+    if args.stream != "both":
+        parts += ["--stream", args.stream]
+    if args.model:
+        parts += ["--model", args.model]
+    for h in args.header:
+        parts += ["--header", h]
+    if args.via_proxy:
+        parts += [
+            "--via-proxy",
+            "--engine-upstream",
+            args.engine_upstream,
+            "--engine-listen",
+            args.engine_listen,
+        ]
+    return shlex.join(parts)
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -753,7 +778,6 @@ def _check(args: argparse.Namespace) -> int:
         family=args.family,
         expect_reasoning=args.expect_reasoning,
         direct=args.direct,
-        pair_by_fingerprint=args.pair_taps,
         disabled=frozenset(args.disable),
     )
     notes: list[Finding] = []
@@ -794,7 +818,7 @@ def _unknown_models(exchanges: list[Exchange]) -> list[str]:
     models: set[str] = set()
     for e in exchanges:
         try:
-            body = json.loads(e.request.body or b"null")
+            body = bounded_loads(e.request.body or b"null")  # hostile depth: issue 11, point 3
         except ValueError:
             continue
         if isinstance(body, dict) and isinstance(body.get("model"), str):

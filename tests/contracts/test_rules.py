@@ -533,6 +533,27 @@ CASES: dict[str, tuple[Case, Case, str]] = {
         "gateway",
     ),
     "gateway-stream-buffered": (lambda: buffered_pair(True), lambda: buffered_pair(False), "gateway"),
+    "gateway-retried": (
+        lambda: [
+            exchange(req(), completion(), tap="caller", correlation="k"),
+            exchange(req(), K2_ERR, status=500, tap="engine", correlation="k"),
+            exchange(req(), completion(), tap="engine", correlation="k"),
+        ],
+        pair(req(), completion()),
+        "gateway",
+    ),
+    "taps-unpaired": (
+        lambda: [
+            exchange(req(), {**completion(), "id": "chatcmpl-a"}, tap="caller"),
+            exchange(
+                req(messages=[{"role": "user", "content": "another"}]),
+                {**completion(), "id": "chatcmpl-b"},
+                tap="engine",
+            ),
+        ],
+        pair(req(), completion()),
+        "unknown",
+    ),
     # --- stream vs non-stream
     "stream-nonstream-mismatch": (
         twins(wire.k2_tool_stream(args='{"city": "Osaka"}'), tool_msg(call()), tool_req(temperature=0)),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -199,37 +201,57 @@ def test_scenarios_cli_via_proxy_blames_the_gateway() -> None:
 
     engine_port = free_port()
     with serve(create_app(SimConfig(time_scale=0.0005))) as sim_url:
+        # the gateway drops x-wirecheck-id (as LiteLLM does): every request must still pair, at once
         gw = create_gateway(
             GatewayConfig(
-                upstream=f"http://127.0.0.1:{engine_port}", faults=parse_gateway_faults("reasoning_dropped")
+                upstream=f"http://127.0.0.1:{engine_port}",
+                faults=parse_gateway_faults("reasoning_dropped,correlation_header_dropped"),
             )
         )
         with serve(gw) as gw_url:
+            args = [
+                "scenarios",
+                "--target",
+                gw_url,
+                "--examples",
+                "20",
+                "--seed",
+                "2",
+                "--via-proxy",
+                "--engine-upstream",
+                sim_url,
+                "--engine-listen",
+                f"127.0.0.1:{engine_port}",
+            ]
+            t0 = time.monotonic()
             out = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "wirecheck",
-                    "scenarios",
-                    "--target",
-                    gw_url,
-                    "--via-proxy",
-                    "--engine-upstream",
-                    sim_url,
-                    "--engine-listen",
-                    f"127.0.0.1:{engine_port}",
-                    "--examples",
-                    "20",
-                    "--seed",
-                    "2",
-                ],
+                [sys.executable, "-m", "wirecheck", *args],
                 capture_output=True,
                 text=True,
                 timeout=180,
                 check=False,
             )
-    assert out.returncode == 1, out.stderr
-    assert "gateway-reasoning-dropped [gateway]" in out.stdout
+            took = time.monotonic() - t0
+            assert out.returncode == 1, out.stderr
+            # paired: attributed to the gateway, not judged on the caller side alone
+            assert "gateway-reasoning-dropped [gateway]" in out.stdout, out.stdout
+            assert "tap missing" not in out.stdout
+            # no 5 s wait per request for an engine side that never came
+            requests = int(out.stdout.split("contract broken after ")[1].split()[0])
+            assert took < 30 + requests, (took, requests)
+            # the reproduce lines name the gateway, not a tap's temporary port, and keep the taps' flags
+            repro = out.stdout.split("reproduce:\n", 1)[1].splitlines()
+            assert repro[0].strip().startswith(f"curl -sN {gw_url}/v1/chat/completions")
+            line = repro[1].strip()
+            assert line == "wirecheck " + " ".join(args), line
+            again = subprocess.run(
+                [sys.executable, "-m", "wirecheck", *shlex.split(line)[1:]],
+                capture_output=True,
+                text=True,
+                timeout=180,
+                check=False,
+            )
+    assert again.returncode == 1 and "gateway-reasoning-dropped [gateway]" in again.stdout
     bad = subprocess.run(
         [sys.executable, "-m", "wirecheck", "scenarios", "--target", "http://127.0.0.1:1", "--via-proxy"],
         capture_output=True,

@@ -9,7 +9,7 @@ import pytest
 
 from tests import wire
 from tests.sim.test_app import HISTORY_OK, drive
-from wirecheck.contracts import CheckConfig, check_exchanges
+from wirecheck.contracts import check_exchanges
 from wirecheck.sim import GATEWAY_FAULTS
 
 K2 = "moonshotai/Kimi-K2-Thinking"
@@ -100,10 +100,10 @@ async def test_buffered_stream_is_the_gateways(dual_tap: Callable[..., Any]) -> 
     assert (str(f.fault), f.tap) == ("gateway", "caller")
 
 
-async def test_dropped_correlation_header_pairs_by_fingerprint(dual_tap: Callable[..., Any]) -> None:
+async def test_dropped_correlation_header_still_pairs(dual_tap: Callable[..., Any]) -> None:
     c = dual_tap("correlation_header_dropped,reasoning_dropped")
     await drive(c, BODIES[1:2])
-    assert check_exchanges(c.exchanges).pairs == 0
-    res = check_exchanges(c.exchanges, CheckConfig(pair_by_fingerprint=True))
-    assert res.pairs == 2
+    # issue 14: no flag needed; the gateway kept the completion id, so that pairs both requests
+    res = check_exchanges(c.exchanges)
+    assert (res.pairs, res.paired_by) == (2, {"completion-id": 2})
     assert {(f.rule, str(f.fault)) for f in res.findings} == {("gateway-reasoning-dropped", "gateway")}

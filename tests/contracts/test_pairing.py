@@ -1,0 +1,167 @@
+"""One pairing for live and offline checks (issue 14), and the false alarms a fault-free gateway
+caused: dropped defaults, usage nobody asked for, a close right after [DONE], a relayed engine error,
+emptied chunks taken for buffering."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests import wire
+from tests.wire import completion, exchange, message, per_frame, req, streamed, tool_req
+from wirecheck.contracts import (
+    CheckConfig,
+    Chunk,
+    Exchange,
+    ExchangeError,
+    build_view,
+    check_exchanges,
+    pair_taps,
+)
+
+
+def at(ex: Exchange, ms: float) -> Exchange:
+    ex.started_at = f"2026-12-03T10:00:{ms / 1000:06.3f}+00:00"
+    return ex
+
+
+def with_id(body: dict[str, Any], cid: str) -> dict[str, Any]:
+    return {**body, "id": cid}
+
+
+def stream_with_id(objs: list[dict[str, Any]], cid: str) -> list[dict[str, Any]]:
+    return [{**o, "id": cid} for o in objs]
+
+
+def findings(exs: list[Exchange]) -> list[tuple[str, str, str]]:
+    return [(f.rule, str(f.fault), f.tap) for f in check_exchanges(exs, CheckConfig()).findings]
+
+
+def test_identical_concurrent_requests_pair_by_completion_id() -> None:
+    # eight callers send the same request at once; the gateway drops x-wirecheck-id and answers out
+    # of order: only the completion id can tell them apart
+    callers, engines = [], []
+    for i in range(8):
+        body = with_id(completion(message(f"answer {i}")), f"chatcmpl-{i:04d}")
+        callers.append(at(exchange(req(model="alias"), body, tap="caller", id=f"c{i}"), i))
+        engines.append(at(exchange(req(), body, tap="engine", id=f"e{i}"), 30 - i))
+    pairs = pair_taps([build_view(x) for x in callers + engines[::-1]])
+    assert sorted((p.caller.id, p.engine.id, p.by) for p in pairs) == [
+        (f"c{i}", f"e{i}", "completion-id") for i in range(8)
+    ]
+    assert findings(callers + engines) == []
+
+
+def test_the_fingerprint_ignores_what_gateways_legitimately_rewrite() -> None:
+    history = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [wire.call()]},
+        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sunny"},
+    ]
+    caller = at(
+        exchange(
+            tool_req(messages=history, model="my-alias", stream=False, temperature=None, n=1),
+            with_id(completion(message("ok")), "chatcmpl-caller"),
+            tap="caller",
+        ),
+        0,
+    )
+    # LiteLLM: model renamed, "stream": false and null fields dropped, content: null dropped, the
+    # tool call's arguments re-serialised, and its own completion id (no id to pair by)
+    sent = json.loads(json.dumps(history))
+    del sent[1]["content"]
+    sent[1]["tool_calls"][0]["function"]["arguments"] = '{"city":"Tokyo"}'
+    engine = at(
+        exchange(
+            tool_req(messages=sent), with_id(completion(message("ok")), "chatcmpl-engine"), tap="engine"
+        ),
+        20,
+    )
+    other = at(exchange(req(), with_id(completion(message("ok")), "chatcmpl-x"), tap="engine"), 10)
+    pairs = pair_taps([build_view(x) for x in (caller, other, engine)])
+    assert [(p.caller.id, p.engine.id, p.by) for p in pairs] == [(caller.id, engine.id, "fingerprint")]
+    assert [f for f in findings([caller, engine]) if f[0] == "gateway-request-changed"] == []
+
+
+def test_an_engine_side_that_started_after_the_caller_ended_is_not_its_pair() -> None:
+    caller = at(exchange(req(), with_id(completion(), "chatcmpl-a"), tap="caller", times=[5.0]), 0)
+    assert caller.response is not None
+    caller.response.chunks = [Chunk(5.0, caller.response.body)]
+    late = at(exchange(req(), with_id(completion(), "chatcmpl-b"), tap="engine"), 3000)
+    assert pair_taps([build_view(caller), build_view(late)]) == []
+    assert ("taps-unpaired", "unknown", "caller") in findings([caller, late])
+
+
+def test_a_retry_without_correlation_pairs_with_the_attempt_that_answered() -> None:
+    err = {"error": {"message": "busy", "type": "ServiceUnavailableError", "param": None, "code": 503}}
+    body = with_id(completion(message("done")), "chatcmpl-r")
+    caller = at(exchange(req(model="alias"), body, tap="caller"), 0)
+    a1 = at(exchange(req(), err, status=503, tap="engine"), 10)
+    a2 = at(exchange(req(), err, status=503, tap="engine"), 40)
+    a3 = at(exchange(req(), body, tap="engine"), 90)
+    res = check_exchanges([caller, a1, a2, a3], CheckConfig())
+    assert (res.pairs, res.retries, res.paired_by) == (1, 2, {"completion-id": 1})
+    retried = [f for f in res.findings if f.rule == "gateway-retried"]
+    assert len(retried) == 1 and a1.id in retried[0].message and a2.id in retried[0].message
+    assert {f.rule for f in res.findings if f.tap == "caller"} == {"gateway-retried"}
+
+
+def test_a_dropped_default_is_not_a_changed_request() -> None:
+    c = exchange(req(stream=False, parallel_tool_calls=True), completion(), tap="caller", correlation="k")
+    e = exchange(req(), completion(), tap="engine", correlation="k")
+    assert findings([c, e]) == []
+    c2 = exchange(req(stream=False), completion(), tap="caller", correlation="k")
+    e2 = exchange(req(stream=True), completion(), tap="engine", correlation="k")
+    assert ("gateway-request-changed", "gateway", "caller") in findings([c2, e2])
+
+
+def test_usage_is_compared_only_where_the_caller_asked_for_it() -> None:
+    objs = wire.text_stream("hi", usage=True)
+    bare = wire.text_stream("hi")
+    # LiteLLM asks upstream for usage and strips it again
+    c = streamed(req(), bare, tap="caller", correlation="k")
+    e = streamed(req(stream_options={"include_usage": True}), objs, correlation="k")
+    assert findings([c, e]) == []
+    asked = req(stream_options={"include_usage": True})
+    c2 = streamed(asked, bare, tap="caller", correlation="k")
+    e2 = streamed(asked, objs, correlation="k")
+    assert ("gateway-usage-changed", "gateway", "caller") in findings([c2, e2])
+
+
+def test_a_close_right_after_done_is_a_complete_exchange() -> None:
+    # the openai SDK closes after data: [DONE], before the chunked terminator; the exchange still
+    # gets judged (here: the gateway dropped the reasoning, a real finding the abort used to hide)
+    abort = ExchangeError("client_abort", "the caller disconnected mid-response", 50.0)
+    objs = wire.text_stream("Hello", reasoning=("The ", "user"))
+    c = streamed(req(), wire.text_stream("Hello"), tap="caller", correlation="k", error=abort)
+    e = streamed(req(), objs, correlation="k")
+    got = findings([c, e])
+    assert ("gateway-reasoning-dropped", "gateway", "caller") in got
+    assert not [f for f in got if f[0] == "transport-error"]
+    # a close before [DONE] is still an abort
+    cut = streamed(req(), wire.text_stream("He"), tap="caller", correlation="k", error=abort, done=False)
+    assert ("transport-error", "caller", "caller") in findings([cut, streamed(req(), objs, correlation="k")])
+
+
+def test_an_engine_error_relayed_by_the_gateway_is_the_engines_only() -> None:
+    reset = ExchangeError("upstream_reset", "peer closed connection", 30.0)
+    e = streamed(req(), wire.text_stream("He")[:2], correlation="k", error=reset, done=False)
+    # LiteLLM: 200, an error frame with code "500" and type null, no [DONE]
+    frame = {"error": {"message": "peer closed connection", "type": None, "param": None, "code": "500"}}
+    c = streamed(req(), [*wire.text_stream("He")[:2], frame], tap="caller", correlation="k", done=False)
+    got = findings([c, e])
+    assert got and {fault for _, fault, _ in got} == {"engine"}, got
+    assert all(tap == "engine" for _, _, tap in got), got
+
+
+def test_emptied_chunks_at_the_engines_pace_are_not_buffering() -> None:
+    # the gateway dropped the reasoning but passed every chunk on as it came: no buffering
+    objs = wire.text_stream("Hi", reasoning=tuple("abcdefgh"))
+    emptied = [
+        {**o, "choices": [{**o["choices"][0], "delta": {}}]} if "reasoning" in o["choices"][0]["delta"] else o
+        for o in objs
+    ]
+    e = per_frame(req(), objs, gap_ms=30, correlation="k")
+    c = per_frame(req(), emptied, gap_ms=30, tap="caller", correlation="k")
+    rules = [f[0] for f in findings([c, e])]
+    assert "gateway-reasoning-dropped" in rules and "gateway-stream-buffered" not in rules

@@ -1,0 +1,85 @@
+"""A real LiteLLM proxy (``litellm[proxy]`` from PyPI, in its own ``.venv-litellm`` made by ``./dev``) as
+the gateway between two taps, started by the tests on loopback with a master key (issue 14)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from tests.servers import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+LITELLM = Path(os.environ.get("WIRECHECK_LITELLM", ROOT / ".venv-litellm" / "bin" / "litellm"))
+MASTER_KEY = "sk-wirecheck-litellm-test"
+#: importing litellm's proxy takes 20-70 s on a busy 2-core machine (measured)
+START_TIMEOUT_S = 180.0
+
+
+def litellm_gateway(
+    engine_url: str, models: dict[str, str], *, port: int | None = None
+) -> contextlib.AbstractContextManager[str]:
+    """LiteLLM on a loopback port (a free one unless given); ``models`` maps the caller's alias to
+    the engine's model (``hosted_vllm/NAME``, ``openai/NAME``), every one pointed at ``engine_url``."""
+    return _run(engine_url, models, port or free_port())
+
+
+@contextlib.contextmanager
+def _run(engine_url: str, models: dict[str, str], port: int) -> Iterator[str]:
+    if not LITELLM.exists():
+        raise RuntimeError(
+            f"LiteLLM is not installed at {LITELLM}: run ./dev test (it makes .venv-litellm), "
+            "or set WIRECHECK_LITELLM to a litellm executable"
+        )
+    with tempfile.TemporaryDirectory(prefix="wc-litellm-") as tmp:
+        entries = "".join(
+            f"""  - model_name: {alias}
+    litellm_params:
+      model: {target}
+      api_base: {engine_url}/v1
+      api_key: none
+"""
+            for alias, target in models.items()
+        )
+        conf = Path(tmp) / "config.yaml"
+        conf.write_text(f"model_list:\n{entries}general_settings:\n  master_key: {MASTER_KEY}\n")
+        env = {
+            **os.environ,
+            # no network: the cost map shipped in the package, no telemetry
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "LITELLM_TELEMETRY": "False",
+            "NO_PROXY": "127.0.0.1,localhost",
+        }
+        log = Path(tmp) / "litellm.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [str(LITELLM), "--config", str(conf), "--host", "127.0.0.1", "--port", str(port)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=tmp,
+            )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{url}/health/liveliness", timeout=2).status_code == 200:
+                        break
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"LiteLLM did not start: {log.read_text(errors='replace')[-3000:]}")
+                time.sleep(0.25)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
