@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _rules_message, _rules_pairs, _rules_request, _rules_stream  # noqa: F401 - registers rules
+from . import _rules_answer, _rules_message, _rules_pairs, _rules_request, _rules_stream  # noqa: F401 - registers rules
 from ._exchange import Exchange
 from ._pairs import ENGINE, TapPair, pair_taps, pair_twins
 from ._registry import CheckConfig, Fault, Finding, Hit, Rule, rules

@@ -154,4 +154,4 @@ def serious(found: list[Finding]) -> list[str]:
 
 
 def body_json(ex: Exchange) -> Any:
-    return json.loads(ex.response.body) if ex.response and ex.response.body else None
+    return json.loads(ex.response.content) if ex.response and ex.response.content else None
