@@ -3,7 +3,6 @@ zero error or warning findings (issue 13). A finding here is a false alarm on a 
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,8 +10,6 @@ import pytest
 
 from tests.real_vllm import traffic
 from wirecheck.proxy import Store
-
-_seq = itertools.count(1)
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +26,7 @@ def test_legal_request_gives_no_finding(tap: tuple[str, Store], kind: str, strea
     with traffic.client(url) as c:
         out = traffic.call(c, stream=stream, **kw)
     assert out, "no answer"
-    ex = traffic.last_exchange(store, next(_seq))
+    ex = traffic.exchange_of(store, traffic.response_id(out))
     assert ex.response is not None and ex.response.status == 200, ex.response
     assert traffic.serious(traffic.findings(ex)) == []
 

@@ -135,14 +135,21 @@ def call(c: openai.OpenAI, *, stream: bool, **kw: Any) -> Any:
     return c.chat.completions.create(**kw)
 
 
-def last_exchange(store: Store, n: int) -> Exchange:
-    """The n-th exchange (1-based) once the proxy has written it."""
+def response_id(out: Any) -> str:
+    """The chat completion id of an SDK answer (a completion or the list of a stream's chunks)."""
+    return str(out[0].id if isinstance(out, list) else out.id)
+
+
+def exchange_of(store: Store, rid: str) -> Exchange:
+    """The recorded exchange whose response carries the completion id ``rid``, once written whole."""
+    needle = f'"id":"{rid}"'.encode()
     for _ in range(2000):
         store.flush()
-        if store.count() >= n:
-            break
-        time.sleep(0.005)
-    return list(store.exchanges())[n - 1]
+        for ex in store.exchanges():
+            if ex.response is not None and needle in ex.response.content:
+                return ex
+        time.sleep(0.01)
+    raise AssertionError(f"the proxy never recorded {rid}")
 
 
 def findings(ex: Exchange, **cfg: Any) -> list[Finding]:
