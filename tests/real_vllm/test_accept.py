@@ -30,12 +30,12 @@ def test_the_cache_phase_passes_on_the_real_counters(real_vllm: str, tmp_path: P
 
 
 def test_the_interface_phase_passes_on_a_clean_server(real_vllm: str, tmp_path: Path) -> None:
-    iface = _phase(real_vllm, tmp_path, "interface", interface_requests=10, scenario_examples=3)
+    iface = _phase(real_vllm, tmp_path, "interface", interface_requests=6, scenario_examples=2)
     assert iface.status == "pass", [(c.id, c.status, c.detail) for c in iface.checks]  # type: ignore[attr-defined]
 
 
 def test_scenarios_pass_on_a_clean_server(real_vllm: str) -> None:
-    report = run_scenarios(real_vllm, examples=4, seed=13, quiet=True)
+    report = run_scenarios(real_vllm, examples=3, seed=13, quiet=True)
     assert report.failure is None, report
 
 
