@@ -50,3 +50,29 @@ def test_a_call_that_ends_below_the_cap_is_still_the_models() -> None:
 
 def test_a_complete_valid_call_that_used_the_whole_cap_is_fine() -> None:
     assert _found("max_tokens", 14, 14, call(args={"city": "Tokyo"})) == []
+
+
+# --- stream vs non-stream when sampling (temperature > 0): structure and validity, not values ---
+
+
+def _twins(stream_args: str, plain_args: str, **kw: Any) -> list[str]:
+    from tests.wire import k2_tool_stream, streamed
+
+    r = tool_req(temperature=0.7, **kw)
+    plain = completion(message(None, tool_calls=[call(args=plain_args)]), "tool_calls")
+    exs = [streamed(r, k2_tool_stream(args=stream_args)), exchange(r, plain)]
+    return [
+        f.message
+        for f in check_exchanges(exs, CheckConfig(direct=True)).findings
+        if f.rule == "stream-nonstream-mismatch"
+    ]
+
+
+def test_sampled_twins_with_different_values_agree() -> None:
+    assert _twins('{"city": "Osaka"}', '{"city": "Tokyo"}') == []
+
+
+def test_sampled_twins_where_only_the_stream_breaks_the_json_disagree() -> None:
+    assert _twins('{"city": "Osaka"', '{"city": "Tokyo"}') == [
+        "call 0 arguments are JSON on one side only (not JSON when streamed)"
+    ]
