@@ -16,7 +16,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _rules_limits, _rules_message, _rules_pairs, _rules_request, _rules_stream  # noqa: F401 - registers rules
+from . import (  # noqa: F401 - registers rules
+    _rules_answer,
+    _rules_limits,
+    _rules_message,
+    _rules_pairs,
+    _rules_request,
+    _rules_stream,
+)
 from ._exchange import Exchange
 from ._pairs import ENGINE, TapPair, TapSet, pair_taps, pair_twins
 from ._registry import CheckConfig, Fault, Finding, Hit, Rule, Severity, rules

@@ -122,12 +122,51 @@ def family_of(view: ExchangeView, ctx: CheckConfig) -> str:
     return detect_family(view.model or view.req.get("model"), ids)
 
 
-def _stopped_by_length(choice: AssembledChoice) -> bool:
-    return choice.finish_reason == "length"
+def _cap(view: ExchangeView) -> int | None:
+    cap = view.req.get("max_completion_tokens") or view.req.get("max_tokens")
+    return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None
+
+
+def _used_whole_cap(view: ExchangeView) -> bool:
+    """The caller's max_tokens was spent to the last token (usage against the request).
+
+    finish_reason alone cannot say so: a real vLLM 0.32 reports a tool call cut by max_tokens as
+    ``tool_calls`` when not streamed and ``length`` when streamed (shared reference
+    real-vllm-cpu.md, issue 13). Usage covers all choices, so this only judges single-choice answers.
+    """
+    cap = _cap(view)
+    usage = view.usage or {}
+    used = usage.get("completion_tokens")
+    return (
+        cap is not None
+        and len(view.choices) == 1
+        and isinstance(used, int)
+        and not isinstance(used, bool)
+        and used >= cap
+    )
+
+
+def _stopped_by_length(choice: AssembledChoice, view: ExchangeView | None = None) -> bool:
+    """The output was cut by a length limit: finish_reason says so, or usage shows the caller's
+    max_tokens used up whatever finish_reason says (issue 13)."""
+    return choice.finish_reason == "length" or (view is not None and _used_whole_cap(view))
+
+
+def _cut_call(view: ExchangeView, choice: AssembledChoice, call: AssembledCall) -> bool:
+    """The last call of a choice cut by a length limit: its name, id and arguments may be partial.
+    A real vLLM 0.32 closes such a call with what it has (``{}``, a name like ``functions.``, a
+    minted id), so none of that is the model's (issue 13)."""
+    return _stopped_by_length(choice, view) and bool(choice.calls) and call is choice.calls[-1]
 
 
 def _cap_fault(view: ExchangeView) -> tuple[Fault, str]:
-    cap = view.req.get("max_completion_tokens") or view.req.get("max_tokens")
+    cap = _cap(view)
+    if cap and _used_whole_cap(view) and all(ch.finish_reason != "length" for ch in view.choices):
+        reasons = ", ".join(sorted({str(ch.finish_reason) for ch in view.choices}))
+        return (
+            Fault.CALLER,
+            f"usage.completion_tokens reached max_tokens={cap} (finish_reason says {reasons}): the caller's limit cut the output",
+        )
     if cap:
         return Fault.CALLER, f"finish_reason is length: max_tokens={cap} cut the output"
     return Fault.UNKNOWN, "finish_reason is length: the output hit the model's length limit"
@@ -161,9 +200,15 @@ def _calls(view: ExchangeView) -> Iterator[tuple[AssembledChoice, AssembledCall]
 )
 def _undeclared(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The name must be one of ``tools[].function.name``. The main residual error of Kimi K2 after
-    parser fixes (Moonshot's vendor verifier). An empty name is ``tool-call-shape``."""
+    parser fixes (Moonshot's vendor verifier). An empty name is ``tool-call-shape``. A declared name
+    cut short by max_tokens is the caller's limit, not the model's (``tool-call-args-truncated``)."""
     for ch, c in _calls(view):
         if c.name and c.name not in view.tools:
+            stem = c.name.removeprefix("functions.")
+            if _cut_call(view, ch, c) and any(t.startswith(stem) or stem.startswith(t) for t in view.tools):
+                # a cut inside the call header: the name is a declared one cut short by the caller's
+                # max_tokens, reported by tool-call-args-truncated (issue 13, seen on vLLM 0.32)
+                continue
             declared = ", ".join(sorted(view.tools)) or "none"
             yield hit(
                 f"tool {c.name!r} was not declared (declared: {declared})",
@@ -217,7 +262,7 @@ def _args_json(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     (Kimi K2 truncated arguments, vllm PR #38579): the parser is blamed; a syntax error inside the
     document is the model's."""
     for ch, c in _calls(view):
-        if not c.name or _stopped_by_length(ch):
+        if not c.name or _stopped_by_length(ch, view):
             continue
         try:
             bounded_loads(c.arguments)
@@ -252,9 +297,20 @@ def _args_json(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     summary="Tool call arguments were cut off by finish_reason length.",
 )
 def _args_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Legal vLLM behaviour, but the call cannot be executed: raise ``max_tokens``."""
+    """Legal vLLM behaviour, but the call cannot be executed: raise ``max_tokens``. The cut call is
+    judged incomplete when its arguments do not parse, are not an object, or break the schema (vLLM
+    0.32 closes a cut call with ``{}``)."""
     for ch, c in _calls(view):
-        if _stopped_by_length(ch) and not _parse_args(c)[0]:
+        ok, value = _parse_args(c)
+        incomplete = not ok or (
+            _cut_call(view, ch, c)
+            and (
+                not isinstance(value, dict)
+                or c.name not in view.tools  # the header itself was cut: the name is a fragment
+                or bool(schema_errors(view.tools[c.name], value))
+            )
+        )
+        if _stopped_by_length(ch, view) and incomplete:
             fault, why = _cap_fault(view)
             yield hit(
                 f"{c.name}: arguments incomplete; {why}",
@@ -275,7 +331,7 @@ def _args_object(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Function arguments are a JSON object. A JSON *string* holding an object is double encoding."""
     for ch, c in _calls(view):
         ok, value = _parse_args(c)
-        if ok and not isinstance(value, dict):
+        if ok and not isinstance(value, dict) and not _cut_call(view, ch, c):
             extra = ""
             if isinstance(value, str):
                 try:
@@ -300,7 +356,7 @@ def _args_object(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 def _args_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Validated with jsonschema's Draft 2020-12 validator against ``function.parameters``."""
     for ch, c in _calls(view):
-        if c.name not in view.tools:
+        if c.name not in view.tools or _cut_call(view, ch, c):
             continue
         ok, value = _parse_args(c)
         if not ok or not isinstance(value, dict):
@@ -368,7 +424,7 @@ def _id_format(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     pattern = _compiled(family.id_pattern)
     near = family.id_near_miss
     for ch, c in _calls(view):
-        if not c.id:
+        if not c.id or _cut_call(view, ch, c):
             continue
         m = pattern.match(c.id)
         if m is None:
@@ -415,7 +471,7 @@ def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 f"tool_choice is none but the response calls {', '.join(names)}",
                 f"/choices/{ch.index}/message/tool_calls",
             )
-        elif tc == "required" and not names and not _stopped_by_length(ch):
+        elif tc == "required" and not names and not _stopped_by_length(ch, view):
             yield hit(
                 "tool_choice is required but the response has no tool call",
                 f"/choices/{ch.index}/message",
@@ -424,7 +480,7 @@ def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
         elif (
             forced is not None
-            and not _stopped_by_length(ch)
+            and not _stopped_by_length(ch, view)
             and (not names or any(n != forced for n in names))
         ):
             got = ", ".join(names) or "no call"
@@ -720,7 +776,7 @@ def _json_invalid(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """With ``json_object`` the content is a JSON object; with ``json_schema`` it is JSON. Cut by
     ``length`` is ``json-output-truncated`` instead."""
     for ch, kind, _ in _constrained_choices(view):
-        if kind not in ("json_object", "json_schema") or _stopped_by_length(ch):
+        if kind not in ("json_object", "json_schema") or _stopped_by_length(ch, view):
             continue
         ptr = f"/choices/{ch.index}/message/content"
         try:
@@ -744,7 +800,7 @@ def _json_invalid(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 def _json_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Not the model's fault: the token cap stopped it mid-document."""
     for ch, kind, _ in _constrained_choices(view):
-        if kind in ("json_object", "json_schema") and _stopped_by_length(ch):
+        if kind in ("json_object", "json_schema") and _stopped_by_length(ch, view):
             try:
                 bounded_loads(ch.content or "")
             except ValueError:
@@ -787,7 +843,7 @@ def _json_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 def _structured(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """``structured_outputs.choice``: content is one of the choices; ``regex``: it matches whole."""
     for ch, kind, arg in _constrained_choices(view):
-        if _stopped_by_length(ch):
+        if _stopped_by_length(ch, view):
             continue
         text = ch.content or ""
         ptr = f"/choices/{ch.index}/message/content"

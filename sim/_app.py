@@ -47,8 +47,9 @@ class _Reject(Exception):
 
 
 def _bad(message: str, param: str, value: Any) -> _Reject:
+    # a real vLLM 0.32 names the parameter in error.param too (issue 13, fidelity test)
     return _Reject(
-        400, f"{message} (parameter={param}, value={json.dumps(value)[:80]})", "BadRequestError", None
+        400, f"{message} (parameter={param}, value={json.dumps(value)[:80]})", "BadRequestError", param
     )
 
 
@@ -181,7 +182,8 @@ class _Reply:
 def _message(reply: _Reply, p: Parsed) -> dict[str, Any]:
     msg: dict[str, Any] = {
         "role": "assistant",
-        "content": p.content or (None if p.calls else p.content),
+        # with calls: null for auto, "" for required and named tool_choice (real vLLM 0.32, issue 13)
+        "content": p.content or (None if p.calls and reply.mode not in ("required", "named") else p.content),
         "refusal": None,
         "annotations": None,
         "audio": None,
@@ -322,7 +324,7 @@ async def _whole(state: SimState, reply: _Reply, seqreq: SeqRequest, request: Re
         mode=reply.mode,
         outcome="tool_call" if p.calls else "no_tool_call",
         request_type="non_stream",
-        **state.metrics.labels,
+        model_name=state.metrics.labels["model_name"],
     ).inc()
     body = {
         "id": reply.id,
@@ -413,9 +415,11 @@ async def _stream(
                 mode=reply.mode,
                 outcome="tool_call" if p.calls else "no_tool_call",
                 request_type="stream",
-                **state.metrics.labels,
+                model_name=state.metrics.labels["model_name"],
             ).inc()
-            if p.calls:
+            # a real vLLM 0.32 puts system_fingerprint on the finish chunk when include_usage is
+            # off, and only on the usage chunk when it is on (issue 13, fidelity test)
+            if not include_usage:
                 top["system_fingerprint"] = cfg.fingerprint
             yield _chunk(reply, {}, finish, **top)
             if include_usage:

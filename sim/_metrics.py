@@ -147,10 +147,12 @@ class SimMetrics:
         self.success = counter(
             "request_success", "Count of successfully processed requests.", ("finished_reason",)
         )
-        self.parser = counter(
-            "tool_call_parser_invocations",
+        # no engine label: an API-server metric in vLLM (0.32 seen, 0.33 documented; issue 13)
+        self.parser = Counter(
+            "vllm:tool_call_parser_invocations",
             "Tool call parser invocations.",
-            ("mode", "outcome", "request_type"),
+            ["mode", "model_name", "outcome", "request_type"],
+            registry=r,
         )
         self.ttft = hist(
             "time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS

@@ -230,6 +230,40 @@ CASES: dict[str, tuple[Case, Case, str]] = {
         ),
         "parser",
     ),
+    # issue 13, seen on a real vLLM 0.32: a header without :N dropped silently (usage shows the
+    # tokens), and a thinking that never closed (usage: reasoning only, plus EOS)
+    "answer-empty": (
+        one(
+            tool_req(),
+            completion(
+                message(None, reasoning="I call tools."),
+                usage={
+                    "prompt_tokens": 186,
+                    "total_tokens": 210,
+                    "completion_tokens": 24,
+                    "completion_tokens_details": {"reasoning_tokens": 4},
+                },
+            ),
+        ),
+        one(tool_req(), completion(message("Sunny.", reasoning="I answer."))),
+        "model",
+    ),
+    "reasoning-unclosed": (
+        one(
+            req(),
+            completion(
+                message(None, reasoning="Thinking forever"),
+                usage={
+                    "prompt_tokens": 17,
+                    "total_tokens": 25,
+                    "completion_tokens": 8,
+                    "completion_tokens_details": {"reasoning_tokens": 7},
+                },
+            ),
+        ),
+        one(req(), completion(message("Hello", reasoning="Thinking"))),
+        "model",
+    ),
     "reasoning-shape": (
         one(req(), completion(message("Hello", reasoning={"text": "x"}))),
         one(req(), completion(message("Hello", reasoning="x", reasoning_content="x"))),

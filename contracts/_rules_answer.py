@@ -1,0 +1,113 @@
+"""Rules for answers that end normally but carry nothing: no content, no tool call.
+
+A real vLLM 0.32 shows two ways to get there (issue 13, shared reference real-vllm-cpu.md):
+
+- the Kimi K2 parser drops a tool call whose header lacks ``:N`` silently: the message is empty and
+  ``finish_reason`` is ``stop``; only usage shows that the model wrote tokens after its reasoning;
+- a ``<think>`` that never closes makes the whole output reasoning: ``content`` is null.
+
+Usage tells them apart: ``completion_tokens`` minus ``reasoning_tokens`` is the output outside the
+reasoning (plus EOS). Without usage (a stream without ``include_usage``) the two cannot be told apart,
+and the finding says so with fault ``unknown``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ._assembly import AssembledChoice
+from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
+from ._rules_message import _stopped_by_length, output_constraint
+from ._view import ExchangeView
+
+__all__: list[str] = []
+
+
+def _empty(ch: AssembledChoice) -> bool:
+    return ch.finish_reason == "stop" and not ch.calls and not (ch.content or "").strip()
+
+
+def _outside_reasoning(view: ExchangeView) -> int | None:
+    """Completion tokens not counted as reasoning (EOS included), when usage says so."""
+    if len(view.choices) != 1 or not isinstance(view.usage, dict):
+        return None
+    used = view.usage.get("completion_tokens")
+    details = view.usage.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if not isinstance(used, int) or isinstance(used, bool):
+        return None
+    if not isinstance(reasoning, int) or isinstance(reasoning, bool):
+        reasoning = 0
+    return used - reasoning
+
+
+def _judged(view: ExchangeView) -> bool:
+    """Requests whose empty answers other rules already judge: forced tools, structured output."""
+    tc = view.req.get("tool_choice")
+    return tc == "required" or isinstance(tc, dict) or output_constraint(view.req) is not None
+
+
+@rule(
+    "reasoning-unclosed",
+    fault=Fault.MODEL,
+    area="reasoning",
+    summary="The whole answer is reasoning: the model never closed its thinking, so content is empty.",
+)
+def _reasoning_unclosed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """vLLM's reasoning parsers file everything after an unclosed ``<think>`` (or K3 think channel) as
+    reasoning; the caller gets ``content: null`` with ``finish_reason: stop``. Usage confirms it: no
+    completion token outside the reasoning but EOS."""
+    if not view.ok or _judged(view):
+        return
+    outside = _outside_reasoning(view)
+    for ch in view.choices:
+        if (
+            _empty(ch)
+            and ch.reasoning
+            and outside is not None
+            and outside <= 1
+            and not _stopped_by_length(ch, view)
+        ):
+            yield hit(
+                "the answer is all reasoning and no content: the thinking never closed (no </think>), "
+                "so the reasoning parser took the whole output",
+                f"/choices/{ch.index}/message/content",
+                ch.content,
+            )
+
+
+@rule(
+    "answer-empty",
+    fault=Fault.MODEL,
+    area="tools",
+    summary="The answer ends with stop but carries no content and no tool call.",
+)
+def _answer_empty(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """An agent gets nothing to act on. When usage shows tokens written after the reasoning, the
+    parser dropped them: vLLM's kimi_k2 parser drops a call whose header is not ``NAME:IDX``
+    (``functions.get_weather`` without ``:0``) without a trace, which is the model's malformed
+    markup. Without usage the cause cannot be told (fault unknown)."""
+    if not view.ok or _judged(view):
+        return
+    outside = _outside_reasoning(view)
+    for ch in view.choices:
+        if not _empty(ch) or _stopped_by_length(ch, view):
+            continue
+        ptr = f"/choices/{ch.index}/message"
+        if outside is None:
+            yield hit(
+                "no content and no tool call; without usage it cannot be told whether the thinking never "
+                "closed or the parser dropped a malformed tool call (send stream_options.include_usage)",
+                ptr,
+                fault=Fault.UNKNOWN,
+                severity=Severity.WARNING,
+            )
+        elif outside > 2:
+            yield hit(
+                f"no content and no tool call, yet usage shows {outside} completion tokens outside the "
+                "reasoning: the parser dropped them (a Kimi K2 tool-call header without :N is dropped "
+                "silently; the model wrote malformed markup)",
+                ptr,
+            )
+        elif outside == 2 or not ch.reasoning:
+            yield hit("the model closed its thinking and wrote nothing: no content, no tool call", ptr)

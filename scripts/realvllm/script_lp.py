@@ -1,0 +1,259 @@
+"""Scripted output for the tiny model: a vLLM v1 custom logits processor (issue 13).
+
+Served with ``--logits-processors script_lp:ScriptedOutput`` (this folder on PYTHONPATH). The model
+has random weights, so this processor decides every token:
+
+- ``vllm_xargs: {"script": TEXT}`` (it arrives as ``SamplingParams.extra_args``): the model emits TEXT
+  exactly, raw markup included, then EOS. TEXT is what follows the chat template's generation prompt,
+  which already opened ``<think>`` (K2) or the think channel (K3), so a K2 script starts with the
+  reasoning and ``</think>``. The request's ``max_tokens`` still cuts it, as it would cut a real model.
+- no script: a small default agent answers from the prompt (declared tools, last turn), so that
+  ``accept`` and ``scenarios`` traffic gets sensible answers: a call of a tool the user names, with
+  arguments valid for its schema; an answer after a tool result; a short answer otherwise.
+
+Structured outputs: xgrammar's mask is applied before this processor, so disallowed tokens arrive as
+-inf. Several candidate scripts are followed in step (the default answer and, for ``required`` or
+named ``tool_choice``, one call per declared tool); a candidate drops out when the grammar forbids its
+next token. When none is left, the processor steers to the shortest legal completion (closing tokens
+first, whitespace last: a plain argmax loops on whitespace inside JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+import torch
+from transformers import AutoTokenizer
+from vllm.config import VllmConfig
+from vllm.sampling_params import SamplingParams
+from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
+
+_CLOSERS = set('}]"')
+_OPENERS = set("{[")
+
+
+class _Vocab:
+    """The served tokenizer and per-token facts that steering needs, built once per process."""
+
+    def __init__(self, path: str) -> None:
+        self.tok = AutoTokenizer.from_pretrained(path)
+        self.eos = int(self.tok.eos_token_id)
+        n = len(self.tok)
+        texts = [self.tok.decode([i]) for i in range(n)]
+        # steering preferences, outside and inside a JSON string (see _steer_score)
+        self.rank_out = torch.tensor([_steer_score(t) for t in texts], dtype=torch.float32)
+        self.rank_in = torch.tensor([_steer_score_in_string(t) for t in texts], dtype=torch.float32)
+        self.family = "kimi_k3" if "<|open|>" in self.tok.get_vocab() else "kimi_k2"
+
+    def encode(self, text: str) -> list[int]:
+        return [*self.tok.encode(text, add_special_tokens=False), self.eos]
+
+
+def _steer_score(text: str) -> float:
+    """Outside a JSON string: close structures, open none, never open a string; whitespace last."""
+    if not text.strip():
+        return -1000.0
+    net = sum(c in _CLOSERS for c in text) - sum(c in _OPENERS for c in text)
+    opens_string = text.count('"') % 2 == 1
+    return net * 10.0 - (5.0 if opens_string else 0.0) - len(text) * 0.01
+
+
+def _steer_score_in_string(text: str) -> float:
+    """Inside a JSON string: close it as soon as the grammar lets us, else stay short."""
+    if text.startswith('"'):
+        return 100.0 + _steer_score(text[1:]) if text[1:].strip() else 100.0
+    if not text.strip() or "\\" in text:
+        return -1000.0
+    return -len(text) * 0.01
+
+
+_MARKERS = re.compile(r"</think>|<\|tool_call_argument_begin\|>|<\|sep\|>")
+
+
+def _in_string(text: str) -> bool:
+    """Whether JSON written after the last markup marker has an open string."""
+    tail = _MARKERS.split(text)[-1]
+    return len(re.findall(r'(?<!\\)"', tail)) % 2 == 1
+
+
+# --- the default agent -------------------------------------------------------------------------
+
+
+def _value(schema: Any, hint: str, depth: int = 0) -> Any:
+    """A value valid for a practical subset of JSON Schema, built from a word of the user's turn."""
+    if not isinstance(schema, dict) or depth > 6:
+        return hint
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    for comb in ("anyOf", "oneOf"):
+        if isinstance(schema.get(comb), list) and schema[comb]:
+            return _value(schema[comb][0], hint, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        required = schema.get("required") or list(props)
+        return {k: _value(props.get(k, {}), hint, depth + 1) for k in required if k in props}
+    if kind == "array":
+        return [_value(schema.get("items", {}), hint, depth + 1)] * max(1, int(schema.get("minItems", 1)))
+    if kind == "integer":
+        return max(int(schema.get("minimum", 1)), 1) if "maximum" not in schema else int(schema["maximum"])
+    if kind == "number":
+        return float(schema.get("minimum", 1.5))
+    if kind == "boolean":
+        return True
+    if kind == "null":
+        return None
+    text = hint
+    if isinstance(schema.get("minLength"), int):
+        text = text.ljust(schema["minLength"], "x")
+    if isinstance(schema.get("maxLength"), int):
+        text = text[: schema["maxLength"]]
+    return text
+
+
+def _hint(user: str) -> str:
+    caps = [
+        w for w in re.findall(r"\b[A-Z][a-zA-Z]{2,}\b", user) if w not in {"What", "The", "Please", "Use"}
+    ]
+    return caps[-1] if caps else (re.findall(r"[a-zA-Z]{3,}", user)[-1:] or ["value"])[0]
+
+
+def _parse_prompt(prompt: str) -> tuple[list[dict[str, Any]], str, str]:
+    """(declared tools, role of the last turn, its text) from the chat template's output."""
+    tools: list[dict[str, Any]] = []
+    m = re.search(r"<\|im_system\|>tool_declare<\|im_middle\|>(.*?)<\|im_end\|>", prompt, re.S)
+    if m:
+        try:
+            decl = json.loads(m.group(1))
+            tools = [t for t in decl if isinstance(t, dict)] if isinstance(decl, list) else []
+        except ValueError:
+            tools = []
+    turns = re.findall(
+        r"<\|im_(user|system)\|>(user|tool|system)<\|im_middle\|>(.*?)<\|im_end\|>", prompt, re.S
+    )
+    last_role, last_text = ("user", "")
+    for _, role, text in turns:
+        if role in ("user", "tool"):
+            last_role, last_text = role, text
+    return tools, last_role, last_text
+
+
+def _k2_call(name: str, args: Any, i: int) -> str:
+    return (
+        f"<|tool_call_begin|>functions.{name}:{i}<|tool_call_argument_begin|>"
+        f"{json.dumps(args, ensure_ascii=False)}<|tool_call_end|>"
+    )
+
+
+def _k3_call(name: str, args: Any, i: int) -> str:
+    parts = "".join(
+        f'<|open|>argument key="{k}" type="string"<|sep|>{v}<|close|>argument<|sep|>'
+        if isinstance(v, str)
+        else f'<|open|>argument key="{k}" type="json"<|sep|>{json.dumps(v)}<|close|>argument<|sep|>'
+        for k, v in (args.items() if isinstance(args, dict) else [])
+    )
+    return f'<|open|>call tool="{name}" index="{i}"<|sep|>{parts}<|close|>call<|sep|>'
+
+
+def default_scripts(prompt: str, family: str) -> list[str]:
+    """Candidate outputs, best first: what a small well-behaved agent would write for this prompt."""
+    tools, role, text = _parse_prompt(prompt)
+    thinking_open = prompt.endswith("<think>") or prompt.endswith("<|open|>think<|sep|>")
+    fns = [t.get("function", t) for t in tools]
+    fns = [f for f in fns if isinstance(f, dict) and isinstance(f.get("name"), str)]
+
+    def think(reason: str) -> str:
+        if not thinking_open:
+            return ""
+        return f"{reason}</think>" if family == "kimi_k2" else f"{reason}<|close|>think<|sep|>"
+
+    def answer(words: str) -> str:
+        return words if family == "kimi_k2" else f"<|open|>response<|sep|>{words}<|close|>response<|sep|>"
+
+    def call(fn: dict[str, Any]) -> str:
+        args = _value(fn.get("parameters") or {"type": "object"}, _hint(text))
+        if family == "kimi_k2":
+            return f"<|tool_calls_section_begin|>{_k2_call(fn['name'], args, 0)}<|tool_calls_section_end|>"
+        return f"<|open|>tools<|sep|>{_k3_call(fn['name'], args, 0)}<|close|>tools<|sep|>"
+
+    # one reasoning for every candidate: reasoning is never constrained, so candidates that share it
+    # stay in step until the grammar (if any) picks among the answers after it
+    named = [f for f in fns if f["name"] in text] if role == "user" else []
+    if role == "tool":
+        reason, words = "The tool answered; I report it.", f"Done: {text.strip()[:80]}"
+    elif named:
+        reason, words = f"I will call {named[0]['name']}.", "Hello! Here is a short answer."
+    else:
+        reason, words = "A short answer will do.", "Hello! Here is a short answer."
+    calls = [think(reason) + call(f) for f in named + [f for f in fns if f not in named]]
+    plain = think(reason) + answer(words)
+    # under response_format json_object the grammar rules out the plain answer: answer in JSON
+    as_json = think(reason) + answer(json.dumps({"answer": words}))
+    return [*calls, plain, as_json] if named else [plain, *calls, as_json]
+
+
+# --- the processor ----------------------------------------------------------------------------
+
+
+class _Request:
+    """Per-request state: candidate token scripts followed in step with the output so far."""
+
+    def __init__(self, vocab: _Vocab, scripts: list[list[int]] | None, lazy: bool) -> None:
+        self.vocab = vocab
+        self.scripts = scripts
+        self.lazy = lazy  # default agent: candidates built from the prompt on the first step
+
+    def __call__(self, prompt_ids: list[int], output_ids: list[int], logits: torch.Tensor) -> torch.Tensor:
+        if self.scripts is None:
+            prompt = self.vocab.tok.decode(prompt_ids, skip_special_tokens=False)
+            self.scripts = [self.vocab.encode(s) for s in default_scripts(prompt, self.vocab.family)]
+        n = len(output_ids)
+        allowed = torch.isfinite(logits)
+        choice: int | None = None
+        for script in self.scripts:
+            if n < len(script) and script[:n] == list(output_ids) and bool(allowed[script[n]]):
+                choice = script[n]
+                break
+        if choice is None:
+            if bool(allowed[self.vocab.eos]):
+                choice = self.vocab.eos
+            else:
+                text = self.vocab.tok.decode(list(output_ids), skip_special_tokens=False)
+                rank = self.vocab.rank_in if _in_string(text) else self.vocab.rank_out
+                score = torch.where(allowed, rank[: logits.shape[-1]], -math.inf)
+                choice = int(torch.argmax(score))
+        out = torch.full_like(logits, -math.inf)
+        out[choice] = 0.0
+        return out
+
+
+_VOCABS: dict[str, _Vocab] = {}
+
+
+class ScriptedOutput(AdapterLogitsProcessor):
+    """vLLM v1 logits processor: every request follows its script (or the default agent's)."""
+
+    def __init__(self, vllm_config: VllmConfig, device: torch.device, is_pin_memory: bool) -> None:
+        super().__init__(vllm_config, device, is_pin_memory)
+        path = vllm_config.model_config.tokenizer
+        if path not in _VOCABS:
+            _VOCABS[path] = _Vocab(path)
+        self.vocab = _VOCABS[path]
+
+    def is_argmax_invariant(self) -> bool:
+        # it changes which token wins, so vLLM must run it under greedy sampling too
+        return False
+
+    def new_req_logits_processor(self, params: SamplingParams) -> Any:
+        extra = params.extra_args or {}
+        script = extra.get("script")
+        if isinstance(script, str):
+            return _Request(self.vocab, [self.vocab.encode(script)], lazy=False)
+        return _Request(self.vocab, None, lazy=True)

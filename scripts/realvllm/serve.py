@@ -1,0 +1,105 @@
+"""`./dev vllm`: a real vLLM (the CPU build) serving the tiny local model on loopback (issue 13).
+
+Runs in .venv-vllm (Python 3.11). Builds the model once (``build_model.py``, cached under
+``.venv-vllm/models``), then replaces itself with vLLM's OpenAI API server, in the foreground, with the
+family's real tool and reasoning parsers, prefix caching (unless ``--no-prefix-caching``), /metrics,
+and the scripted-output logits processor (``script_lp.py``). SIGTERM stops the API server, which
+stops its engine and worker processes.
+
+Nothing is fetched from a model hub: the HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE switches are set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+MODELS = {"kimi_k2": "moonshotai/Kimi-K2-Thinking", "kimi_k3": "moonshotai/Kimi-K3"}
+
+# What the CPU build needs on a 2-core machine without a GPU (shared reference real-vllm-cpu.md):
+# 1 GiB of KV cache, no OpenMP thread pinning, no hub, no usage reporting.
+ENV = {
+    "VLLM_TARGET_DEVICE": "cpu",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
+
+
+def command(model_dir: Path, args: argparse.Namespace) -> list[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        # the `vllm` console script fails: the distribution is named vllm-cpu (PackageNotFoundError)
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        args.model or MODELS[args.family],
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(args.port),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        str(args.max_model_len),
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        args.family,
+        "--reasoning-parser",
+        args.family,
+        "--logits-processors",
+        "script_lp:ScriptedOutput",
+        # eager mode starts in ~35 s instead of ~60 s (no torch.compile); the wire is the same
+        "--enforce-eager",
+        "--enable-prefix-caching" if args.prefix_caching else "--no-enable-prefix-caching",
+    ]
+    return cmd + list(args.extra)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="./dev vllm", description="a real vLLM (CPU) serving a tiny local model"
+    )
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--family", choices=sorted(MODELS), default="kimi_k2")
+    ap.add_argument("--no-prefix-caching", dest="prefix_caching", action="store_false")
+    ap.add_argument("--model", default="", help="served model name (default: the family's usual model)")
+    ap.add_argument("--max-model-len", type=int, default=16384)
+    ap.add_argument("--models-dir", type=Path, default=ROOT / ".venv-vllm" / "models")
+    ap.add_argument("extra", nargs="*", help="more vLLM flags, after --")
+    args = ap.parse_args(argv)
+    env = {**os.environ, **ENV}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH", "")]))
+    built = subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "build_model.py"),
+            "--family",
+            args.family,
+            "--out-root",
+            str(args.models_dir),
+        ],
+        env=env,
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    model_dir = Path(built.stdout.strip().splitlines()[-1])
+    cmd = command(model_dir, args)
+    print("dev vllm:", " ".join(cmd), flush=True)
+    os.execve(cmd[0], cmd, env)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

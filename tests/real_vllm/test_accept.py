@@ -1,0 +1,46 @@
+"""accept and scenarios against a real vLLM 0.32 (issue 13): the cache phase judged on the real
+prefix-cache counters, the interface phase and the agent-loop scenarios on a clean server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.real_vllm.conftest import vllm_server
+from wirecheck.acceptance import AcceptOptions, Progress, accept
+from wirecheck.generators import run_scenarios
+
+
+def _phase(url: str, out: Path, phase: str, **kw: object) -> object:
+    opts = AcceptOptions(
+        target=url,
+        engine_url=url,
+        reviewer="ci",
+        out=out,
+        phases=[phase],
+        family="kimi_k2",
+        **kw,  # type: ignore[arg-type]
+    )
+    [result] = accept(opts, Progress(quiet=True)).phases
+    return result
+
+
+def test_the_cache_phase_passes_on_the_real_counters(real_vllm: str, tmp_path: Path) -> None:
+    cache = _phase(real_vllm, tmp_path, "cache")
+    assert cache.status == "pass", [(c.id, c.status, c.detail) for c in cache.checks]  # type: ignore[attr-defined]
+
+
+def test_the_interface_phase_passes_on_a_clean_server(real_vllm: str, tmp_path: Path) -> None:
+    iface = _phase(real_vllm, tmp_path, "interface", interface_requests=6, scenario_examples=2)
+    assert iface.status == "pass", [(c.id, c.status, c.detail) for c in iface.checks]  # type: ignore[attr-defined]
+
+
+def test_scenarios_pass_on_a_clean_server(real_vllm: str) -> None:
+    report = run_scenarios(real_vllm, examples=3, seed=13, quiet=True)
+    assert report.failure is None, report
+
+
+def test_the_cache_phase_fails_with_prefix_caching_off(vllm_installed: None, tmp_path: Path) -> None:
+    """A second server start (~40 s on an idle 2-core machine) with --no-prefix-caching."""
+    with vllm_server("--no-prefix-caching", log=tmp_path / "server.log") as url:
+        cache = _phase(url, tmp_path / "out", "cache")
+    assert cache.status == "fail", [(c.id, c.status, c.detail) for c in cache.checks]  # type: ignore[attr-defined]
