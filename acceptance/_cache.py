@@ -23,7 +23,7 @@ import httpx
 from wirecheck.generators import cache_probe_set
 
 from ._client import Metrics, Sample, delta, measure, scrape
-from ._model import Check, Phase
+from ._model import CacheResult, Check, PhaseResult
 
 __all__ = ["run_cache"]
 
@@ -91,8 +91,8 @@ async def run_cache(
     model: str | None,
     headers: dict[str, str],
     progress: Callable[[str], None],
-) -> tuple[Phase, list[Sample]]:
-    ph = Phase("cache")
+) -> tuple[CacheResult, list[Sample]]:
+    ph = CacheResult("cache")
     probes = cache_probe_set()
     run_id = uuid.uuid4().hex[:12]
     bodies = {
@@ -163,7 +163,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else a / b
 
 
-def _judge(ph: Phase, rows: dict[str, dict[str, Any]], config: dict[str, str], shared_b: int | None) -> None:
+def _judge(
+    ph: PhaseResult, rows: dict[str, dict[str, Any]], config: dict[str, str], shared_b: int | None
+) -> None:
     failed = [n for n, r in rows.items() if not r["ok"]]
     if failed:
         errs = [str(rows[n]["error"]).lower() for n in failed]

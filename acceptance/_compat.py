@@ -27,7 +27,7 @@ from ._evidence import (
     read_startup_log,
     version_at_least,
 )
-from ._model import Check, Phase
+from ._model import Check, CompatResult, PhaseResult
 
 __all__ = ["SELF_BUILT_FIELDS", "CompatInputs", "run_compat"]
 
@@ -67,7 +67,7 @@ def _driver_tuple(v: str) -> tuple[int, ...] | None:
         return None
 
 
-def _host_checks(ph: Phase, hosts: list[HostFacts]) -> None:
+def _host_checks(ph: PhaseResult, hosts: list[HostFacts]) -> None:
     if not hosts:
         ph.add(
             Check(
@@ -134,7 +134,7 @@ def _host_checks(ph: Phase, hosts: list[HostFacts]) -> None:
     )
 
 
-def _container_checks(ph: Phase, c: ContainerFacts | None, hosts: list[HostFacts]) -> None:
+def _container_checks(ph: PhaseResult, c: ContainerFacts | None, hosts: list[HostFacts]) -> None:
     title = "CUDA 13 runtime in the container"
     if c is None or not c.cuda_runtime:
         smi = next((h.driver_cuda for h in hosts if h.driver_cuda), None)
@@ -189,7 +189,7 @@ def _container_checks(ph: Phase, c: ContainerFacts | None, hosts: list[HostFacts
 
 
 def _version_checks(
-    ph: Phase, inp: CompatInputs, c: ContainerFacts | None, log: StartupLog | None, official: bool
+    ph: PhaseResult, inp: CompatInputs, c: ContainerFacts | None, log: StartupLog | None, official: bool
 ) -> None:
     title = f"vLLM >= {MIN_VLLM}"
     version = inp.version or (c.vllm if c else None) or (log.version if log else None)
@@ -256,7 +256,7 @@ def _version_checks(
         )
 
 
-def _fingerprint_checks(ph: Phase, inp: CompatInputs, log: StartupLog | None) -> None:
+def _fingerprint_checks(ph: PhaseResult, inp: CompatInputs, log: StartupLog | None) -> None:
     if not inp.fingerprint:
         ph.add(
             Check(
@@ -300,7 +300,7 @@ def _fingerprint_checks(ph: Phase, inp: CompatInputs, log: StartupLog | None) ->
     )
 
 
-def _log_checks(ph: Phase, log: StartupLog | None, family: str) -> None:
+def _log_checks(ph: PhaseResult, log: StartupLog | None, family: str) -> None:
     if log is None:
         ph.add(
             Check(
@@ -355,7 +355,7 @@ def _log_checks(ph: Phase, log: StartupLog | None, family: str) -> None:
         ph.add(Check(f"compat.log-error.{i + 1}", "Startup log error", "warn", e, {"line": e}))
 
 
-def _image_checks(ph: Phase, inp: CompatInputs, c: ContainerFacts | None) -> dict[str, Any] | None:
+def _image_checks(ph: PhaseResult, inp: CompatInputs, c: ContainerFacts | None) -> dict[str, Any] | None:
     image = c.image if c else None
     if inp.self_built:
         try:
@@ -420,8 +420,8 @@ def _image_checks(ph: Phase, inp: CompatInputs, c: ContainerFacts | None) -> dic
     return None
 
 
-def run_compat(inp: CompatInputs) -> Phase:
-    ph = Phase("compat")
+def run_compat(inp: CompatInputs) -> CompatResult:
+    ph = CompatResult("compat")
     hosts = inp.hosts if inp.hosts is not None else [read_host(p) for p in inp.host_files]
     container = read_container(inp.container_file) if inp.container_file else None
     log = read_startup_log(inp.startup_log) if inp.startup_log else None
@@ -475,4 +475,7 @@ def run_compat(inp: CompatInputs) -> Phase:
         "fingerprint": inp.fingerprint,
         "parsed_version": list(parse_version(inp.version) or []) if inp.version else None,
     }
+    ph.container = ph.data["container"] or {}
+    ph.startup = ph.data["startup"]
+    ph.self_built = record
     return ph

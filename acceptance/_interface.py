@@ -28,7 +28,7 @@ from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges
 from wirecheck.generators import CITIES, run_scenarios
 
 from ._client import Sample, measure
-from ._model import Check, Limits, Phase
+from ._model import Check, InterfaceResult, Limits
 
 __all__ = ["TapSource", "interface_requests", "run_interface"]
 
@@ -197,8 +197,8 @@ async def run_interface(
     taps: TapSource | None,
     family: str = "auto",
     progress: Callable[[str], None],
-) -> tuple[Phase, list[Sample]]:
-    ph = Phase("interface")
+) -> tuple[InterfaceResult, list[Sample]]:
+    ph = InterfaceResult("interface")
     url = target.rstrip("/") + "/v1/chat/completions"
     direct = CheckConfig(direct=True, family=family)
     attempts: list[_Attempt] = []
@@ -309,6 +309,10 @@ async def run_interface(
         "exchanges": len(exchanges),
         "pairs": result.pairs,
     }
+    ph.retries = retries
+    ph.outcomes = dict(counts)
+    ph.errors_by_fault = dict(sorted(by_fault.items()))
+    ph.attributed_from = attributed_from
     blame = ", ".join(f"{k} {v}" for k, v in sorted(by_fault.items())) or "none"
     summary = f"{n} requests: {counts['clean']} clean, {counts['recovered']} fixed by retry, {counts['failed']} failed; errors by fault: {blame}"
     for fault, title in (

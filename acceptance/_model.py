@@ -11,7 +11,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Check", "Limits", "Phase", "Slo", "Verdict"]
+from ._catalogue import declared
+
+__all__ = [
+    "CacheResult",
+    "CapacityResult",
+    "Check",
+    "CompatResult",
+    "InterfaceResult",
+    "Limits",
+    "PhaseResult",
+    "Slo",
+    "Verdict",
+]
 
 STATUSES = ("pass", "fail", "warn", "missing", "info")
 VERDICTS = ("go", "limited", "rework", "scale-up")
@@ -29,8 +41,14 @@ class Check:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"check status {self.status!r}")
+        spec = declared(self.id)
+        if spec is None:
+            # every id is declared in the catalogue (_catalogue.py), which the docs are generated from
+            raise ValueError(f"check id {self.id!r} is not declared in acceptance/_catalogue.py")
         if self.status in ("fail", "missing") and self.leads_to is None:
             self.leads_to = "rework"
+        if self.blocking and self.leads_to not in spec.leads_to:
+            raise ValueError(f"check {self.id}: leads to {self.leads_to}, declared {spec.leads_to}")
 
     @property
     def blocking(self) -> bool:
@@ -41,7 +59,10 @@ class Check:
 
 
 @dataclass(slots=True)
-class Phase:
+class PhaseResult:
+    """What one phase found: its checks, its record for report.json (``data``), and, in the typed
+    subclasses below, the figures later phases and the verdict read (never ``data`` by key)."""
+
     name: str
     started_at: str = ""
     duration_s: float = 0.0
@@ -73,6 +94,33 @@ class Phase:
             "checks": [c.to_json() for c in self.checks],
             "data": self.data,
         }
+
+
+@dataclass(slots=True)
+class CompatResult(PhaseResult):
+    container: dict[str, Any] = field(default_factory=dict)
+    startup: dict[str, Any] | None = None
+    self_built: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class CapacityResult(PhaseResult):
+    max_good_concurrency: int | None = None
+    ramp: list[dict[str, Any]] = field(default_factory=list)
+    oom: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class CacheResult(PhaseResult):
+    pass
+
+
+@dataclass(slots=True)
+class InterfaceResult(PhaseResult):
+    retries: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    errors_by_fault: dict[str, int] = field(default_factory=dict)
+    attributed_from: str = ""
 
 
 @dataclass(slots=True)

@@ -22,13 +22,13 @@ from wirecheck.contracts import ConfigError, Exchange, InputError, TransportErro
 from wirecheck.generators import SAMPLE_SET_VERSION
 from wirecheck.proxy import ProxyApp, Store, TapConfig
 
-from ._cache import run_cache
-from ._capacity import CapacityPlan, run_capacity
-from ._client import Sample, measure
+from ._capacity import CapacityPlan
+from ._client import measure
 from ._compat import CompatInputs, run_compat
 from ._evidence import HostFacts, parse_fingerprint, read_host
-from ._interface import TapSource, run_interface
-from ._model import Limits, Phase, Slo, Verdict
+from ._interface import TapSource
+from ._model import Limits, PhaseResult, Slo, Verdict
+from ._phases import PHASES, RunContext
 from ._report import write_reports
 from ._serving import free_port, serving
 from ._verdict import ALL_PHASES, checklist, decide
@@ -173,7 +173,7 @@ class AcceptOptions:
 @dataclass(slots=True)
 class AcceptanceResult:
     verdict: Verdict
-    phases: list[Phase]
+    phases: list[PhaseResult]
     report: dict[str, Any]
     files: dict[str, str]
 
@@ -212,17 +212,15 @@ def _family(opts: AcceptOptions, model: str | None) -> str:
     return "kimi_k3"
 
 
-def _suggested(phases: dict[str, Phase], slo: Slo) -> dict[str, Any]:
+def _suggested(ctx: RunContext, slo: Slo) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    cap = phases.get("capacity")
-    if cap is not None and "max_good_concurrency" in cap.data:
-        out["scope"] = (
-            f"rate-limit to at most {cap.data['max_good_concurrency']} concurrent requests per engine"
-        )
-    iface = phases.get("interface")
-    if iface is not None and iface.data.get("outcomes", {}).get("recovered"):
+    cap = ctx.capacity
+    if cap is not None and cap.max_good_concurrency is not None:
+        out["scope"] = f"rate-limit to at most {cap.max_good_concurrency} concurrent requests per engine"
+    iface = ctx.interface
+    if iface is not None and iface.outcomes.get("recovered"):
         out["caller_policy"] = (
-            f"validate tool calls against their schema and retry up to {iface.data['retries']} times"
+            f"validate tool calls against their schema and retry up to {iface.retries} times"
         )
     out["rollback"] = (
         f"roll back when success rate < {1 - slo.max_error_rate:.1%} over 5m, TTFT p95 > {slo.ttft_p95_s}s, "
@@ -232,11 +230,11 @@ def _suggested(phases: dict[str, Phase], slo: Slo) -> dict[str, Any]:
 
 
 def _evidence(
-    opts: AcceptOptions, info: dict[str, Any], phases: dict[str, Phase], started: float, finished: float
+    opts: AcceptOptions, info: dict[str, Any], ctx: RunContext, started: float, finished: float
 ) -> dict[str, Any]:
-    compat = phases.get("compat")
-    container = (compat.data.get("container") if compat else None) or {}
-    startup = (compat.data.get("startup") if compat else None) or {}
+    compat = ctx.compat
+    container = compat.container if compat else {}
+    startup = (compat.startup if compat else None) or {}
     fp = parse_fingerprint(info.get("fingerprint") or "") or {}
     return {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
@@ -266,10 +264,11 @@ def _evidence(
     }
 
 
-def _self_built_diff(compat: Phase | None, phases: dict[str, Phase]) -> dict[str, Any] | None:
-    if compat is None or not compat.data.get("self_built"):
+def _self_built_diff(ctx: RunContext) -> dict[str, Any] | None:
+    compat = ctx.compat
+    if compat is None or not compat.self_built:
         return None
-    ref = compat.data["self_built"].get("official_results")
+    ref = compat.self_built.get("official_results")
     if not ref:
         return {"note": "no official_results in the self-built record: nothing to compare against"}
     try:
@@ -277,7 +276,7 @@ def _self_built_diff(compat: Phase | None, phases: dict[str, Phase]) -> dict[str
     except (OSError, ValueError) as exc:
         return {"note": f"official results {ref}: cannot be read ({exc})"}
     theirs = {c["id"]: c["status"] for ph in official.get("phases", []) for c in ph.get("checks", [])}
-    ours = {c.id: c.status for ph in phases.values() for c in ph.checks}
+    ours = {c.id: c.status for ph in ctx.results.values() for c in ph.checks}
     checks = [
         {"check": k, "official": theirs.get(k), "self_built": ours.get(k)}
         for k in sorted(set(theirs) | set(ours))
@@ -290,8 +289,8 @@ def _self_built_diff(compat: Phase | None, phases: dict[str, Phase]) -> dict[str
         if ph["name"] == "capacity"
         for r in ph["data"].get("ramp", [])
     }
-    cap = phases.get("capacity")
-    for r in cap.data.get("ramp", []) if cap else []:
+    cap = ctx.capacity
+    for r in cap.ramp if cap else []:
         o = o_ramp.get(r["label"])
         if o:
             figures.append(
@@ -331,9 +330,6 @@ async def run_acceptance(
         info = await _discover(client, opts)
     model = info["model"]
     family = _family(opts, model)
-    phases: dict[str, Phase] = {}
-    samples: list[Sample] = []
-    exchanges: list[Exchange] = []
     compat_inputs = CompatInputs(
         host_files=opts.host_files,
         hosts=hosts,
@@ -345,96 +341,51 @@ async def run_acceptance(
         version=info["version"],
         fingerprint=info["fingerprint"],
     )
-    compat_data = run_compat(compat_inputs)  # also validates the files when compat is not selected
-    health = (opts.engine_url or opts.target).rstrip("/") + "/health"
-    for name in ALL_PHASES:
+    ctx = RunContext(
+        opts=opts,
+        plan=plan,
+        model=model,
+        family=family,
+        hosts=hosts,
+        compat_inputs=compat_inputs,
+        compat_result=run_compat(compat_inputs),  # also validates the files when compat is not selected
+        health_url=(opts.engine_url or opts.target).rstrip("/") + "/health",
+        metrics_urls=metrics,
+        interface_requests=opts.interface_requests or profile.interface_requests,
+        retries=profile.retries,
+        scenario_examples=profile.scenario_examples
+        if opts.scenario_examples is None
+        else opts.scenario_examples,
+        progress=prog,
+    )
+    for unit in PHASES:
+        name = unit.name
         if name not in opts.phases:
             continue
         prog(f"phase {name} ...")
         t0 = time.monotonic()
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         try:
-            if name == "compat":
-                ph = compat_data
-            elif name == "capacity":
-                load = None
-                if opts.load_engine == "locust":
-                    from ._locust import LocustLoad
-
-                    load = LocustLoad(
-                        workers=opts.locust_workers,
-                        master=opts.locust_master,
-                        expect_workers=opts.locust_expect_workers,
-                    )
-                    prog(
-                        f"capacity: starting Locust ({load.local_workers} local workers, master {load.bind_host}:{load.port})"
-                    )
-                    await load.start(opts.target)
-                try:
-                    ph, got = await run_capacity(
-                        target=opts.target,
-                        health_url=health,
-                        metrics_urls=metrics,
-                        model=model,
-                        headers=opts.headers,
-                        slo=opts.slo,
-                        plan=plan,
-                        hosts=hosts,
-                        startup=compat_data.data.get("startup"),
-                        progress=prog,
-                        load=load,
-                    )
-                finally:
-                    if load is not None:
-                        await load.close()
-                samples += got
-            elif name == "cache":
-                ph, got = await run_cache(
-                    target=opts.target,
-                    engine_url=opts.engine_url,
-                    metrics_urls=metrics,
-                    model=model,
-                    headers=opts.headers,
-                    progress=prog,
-                )
-                samples += got
-            else:
-                ph, got = await run_interface(
-                    target=opts.target,
-                    model=model,
-                    headers=opts.headers,
-                    requests=opts.interface_requests or profile.interface_requests,
-                    retries=profile.retries,
-                    scenario_examples=profile.scenario_examples
-                    if opts.scenario_examples is None
-                    else opts.scenario_examples,
-                    seed=opts.seed,
-                    limits=opts.limits,
-                    taps=opts.taps,
-                    family=family if family in ("kimi_k2", "kimi_k3", "hermes") else "auto",
-                    progress=prog,
-                )
-                samples += got
-                exchanges += [s.exchange for s in got if s.exchange is not None]
+            ph = await unit.run(ctx)
         except (httpx.HTTPError, OSError, TransportError) as exc:
-            ph = Phase(name, error=f"{type(exc).__name__}: {exc}")
+            ph = PhaseResult(name, error=f"{type(exc).__name__}: {exc}")
         ph.started_at = stamp
         ph.duration_s = time.monotonic() - t0
-        phases[name] = ph
+        ctx.results[name] = ph
         if hasattr(prog, "done"):
             prog.done()
         prog(f"phase {name}: {ph.status} ({ph.duration_s:.1f}s)")
     finished = time.time()
-    ordered = [phases[n] for n in ALL_PHASES if n in phases]
-    verdict = decide(ordered, opts.phases, opts.limits, _suggested(phases, opts.slo))
-    evidence = _evidence(opts, info, phases, started, finished)
+    ordered = [ctx.results[p.name] for p in PHASES if p.name in ctx.results]
+    verdict = decide(ordered, opts.phases, opts.limits, _suggested(ctx, opts.slo))
+    evidence = _evidence(opts, info, ctx, started, finished)
     report: dict[str, Any] = {
         "wirecheck_acceptance": 1,
         "verdict": verdict.to_json(),
         "evidence": evidence,
         "phases": [p.to_json() for p in ordered],
         "phases_selected": opts.phases,
-        "self_built_vs_official": _self_built_diff(phases.get("compat"), phases),
+        "self_built_vs_official": _self_built_diff(ctx),
     }
     opts.out.mkdir(parents=True, exist_ok=True)
     files = {
@@ -445,14 +396,14 @@ async def run_acceptance(
         "dashboard": str(opts.out / "grafana-dashboard.json"),
         "samples": str(opts.out / "samples.jsonl"),
     }
-    if exchanges:
+    if ctx.exchanges:
         files["exchanges"] = str(opts.out / "interface.jsonl")
         with open(files["exchanges"], "w", encoding="utf-8") as fh:
-            write_exchanges(exchanges, fh)
+            write_exchanges(ctx.exchanges, fh)
     report["checklist"] = checklist(ordered, opts.reviewer, verdict, files)
     report["files"] = files
     with open(files["samples"], "w", encoding="utf-8") as fh:
-        for s in samples:
+        for s in ctx.samples:
             fh.write(json.dumps(s.to_json()) + "\n")
     write_reports(report, opts.slo, files)
     return AcceptanceResult(verdict, ordered, report, files)

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._model import Check, Limits, Phase, Verdict
+from ._catalogue import PHASE_NAMES
+from ._model import Check, Limits, PhaseResult, Verdict
 
 __all__ = ["ALL_PHASES", "CHECKLIST", "checklist", "decide"]
 
-ALL_PHASES = ("compat", "capacity", "cache", "interface")
+ALL_PHASES = PHASE_NAMES
 
 #: the startup log's warning and error lines: each is a check, so the item is done when there are none
 _LOG_LINES = ("compat.log-warning.", "compat.log-error.")
@@ -64,7 +65,7 @@ def _matches(check: Check, keys: tuple[str, ...]) -> bool:
 
 
 def checklist(
-    phases: list[Phase], reviewer: str | None, verdict: Verdict, files: dict[str, str]
+    phases: list[PhaseResult], reviewer: str | None, verdict: Verdict, files: dict[str, str]
 ) -> list[dict[str, Any]]:
     """Each item is done only when checks evidence it and none of them failed or lacked evidence."""
     checks = [c for ph in phases for c in ph.checks]
@@ -124,7 +125,9 @@ def checklist(
     return items
 
 
-def decide(phases: list[Phase], selected: list[str], limits: Limits, suggested: dict[str, Any]) -> Verdict:
+def decide(
+    phases: list[PhaseResult], selected: list[str], limits: Limits, suggested: dict[str, Any]
+) -> Verdict:
     blocking = [c for ph in phases for c in ph.checks if c.blocking]
     crashed = [ph for ph in phases if ph.error is not None]
     rework = [c for c in blocking if c.leads_to == "rework"]

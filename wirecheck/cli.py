@@ -792,7 +792,7 @@ def _accept(args: argparse.Namespace) -> int:
         finally:
             store.close()
 
-    from wirecheck.acceptance import AcceptanceResult
+    from wirecheck.acceptance import AcceptanceResult, InterfaceResult
 
     result = asyncio.run(run())
     assert isinstance(result, AcceptanceResult)
@@ -803,10 +803,10 @@ def _accept(args: argparse.Namespace) -> int:
         print(f"verdict: {v.label}")
         for r in v.reasons:
             print(f"  - {r}")
-        iface = next((p for p in result.phases if p.name == "interface"), None)
-        if iface is not None and iface.data.get("errors_by_fault"):
-            blamed = ", ".join(f"{k} {n}" for k, n in iface.data["errors_by_fault"].items())
-            print(f"attribution ({iface.data['attributed_from']}): {blamed}")
+        iface = next((p for p in result.phases if isinstance(p, InterfaceResult)), None)
+        if iface is not None and iface.errors_by_fault:
+            blamed = ", ".join(f"{k} {n}" for k, n in iface.errors_by_fault.items())
+            print(f"attribution ({iface.attributed_from}): {blamed}")
         print(
             f"report: {result.files['html']} and {result.files['markdown']} (also report.json, alerts.yml, grafana-dashboard.json)"
         )
