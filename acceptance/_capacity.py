@@ -37,6 +37,7 @@ from ._drive import (
     send_one,
 )
 from ._evidence import HostFacts
+from ._gpu import GpuSampler, memory_summary
 from ._model import CapacityResult, Check, PhaseResult, Slo
 
 __all__ = ["CapacityPlan", "run_capacity"]
@@ -45,12 +46,17 @@ __all__ = ["CapacityPlan", "run_capacity"]
 async def _step(ctx: LoadCtx, label: str, run: Awaitable[Any]) -> dict[str, Any]:
     before = await scrape(ctx.client, ctx.metrics_urls) if ctx.metrics_urls else None
     sampler = MetricsSampler(ctx.client, ctx.metrics_urls, ctx.plan.sample_interval_s)
+    # coarser than the engine gauges: GPU memory moves slowly, and an exporter scrape is not free
+    gpu = GpuSampler(ctx.client, ctx.gpu_source, max(4 * ctx.plan.sample_interval_s, 0.2))
+    gpu_before = await gpu.sample()
     sampler.start()
+    gpu.start()
     t0 = time.monotonic()
     try:
         result = await run
     finally:
         series = await sampler.stop()
+        gpu_series = await gpu.stop()
     wall = time.monotonic() - t0
     after = await scrape(ctx.client, ctx.metrics_urls) if ctx.metrics_urls else None
     samples, extra = result if isinstance(result, tuple) else (result, {})
@@ -65,6 +71,12 @@ async def _step(ctx: LoadCtx, label: str, run: Awaitable[Any]) -> dict[str, Any]
     row["running_max"] = max(running) if running else None
     row["preemptions"] = delta(before, after, "vllm:num_preemptions_total")
     row["series"] = series
+    # per GPU through the step (issue 15): the curve, and the reading before and after it
+    row["gpu_series"] = gpu_series
+    row["gpu_before"] = memory_summary(gpu_before)
+    row["gpu_after"] = memory_summary(gpu_series[-1]["gpus"]) if gpu_series else None
+    peaks = [g["used_mib"] for snap in gpu_series for g in snap["gpus"]]
+    row["gpu_used_max_mib"] = round(max(peaks)) if peaks else None
     oom = oom_sign(samples)
     row["oom"] = bool(oom)
     if samples and (oom or any((s.status or 0) >= 500 for s in samples)):
@@ -307,14 +319,48 @@ async def _ramp_phase(ctx: LoadCtx, ph: CapacityResult) -> None:
                 "capacity.oom",
                 "No out-of-memory",
                 "fail",
-                f"{r['label']}: the engine died; recovered: {evidence['recovered']}",
+                f"{r['label']}: the engine died at concurrency {evidence['concurrency']}; {evidence['state']}",
                 evidence,
                 leads_to="scale-up",
             )
         )
 
 
+def _gpu_check(ph: CapacityResult, source: Any, at_load: dict[str, Any] | None) -> None:
+    """Per-GPU memory measured through every step, or the item stays open (issue 15)."""
+    steps = [*ph.ramp, *([ph.data["soak"]] if "soak" in ph.data else [])]
+    sampled = [r for r in steps if r.get("gpu_series")]
+    ph.data["gpu"] = {
+        "source": getattr(source, "name", None),
+        "simulated": bool(getattr(source, "simulated", False)),
+        "at_load": at_load,
+        "steps_sampled": len(sampled),
+        "steps": len(steps),
+    }
+    title = "Per-GPU memory and utilisation measured through every step"
+    if source is None:
+        detail = (
+            "no GPU source: give --gpu-metrics-url (a DCGM exporter), install nvidia-ml-py on the GPU host, "
+            "or run where nvidia-smi is on PATH; a host file's one snapshot is not a memory curve"
+        )
+        ph.add(Check("capacity.gpu-memory", title, "missing", detail, leads_to="rework"))
+    elif not steps or len(sampled) < len(steps) or at_load is None:
+        detail = f"{source.name}: {len(sampled)} of {len(steps)} steps sampled" + (
+            "" if at_load else "; no reading after load"
+        )
+        ph.add(Check("capacity.gpu-memory", title, "missing", detail, ph.data["gpu"], leads_to="rework"))
+    else:
+        peak = max(r.get("gpu_used_max_mib") or 0 for r in sampled)
+        detail = (
+            f"{source.name}: {at_load['gpus']} GPUs, {at_load['used_mib_max']} of {at_load['total_mib']} MiB "
+            f"after load, peak {peak} MiB over {len(sampled)} steps"
+        )
+        ph.add(Check("capacity.gpu-memory", title, "pass", detail, ph.data["gpu"]))
+
+
 async def _oom_evidence(ctx: LoadCtx, row: dict[str, Any]) -> dict[str, Any]:
+    """What the checklist asks of an OOM: the request sizes, the concurrency, the context settings,
+    the flags that change memory, GPU memory before and after, and what became of the process."""
     before: Metrics | None = row.get("_before")
     after: Metrics | None = row.get("_after")
     sizes = [s.prompt_tokens for s in ctx.samples if s.prompt_tokens]
@@ -327,15 +373,34 @@ async def _oom_evidence(ctx: LoadCtx, row: dict[str, Any]) -> dict[str, Any]:
             if recovered:
                 break
         await asyncio.sleep(min(0.2, ctx.plan.recover_wait_s / 10))
+    flags = (ctx.startup or {}).get("flags") or {}
+    up = await healthy(ctx)
+    state = (
+        "recovered" if recovered else ("up but failing requests" if up else "dead (exited or left broken)")
+    )
     return {
         "step": row["label"],
         "concurrency": row.get("concurrency"),
+        "requests_in_step": row.get("requests"),
+        "step_wall_s": row.get("wall_s"),
+        "waiting_max": row.get("waiting_max"),
+        "loading_finished": True,  # the load phase served before the ramp began
+        "input_tokens_max": max(sizes) if sizes else None,
+        "input_tokens_mean": round(sum(sizes) / len(sizes), 1) if sizes else None,
         "request_prompt_tokens_max": max(sizes) if sizes else None,
         "request_prompt_tokens_mean": round(sum(sizes) / len(sizes), 1) if sizes else None,
+        "max_output_tokens": ctx.plan.max_tokens,
+        "max_model_len": flags.get("max_model_len"),
+        "prefix_caching": flags.get("enable_prefix_caching"),
+        "kv_offload": flags.get("kv_offload"),
         "kv_usage_before": before.value("vllm:kv_cache_usage_perc") if before else None,
         "kv_usage_after": after.value("vllm:kv_cache_usage_perc") if after else None,
+        "gpu_memory_before": row.get("gpu_before"),
+        "gpu_memory_after": row.get("gpu_after"),
+        "gpu_memory_peak_mib": row.get("gpu_used_max_mib"),
         "errors": oom_sign(ctx.samples)[:5],
         "recovered": recovered,
+        "state": state,
         "recover_wait_s": ctx.plan.recover_wait_s,
     }
 
@@ -433,6 +498,7 @@ async def run_capacity(
     startup: dict[str, Any] | None,
     progress: Progress,
     load: Any = None,
+    gpu_source: Any = None,
 ) -> tuple[CapacityResult, list[Sample]]:
     """``load``: a started :class:`LocustLoad` to run the load on Locust workers (else in process)."""
     ph = CapacityResult("capacity")
@@ -450,7 +516,7 @@ async def run_capacity(
             plan,
             progress,
         )
-        ctx.load = load
+        ctx.load, ctx.gpu_source, ctx.startup = load, gpu_source, startup
         ph.data["load_engine"] = load.info if load is not None else {"engine": "in-process"}
         if not metrics_urls:
             ph.add(
@@ -472,11 +538,13 @@ async def run_capacity(
                     leads_to="rework",
                 )
             )
+        load_gpu = await GpuSampler(client, gpu_source, plan.sample_interval_s).sample()
         await _load_phase(ctx, ph, hosts, startup)
         await _long_phase(ctx, ph)
         await _ramp_phase(ctx, ph)
         if ph.oom is None:
             await _soak_phase(ctx, ph)
+        _gpu_check(ph, gpu_source, memory_summary(load_gpu))
         ph.data["slo"] = {
             "ttft_p95_s": slo.ttft_p95_s,
             "itl_p95_s": slo.itl_p95_s,

@@ -54,8 +54,15 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("compat.same-instance", "Probe, /version and log name one instance", (_R,), "Compat"),
     CheckSpec("compat.fingerprint", "system_fingerprint agrees with the startup log", (_R,), "Compat"),
     CheckSpec("compat.flags", "Recipe parser and prefix-caching flags", (_R,), "Compat", True),
-    CheckSpec("compat.log-warning.", "Startup log warning or fallback (one per line)", (), "Key logs", True),
-    CheckSpec("compat.log-error.", "Startup log error (one per line)", (), "Key logs", True),
+    CheckSpec(
+        "compat.log-warning.", "Startup warning, acknowledged or not (one per line)", (_R,), "Key logs", True
+    ),
+    CheckSpec(
+        "compat.log-error.", "Startup error, acknowledged or not (one per line)", (_R,), "Key logs", True
+    ),
+    CheckSpec(
+        "compat.log-danger.", "Known-dangerous startup warning (NCCL socket, ...)", (_R, _L), "Key logs", True
+    ),
     CheckSpec("capacity.metrics", "Engine /metrics scraped", (_R,), "Capacity"),
     CheckSpec("capacity.load", "Engine up and serving after load", (_R,), "Capacity: load", True),
     CheckSpec("capacity.long-input", "The agent sample set at full length", (_S, _R), "Capacity: long input"),
@@ -63,6 +70,13 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("capacity.open-loop-lag", "The load client kept to its schedule", (), "Capacity: ramp"),
     CheckSpec("capacity.resources", "No resource faults at the target", (_S,), "Capacity: ramp"),
     CheckSpec("capacity.oom", "No out-of-memory", (_S,), "Capacity: OOM"),
+    CheckSpec(
+        "capacity.gpu-memory",
+        "Per-GPU memory measured through every step",
+        (_R,),
+        "Capacity: GPU memory",
+        True,
+    ),
     CheckSpec("capacity.soak", "Soak without drift, errors or resource faults", (_S, _R), "Capacity: soak"),
     CheckSpec("cache.metrics", "Prefix-cache counters scraped", (_R,), "Cache"),
     CheckSpec("cache.probes", "The four cache probes answered", (_R,), "Cache"),

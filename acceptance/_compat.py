@@ -28,6 +28,7 @@ from ._evidence import (
     version_at_least,
 )
 from ._model import Check, CompatResult, PhaseResult
+from ._warnings import judge
 
 __all__ = ["SELF_BUILT_FIELDS", "CompatInputs", "run_compat"]
 
@@ -55,6 +56,8 @@ class CompatInputs:
     official_image: bool = False
     self_built: str | None = None
     family: str = "kimi_k3"
+    #: --ack-warning: regexes of startup-log warnings the operator has explained (issue 15)
+    ack_warnings: list[str] = field(default_factory=list)
     #: what the engine said: GET /version, and system_fingerprint from an answer
     version: str | None = None
     fingerprint: str | None = None
@@ -300,7 +303,7 @@ def _fingerprint_checks(ph: PhaseResult, inp: CompatInputs, log: StartupLog | No
     )
 
 
-def _log_checks(ph: PhaseResult, log: StartupLog | None, family: str) -> None:
+def _log_checks(ph: PhaseResult, log: StartupLog | None, family: str, acks: list[str]) -> None:
     if log is None:
         ph.add(
             Check(
@@ -347,12 +350,41 @@ def _log_checks(ph: PhaseResult, log: StartupLog | None, family: str) -> None:
             },
         )
     )
-    for i, w in enumerate(log.warnings):
-        ph.add(
-            Check(f"compat.log-warning.{i + 1}", "Startup log warning or fallback", "warn", w, {"line": w})
-        )
-    for i, e in enumerate(log.errors):
-        ph.add(Check(f"compat.log-error.{i + 1}", "Startup log error", "warn", e, {"line": e}))
+    _warning_checks(ph, log, acks)
+
+
+def _warning_checks(ph: PhaseResult, log: StartupLog, acks: list[str]) -> None:
+    """Known-dangerous lines block go by kind; every other one passes only when acknowledged (issue 15)."""
+    for prefix, title, lines in (
+        ("compat.log-warning", "Startup log warning or fallback", log.warnings),
+        ("compat.log-error", "Startup log error", log.errors),
+    ):
+        for i, j in enumerate(judge(lines, acks)):
+            ev: dict[str, Any] = {"line": j.line, "judged": j.verdict, "kind": j.kind, "ack": j.ack}
+            if j.verdict == "danger":
+                ph.add(
+                    Check(
+                        f"compat.log-danger.{len([c for c in ph.checks if c.id.startswith('compat.log-danger.')]) + 1}",
+                        "Known-dangerous startup warning",
+                        "fail",
+                        f"{j.kind}: {j.why}: {j.line}",
+                        ev,
+                        leads_to=j.leads_to,
+                    )
+                )
+            elif j.verdict == "acknowledged":
+                ph.add(Check(f"{prefix}.{i + 1}", title, "warn", f"acknowledged ({j.ack}): {j.line}", ev))
+            else:
+                ph.add(
+                    Check(
+                        f"{prefix}.{i + 1}",
+                        title,
+                        "missing",
+                        f"not acknowledged: explain it, then pass --ack-warning REGEX: {j.line}",
+                        ev,
+                        leads_to="rework",
+                    )
+                )
 
 
 def _image_checks(ph: PhaseResult, inp: CompatInputs, c: ContainerFacts | None) -> dict[str, Any] | None:
@@ -420,6 +452,24 @@ def _image_checks(ph: PhaseResult, inp: CompatInputs, c: ContainerFacts | None) 
     return None
 
 
+def _memory_flags(log: StartupLog) -> dict[str, Any]:
+    """The flags an OOM's evidence names (issue 15): context length, prefix caching, KV offload, parallelism."""
+    offload = [
+        f"{k}={log.flag(k)}"
+        for k in ("kv_transfer_config", "kv_offloading_size", "kv_offloading_backend", "cpu_offload_gb")
+        if log.flag(k) not in (None, 0, "0", "None")
+    ]
+    mml = log.flag("max_model_len") or log.flag("max_seq_len")
+    return {
+        "max_model_len": int(mml) if str(mml).isdigit() else mml,
+        "enable_prefix_caching": log.flag("enable_prefix_caching"),
+        "kv_offload": ", ".join(offload) or False,
+        "tensor_parallel_size": log.flag("tensor_parallel_size"),
+        "pipeline_parallel_size": log.flag("pipeline_parallel_size"),
+        "data_parallel_size": log.flag("data_parallel_size"),
+    }
+
+
 def run_compat(inp: CompatInputs) -> CompatResult:
     ph = CompatResult("compat")
     hosts = inp.hosts if inp.hosts is not None else [read_host(p) for p in inp.host_files]
@@ -431,7 +481,7 @@ def run_compat(inp: CompatInputs) -> CompatResult:
     _container_checks(ph, container, hosts)
     _version_checks(ph, inp, container, log, official)
     _fingerprint_checks(ph, inp, log)
-    _log_checks(ph, log, inp.family)
+    _log_checks(ph, log, inp.family, inp.ack_warnings)
     ph.data = {
         "image_column": "self-built" if record is not None else "official",
         "self_built": record,
@@ -456,6 +506,7 @@ def run_compat(inp: CompatInputs) -> CompatResult:
             "torch": container.torch,
             "vllm": container.vllm,
             "nccl": container.nccl,
+            "image_digest": container.image_digest,
         },
         "startup": None
         if log is None
@@ -470,12 +521,22 @@ def run_compat(inp: CompatInputs) -> CompatResult:
             "max_concurrency": log.max_concurrency,
             "warnings": log.warnings,
             "key_lines": (log.nccl[:3] + log.cuda[:3] + log.dp[:3]),
+            "flags": _memory_flags(log),
         },
         "version": inp.version,
         "fingerprint": inp.fingerprint,
         "parsed_version": list(parse_version(inp.version) or []) if inp.version else None,
     }
     ph.container = ph.data["container"] or {}
+    ph.simulated = [
+        src
+        for src, sim in [
+            *((h.source, h.simulated) for h in hosts),
+            *([(container.source, container.simulated)] if container else []),
+            *([(log.source, log.simulated)] if log else []),
+        ]
+        if sim
+    ]
     ph.startup = ph.data["startup"]
     ph.self_built = record
     return ph

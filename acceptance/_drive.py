@@ -75,6 +75,10 @@ class LoadCtx:
     samples: list[Sample] = field(default_factory=list)
     #: the Locust load engine, when the load runs on Locust workers (else in this process)
     load: Any = None
+    #: where GPU memory is read from through every step (``_gpu``); None: not measured
+    gpu_source: Any = None
+    #: the startup log's facts (flags, max_model_len) for the OOM evidence
+    startup: dict[str, Any] | None = None
 
 
 def next_spec(ctx: LoadCtx, kind: str, turns: int = 2, salt: str = "") -> dict[str, Any]:

@@ -17,7 +17,13 @@ from typing import Any
 
 from wirecheck.contracts import InputError
 
+from ._warnings import DANGEROUS, clean_line
+
+#: what the simulator writes into every evidence file (issue 15): a verdict built on it must say so
+SIM_MARKER = "wirecheck-simulated-evidence"
+
 __all__ = [
+    "SIM_MARKER",
     "ContainerFacts",
     "GpuFacts",
     "HostFacts",
@@ -47,6 +53,7 @@ class HostFacts:
     driver: str | None = None
     driver_cuda: str | None = None  # the driver's maximum CUDA version: not the container's runtime
     gpus: list[GpuFacts] = field(default_factory=list)
+    simulated: bool = False
 
     @property
     def memory_used_mib(self) -> int | None:
@@ -138,9 +145,9 @@ def _read(path: str | Path, what: str) -> str:
 def read_host(path: str | Path) -> HostFacts:
     """Read ``nvidia-smi -q -x`` XML or plain ``nvidia-smi`` output (told apart by content)."""
     text = _read(path, "host info")
-    if text.lstrip().startswith("<"):
-        return _host_xml(text, str(path))
-    return _host_plain(text, str(path))
+    facts = _host_xml(text, str(path)) if text.lstrip().startswith("<") else _host_plain(text, str(path))
+    facts.simulated = SIM_MARKER in text
+    return facts
 
 
 @dataclass(slots=True)
@@ -155,6 +162,8 @@ class ContainerFacts:
     python: str | None = None
     collected_at: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    image_digest: str | None = None
+    simulated: bool = False
 
 
 def read_container(path: str | Path) -> ContainerFacts:
@@ -186,6 +195,8 @@ def read_container(path: str | Path) -> ContainerFacts:
         python=s("python"),
         collected_at=s("collected_at"),
         env={str(k): str(v) for k, v in env.items()},
+        image_digest=s("image_digest"),
+        simulated=SIM_MARKER in text,
     )
 
 
@@ -210,6 +221,7 @@ class StartupLog:
     dp: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    simulated: bool = False
 
     def flag(self, name: str) -> Any:
         """A server flag as the log shows it: non-default args first, then the engine config line."""
@@ -245,13 +257,17 @@ def read_startup_log(path: str | Path) -> StartupLog:
     """Read a vLLM server log: version, flags, engine config, KV cache lines, NCCL/CUDA lines, every
     WARNING and fallback, and the load timings."""
     text = _read(path, "startup log")
-    log = StartupLog(str(path))
+    log = StartupLog(str(path), simulated=SIM_MARKER in text)
     first: float | None = None
     last: float | None = None
     recognised = 0
     for raw in text.splitlines():
-        line = raw.rstrip()
+        # worker lines carry colour codes and a process prefix: (Worker_TP1 pid=..), (EngineCore_DP0 pid=..)
+        line = clean_line(raw.rstrip())
         st = _STAMP.match(line)
+        if not st and "NCCL" in line and any(d.pattern.search(line) for d in DANGEROUS):
+            # NCCL_DEBUG lines have no vLLM stamp; the transport they choose is what matters (issue 15)
+            log.warnings.append(line)
         if st:
             recognised += 1
             t = _seconds(st.group(2))

@@ -69,6 +69,8 @@ class PhaseResult:
     checks: list[Check] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    #: the phase did not run because the engine died before it (issue 15): neither passed nor failed
+    blocked: str | None = None
 
     def add(self, check: Check) -> Check:
         self.checks.append(check)
@@ -76,6 +78,8 @@ class PhaseResult:
 
     @property
     def status(self) -> str:
+        if self.blocked is not None:
+            return "blocked"
         if self.error is not None or any(c.status == "fail" for c in self.checks):
             return "fail"
         if any(c.status == "missing" for c in self.checks):
@@ -91,6 +95,7 @@ class PhaseResult:
             "started_at": self.started_at,
             "duration_s": round(self.duration_s, 3),
             "error": self.error,
+            "blocked": self.blocked,
             "checks": [c.to_json() for c in self.checks],
             "data": self.data,
         }
@@ -101,6 +106,8 @@ class CompatResult(PhaseResult):
     container: dict[str, Any] = field(default_factory=dict)
     startup: dict[str, Any] | None = None
     self_built: dict[str, Any] | None = None
+    #: the evidence files that carry the simulator's marker
+    simulated: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -108,6 +115,13 @@ class CapacityResult(PhaseResult):
     max_good_concurrency: int | None = None
     ramp: list[dict[str, Any]] = field(default_factory=list)
     oom: dict[str, Any] | None = None
+
+    @property
+    def engine_dead(self) -> str | None:
+        """Why later phases cannot run: the engine died of OOM in this phase and did not come back."""
+        if self.oom is None or self.oom.get("recovered"):
+            return None
+        return f"the engine died at {self.oom.get('step')} and did not recover within {self.oom.get('recover_wait_s')}s"
 
 
 @dataclass(slots=True)
@@ -163,6 +177,14 @@ class Verdict:
     partial: bool = False
     missing_conditions: list[str] = field(default_factory=list)
     limits: dict[str, Any] = field(default_factory=dict)
+    #: the OOM's evidence when the engine died of it (it leads the reasons)
+    oom: dict[str, Any] | None = None
+    #: the evidence came from the simulator, not a deployment (issue 15): said in every format
+    simulated_sources: list[str] = field(default_factory=list)
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.simulated_sources)
 
     def __post_init__(self) -> None:
         if self.decision not in VERDICTS:
@@ -189,4 +211,7 @@ class Verdict:
             "reasons": self.reasons,
             "missing_conditions": self.missing_conditions,
             "limits": self.limits,
+            "oom": self.oom,
+            "simulated": self.simulated,
+            "simulated_sources": self.simulated_sources,
         }

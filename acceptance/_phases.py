@@ -19,6 +19,7 @@ from ._catalogue import CHECKS
 from ._client import Sample
 from ._compat import CompatInputs
 from ._evidence import HostFacts
+from ._gpu import make_gpu_source
 from ._interface import run_interface
 from ._model import CapacityResult, CompatResult, InterfaceResult, PhaseResult
 
@@ -121,6 +122,7 @@ class CapacityPhase(_Declared):
                 startup=ctx.compat_result.startup,
                 progress=ctx.progress,
                 load=load,
+                gpu_source=make_gpu_source(opts.gpu_source, opts.gpu_metrics_urls),
             )
         finally:
             if load is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import json
 import re
 import sys
@@ -26,6 +27,7 @@ from ._capacity import CapacityPlan
 from ._client import measure
 from ._compat import CompatInputs, run_compat
 from ._evidence import HostFacts, parse_fingerprint, read_host
+from ._gpu import GPU_SOURCES
 from ._interface import TapSource
 from ._model import Limits, PhaseResult, Slo, Verdict
 from ._phases import PHASES, RunContext
@@ -124,6 +126,14 @@ class AcceptOptions:
     out: Path
     engine_url: str | None = None
     metrics_urls: list[str] = field(default_factory=list)
+    #: DCGM exporters' /metrics (issue 15); ``gpu_source`` auto: these, else NVML, else nvidia-smi
+    gpu_metrics_urls: list[str] = field(default_factory=list)
+    gpu_source: str = "auto"
+    #: --ack-warning: regexes of startup warnings explained by the operator
+    ack_warnings: list[str] = field(default_factory=list)
+    #: the recipe as the operator read it: when, and the support status it gave (issue 15)
+    recipe_accessed: str | None = None
+    support_status: str | None = None
     host_files: list[str] = field(default_factory=list)
     container_file: str | None = None
     startup_log: str | None = None
@@ -161,6 +171,13 @@ class AcceptOptions:
             )
         if not self.reviewer.strip():
             raise ConfigError("--reviewer NAME is required: a verdict carries who reviewed it")
+        for pat in self.ack_warnings:
+            try:
+                re.compile(pat)
+            except re.error as exc:
+                raise ConfigError(f"--ack-warning {pat!r}: not a regular expression ({exc})") from exc
+        if self.gpu_source not in GPU_SOURCES:
+            raise ConfigError(f"--gpu-source {self.gpu_source!r}: expected one of {', '.join(GPU_SOURCES)}")
         if self.load_engine not in ("in-process", "locust"):
             raise ConfigError(f"load engine {self.load_engine!r}: expected in-process or locust")
         if self.official_image and self.self_built:
@@ -340,6 +357,7 @@ async def run_acceptance(
         family=family,
         version=info["version"],
         fingerprint=info["fingerprint"],
+        ack_warnings=opts.ack_warnings,
     )
     ctx = RunContext(
         opts=opts,
@@ -365,8 +383,10 @@ async def run_acceptance(
         prog(f"phase {name} ...")
         t0 = time.monotonic()
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        dead = ctx.capacity.engine_dead if ctx.capacity is not None else None
         try:
-            ph = await unit.run(ctx)
+            # after an engine death the later phases would only fail against a dead engine: blocked
+            ph = PhaseResult(name, blocked=dead) if dead else await unit.run(ctx)
         except (httpx.HTTPError, OSError, TransportError) as exc:
             ph = PhaseResult(name, error=f"{type(exc).__name__}: {exc}")
         ph.started_at = stamp
@@ -378,7 +398,13 @@ async def run_acceptance(
     finished = time.time()
     ordered = [ctx.results[p.name] for p in PHASES if p.name in ctx.results]
     verdict = decide(ordered, opts.phases, opts.limits, _suggested(ctx, opts.slo))
+    verdict.simulated_sources = list(ctx.compat_result.simulated)
+    cap = ctx.capacity
+    if cap is not None and (cap.data.get("gpu") or {}).get("simulated"):
+        verdict.simulated_sources.append("GPU metrics from the simulated DCGM exporter")
     evidence = _evidence(opts, info, ctx, started, finished)
+    evidence["recipe"] = {"accessed": opts.recipe_accessed, "support_status": opts.support_status}
+    evidence["evidence_files"] = _copy_evidence(opts, ctx.compat_result.simulated)
     report: dict[str, Any] = {
         "wirecheck_acceptance": 1,
         "verdict": verdict.to_json(),
@@ -407,6 +433,30 @@ async def run_acceptance(
             fh.write(json.dumps(s.to_json()) + "\n")
     write_reports(report, opts.slo, files)
     return AcceptanceResult(verdict, ordered, report, files)
+
+
+def _copy_evidence(opts: AcceptOptions, simulated: list[str]) -> list[dict[str, Any]]:
+    """Each evidence file copied into DIR/evidence/ with its sha256 (issue 15): the report folder alone
+    shows what the verdict was judged on, and the hash shows the copy is the file that was read."""
+    out = []
+    sources = [*opts.host_files, opts.container_file, opts.startup_log, opts.self_built]
+    folder = opts.out / "evidence"
+    for i, src in enumerate(f for f in sources if f):
+        data = Path(src).read_bytes()
+        folder.mkdir(parents=True, exist_ok=True)
+        # a number first: two hosts' files are often both called nvidia-smi.xml
+        dest = folder / f"{i + 1:02d}-{Path(src).name}"
+        dest.write_bytes(data)
+        out.append(
+            {
+                "source": str(src),
+                "copy": str(dest),
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "bytes": len(data),
+                "simulated": str(src) in simulated,
+            }
+        )
+    return out
 
 
 @contextlib.asynccontextmanager

@@ -20,7 +20,7 @@ __all__ = ["ALL_PHASES", "CHECKLIST", "checklist", "decide"]
 ALL_PHASES = PHASE_NAMES
 
 #: the startup log's warning and error lines: each is a check, so the item is done when there are none
-_LOG_LINES = ("compat.log-warning.", "compat.log-error.")
+_LOG_LINES = ("compat.log-warning.", "compat.log-error.", "compat.log-danger.")
 #: items whose checks, when present, are what stays open
 NONE_EXPECTED = (_LOG_LINES,)
 
@@ -38,11 +38,14 @@ CHECKLIST: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("Recipe flags: kimi_k3 tool and reasoning parsers, auto tool choice, prefix caching", ("compat.flags",)),
     ("Startup log read: no unexplained warning or fallback", _LOG_LINES),
-    ("Engine serves after load; load times and GPU memory recorded", ("capacity.load",)),
+    (
+        "Engine serves after load; load times and a per-GPU memory curve recorded",
+        ("capacity.load", "capacity.gpu-memory"),
+    ),
     ("The agent sample set is served at full length", ("capacity.long-input",)),
     (
         "SLO held up to the target concurrency, without resource faults",
-        ("capacity.ramp", "capacity.resources", "capacity.oom", "capacity.metrics"),
+        ("capacity.ramp", "capacity.resources", "capacity.oom", "capacity.metrics", "capacity.gpu-memory"),
     ),
     ("Soak without drift, errors or preemption growth", ("capacity.soak",)),
     (
@@ -69,20 +72,29 @@ def checklist(
 ) -> list[dict[str, Any]]:
     """Each item is done only when checks evidence it and none of them failed or lacked evidence."""
     checks = [c for ph in phases for c in ph.checks]
-    ran = {ph.name for ph in phases}
+    ran = {ph.name for ph in phases if ph.blocked is None}
+    blocked = {ph.name: ph.blocked for ph in phases if ph.blocked is not None}
     items = []
     for title, keys in CHECKLIST:
         found = [c for c in checks if _matches(c, keys)]
         phase = keys[0].split(".")[0]
         bad = [c for c in found if c.status in ("fail", "missing", "warn")]
-        if phase not in ran:
+        if phase in blocked:
+            state, why = "not run", f"phase {phase} blocked: {blocked[phase]}"
+        elif phase not in ran:
             state, why = "not run", f"phase {phase} did not run"
         elif keys in NONE_EXPECTED:
             # done when the evidence was given and no check matches (every warning is listed)
             if any(c.id == "compat.flags" and c.status == "missing" for c in checks):
                 state, why = "open", "no startup log given"
+            elif any(c.blocking for c in found):
+                state, why = "open", "; ".join([f"{c.id}: {c.detail}" for c in found if c.blocking][:3])
             elif found:
-                state, why = "open", "; ".join(f"{c.id}: {c.detail}" for c in found[:3])
+                state, why = (
+                    "done",
+                    f"{len(found)} warnings, each acknowledged: "
+                    + "; ".join(str(c.evidence.get("ack")) for c in found[:3]),
+                )
             else:
                 state, why = "done", "no warning, fallback or error in the startup log"
         elif not found:
@@ -125,28 +137,52 @@ def checklist(
     return items
 
 
+def oom_line(oom: dict[str, Any]) -> str:
+    """The OOM's evidence in one line, for the reasons of every report format."""
+    mem = oom.get("gpu_memory_before"), oom.get("gpu_memory_after")
+    return (
+        f"OOM at {oom.get('step')}: concurrency {oom.get('concurrency')}, input tokens max "
+        f"{oom.get('input_tokens_max')}, max output tokens {oom.get('max_output_tokens')}, max_model_len "
+        f"{oom.get('max_model_len')}, prefix caching {oom.get('prefix_caching')}, KV offload "
+        f"{oom.get('kv_offload')}, GPU memory used before/after {_mem(mem[0])} / {_mem(mem[1])}; "
+        f"engine {oom.get('state')}"
+    )
+
+
+def _mem(m: Any) -> str:
+    if not m:
+        return "not measured"
+    return f"{m.get('used_mib_max')} MiB of {m.get('total_mib')} MiB (max over {m.get('gpus')} GPUs)"
+
+
 def decide(
     phases: list[PhaseResult], selected: list[str], limits: Limits, suggested: dict[str, Any]
 ) -> Verdict:
     blocking = [c for ph in phases for c in ph.checks if c.blocking]
     crashed = [ph for ph in phases if ph.error is not None]
+    blocked = [ph for ph in phases if ph.blocked is not None]
     rework = [c for c in blocking if c.leads_to == "rework"]
-    scale = [c for c in blocking if c.leads_to == "scale-up"]
+    # the OOM leads the scale-up reasons: it is the cause, what follows it is consequence (issue 15)
+    scale = sorted((c for c in blocking if c.leads_to == "scale-up"), key=lambda c: c.id != "capacity.oom")
     limited = [c for c in blocking if c.leads_to == "limited"]
     partial = set(selected) != set(ALL_PHASES)
+    oom = next((c.evidence for c in scale if c.id == "capacity.oom"), None)
 
     def why(cs: list[Check]) -> list[str]:
-        return [f"{c.id}: {c.detail}" for c in cs]
+        return [oom_line(c.evidence) if c.id == "capacity.oom" else f"{c.id}: {c.detail}" for c in cs]
 
+    after = [f"(blocked) phase {ph.name} did not run: {ph.blocked}" for ph in blocked]
     lim = {"scope": limits.scope, "owner": limits.owner, "rollback": limits.rollback, "suggested": suggested}
     if crashed or rework:
         reasons = [f"phase {ph.name} could not finish: {ph.error}" for ph in crashed] + why(rework)
-        reasons += [f"(also) {r}" for r in why(scale + limited)]
-        return Verdict("rework", True, reasons, partial, limits=lim)
+        reasons += [f"(also) {r}" for r in why(scale + limited)] + after
+        return Verdict("rework", True, reasons, partial, limits=lim, oom=oom)
     if scale:
-        return Verdict(
-            "scale-up", True, why(scale) + [f"(also) {r}" for r in why(limited)], partial, limits=lim
-        )
+        reasons = why(scale) + [f"(also) {r}" for r in why(limited)] + after
+        return Verdict("scale-up", True, reasons, partial, limits=lim, oom=oom)
+    if blocked:
+        # cannot happen without a failed check that blocked them; never let it read as go
+        return Verdict("rework", True, after, partial, limits=lim)
     if limited:
         missing = limits.missing()
         return Verdict("limited", not missing, why(limited), partial, missing_conditions=missing, limits=lim)

@@ -16,7 +16,11 @@ from pathlib import Path
 
 from ._config import SimConfig
 
-__all__ = ["Environment", "write_environment"]
+__all__ = ["SIM_MARKER", "Environment", "write_environment"]
+
+#: in every file written here, so that a verdict built on them says it is simulated (issue 15); the
+#: acceptance readers look for the same string (sim shares no code with acceptance)
+SIM_MARKER = "wirecheck-simulated-evidence"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -56,6 +60,7 @@ def _xml(env: Environment, stamp: str) -> str:
     )
     return f"""<?xml version="1.0" ?>
 <!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">
+<!-- {SIM_MARKER}: written by wirecheck sim, not by nvidia-smi -->
 <nvidia_smi_log>
   <timestamp>{stamp}</timestamp>
   <driver_version>{env.driver}</driver_version>
@@ -77,6 +82,7 @@ def _plain(env: Environment, stamp: str) -> str:
             f"| N/A   34C    P0     118W /  700W | {env.memory_used_mib:>7}MiB / {env.memory_total_mib}MiB |   0%   Default |"
         )
         rows.append(bar)
+    rows.append(f"{SIM_MARKER}: written by wirecheck sim, not by nvidia-smi")
     return "\n".join(rows) + "\n"
 
 
@@ -147,7 +153,8 @@ def _log(cfg: SimConfig, env: Environment) -> str:
             "Starting vLLM API server 0 on http://0.0.0.0:8000",
         )
     )
-    out = [f"{level} {stamp(dt)} [{where}] {msg}" for dt, level, where, msg in lines]
+    out = [f"# {SIM_MARKER}: written by wirecheck sim, not by vLLM"]
+    out += [f"{level} {stamp(dt)} [{where}] {msg}" for dt, level, where, msg in lines]
     out.append("INFO:     Application startup complete.")
     return "\n".join(out) + "\n"
 
@@ -162,9 +169,11 @@ def write_environment(
     stamp = time.strftime("%a %b %d %H:%M:%S %Y")
     container = {
         "wirecheck_probe": 1,
+        "wirecheck_simulated": SIM_MARKER,
         "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "hostname": "vllm-0",
         "image": env.image,
+        "image_digest": "sha256:" + "5" * 64,
         "cuda_runtime": env.cuda_runtime,
         "cuda_runtime_source": "torch.version.cuda" if env.cuda_runtime else None,
         "torch": env.torch,

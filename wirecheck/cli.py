@@ -176,6 +176,32 @@ def _parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="engine /metrics (one per engine; default ENGINE-URL/metrics)",
     )
+    # issue 15: GPU memory measured through every capacity step, and the evidence an SRE signs
+    a.add_argument(
+        "--gpu-metrics-url",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="URL",
+        help="a DCGM exporter's /metrics per node (DCGM_FI_DEV_FB_USED/FB_FREE/GPU_UTIL)",
+    )
+    a.add_argument(
+        "--gpu-source",
+        choices=("auto", "dcgm", "nvml", "nvidia-smi", "none"),
+        default="auto",
+        help="where GPU memory is sampled (auto: --gpu-metrics-url, else NVML, else nvidia-smi)",
+    )
+    a.add_argument(
+        "--ack-warning",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="acknowledge startup-log warnings matching REGEX (each unknown warning needs one to pass)",
+    )
+    a.add_argument("--recipe-accessed", metavar="DATE", help="when the operator read the vLLM recipe")
+    a.add_argument(
+        "--support-status", metavar="TEXT", help="the recipe's vLLM support status for this model, as read"
+    )
     a.add_argument(
         "--host-info",
         action="extend",
@@ -347,6 +373,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="also write this simulated deployment's evidence (nvidia-smi.xml/.txt, container.json, "
         "startup.log) for wirecheck accept",
+    )
+    s.add_argument(
+        "--dcgm-port",
+        type=int,
+        default=None,
+        metavar="P",
+        help="also serve a simulated DCGM exporter's /metrics on this port (memory follows the KV use)",
     )
     s.add_argument("--dialect", choices=("vllm-0.33", "vllm-0.15"), default="vllm-0.33")
     s.add_argument(
@@ -662,6 +695,8 @@ def _rules(args: argparse.Namespace) -> int:
 
 
 def _sim(args: argparse.Namespace) -> int:
+    import asyncio
+
     import uvicorn
 
     from wirecheck.sim import FAULTS, SimConfig, create_app, parse_faults
@@ -705,7 +740,24 @@ def _sim(args: argparse.Namespace) -> int:
         f"wirecheck sim: {cfg.model} ({cfg.family}, {cfg.dialect}) on http://{args.host}:{args.port}",
         flush=True,
     )
-    uvicorn.run(create_app(cfg), host=args.host, port=args.port, log_level="warning")
+    app = create_app(cfg)
+    if args.dcgm_port is None:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        return 0
+    from wirecheck.sim import create_dcgm_app
+
+    print(
+        f"wirecheck sim: simulated DCGM exporter on http://{args.host}:{args.dcgm_port}/metrics", flush=True
+    )
+
+    async def both() -> None:
+        servers = [
+            uvicorn.Server(uvicorn.Config(a, host=args.host, port=p, log_level="warning"))
+            for a, p in ((app, args.port), (create_dcgm_app(app), args.dcgm_port))
+        ]
+        await asyncio.gather(*(srv.serve() for srv in servers))
+
+    asyncio.run(both())
     return 0
 
 
@@ -750,6 +802,11 @@ def _accept(args: argparse.Namespace) -> int:
         out=Path(args.out),
         engine_url=args.engine_url,
         metrics_urls=args.metrics_url,
+        gpu_metrics_urls=args.gpu_metrics_url,
+        gpu_source=args.gpu_source,
+        ack_warnings=args.ack_warning,
+        recipe_accessed=args.recipe_accessed,
+        support_status=args.support_status,
         host_files=args.host_info,
         container_file=args.container_info,
         startup_log=args.startup_log,

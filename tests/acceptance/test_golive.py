@@ -1,0 +1,128 @@
+"""Issue 15: verdicts an SRE can sign, each reached from the evidence that should cause it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.acceptance.test_accept import FAST, checks, run_accept
+from wirecheck.acceptance import Limits, read_startup_log
+from wirecheck.acceptance._compat import CompatInputs, run_compat
+from wirecheck.acceptance._verdict import checklist, decide
+from wirecheck.sim import SimConfig
+
+
+def test_an_oom_without_recovery_is_scale_up_led_by_the_oom_and_later_phases_are_blocked(
+    tmp_path: Path,
+) -> None:
+    cfg = SimConfig(**FAST, oom_at_tokens=6000)  # type: ignore[arg-type]  # never recovers
+    res = run_accept(tmp_path, cfg, phases=("capacity", "cache", "interface"), interface_requests=4)
+    v = res.verdict
+    assert v.decision == "scale-up", v.reasons
+    assert v.reasons[0].startswith("OOM at ramp c="), v.reasons
+    status = {p.name: p.status for p in res.phases}
+    assert status["cache"] == status["interface"] == "blocked", status
+    assert not [c for p in res.phases if p.name != "capacity" for c in p.checks]
+    oom = res.report["verdict"]["oom"]
+    assert oom["recovered"] is False and oom["state"].startswith("dead")
+    assert oom["concurrency"] >= 2 and oom["input_tokens_max"] > 1000 and oom["max_output_tokens"] == 256
+    assert oom["max_model_len"] == cfg.max_model_len and oom["prefix_caching"] is True
+    assert oom["kv_offload"] is False
+    # GPU memory measured by the simulated DCGM exporter: up before, freed after the process died
+    assert oom["gpu_memory_before"]["gpus"] == 8 and oom["gpu_memory_before"]["used_mib_max"] > 70000
+    assert oom["gpu_memory_after"]["used_mib_max"] == 512
+    md = Path(res.files["markdown"]).read_text()
+    html = Path(res.files["html"]).read_text()
+    for text in (md, html):
+        assert "Out of memory (leads the verdict)" in text and "max_model_len" in text
+        assert text.index("OOM at ramp") < text.index("Checklist")
+    assert 'class="oom"' in html, "the OOM is marked on the GPU memory curve"
+    items = {i["item"]: i for i in res.report["checklist"]}
+    cache_item = next(i for t, i in items.items() if t.startswith("Prefix cache"))
+    assert cache_item["state"] == "not run" and "blocked" in cache_item["evidence"]
+
+
+def test_the_capacity_phase_has_a_memory_curve_per_gpu_from_the_simulated_dcgm_exporter(
+    tmp_path: Path,
+) -> None:
+    res = run_accept(tmp_path, SimConfig(**FAST), phases=("capacity",))  # type: ignore[arg-type]
+    cap = next(p for p in res.phases if p.name == "capacity")
+    assert checks(res)["capacity.gpu-memory"].status == "pass"
+    assert cap.data["gpu"]["source"] == "dcgm" and cap.data["gpu"]["at_load"]["gpus"] == 8
+    for r in cap.data["ramp"]:
+        gpus = {g["gpu"] for snap in r["gpu_series"] for g in snap["gpus"]}
+        assert gpus == {f"vllm-0/{i}" for i in range(8)}, gpus
+        assert (
+            r["gpu_before"]["total_mib"] == 143771
+            and r["gpu_used_max_mib"] >= r["gpu_before"]["used_mib_max"]
+        )
+    html = Path(res.files["html"]).read_text()
+    assert html.count('class="gpu"') == 8 and "seconds through the steps" in html
+    assert "GPU memory (dcgm)" in Path(res.files["markdown"]).read_text()
+
+
+def test_without_a_gpu_source_the_memory_item_stays_open_and_the_verdict_is_not_go(tmp_path: Path) -> None:
+    res = run_accept(
+        tmp_path,
+        SimConfig(**FAST),
+        phases=("capacity",),
+        gpu_metrics_urls=[],
+        gpu_source="none",  # type: ignore[arg-type]
+    )
+    c = checks(res)["capacity.gpu-memory"]
+    assert c.status == "missing" and "--gpu-metrics-url" in c.detail
+    assert res.verdict.decision != "go"
+    item = next(i for i in res.report["checklist"] if "per-GPU memory curve" in i["item"])
+    assert item["state"] == "open"
+
+
+WORKER_LOG = (
+    "INFO 12-02 10:00:00 [api_server.py:1905] vLLM API server version 0.33.0\n"
+    "INFO 12-02 10:00:00 [utils.py:328] non-default args: {'tool_call_parser': 'kimi_k3', "
+    "'reasoning_parser': 'kimi_k3', 'enable_auto_tool_choice': True, 'enable_prefix_caching': True}\n"
+    "\x1b[1;36m(VllmWorker TP1 pid=2345)\x1b[0;0m WARNING 12-02 10:00:05 [custom_all_reduce.py:140] "
+    "Custom allreduce is disabled because your platform lacks GPU P2P capability\n"
+    "(Worker_TP1 pid=2346) INFO 12-02 10:00:05 [pynccl.py:70] vLLM is using nccl==2.27.7\n"
+    "vllm-0:2346:2400 [1] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.2<0>\n"
+    "\x1b[1;33m(EngineCore_DP0 pid=2300)\x1b[0m WARNING 12-02 10:00:06 [topology.py:88] "
+    "Tokenizer has no chat template override\n"
+    "INFO:     Application startup complete.\n"
+)
+
+
+def _compat_over(tmp_path: Path, log: str, acks: list[str]) -> tuple[Any, Any]:
+    p = tmp_path / "startup.log"
+    p.write_text(log, encoding="utf-8")
+    ph = run_compat(CompatInputs(startup_log=str(p), ack_warnings=acks, official_image=True))
+    return ph, decide([ph], ["compat"], Limits(), {})
+
+
+def test_nccl_socket_fallback_and_worker_prefixed_warnings_are_read_and_block_go(tmp_path: Path) -> None:
+    log = read_startup_log_text(tmp_path, WORKER_LOG)
+    assert len(log.warnings) == 3 and not any("\x1b" in w or "pid=" in w for w in log.warnings)
+    ph, v = _compat_over(tmp_path, WORKER_LOG, ["chat template"])
+    danger = {c.evidence["kind"]: c for c in ph.checks if c.id.startswith("compat.log-danger.")}
+    assert danger["nccl-socket"].leads_to == "rework" and danger["no-custom-allreduce"].leads_to == "limited"
+    assert v.decision == "rework" and any("nccl-socket" in r for r in v.reasons), v.reasons
+    acked = [c for c in ph.checks if c.id.startswith("compat.log-warning.")]
+    assert [c.status for c in acked] == ["warn"] and "chat template" in acked[0].detail
+
+
+def test_an_unknown_warning_needs_an_acknowledgement_to_pass(tmp_path: Path) -> None:
+    clean = "\n".join(
+        line for line in WORKER_LOG.splitlines() if "allreduce" not in line and "NET/Socket" not in line
+    )
+    ph, v = _compat_over(tmp_path, clean + "\n", [])
+    (w,) = [c for c in ph.checks if c.id.startswith("compat.log-warning.")]
+    assert w.status == "missing" and "--ack-warning" in w.detail and v.decision == "rework"
+    item = next(i for i in checklist([ph], "ci", v, {}) if i["item"].startswith("Startup log"))
+    assert item["state"] == "open"
+    ph, v = _compat_over(tmp_path, clean + "\n", ["no chat template"])
+    item = next(i for i in checklist([ph], "ci", v, {}) if i["item"].startswith("Startup log"))
+    assert item["state"] == "done" and "acknowledged" in item["evidence"]
+
+
+def read_startup_log_text(tmp_path: Path, text: str) -> Any:
+    p = tmp_path / "read.log"
+    p.write_text(text, encoding="utf-8")
+    return read_startup_log(p)
