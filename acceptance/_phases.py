@@ -53,6 +53,12 @@ class RunContext:
     exchanges: list[Exchange] = field(default_factory=list)
 
     @property
+    def through_gateway(self) -> bool:
+        """The target is not the engine (a gateway or proxy sits between), as the options say."""
+        o = self.opts
+        return o.engine_url is not None and o.target.rstrip("/") != o.engine_url.rstrip("/")
+
+    @property
     def capacity(self) -> CapacityResult | None:
         r = self.results.get("capacity")
         return r if isinstance(r, CapacityResult) else None
@@ -164,6 +170,7 @@ class InterfacePhase(_Declared):
             taps=ctx.opts.taps,
             family=family,
             progress=ctx.progress,
+            through_gateway=ctx.through_gateway,
         )
         ctx.samples += got
         ctx.exchanges += [s.exchange for s in got if s.exchange is not None]

@@ -6,10 +6,11 @@ from pathlib import Path
 from typing import Any
 
 from tests.acceptance.test_accept import FAST, checks, run_accept
-from wirecheck.acceptance import Limits, read_startup_log
+from tests.servers import serve
+from wirecheck.acceptance import AcceptOptions, Limits, Progress, accept, read_startup_log
 from wirecheck.acceptance._compat import CompatInputs, run_compat
 from wirecheck.acceptance._verdict import checklist, decide
-from wirecheck.sim import SimConfig
+from wirecheck.sim import GatewayConfig, SimConfig, create_app, create_gateway, parse_gateway_faults
 
 
 def test_an_oom_without_recovery_is_scale_up_led_by_the_oom_and_later_phases_are_blocked(
@@ -126,3 +127,34 @@ def read_startup_log_text(tmp_path: Path, text: str) -> Any:
     p = tmp_path / "read.log"
     p.write_text(text, encoding="utf-8")
     return read_startup_log(p)
+
+
+def test_a_single_tap_run_through_a_faulty_gateway_blames_nothing_on_the_model(tmp_path: Path) -> None:
+    cfg = SimConfig(**FAST)  # type: ignore[arg-type]
+    with serve(create_app(cfg)) as engine:
+        gw = create_gateway(
+            GatewayConfig(upstream=engine, faults=parse_gateway_faults("reasoning_merged,tool_index_zero"))
+        )
+        with serve(gw) as gateway:
+            opts = AcceptOptions(
+                target=gateway,
+                engine_url=engine,
+                reviewer="ci",
+                out=tmp_path / "out",
+                phases=["interface"],
+                interface_requests=7,
+                scenario_examples=0,
+            )
+            res = accept(opts, Progress(quiet=True))
+    iface = next(p for p in res.phases if p.name == "interface")
+    assert iface.data["errors_by_fault"], "the gateway's faults were seen by the caller"
+    assert not {"model", "parser", "engine"} & set(iface.data["errors_by_fault"]), iface.data[
+        "errors_by_fault"
+    ]
+    assert not any(f["fault"] == "model" for f in iface.data["findings"])
+    gw_check = checks(res)["interface.gateway"]
+    assert gw_check.status == "missing" and "unverified" in gw_check.detail
+    assert res.verdict.decision == "rework" and not res.verdict.accepted
+    assert not any("model" in r.split(":")[0] for r in res.verdict.reasons)
+    item = next(i for i in res.report["checklist"] if i["item"].startswith("Gateway forwards"))
+    assert item["state"] == "open"
