@@ -43,6 +43,14 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("compat.driver", "Host driver R580+ and >= 580.65.06", (_R,), "Evidence: hosts", True),
     CheckSpec("compat.driver-uniform", "One driver version on every host", (_R,), "Evidence: hosts", True),
     CheckSpec("compat.gpus", "GPU model and count recorded", (_R,), "Evidence: hosts", True),
+    CheckSpec("compat.topology", "TP x PP x DP matches the nodes' GPUs", (_R,), "Evidence: topology", True),
+    CheckSpec(
+        "compat.interconnect",
+        "NVLink / InfiniBand / Fabric Manager recorded",
+        (_R,),
+        "Evidence: topology",
+        True,
+    ),
     CheckSpec(
         "compat.cuda-runtime", "CUDA 13 runtime inside the container", (_R,), "Evidence: container", True
     ),

@@ -28,6 +28,7 @@ from ._evidence import (
     version_at_least,
 )
 from ._model import Check, CompatResult, PhaseResult
+from ._topology import read_topo, topology_checks
 from ._warnings import judge
 
 __all__ = ["SELF_BUILT_FIELDS", "CompatInputs", "run_compat"]
@@ -56,6 +57,9 @@ class CompatInputs:
     official_image: bool = False
     self_built: str | None = None
     family: str = "kimi_k3"
+    #: every node's startup log after the first (issue 15: multi-node), and `nvidia-smi topo -m` files
+    more_startup_logs: list[str] = field(default_factory=list)
+    topology_files: list[str] = field(default_factory=list)
     #: --ack-warning: regexes of startup-log warnings the operator has explained (issue 15)
     ack_warnings: list[str] = field(default_factory=list)
     #: what the engine said: GET /version, and system_fingerprint from an answer
@@ -359,8 +363,16 @@ def _warning_checks(ph: PhaseResult, log: StartupLog, acks: list[str]) -> None:
         ("compat.log-warning", "Startup log warning or fallback", log.warnings),
         ("compat.log-error", "Startup log error", log.errors),
     ):
-        for i, j in enumerate(judge(lines, acks)):
-            ev: dict[str, Any] = {"line": j.line, "judged": j.verdict, "kind": j.kind, "ack": j.ack}
+        for j in judge(lines, acks):
+            # numbered across every node's log, so two logs never give two checks one id
+            n = 1 + sum(1 for c in ph.checks if c.id.startswith(prefix + "."))
+            ev: dict[str, Any] = {
+                "line": j.line,
+                "judged": j.verdict,
+                "kind": j.kind,
+                "ack": j.ack,
+                "log": log.source,
+            }
             if j.verdict == "danger":
                 ph.add(
                     Check(
@@ -373,11 +385,11 @@ def _warning_checks(ph: PhaseResult, log: StartupLog, acks: list[str]) -> None:
                     )
                 )
             elif j.verdict == "acknowledged":
-                ph.add(Check(f"{prefix}.{i + 1}", title, "warn", f"acknowledged ({j.ack}): {j.line}", ev))
+                ph.add(Check(f"{prefix}.{n}", title, "warn", f"acknowledged ({j.ack}): {j.line}", ev))
             else:
                 ph.add(
                     Check(
-                        f"{prefix}.{i + 1}",
+                        f"{prefix}.{n}",
                         title,
                         "missing",
                         f"not acknowledged: explain it, then pass --ack-warning REGEX: {j.line}",
@@ -452,6 +464,10 @@ def _image_checks(ph: PhaseResult, inp: CompatInputs, c: ContainerFacts | None) 
     return None
 
 
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, int) or (isinstance(v, str) and v.isdigit()) else None
+
+
 def _memory_flags(log: StartupLog) -> dict[str, Any]:
     """The flags an OOM's evidence names (issue 15): context length, prefix caching, KV offload, parallelism."""
     offload = [
@@ -482,6 +498,20 @@ def run_compat(inp: CompatInputs) -> CompatResult:
     _version_checks(ph, inp, container, log, official)
     _fingerprint_checks(ph, inp, log)
     _log_checks(ph, log, inp.family, inp.ack_warnings)
+    more = [read_startup_log(p) for p in inp.more_startup_logs]
+    for extra in more:
+        _warning_checks(ph, extra, inp.ack_warnings)
+    fp = parse_fingerprint(inp.fingerprint or "") or {}
+    parallel = {
+        k: _int(log.flag(flag) if log else None) or fp.get(k)
+        for k, flag in (
+            ("tp", "tensor_parallel_size"),
+            ("pp", "pipeline_parallel_size"),
+            ("dp", "data_parallel_size"),
+        )
+    }
+    topos = [read_topo(p) for p in inp.topology_files]
+    topo = topology_checks(ph, hosts, topos, [x for x in [log, *more] if x], parallel)
     ph.data = {
         "image_column": "self-built" if record is not None else "official",
         "self_built": record,
@@ -523,6 +553,7 @@ def run_compat(inp: CompatInputs) -> CompatResult:
             "key_lines": (log.nccl[:3] + log.cuda[:3] + log.dp[:3]),
             "flags": _memory_flags(log),
         },
+        "topology": topo,
         "version": inp.version,
         "fingerprint": inp.fingerprint,
         "parsed_version": list(parse_version(inp.version) or []) if inp.version else None,
@@ -534,9 +565,12 @@ def run_compat(inp: CompatInputs) -> CompatResult:
             *((h.source, h.simulated) for h in hosts),
             *([(container.source, container.simulated)] if container else []),
             *([(log.source, log.simulated)] if log else []),
+            *((x.source, x.simulated) for x in more),
+            *((t.source, t.simulated) for t in topos),
         ]
         if sim
     ]
     ph.startup = ph.data["startup"]
     ph.self_built = record
+    ph.topology = topo
     return ph

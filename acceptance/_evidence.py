@@ -43,6 +43,9 @@ class GpuFacts:
     architecture: str | None = None
     memory_total_mib: int | None = None
     memory_used_mib: int | None = None
+    #: nvidia-smi -q -x only: the GPU's UUID (tells hosts apart) and its Fabric Manager state
+    uuid: str | None = None
+    fabric: str | None = None
 
 
 @dataclass(slots=True)
@@ -94,6 +97,8 @@ def _host_xml(text: str, source: str) -> HostFacts:
                 architecture=(gpu.findtext("product_architecture") or "").strip() or None,
                 memory_total_mib=_mib(gpu.findtext("fb_memory_usage/total")),
                 memory_used_mib=_mib(gpu.findtext("fb_memory_usage/used")),
+                uuid=(gpu.findtext("uuid") or "").strip() or None,
+                fabric=(gpu.findtext("fabric/state") or "").strip() or None,
             )
         )
     return facts
@@ -305,7 +310,7 @@ def read_startup_log(path: str | Path) -> StartupLog:
         if m := re.search(r"Model loading took " + _NUM + " GiB(?: memory)? and " + _NUM + " seconds", line):
             log.model_load_gib = float(m.group(1).replace(",", ""))
             log.model_load_s = float(m.group(2).replace(",", ""))
-        if re.search(r"nccl", line, re.I) and st:
+        if re.search(r"nccl", line, re.I) and (st or re.search(r"NCCL (?:INFO|WARN)", line)):
             log.nccl.append(line)
         elif re.search(r"\bCUDA\b|cuda graph|cudagraph", line) and st:
             log.cuda.append(line)

@@ -106,6 +106,8 @@ class CompatResult(PhaseResult):
     container: dict[str, Any] = field(default_factory=dict)
     startup: dict[str, Any] | None = None
     self_built: dict[str, Any] | None = None
+    #: nodes, GPUs, interconnect and parallelism (issue 15)
+    topology: dict[str, Any] = field(default_factory=dict)
     #: the evidence files that carry the simulator's marker
     simulated: list[str] = field(default_factory=list)
 

@@ -137,6 +137,9 @@ class AcceptOptions:
     host_files: list[str] = field(default_factory=list)
     container_file: str | None = None
     startup_log: str | None = None
+    #: every other node's startup log, and `nvidia-smi topo -m` output per node (issue 15)
+    more_startup_logs: list[str] = field(default_factory=list)
+    topology_files: list[str] = field(default_factory=list)
     official_image: bool = False
     self_built: str | None = None
     profile: str = "quick"
@@ -182,7 +185,14 @@ class AcceptOptions:
             raise ConfigError(f"load engine {self.load_engine!r}: expected in-process or locust")
         if self.official_image and self.self_built:
             raise ConfigError("--official-image and --self-built exclude each other")
-        for f in [*self.host_files, self.container_file, self.startup_log, self.self_built]:
+        for f in [
+            *self.host_files,
+            *self.more_startup_logs,
+            *self.topology_files,
+            self.container_file,
+            self.startup_log,
+            self.self_built,
+        ]:
             if f is not None and not Path(f).is_file():
                 raise InputError(f"{f}: no such file")
 
@@ -269,6 +279,9 @@ def _evidence(
             "pipeline_parallel": fp.get("pp"),
             "data_parallel": fp.get("dp"),
             "expert_parallel": fp.get("ep"),
+            "nodes": ctx.compat_result.topology.get("node_count"),
+            "gpus": ctx.compat_result.topology.get("gpu_count"),
+            "interconnect": ctx.compat_result.topology.get("interconnect"),
             **opts.topology,
         },
         "engine": {
@@ -358,6 +371,8 @@ async def run_acceptance(
         version=info["version"],
         fingerprint=info["fingerprint"],
         ack_warnings=opts.ack_warnings,
+        more_startup_logs=opts.more_startup_logs,
+        topology_files=opts.topology_files,
     )
     ctx = RunContext(
         opts=opts,
@@ -439,7 +454,14 @@ def _copy_evidence(opts: AcceptOptions, simulated: list[str]) -> list[dict[str, 
     """Each evidence file copied into DIR/evidence/ with its sha256 (issue 15): the report folder alone
     shows what the verdict was judged on, and the hash shows the copy is the file that was read."""
     out = []
-    sources = [*opts.host_files, opts.container_file, opts.startup_log, opts.self_built]
+    sources = [
+        *opts.host_files,
+        *opts.topology_files,
+        opts.container_file,
+        opts.startup_log,
+        *opts.more_startup_logs,
+        opts.self_built,
+    ]
     folder = opts.out / "evidence"
     for i, src in enumerate(f for f in sources if f):
         data = Path(src).read_bytes()

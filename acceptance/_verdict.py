@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._catalogue import PHASE_NAMES
+from ._catalogue import CHECKS, PHASE_NAMES
 from ._model import Check, Limits, PhaseResult, Verdict
 
-__all__ = ["ALL_PHASES", "CHECKLIST", "checklist", "decide"]
+__all__ = ["ALL_PHASES", "CHECKLIST", "checklist", "decide", "oom_line", "render_checklist"]
 
 ALL_PHASES = PHASE_NAMES
 
@@ -27,6 +27,10 @@ NONE_EXPECTED = (_LOG_LINES,)
 #: (item, the check ids or id prefixes that evidence it)
 CHECKLIST: list[tuple[str, tuple[str, ...]]] = [
     ("Host driver R580+ and >= 580.65.06 on every host", ("compat.driver", "compat.driver-uniform")),
+    (
+        "GPU model, GPU count, node count and interconnect recorded; TP x PP x DP matches the GPUs",
+        ("compat.gpus", "compat.topology", "compat.interconnect"),
+    ),
     ("CUDA 13 runtime inside the container (not nvidia-smi's driver maximum)", ("compat.cuda-runtime",)),
     (
         "Official vllm/vllm-openai:kimi-k3 image, or a documented self-built image",
@@ -61,6 +65,35 @@ CHECKLIST: list[tuple[str, tuple[str, ...]]] = [
         ("interface.gateway", "interface.caller"),
     ),
 ]
+
+
+#: the items checklist() adds itself, not from checks: (item, where the report shows it)
+_OWN_ITEMS = (
+    (
+        "Rollback alerts and a dashboard for the first days (generated; install them)",
+        "alerts.yml, grafana-dashboard.json",
+    ),
+    ("Reviewer named", "Evidence: reviewer"),
+    ("Limited go-live: rate-limit scope, on-call owner and rollback conditions recorded", "Verdict: limits"),
+)
+
+
+def render_checklist() -> str:
+    """docs/acceptance.md's map of checklist items to the checks and report sections that show them."""
+    lines = [
+        "| checklist item | checks | report section | needs a real GPU host |",
+        "|---|---|---|---|",
+    ]
+    for title, keys in CHECKLIST:
+        specs = [
+            c for c in CHECKS if any(c.id == k or (k.endswith(".") and c.id.startswith(k)) for k in keys)
+        ]
+        ids = ", ".join(f"`{k}*`" if k.endswith(".") else f"`{k}`" for k in keys)
+        sections = ", ".join(dict.fromkeys(c.section for c in specs))
+        gpu = "yes" if any(c.needs_gpu_host for c in specs) else "no"
+        lines.append(f"| {title} | {ids} | {sections} | {gpu} |")
+    lines += [f"| {title} | (the run itself) | {where} | no |" for title, where in _OWN_ITEMS]
+    return "\n".join(lines) + "\n"
 
 
 def _matches(check: Check, keys: tuple[str, ...]) -> bool:

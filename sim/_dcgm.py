@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from ._environment import Environment
+from ._environment import Environment, gpu_uuid
 
 __all__ = ["create_dcgm_app", "dcgm_text"]
 
@@ -49,7 +49,7 @@ def dcgm_text(state: Any, env: Environment, hostname: str = "vllm-0") -> str:
         lines += [f"# HELP {name} {help_}", f"# TYPE {name} gauge"]
         for i, v in enumerate(values):
             labels = (
-                f'gpu="{i}",UUID="GPU-5a1e{i:04x}-0000-4000-8000-00000000{i:04x}",device="nvidia{i}",'
+                f'gpu="{i}",UUID="{gpu_uuid(hostname, i)}",device="nvidia{i}",'
                 f'modelName="{env.gpu_name}",Hostname="{hostname}",wirecheck_simulated="true"'
             )
             lines.append(f"{name}{{{labels}}} {v}")
@@ -57,14 +57,15 @@ def dcgm_text(state: Any, env: Environment, hostname: str = "vllm-0") -> str:
 
 
 def create_dcgm_app(
-    sim_app: Starlette, env: Environment | None = None, hostname: str = "vllm-0"
+    sim_app: Starlette, env: Environment | None = None, hostname: str | None = None
 ) -> Starlette:
     """The exporter for the simulator app ``sim_app`` (from :func:`create_app`)."""
     host = env or Environment()
 
     async def metrics(request: Request) -> PlainTextResponse:
         return PlainTextResponse(
-            dcgm_text(sim_app.state.sim, host, hostname), media_type="text/plain; version=0.0.4"
+            dcgm_text(sim_app.state.sim, host, hostname or host.hostname),
+            media_type="text/plain; version=0.0.4",
         )
 
     return Starlette(routes=[Route("/metrics", metrics)])

@@ -213,7 +213,22 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument(
         "--container-info", metavar="FILE", help="what `wirecheck probe` printed inside the container"
     )
-    a.add_argument("--startup-log", metavar="FILE", help="the vLLM server's log from its start")
+    a.add_argument(
+        "--startup-log",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="the vLLM server's log from its start (one per node: the first is held to the recipe)",
+    )
+    a.add_argument(
+        "--topology",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="`nvidia-smi topo -m` output from each node (NVLink, NICs)",
+    )
     img = a.add_mutually_exclusive_group()
     img.add_argument(
         "--official-image", action="store_true", help="the deployment runs vllm/vllm-openai:kimi-k3"
@@ -809,7 +824,9 @@ def _accept(args: argparse.Namespace) -> int:
         support_status=args.support_status,
         host_files=args.host_info,
         container_file=args.container_info,
-        startup_log=args.startup_log,
+        startup_log=args.startup_log[0] if args.startup_log else None,
+        more_startup_logs=args.startup_log[1:],
+        topology_files=args.topology,
         official_image=args.official_image,
         self_built=args.self_built,
         profile=args.profile,

@@ -75,6 +75,7 @@ def run_accept(
             host_files=[str(paths["host_xml"]), str(paths["host_text"])],
             container_file=str(paths["container"]),
             startup_log=str(paths["startup_log"]),
+            topology_files=[str(paths["topology"])],
             official_image=kw.pop("official_image", True),
             phases=list(phases),
             plan=kw.pop("plan", None) or small_plan(),
@@ -117,12 +118,12 @@ def test_a_run_on_simulated_evidence_says_so_and_keeps_hashed_copies_of_its_evid
     clean: AcceptanceResult,
 ) -> None:
     v = clean.report["verdict"]
-    assert v["simulated"] is True and len(v["simulated_sources"]) == 5, v["simulated_sources"]
+    assert v["simulated"] is True and len(v["simulated_sources"]) == 6, v["simulated_sources"]
     for fmt in ("markdown", "html"):
         text = Path(clean.files[fmt]).read_text()
         assert text.index("SIMULATED EVIDENCE: this verdict") < text.index("Verdict:")
     files = clean.report["evidence"]["evidence_files"]
-    assert len(files) == 4 and all(f["simulated"] for f in files)
+    assert len(files) == 5 and all(f["simulated"] for f in files)
     for f in files:
         assert hashlib.sha256(Path(f["copy"]).read_bytes()).hexdigest() == f["sha256"]
         assert Path(f["copy"]).parent == Path(clean.files["json"]).parent / "evidence"

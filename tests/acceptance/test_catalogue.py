@@ -36,3 +36,14 @@ def test_an_undeclared_id_or_verdict_is_refused_and_numbered_families_resolve() 
     spec = declared("compat.log-warning.12")
     assert spec is not None and spec.family
     assert declared("compat.log-warning.x") is None
+
+
+def test_docs_map_every_checklist_item_to_its_checks_and_report_section() -> None:
+    from wirecheck.acceptance._verdict import CHECKLIST, render_checklist
+
+    text = (ROOT / "docs" / "acceptance.md").read_text(encoding="utf-8")
+    m = re.search(r"<!-- checklist:begin -->\n(.*?)<!-- checklist:end -->", text, re.S)
+    assert m is not None and m.group(1) == render_checklist(), "run scripts/gen_acceptance_docs.py"
+    for _title, keys in CHECKLIST:
+        for k in keys:
+            assert any(c.id == k or (k.endswith(".") and c.id.startswith(k)) for c in CHECKS), k

@@ -10,7 +10,15 @@ from tests.servers import serve
 from wirecheck.acceptance import AcceptOptions, Limits, Progress, accept, read_startup_log
 from wirecheck.acceptance._compat import CompatInputs, run_compat
 from wirecheck.acceptance._verdict import checklist, decide
-from wirecheck.sim import GatewayConfig, SimConfig, create_app, create_gateway, parse_gateway_faults
+from wirecheck.sim import (
+    Environment,
+    GatewayConfig,
+    SimConfig,
+    create_app,
+    create_gateway,
+    parse_gateway_faults,
+    write_environment,
+)
 
 
 def test_an_oom_without_recovery_is_scale_up_led_by_the_oom_and_later_phases_are_blocked(
@@ -158,3 +166,49 @@ def test_a_single_tap_run_through_a_faulty_gateway_blames_nothing_on_the_model(t
     assert not any("model" in r.split(":")[0] for r in res.verdict.reasons)
     item = next(i for i in res.report["checklist"] if i["item"].startswith("Gateway forwards"))
     assert item["state"] == "open"
+
+
+def test_two_hosts_of_8_gpus_are_2_nodes_and_16_gpus_and_tp8_alone_does_not_fit_them(tmp_path: Path) -> None:
+    cfg = SimConfig(family="kimi_k3")
+    a = write_environment(tmp_path / "a", cfg, Environment(hostname="node-a"))
+    b = write_environment(tmp_path / "b", cfg, Environment(hostname="node-b"))
+    hosts = [str(a["host_xml"]), str(a["host_text"]), str(b["host_xml"])]
+    ph = run_compat(
+        CompatInputs(
+            host_files=hosts,
+            startup_log=str(a["startup_log"]),
+            more_startup_logs=[str(b["startup_log"])],
+            topology_files=[str(a["topology"]), str(b["topology"])],
+            official_image=True,
+        )
+    )
+    topo = ph.data["topology"]
+    assert (topo["node_count"], topo["gpu_count"]) == (2, 16), topo["nodes"]
+    assert [len(n["sources"]) for n in topo["nodes"]] == [2, 1]  # the plain file joins node-a
+    c = {x.id: x for x in ph.checks}
+    assert c["compat.topology"].status == "fail" and "TP8 x PP1 x DP1 = 8 GPUs" in c["compat.topology"].detail
+    link = c["compat.interconnect"]
+    assert link.status == "pass" and "NVLink (56 GPU pairs)" in link.detail and "InfiniBand" in link.detail
+    one = run_compat(
+        CompatInputs(
+            host_files=hosts[:2], topology_files=[str(a["topology"])], startup_log=str(a["startup_log"])
+        )
+    )
+    assert {x.id: x.status for x in one.checks}["compat.topology"] == "pass"
+
+
+def test_nccl_over_sockets_between_nodes_is_rework(tmp_path: Path) -> None:
+    cfg = SimConfig(family="kimi_k3")
+    a = write_environment(tmp_path / "a", cfg, Environment(hostname="node-a", nccl_transport="Socket"))
+    b = write_environment(tmp_path / "b", cfg, Environment(hostname="node-b", nccl_transport="Socket"))
+    ph = run_compat(
+        CompatInputs(
+            host_files=[str(a["host_xml"]), str(b["host_xml"])],
+            startup_log=str(a["startup_log"]),
+            more_startup_logs=[str(b["startup_log"])],
+            official_image=True,
+        )
+    )
+    v = decide([ph], ["compat"], Limits(), {})
+    assert v.decision == "rework" and any("nccl-socket" in r for r in v.reasons)
+    assert {x.id: x.status for x in ph.checks}["compat.interconnect"] == "fail"
