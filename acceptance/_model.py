@@ -194,8 +194,8 @@ class Verdict:
 
     @property
     def label(self) -> str:
-        if self.decision == "limited" and not self.granted:
-            return "limited (NOT GRANTED: " + ", ".join(self.missing_conditions) + " missing)"
+        if not self.granted:
+            return f"{self.decision} (NOT GRANTED: " + ", ".join(self.missing_conditions) + " missing)"
         return self.decision + (" (partial: not every phase ran)" if self.partial else "")
 
     @property

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ._alerts import more_rules
 from ._model import Slo
 from ._sections import (
     evidence_html,
@@ -131,7 +132,7 @@ def alert_rules(report: dict[str, Any], slo: Slo) -> str:
         "  - name: wirecheck-golive",
         "    rules:",
     ]
-    for r in _rules(thresholds(report, slo)):
+    for r in _rules(thresholds(report, slo)) + more_rules():
         lines += [
             f"      - alert: {r['alert']}",
             f"        expr: {_q(r['expr'])}",

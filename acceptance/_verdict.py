@@ -74,6 +74,7 @@ _OWN_ITEMS = (
         "alerts.yml, grafana-dashboard.json",
     ),
     ("Reviewer named", "Evidence: reviewer"),
+    ("Post-launch monitoring owner named (--on-call)", "Verdict: limits"),
     ("Limited go-live: rate-limit scope, on-call owner and rollback conditions recorded", "Verdict: limits"),
 )
 
@@ -153,6 +154,14 @@ def checklist(
             "checks": [],
         }
     )
+    items.append(
+        {
+            "item": "Post-launch monitoring owner named (--on-call)",
+            "state": "done" if verdict.limits.get("owner") else "open",
+            "evidence": verdict.limits.get("owner") or "no --on-call: nobody watches the first days",
+            "checks": [],
+        }
+    )
     if verdict.decision == "limited":
         items.append(
             {
@@ -219,4 +228,15 @@ def decide(
     if limited:
         missing = limits.missing()
         return Verdict("limited", not missing, why(limited), partial, missing_conditions=missing, limits=lim)
+    if not limits.owner:
+        # go-live needs someone watching the first days (go-live checklist: "post-launch monitoring
+        # owner ... named"); without one the go is not granted (issue 15)
+        return Verdict(
+            "go",
+            False,
+            ["every check of the phases run passed", "no monitoring owner named: pass --on-call OWNER"],
+            partial,
+            missing_conditions=["--on-call"],
+            limits=lim,
+        )
     return Verdict("go", True, ["every check of the phases run passed"], partial, limits=lim)

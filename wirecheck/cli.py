@@ -694,6 +694,8 @@ def _check(args: argparse.Namespace) -> int:
     else:
         text = render_text(result, color=args.output is None and sys.stdout.isatty())
     if args.output:
+        # check -o DIR/file makes DIR, as a report folder should (issue 15)
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)

@@ -92,7 +92,8 @@ def checks(result: AcceptanceResult) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory: pytest.TempPathFactory) -> AcceptanceResult:
-    return run_accept(tmp_path_factory.mktemp("clean"), SimConfig(**FAST))  # type: ignore[arg-type]
+    # issue 15: a go is granted only with a monitoring owner named
+    return run_accept(tmp_path_factory.mktemp("clean"), SimConfig(**FAST), limits=Limits(owner="ci-oncall"))  # type: ignore[arg-type]
 
 
 def test_a_clean_deployment_is_go_with_every_checklist_item_ticked_from_evidence(

@@ -7,9 +7,10 @@ from typing import Any
 
 from tests.acceptance.test_accept import FAST, checks, run_accept
 from tests.servers import serve
-from wirecheck.acceptance import AcceptOptions, Limits, Progress, accept, read_startup_log
+from wirecheck.acceptance import ALL_PHASES, AcceptOptions, Limits, Progress, accept, read_startup_log
 from wirecheck.acceptance._compat import CompatInputs, run_compat
 from wirecheck.acceptance._verdict import checklist, decide
+from wirecheck.cli import main
 from wirecheck.sim import (
     Environment,
     GatewayConfig,
@@ -65,6 +66,9 @@ def test_the_capacity_phase_has_a_memory_curve_per_gpu_from_the_simulated_dcgm_e
             r["gpu_before"]["total_mib"] == 143771
             and r["gpu_used_max_mib"] >= r["gpu_before"]["used_mib_max"]
         )
+    alerts = Path(res.files["alerts"]).read_text()
+    for name in ("GpuMemoryNearlyFull", "VllmProcessRestarted", "ToolCallErrorsRising"):
+        assert f"alert: {name}" in alerts
     html = Path(res.files["html"]).read_text()
     assert html.count('class="gpu"') == 8 and "seconds through the steps" in html
     assert "GPU memory (dcgm)" in Path(res.files["markdown"]).read_text()
@@ -212,3 +216,14 @@ def test_nccl_over_sockets_between_nodes_is_rework(tmp_path: Path) -> None:
     v = decide([ph], ["compat"], Limits(), {})
     assert v.decision == "rework" and any("nccl-socket" in r for r in v.reasons)
     assert {x.id: x.status for x in ph.checks}["compat.interconnect"] == "fail"
+
+
+def test_go_needs_a_monitoring_owner_and_check_output_makes_its_folder(tmp_path: Path) -> None:
+    bare = decide([], list(ALL_PHASES), Limits(), {})
+    assert (bare.decision, bare.granted, bare.accepted) == ("go", False, False)
+    assert bare.missing_conditions == ["--on-call"] and "NOT GRANTED" in bare.label
+    owned = decide([], list(ALL_PHASES), Limits(owner="sre-oncall"), {})
+    assert (owned.decision, owned.granted, owned.accepted) == ("go", True, True)
+    out = tmp_path / "made" / "here" / "report.txt"
+    main(["check", "--example", "-o", str(out)])
+    assert out.is_file() and out.read_text()
