@@ -91,7 +91,11 @@ async def run_cache(
     model: str | None,
     headers: dict[str, str],
     progress: Callable[[str], None],
+    family: str | None = None,
+    retention_interval: Any = None,
 ) -> tuple[CacheResult, list[Sample]]:
+    """``family`` and the startup log's ``retention_interval`` tell a hybrid (KDA) cache where /metrics
+    does not: real vLLM exposes no hybrid label, only the simulator does (issue 15)."""
     ph = CacheResult("cache")
     probes = cache_probe_set()
     run_id = uuid.uuid4().hex[:12]
@@ -155,6 +159,15 @@ async def run_cache(
         "shared_prefix_tokens_warm_b": shared_b,
         "sample_set_version": probes["version"],
     }
+    config = dict(config)
+    if config.get("hybrid_kv_cache") is None and family == "kimi_k3":
+        # Kimi K3 mixes KDA (linear attention) with full attention: its prefix cache is hybrid
+        config["hybrid_kv_cache"] = "True"
+        ph.data["hybrid_from"] = "model family kimi_k3"
+    elif config.get("hybrid_kv_cache") is not None:
+        ph.data["hybrid_from"] = "vllm:cache_config_info"
+    if config.get("prefix_cache_retention_interval") is None and retention_interval is not None:
+        config["prefix_cache_retention_interval"] = str(retention_interval)
     _judge(ph, rows, config, shared_b)
     return ph, samples
 

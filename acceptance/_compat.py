@@ -480,6 +480,7 @@ def _memory_flags(log: StartupLog) -> dict[str, Any]:
         "max_model_len": int(mml) if str(mml).isdigit() else mml,
         "enable_prefix_caching": log.flag("enable_prefix_caching"),
         "kv_offload": ", ".join(offload) or False,
+        "prefix_cache_retention_interval": log.flag("prefix_cache_retention_interval"),
         "tensor_parallel_size": log.flag("tensor_parallel_size"),
         "pipeline_parallel_size": log.flag("pipeline_parallel_size"),
         "data_parallel_size": log.flag("data_parallel_size"),

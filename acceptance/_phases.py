@@ -148,6 +148,10 @@ class CachePhase(_Declared):
             model=ctx.model,
             headers=ctx.opts.headers,
             progress=ctx.progress,
+            family=ctx.family,
+            retention_interval=((ctx.compat_result.startup or {}).get("flags") or {}).get(
+                "prefix_cache_retention_interval"
+            ),
         )
         ctx.samples += got
         return ph

@@ -5,6 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
 from tests.acceptance.test_accept import FAST, checks, run_accept
 from tests.servers import serve
 from wirecheck.acceptance import ALL_PHASES, AcceptOptions, Limits, Progress, accept, read_startup_log
@@ -227,3 +232,37 @@ def test_go_needs_a_monitoring_owner_and_check_output_makes_its_folder(tmp_path:
     out = tmp_path / "made" / "here" / "report.txt"
     main(["check", "--example", "-o", str(out)])
     assert out.is_file() and out.read_text()
+
+
+def test_the_k3_hybrid_cache_is_judged_from_the_family_when_metrics_carry_no_hybrid_label(
+    tmp_path: Path,
+) -> None:
+    """Real vLLM has no hybrid_kv_cache label: a /metrics without vllm:cache_config_info still explains
+    warm B on a K3 model instead of failing it."""
+    cfg = SimConfig(**FAST, hybrid_cache=True)  # type: ignore[arg-type]
+    app = create_app(cfg)
+
+    async def real_metrics(request: Request) -> PlainTextResponse:
+        text = app.state.sim.metrics.render().decode()
+        return PlainTextResponse(
+            "\n".join(ln for ln in text.splitlines() if "cache_config_info" not in ln) + "\n"
+        )
+
+    with serve(Starlette(routes=[Route("/metrics", real_metrics)])) as plain:
+        paths = write_environment(tmp_path / "evidence", cfg)
+        with serve(app) as url:
+            opts = AcceptOptions(
+                target=url,
+                engine_url=url,
+                metrics_urls=[plain + "/metrics"],
+                reviewer="ci",
+                out=tmp_path / "out",
+                startup_log=str(paths["startup_log"]),
+                phases=["cache"],
+            )
+            res = accept(opts, Progress(quiet=True))
+    cache = next(p for p in res.phases if p.name == "cache")
+    assert cache.data["cache_config"] == {} and cache.data["hybrid_from"] == "model family kimi_k3"
+    c = checks(res)
+    assert c["cache.warm-a"].status == "pass" and c["cache.warm-b"].status == "warn", c["cache.warm-b"].detail
+    assert "prompt ends" in c["cache.warm-b"].detail
