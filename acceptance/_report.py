@@ -11,6 +11,7 @@ from typing import Any
 from ._alerts import more_rules
 from ._model import Slo
 from ._sections import (
+    details_html,
     evidence_html,
     evidence_md,
     gpu_curve_svg,
@@ -578,6 +579,7 @@ def render_html(report: dict[str, Any]) -> str:
             parts.append("</table>")
         if ph["name"] == "interface" and data.get("scenarios", {}).get("curl"):
             parts.append("<p>Shrunk scenario failure:</p><pre>" + e(data["scenarios"]["curl"]) + "</pre>")
+    parts.append(details_html(report))
     parts.append(
         "<h2>Files</h2><ul>"
         + "".join(f"<li>{e(Path(p).name)}</li>" for p in report["files"].values())

@@ -7,10 +7,12 @@ Kept out of ``_report`` (issue 12: no module over 600 lines); ``_report`` calls 
 from __future__ import annotations
 
 import html
+import json
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "details_html",
     "evidence_html",
     "evidence_md",
     "gpu_curve_svg",
@@ -223,3 +225,92 @@ def evidence_md(report: dict[str, Any]) -> list[str]:
 def evidence_html(report: dict[str, Any]) -> str:
     e = html.escape
     return "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in evidence_rows(report))
+
+
+def _table(head: list[str], rows: list[list[Any]], ident: str) -> str:
+    e = html.escape
+    return (
+        f'<table id="{ident}"><tr>'
+        + "".join(f"<th>{e(h)}</th>" for h in head)
+        + "</tr>"
+        + "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+        + "</table>"
+    )
+
+
+def details_html(report: dict[str, Any]) -> str:
+    """What report.md carries beyond the checks, so the HTML report carries it too (issue 15): the
+    suggested limits and rollback, the cache probes, the attribution table, GPU memory per step and
+    the self-built comparison."""
+    e = html.escape
+    parts = []
+    sug = report["verdict"]["limits"].get("suggested") or {}
+    if sug:
+        parts.append(
+            '<h2 id="next-steps">Next steps suggested from the measurements</h2><ul>'
+            + "".join(f"<li><b>{e(k)}</b>: {e(str(v))}</li>" for k, v in sug.items())
+            + "</ul>"
+        )
+    phases = {p["name"]: p["data"] for p in report["phases"]}
+    cache = phases.get("cache") or {}
+    if cache.get("probes"):
+        cols = [
+            "prompt_tokens",
+            "queries",
+            "hits",
+            "cached",
+            "computed_sum",
+            "prefill_s",
+            "usage_cached_tokens",
+        ]
+        rows = [[n, *(r.get(c) for c in cols)] for n, r in cache["probes"].items()]
+        parts.append("<h2>Cache probes</h2>" + _table(["probe", *cols], rows, "cache-probes"))
+        if cache.get("hybrid_explanation"):
+            parts.append(f"<p>Hybrid cache: {e(cache['hybrid_explanation'])}.</p>")
+    iface = phases.get("interface") or {}
+    if iface.get("rows"):
+        parts.append(
+            f"<h2>Attribution</h2><p>From {e(iface['attributed_from'])}; errors by fault: "
+            f"{e(str(iface['errors_by_fault'] or 'none'))}.</p>"
+        )
+        bad = [r for r in iface["rows"] if r["outcome"] != "clean"]
+        if bad:
+            rows = [
+                [
+                    r["request"],
+                    r["kind"],
+                    r["outcome"],
+                    r["attempts"],
+                    ", ".join(r["blamed"]),
+                    ", ".join(r["first_errors"]),
+                ]
+                for r in bad
+            ]
+            parts.append(
+                _table(
+                    ["request", "kind", "outcome", "attempts", "blamed", "first errors"], rows, "attribution"
+                )
+            )
+    cap = phases.get("capacity") or {}
+    if cap.get("gpu"):
+        rows = [
+            [
+                r.get("label"),
+                (r.get("gpu_before") or {}).get("used_mib_max", "–"),
+                r.get("gpu_used_max_mib") or "–",
+                (r.get("gpu_after") or {}).get("used_mib_max", "–"),
+            ]
+            for r in [*cap.get("ramp", []), *([cap["soak"]] if cap.get("soak") else [])]
+        ]
+        parts.append(
+            f"<h2>GPU memory per step ({e(str(cap['gpu'].get('source') or 'no source'))})</h2>"
+            + _table(["step", "before MiB", "peak MiB", "after MiB"], rows, "gpu-steps")
+        )
+    diff = report.get("self_built_vs_official")
+    if diff:
+        parts.append(
+            '<h2 id="self-built">Self-built image vs the official image</h2><pre>'
+            + e(json.dumps(diff, indent=2))
+            + "</pre>"
+        )
+    return "".join(parts)

@@ -129,6 +129,17 @@ def test_a_run_on_simulated_evidence_says_so_and_keeps_hashed_copies_of_its_evid
         assert hashlib.sha256(Path(f["copy"]).read_bytes()).hexdigest() == f["sha256"]
         assert Path(f["copy"]).parent == Path(clean.files["json"]).parent / "evidence"
     assert clean.report["evidence"]["container"]["image_digest"].startswith("sha256:")
+    # the HTML report carries what report.md does beyond the checks (issue 15)
+    page = Path(clean.files["html"]).read_text()
+    for marker in (
+        'id="next-steps"',
+        "rate-limit to at most",
+        "roll back when",
+        'id="cache-probes"',
+        "Attribution",
+        'id="gpu-steps"',
+    ):
+        assert marker in page, marker
 
 
 def test_the_report_json_follows_the_documented_schema(clean: AcceptanceResult) -> None:
