@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -266,3 +270,39 @@ def test_the_k3_hybrid_cache_is_judged_from_the_family_when_metrics_carry_no_hyb
     c = checks(res)
     assert c["cache.warm-a"].status == "pass" and c["cache.warm-b"].status == "warn", c["cache.warm-b"].detail
     assert "prompt ends" in c["cache.warm-b"].detail
+
+
+def test_wirecheck_sim_dcgm_port_serves_the_simulated_exporter() -> None:
+    from tests.servers import free_port
+
+    port, dcgm = free_port(), free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wirecheck",
+            "sim",
+            "--family",
+            "kimi_k3",
+            "--port",
+            str(port),
+            "--dcgm-port",
+            str(dcgm),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        text = ""
+        while time.monotonic() < deadline:
+            try:
+                text = httpx.get(f"http://127.0.0.1:{dcgm}/metrics", timeout=2).text
+                break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        lines = [ln for ln in text.splitlines() if ln.startswith("DCGM_FI_DEV_FB_USED{")]
+        assert len(lines) == 8 and all('wirecheck_simulated="true"' in ln for ln in lines), text[:500]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
