@@ -133,13 +133,13 @@ async def run_cache(
             )
             return ph, samples
         config = _config(before)
+        before_each = {u: await scrape(client, [u]) for u in metrics_urls} if len(metrics_urls) > 1 else {}
         for name in PROBES:
             progress(f"cache: {name}")
             s = await measure(
                 client, target.rstrip("/") + "/v1/chat/completions", bodies[name], headers=headers
             )
             samples.append(s)
-            after = await scrape(client, metrics_urls)
             row: dict[str, Any] = {
                 "ok": s.ok,
                 "error": s.error,
@@ -147,11 +147,29 @@ async def run_cache(
                 "usage_cached_tokens": s.cached_tokens,
                 "ttft_s": s.ttft_s,
             }
-            for key, metric in COUNTERS.items():
-                d = delta(before, after, metric)
-                row[key] = None if d is None else round(d, 6)
+            if len(metrics_urls) > 1:
+                # several instances are never summed (issue 15): the probe's deltas are the instance's
+                # whose counters moved, and a counter that fell is a restart, not a cache miss
+                after_each = {u: await scrape(client, [u]) for u in metrics_urls}
+                moved = {
+                    u: delta(before_each.get(u), m, "vllm:prefix_cache_queries_total") or 0.0
+                    for u, m in after_each.items()
+                }
+                answered = max(moved, key=lambda u: moved[u])
+                row["instance"] = answered
+                row["instances_moved"] = sorted(u for u, d in moved.items() if d > 0)
+                row["restarted"] = sorted(u for u, d in moved.items() if d < 0)
+                for key, metric in COUNTERS.items():
+                    d = delta(before_each.get(answered), after_each[answered], metric)
+                    row[key] = None if d is None else round(d, 6)
+                before_each = after_each
+            else:
+                after = await scrape(client, metrics_urls)
+                for key, metric in COUNTERS.items():
+                    d = delta(before, after, metric)
+                    row[key] = None if d is None else round(d, 6)
+                before = after
             rows[name] = row
-            before = after
     ph.data = {
         "run_id": run_id,
         "probes": rows,
@@ -159,6 +177,8 @@ async def run_cache(
         "shared_prefix_tokens_warm_b": shared_b,
         "sample_set_version": probes["version"],
     }
+    if len(metrics_urls) > 1:
+        _instances_check(ph, rows)
     config = dict(config)
     if config.get("hybrid_kv_cache") is None and family == "kimi_k3":
         # Kimi K3 mixes KDA (linear attention) with full attention: its prefix cache is hybrid
@@ -170,6 +190,40 @@ async def run_cache(
         config["prefix_cache_retention_interval"] = str(retention_interval)
     _judge(ph, rows, config, shared_b)
     return ph, samples
+
+
+def _instances_check(ph: CacheResult, rows: dict[str, dict[str, Any]]) -> None:
+    """With several metrics URLs: which instance answered each probe, and whether one restarted."""
+    answered = {n: r.get("instance") for n, r in rows.items()}
+    restarted = sorted({u for r in rows.values() for u in r.get("restarted", [])})
+    spread = len(set(answered.values())) > 1
+    detail = ", ".join(f"{n} on {u}" for n, u in answered.items())
+    title = "Probes answered by one instance, none restarted"
+    if restarted:
+        ph.add(
+            Check(
+                "cache.instances",
+                title,
+                "fail",
+                f"counters fell (a restart) at {', '.join(restarted)}; {detail}",
+                {"answered": answered, "restarted": restarted},
+                leads_to="rework",
+            )
+        )
+    elif spread:
+        ph.add(
+            Check(
+                "cache.instances",
+                title,
+                "fail",
+                f"the probes went to different instances ({detail}): warm hits cannot be judged; "
+                "route the probes to one instance (sticky sessions) or give only its --metrics-url",
+                {"answered": answered},
+                leads_to="rework",
+            )
+        )
+    else:
+        ph.add(Check("cache.instances", title, "pass", detail, {"answered": answered}))
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

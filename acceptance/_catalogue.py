@@ -89,6 +89,9 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("cache.metrics", "Prefix-cache counters scraped", (_R,), "Cache"),
     CheckSpec("cache.probes", "The four cache probes answered", (_R,), "Cache"),
     CheckSpec("cache.instance", "Counters come from the serving instance", (_R,), "Cache"),
+    CheckSpec(
+        "cache.instances", "With several metrics URLs: one instance answered, none restarted", (_R,), "Cache"
+    ),
     CheckSpec("cache.enabled", "Prefix caching enabled", (_R,), "Cache"),
     CheckSpec("cache.usage", "Answers report cached tokens", (_R,), "Cache"),
     CheckSpec("cache.cold", "Cold probe: queries up, hits near 0", (_R,), "Cache"),

@@ -306,3 +306,29 @@ def test_wirecheck_sim_dcgm_port_serves_the_simulated_exporter() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_several_metrics_urls_are_never_summed_and_name_the_instance_that_answered(tmp_path: Path) -> None:
+    cfg = SimConfig(**FAST)  # type: ignore[arg-type]
+    with serve(create_app(cfg)) as url, serve(create_app(cfg)) as other:
+        # the other instance has served traffic of its own: its counters must not leak into the probes
+        for _ in range(2):
+            httpx.post(
+                other + "/v1/chat/completions",
+                json={"messages": [{"role": "user", "content": "hi " * 200}]},
+                timeout=30,
+            )
+        opts = AcceptOptions(
+            target=url,
+            engine_url=url,
+            metrics_urls=[other + "/metrics", url + "/metrics"],
+            reviewer="ci",
+            out=tmp_path / "out",
+            phases=["cache"],
+        )
+        res = accept(opts, Progress(quiet=True))
+    cache = next(p for p in res.phases if p.name == "cache")
+    assert {r["instance"] for r in cache.data["probes"].values()} == {url + "/metrics"}
+    assert all(r["instances_moved"] == [url + "/metrics"] for r in cache.data["probes"].values())
+    c = checks(res)
+    assert c["cache.instances"].status == "pass" and c["cache.warm-a"].status == "pass"
