@@ -226,6 +226,11 @@ def _instances_check(ph: CacheResult, rows: dict[str, dict[str, Any]]) -> None:
         ph.add(Check("cache.instances", title, "pass", detail, {"answered": answered}))
 
 
+#: below this, prefill times are scheduling noise, not evidence (a real K3 cold prefill of the probe's
+#: ~3.6k tokens takes far longer)
+PREFILL_NOISE_S = 0.05
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else a / b
 
@@ -354,6 +359,11 @@ def _judge(
             and time_ratio <= max(3 * comp_ratio, comp_ratio + 0.5)
         )
         status = "pass" if falls and proportional else ("warn" if falls else "fail")
+        # a cold prefill this short is inside the scheduler's noise (the simulator at a small time scale
+        # on a loaded machine measured 4 ms -> 25 ms): the computed-token drop is the evidence then
+        noise = max(t_c, t_a) < PREFILL_NOISE_S and comp_ratio is not None and comp_ratio < 0.5
+        if status != "pass" and noise:
+            status = "info"
         ph.add(
             Check(
                 "cache.prefill-time",
@@ -364,6 +374,8 @@ def _judge(
                 + (
                     ""
                     if proportional
+                    else f"; under {PREFILL_NOISE_S * 1000:.0f} ms, within scheduling noise: judged by the computed tokens"
+                    if noise
                     else "; not in proportion: fixed per-request costs dominate or the hits are not used"
                 ),
                 {"time_ratio": time_ratio, "computed_ratio": comp_ratio},
