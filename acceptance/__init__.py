@@ -12,25 +12,46 @@ Only ``wirecheck/cli.py`` (and the demo it runs) imports this package.
 """
 
 from ._capacity import CapacityPlan
+from ._catalogue import CHECKS, CheckSpec
 from ._demo import run_demo
 from ._evidence import parse_fingerprint, read_container, read_host, read_startup_log
 from ._locust import LocustLoad, locustfile_path
-from ._model import Check, Limits, Phase, Slo, Verdict
+from ._model import (
+    CacheResult,
+    CapacityResult,
+    Check,
+    CompatResult,
+    InterfaceResult,
+    Limits,
+    PhaseResult,
+    Slo,
+    Verdict,
+)
+from ._phases import PHASES, AcceptancePhase, RunContext
 from ._probe import probe, probe_script
 from ._run import PROFILES, AcceptanceResult, AcceptOptions, Progress, accept, run_acceptance, via_taps
 from ._verdict import ALL_PHASES
 
 __all__ = [
     "ALL_PHASES",
+    "CHECKS",
+    "PHASES",
     "PROFILES",
     "AcceptOptions",
+    "AcceptancePhase",
     "AcceptanceResult",
+    "CacheResult",
     "CapacityPlan",
+    "CapacityResult",
     "Check",
+    "CheckSpec",
+    "CompatResult",
+    "InterfaceResult",
     "Limits",
     "LocustLoad",
-    "Phase",
+    "PhaseResult",
     "Progress",
+    "RunContext",
     "Slo",
     "Verdict",
     "accept",

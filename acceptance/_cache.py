@@ -20,10 +20,11 @@ from typing import Any
 
 import httpx
 
+from wirecheck.contracts import FAMILIES
 from wirecheck.generators import cache_probe_set
 
 from ._client import Metrics, Sample, delta, measure, scrape
-from ._model import Check, Phase
+from ._model import CacheResult, Check, PhaseResult
 
 __all__ = ["run_cache"]
 
@@ -91,8 +92,12 @@ async def run_cache(
     model: str | None,
     headers: dict[str, str],
     progress: Callable[[str], None],
-) -> tuple[Phase, list[Sample]]:
-    ph = Phase("cache")
+    family: str | None = None,
+    retention_interval: Any = None,
+) -> tuple[CacheResult, list[Sample]]:
+    """``family`` and the startup log's ``retention_interval`` tell a hybrid (KDA) cache where /metrics
+    does not: real vLLM exposes no hybrid label, only the simulator does (issue 15)."""
+    ph = CacheResult("cache")
     probes = cache_probe_set()
     run_id = uuid.uuid4().hex[:12]
     bodies = {
@@ -129,13 +134,13 @@ async def run_cache(
             )
             return ph, samples
         config = _config(before)
+        before_each = {u: await scrape(client, [u]) for u in metrics_urls} if len(metrics_urls) > 1 else {}
         for name in PROBES:
             progress(f"cache: {name}")
             s = await measure(
                 client, target.rstrip("/") + "/v1/chat/completions", bodies[name], headers=headers
             )
             samples.append(s)
-            after = await scrape(client, metrics_urls)
             row: dict[str, Any] = {
                 "ok": s.ok,
                 "error": s.error,
@@ -143,11 +148,29 @@ async def run_cache(
                 "usage_cached_tokens": s.cached_tokens,
                 "ttft_s": s.ttft_s,
             }
-            for key, metric in COUNTERS.items():
-                d = delta(before, after, metric)
-                row[key] = None if d is None else round(d, 6)
+            if len(metrics_urls) > 1:
+                # several instances are never summed (issue 15): the probe's deltas are the instance's
+                # whose counters moved, and a counter that fell is a restart, not a cache miss
+                after_each = {u: await scrape(client, [u]) for u in metrics_urls}
+                moved = {
+                    u: delta(before_each.get(u), m, "vllm:prefix_cache_queries_total") or 0.0
+                    for u, m in after_each.items()
+                }
+                answered = max(moved, key=lambda u: moved[u])
+                row["instance"] = answered
+                row["instances_moved"] = sorted(u for u, d in moved.items() if d > 0)
+                row["restarted"] = sorted(u for u, d in moved.items() if d < 0)
+                for key, metric in COUNTERS.items():
+                    d = delta(before_each.get(answered), after_each[answered], metric)
+                    row[key] = None if d is None else round(d, 6)
+                before_each = after_each
+            else:
+                after = await scrape(client, metrics_urls)
+                for key, metric in COUNTERS.items():
+                    d = delta(before, after, metric)
+                    row[key] = None if d is None else round(d, 6)
+                before = after
             rows[name] = row
-            before = after
     ph.data = {
         "run_id": run_id,
         "probes": rows,
@@ -155,15 +178,68 @@ async def run_cache(
         "shared_prefix_tokens_warm_b": shared_b,
         "sample_set_version": probes["version"],
     }
+    if len(metrics_urls) > 1:
+        _instances_check(ph, rows)
+    config = dict(config)
+    fam = FAMILIES.get(family or "")
+    if config.get("hybrid_kv_cache") is None and fam is not None and fam.hybrid_kv_cache:
+        # e.g. Kimi K3 mixes KDA (linear attention) with full attention: its prefix cache is hybrid
+        config["hybrid_kv_cache"] = "True"
+        ph.data["hybrid_from"] = f"model family {fam.name}"
+    elif config.get("hybrid_kv_cache") is not None:
+        ph.data["hybrid_from"] = "vllm:cache_config_info"
+    if config.get("prefix_cache_retention_interval") is None and retention_interval is not None:
+        config["prefix_cache_retention_interval"] = str(retention_interval)
     _judge(ph, rows, config, shared_b)
     return ph, samples
+
+
+def _instances_check(ph: CacheResult, rows: dict[str, dict[str, Any]]) -> None:
+    """With several metrics URLs: which instance answered each probe, and whether one restarted."""
+    answered = {n: r.get("instance") for n, r in rows.items()}
+    restarted = sorted({u for r in rows.values() for u in r.get("restarted", [])})
+    spread = len(set(answered.values())) > 1
+    detail = ", ".join(f"{n} on {u}" for n, u in answered.items())
+    title = "Probes answered by one instance, none restarted"
+    if restarted:
+        ph.add(
+            Check(
+                "cache.instances",
+                title,
+                "fail",
+                f"counters fell (a restart) at {', '.join(restarted)}; {detail}",
+                {"answered": answered, "restarted": restarted},
+                leads_to="rework",
+            )
+        )
+    elif spread:
+        ph.add(
+            Check(
+                "cache.instances",
+                title,
+                "fail",
+                f"the probes went to different instances ({detail}): warm hits cannot be judged; "
+                "route the probes to one instance (sticky sessions) or give only its --metrics-url",
+                {"answered": answered},
+                leads_to="rework",
+            )
+        )
+    else:
+        ph.add(Check("cache.instances", title, "pass", detail, {"answered": answered}))
+
+
+#: below this, prefill times are scheduling noise, not evidence (a real K3 cold prefill of the probe's
+#: ~3.6k tokens takes far longer)
+PREFILL_NOISE_S = 0.05
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else a / b
 
 
-def _judge(ph: Phase, rows: dict[str, dict[str, Any]], config: dict[str, str], shared_b: int | None) -> None:
+def _judge(
+    ph: PhaseResult, rows: dict[str, dict[str, Any]], config: dict[str, str], shared_b: int | None
+) -> None:
     failed = [n for n, r in rows.items() if not r["ok"]]
     if failed:
         errs = [str(rows[n]["error"]).lower() for n in failed]
@@ -285,6 +361,11 @@ def _judge(ph: Phase, rows: dict[str, dict[str, Any]], config: dict[str, str], s
             and time_ratio <= max(3 * comp_ratio, comp_ratio + 0.5)
         )
         status = "pass" if falls and proportional else ("warn" if falls else "fail")
+        # a cold prefill this short is inside the scheduler's noise (the simulator at a small time scale
+        # on a loaded machine measured 4 ms -> 25 ms): the computed-token drop is the evidence then
+        noise = max(t_c, t_a) < PREFILL_NOISE_S and comp_ratio is not None and comp_ratio < 0.5
+        if status != "pass" and noise:
+            status = "info"
         ph.add(
             Check(
                 "cache.prefill-time",
@@ -295,6 +376,8 @@ def _judge(ph: Phase, rows: dict[str, dict[str, Any]], config: dict[str, str], s
                 + (
                     ""
                     if proportional
+                    else f"; under {PREFILL_NOISE_S * 1000:.0f} ms, within scheduling noise: judged by the computed tokens"
+                    if noise
                     else "; not in proportion: fixed per-request costs dominate or the hits are not used"
                 ),
                 {"time_ratio": time_ratio, "computed_ratio": comp_ratio},

@@ -18,190 +18,45 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable
 from typing import Any
 
 import httpx
 
-from ._client import Metrics, MetricsSampler, Sample, delta, measure, scrape, summarize
+from ._client import Metrics, MetricsSampler, Sample, delta, scrape, summarize
+from ._drive import (
+    CapacityPlan,
+    LoadCtx,
+    Progress,
+    closed_loop,
+    healthy,
+    next_body,
+    next_spec,
+    oom_sign,
+    open_loop,
+    send_one,
+)
 from ._evidence import HostFacts
-from ._model import Check, Phase, Slo
-from ._workload import capacity_body, spec
+from ._gpu import GpuSampler, memory_summary
+from ._model import CapacityResult, Check, PhaseResult, Slo
 
 __all__ = ["CapacityPlan", "run_capacity"]
 
-Progress = Callable[[str], None]
-OOM_WORDS = ("out of memory", "oom", "cuda error")
 
-
-@dataclass(slots=True)
-class CapacityPlan:
-    ramp: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
-    #: requests per concurrency step: max(per_worker * concurrency, min_requests)
-    per_worker: int = 2
-    min_requests: int = 4
-    #: the concurrency production needs; a breach at or below it fails the phase
-    target_concurrency: int | None = None
-    #: open loop: arrival rates (requests/s) per step instead of concurrency
-    open_loop_rates: list[float] | None = None
-    open_loop_requests: int = 16
-    long_input_turns: list[int] = field(default_factory=lambda: [12, 48])
-    soak_requests: int = 24
-    soak_concurrency: int = 2
-    soak_windows: int = 3
-    soak_drift_max: float = 1.5
-    recover_wait_s: float = 5.0
-    sample_interval_s: float = 0.05
-    max_tokens: int = 256
-
-    @property
-    def target(self) -> int:
-        return self.target_concurrency or max(self.ramp)
-
-
-@dataclass(slots=True)
-class _Ctx:
-    client: httpx.AsyncClient
-    chat_url: str
-    health_url: str
-    metrics_urls: list[str]
-    model: str | None
-    headers: dict[str, str]
-    slo: Slo
-    plan: CapacityPlan
-    progress: Progress
-    seq: int = 0
-    samples: list[Sample] = field(default_factory=list)
-    #: the Locust load engine, when the load runs on Locust workers (else in this process)
-    load: Any = None
-
-
-def _spec(ctx: _Ctx, kind: str, turns: int = 2, salt: str = "") -> dict[str, Any]:
-    ctx.seq += 1
-    return spec(kind, ctx.seq, turns=turns, salt=salt, model=ctx.model, max_tokens=ctx.plan.max_tokens)
-
-
-def _body(ctx: _Ctx, kind: str, turns: int = 2, salt: str = "") -> dict[str, Any]:
-    return capacity_body(_spec(ctx, kind, turns, salt))
-
-
-async def _one(ctx: _Ctx, body: dict[str, Any]) -> Sample:
-    s = await measure(ctx.client, ctx.chat_url, body, headers=ctx.headers)
-    ctx.samples.append(s)
-    return s
-
-
-async def _closed(ctx: _Ctx, specs: list[dict[str, Any]], concurrency: int, label: str) -> list[Sample]:
-    if ctx.load is not None:
-        got: list[Sample] = await ctx.load.step(
-            label, specs, url=ctx.chat_url, headers=ctx.headers, users=concurrency
-        )
-        ctx.samples.extend(got)
-        return got
-    bodies = [capacity_body(sp) for sp in specs]
-    queue = list(reversed(bodies))
-    out: list[Sample] = []
-    done = 0
-
-    async def worker() -> None:
-        nonlocal done
-        while queue:
-            body = queue.pop()
-            out.append(await _one(ctx, body))
-            done += 1
-            ctx.progress(f"{label}: {done}/{len(bodies)}")
-
-    await asyncio.gather(*(worker() for _ in range(max(concurrency, 1))))
-    return out
-
-
-def _schedule_stats(samples: list[Sample], rate: float, wall: float) -> dict[str, Any]:
-    interval = 1.0 / rate
-    lags = [s.lag_s for s in samples]
-    tolerance = max(0.1 * interval, 0.005)
-    behind = [x for x in lags if x > tolerance]
-    spans = sorted([(s.started_s, 1) for s in samples] + [(s.started_s + s.e2e_s, -1) for s in samples])
-    peak = level = 0
-    for _, d in spans:
-        level += d
-        peak = max(peak, level)
-    return {
-        "rate_rps": rate,
-        "interval_s": round(interval, 6),
-        "max_lag_s": round(max(lags, default=0.0), 6),
-        "late_sends": len(behind),
-        "fell_behind": bool(behind),
-        "peak_in_flight": peak,
-        "achieved_rps": round(len(samples) / max(wall, 1e-9), 3),
-    }
-
-
-async def _open(
-    ctx: _Ctx, specs: list[dict[str, Any]], rate: float, label: str
-) -> tuple[list[Sample], dict[str, Any]]:
-    """Send at fixed intervals whatever the answers do; record how late each send was."""
-    if ctx.load is not None:
-        t_start = time.monotonic()
-        got: list[Sample] = await ctx.load.step(
-            label, specs, url=ctx.chat_url, headers=ctx.headers, users=len(specs), rate=rate
-        )
-        ctx.samples.extend(got)
-        return got, _schedule_stats(got, rate, time.monotonic() - t_start)
-    bodies = [capacity_body(sp) for sp in specs]
-    interval = 1.0 / rate
-    t0 = time.monotonic()
-    tasks: list[asyncio.Task[Sample]] = []
-    lags: list[float] = []
-    in_flight = peak = 0
-
-    async def fire(body: dict[str, Any], lag: float) -> Sample:
-        nonlocal in_flight, peak
-        in_flight += 1
-        peak = max(peak, in_flight)
-        try:
-            s = await _one(ctx, body)
-            s.lag_s = lag
-            return s
-        finally:
-            in_flight -= 1
-
-    for i, body in enumerate(bodies):
-        due = t0 + i * interval
-        now = time.monotonic()
-        if due > now:
-            await asyncio.sleep(due - now)
-        lag = max(time.monotonic() - due, 0.0)
-        lags.append(lag)
-        tasks.append(asyncio.ensure_future(fire(body, lag)))
-        ctx.progress(f"{label}: sent {i + 1}/{len(bodies)}")
-    samples = list(await asyncio.gather(*tasks))
-    stats = _schedule_stats(samples, rate, time.monotonic() - t0)
-    stats["peak_in_flight"] = max(stats["peak_in_flight"], peak)
-    return samples, stats
-
-
-def _oom_sign(samples: list[Sample]) -> list[str]:
-    return [s.error for s in samples if s.error and any(w in s.error.lower() for w in OOM_WORDS)]
-
-
-async def _healthy(ctx: _Ctx) -> bool | None:
-    try:
-        r = await ctx.client.get(ctx.health_url, timeout=5)
-    except httpx.HTTPError:
-        return False
-    return r.status_code == 200
-
-
-async def _step(ctx: _Ctx, label: str, run: Awaitable[Any]) -> dict[str, Any]:
+async def _step(ctx: LoadCtx, label: str, run: Awaitable[Any]) -> dict[str, Any]:
     before = await scrape(ctx.client, ctx.metrics_urls) if ctx.metrics_urls else None
     sampler = MetricsSampler(ctx.client, ctx.metrics_urls, ctx.plan.sample_interval_s)
+    # coarser than the engine gauges: GPU memory moves slowly, and an exporter scrape is not free
+    gpu = GpuSampler(ctx.client, ctx.gpu_source, max(4 * ctx.plan.sample_interval_s, 0.2))
+    gpu_before = await gpu.sample()
     sampler.start()
+    gpu.start()
     t0 = time.monotonic()
     try:
         result = await run
     finally:
         series = await sampler.stop()
+        gpu_series = await gpu.stop()
     wall = time.monotonic() - t0
     after = await scrape(ctx.client, ctx.metrics_urls) if ctx.metrics_urls else None
     samples, extra = result if isinstance(result, tuple) else (result, {})
@@ -216,10 +71,16 @@ async def _step(ctx: _Ctx, label: str, run: Awaitable[Any]) -> dict[str, Any]:
     row["running_max"] = max(running) if running else None
     row["preemptions"] = delta(before, after, "vllm:num_preemptions_total")
     row["series"] = series
-    oom = _oom_sign(samples)
+    # per GPU through the step (issue 15): the curve, and the reading before and after it
+    row["gpu_series"] = gpu_series
+    row["gpu_before"] = memory_summary(gpu_before)
+    row["gpu_after"] = memory_summary(gpu_series[-1]["gpus"]) if gpu_series else None
+    peaks = [g["used_mib"] for snap in gpu_series for g in snap["gpus"]]
+    row["gpu_used_max_mib"] = round(max(peaks)) if peaks else None
+    oom = oom_sign(samples)
     row["oom"] = bool(oom)
     if samples and (oom or any((s.status or 0) >= 500 for s in samples)):
-        row["healthy_after"] = await _healthy(ctx)
+        row["healthy_after"] = await healthy(ctx)
         if row["healthy_after"] is False:
             row["oom"] = True  # the engine is dead after the step, with or without an OOM message
     row["_before"], row["_after"] = before, after
@@ -256,9 +117,11 @@ def _strip(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if not k.startswith("_")}
 
 
-async def _load_phase(ctx: _Ctx, ph: Phase, hosts: list[HostFacts], startup: dict[str, Any] | None) -> None:
-    healthy = await _healthy(ctx)
-    first = await _one(ctx, _body(ctx, "varied"))
+async def _load_phase(
+    ctx: LoadCtx, ph: PhaseResult, hosts: list[HostFacts], startup: dict[str, Any] | None
+) -> None:
+    up = await healthy(ctx)
+    first = await send_one(ctx, next_body(ctx, "varied"))
     mem = [
         {
             "source": h.source,
@@ -270,18 +133,18 @@ async def _load_phase(ctx: _Ctx, ph: Phase, hosts: list[HostFacts], startup: dic
         if h.memory_total_mib
     ]
     data = {
-        "healthy": healthy,
+        "healthy": up,
         "first_request": first.to_json(),
         "gpu_memory": mem,
         "startup": startup,
     }
     ph.data["load"] = data
-    detail = f"/health {'200' if healthy else 'not ready'}; first request {'ok' if first.ok else first.error} in {first.e2e_s:.3f}s"
+    detail = f"/health {'200' if up else 'not ready'}; first request {'ok' if first.ok else first.error} in {first.e2e_s:.3f}s"
     if startup:
         detail += f"; startup {startup.get('startup_s')}s, weights {startup.get('weight_load_s')}s"
     if mem:
         detail += f"; GPU memory {mem[-1]['used_mib']}/{mem[-1]['total_mib']} MiB"
-    ok = bool(healthy) and first.ok
+    ok = bool(up) and first.ok
     ph.add(
         Check(
             "capacity.load",
@@ -294,11 +157,11 @@ async def _load_phase(ctx: _Ctx, ph: Phase, hosts: list[HostFacts], startup: dic
     )
 
 
-async def _long_phase(ctx: _Ctx, ph: Phase) -> None:
+async def _long_phase(ctx: LoadCtx, ph: PhaseResult) -> None:
     rows = []
     for turns in ctx.plan.long_input_turns:
         ctx.progress(f"long input: {turns} turns")
-        (s,) = await _closed(ctx, [_spec(ctx, "long", turns=turns)], 1, f"long input {turns}")
+        (s,) = await closed_loop(ctx, [next_spec(ctx, "long", turns=turns)], 1, f"long input {turns}")
         rows.append({"turns": turns, **s.to_json()})
     ph.data["long_input"] = rows
     failed = [r for r in rows if not r["ok"]]
@@ -342,7 +205,7 @@ async def _long_phase(ctx: _Ctx, ph: Phase) -> None:
         )
 
 
-async def _ramp_phase(ctx: _Ctx, ph: Phase) -> None:
+async def _ramp_phase(ctx: LoadCtx, ph: CapacityResult) -> None:
     plan, slo = ctx.plan, ctx.slo
     steps: list[dict[str, Any]] = []
     levels: list[tuple[int, float | None]] = (
@@ -352,13 +215,13 @@ async def _ramp_phase(ctx: _Ctx, ph: Phase) -> None:
     for conc, rate in levels:
         if rate is not None:
             label = f"ramp {rate:g} rps"
-            specs = [_spec(ctx, "varied") for _ in range(plan.open_loop_requests)]
-            row = await _step(ctx, label, _open(ctx, specs, rate, label))
+            specs = [next_spec(ctx, "varied") for _ in range(plan.open_loop_requests)]
+            row = await _step(ctx, label, open_loop(ctx, specs, rate, label))
         else:
             label = f"ramp c={conc}"
             n = max(plan.per_worker * conc, plan.min_requests)
-            specs = [_spec(ctx, "varied") for _ in range(n)]
-            row = await _step(ctx, label, _closed(ctx, specs, conc, label))
+            specs = [next_spec(ctx, "varied") for _ in range(n)]
+            row = await _step(ctx, label, closed_loop(ctx, specs, conc, label))
         row["concurrency"] = conc if rate is None else row.get("peak_in_flight")
         row["breaches"] = _breaches(row, slo)
         row["resource"] = _resource_signs(row)
@@ -370,11 +233,11 @@ async def _ramp_phase(ctx: _Ctx, ph: Phase) -> None:
         if row["breaches"]:
             stopped = row
             break
-    ph.data["ramp"] = [_strip(r) for r in steps]
+    ph.ramp = ph.data["ramp"] = [_strip(r) for r in steps]
     target = plan.target
     within = [r for r in steps if not r["breaches"]]
     knee = max((r["concurrency"] or 0 for r in within), default=0)
-    ph.data["max_good_concurrency"] = knee
+    ph.max_good_concurrency = ph.data["max_good_concurrency"] = knee
     ph.data["target_concurrency"] = target
     resource_rows = [r for r in steps if r["resource"] and (r["concurrency"] or 0) <= max(target, 1)]
     lagging = [r for r in steps if r.get("fell_behind")]
@@ -450,52 +313,106 @@ async def _ramp_phase(ctx: _Ctx, ph: Phase) -> None:
     if ooms:
         r = ooms[0]
         evidence = await _oom_evidence(ctx, r)
-        ph.data["oom"] = evidence
+        ph.oom = ph.data["oom"] = evidence
         ph.add(
             Check(
                 "capacity.oom",
                 "No out-of-memory",
                 "fail",
-                f"{r['label']}: the engine died; recovered: {evidence['recovered']}",
+                f"{r['label']}: the engine died at concurrency {evidence['concurrency']}; {evidence['state']}",
                 evidence,
                 leads_to="scale-up",
             )
         )
 
 
-async def _oom_evidence(ctx: _Ctx, row: dict[str, Any]) -> dict[str, Any]:
+def _gpu_check(ph: CapacityResult, source: Any, at_load: dict[str, Any] | None) -> None:
+    """Per-GPU memory measured through every step, or the item stays open (issue 15)."""
+    steps = [*ph.ramp, *([ph.data["soak"]] if "soak" in ph.data else [])]
+    sampled = [r for r in steps if r.get("gpu_series")]
+    ph.data["gpu"] = {
+        "source": getattr(source, "name", None),
+        "simulated": bool(getattr(source, "simulated", False)),
+        "at_load": at_load,
+        "steps_sampled": len(sampled),
+        "steps": len(steps),
+    }
+    title = "Per-GPU memory and utilisation measured through every step"
+    if source is None:
+        detail = (
+            "no GPU source: give --gpu-metrics-url (a DCGM exporter), install nvidia-ml-py on the GPU host, "
+            "or run where nvidia-smi is on PATH; a host file's one snapshot is not a memory curve"
+        )
+        ph.add(Check("capacity.gpu-memory", title, "missing", detail, leads_to="rework"))
+    elif not steps or len(sampled) < len(steps) or at_load is None:
+        detail = f"{source.name}: {len(sampled)} of {len(steps)} steps sampled" + (
+            "" if at_load else "; no reading after load"
+        )
+        ph.add(Check("capacity.gpu-memory", title, "missing", detail, ph.data["gpu"], leads_to="rework"))
+    else:
+        peak = max(r.get("gpu_used_max_mib") or 0 for r in sampled)
+        detail = (
+            f"{source.name}: {at_load['gpus']} GPUs, {at_load['used_mib_max']} of {at_load['total_mib']} MiB "
+            f"after load, peak {peak} MiB over {len(sampled)} steps"
+        )
+        ph.add(Check("capacity.gpu-memory", title, "pass", detail, ph.data["gpu"]))
+
+
+async def _oom_evidence(ctx: LoadCtx, row: dict[str, Any]) -> dict[str, Any]:
+    """What the checklist asks of an OOM: the request sizes, the concurrency, the context settings,
+    the flags that change memory, GPU memory before and after, and what became of the process."""
     before: Metrics | None = row.get("_before")
     after: Metrics | None = row.get("_after")
     sizes = [s.prompt_tokens for s in ctx.samples if s.prompt_tokens]
     deadline = time.monotonic() + ctx.plan.recover_wait_s
     recovered = False
     while time.monotonic() < deadline:
-        if await _healthy(ctx):
-            probe = await _one(ctx, _body(ctx, "varied"))
+        if await healthy(ctx):
+            probe = await send_one(ctx, next_body(ctx, "varied"))
             recovered = probe.ok
             if recovered:
                 break
         await asyncio.sleep(min(0.2, ctx.plan.recover_wait_s / 10))
+    flags = (ctx.startup or {}).get("flags") or {}
+    up = await healthy(ctx)
+    state = (
+        "recovered" if recovered else ("up but failing requests" if up else "dead (exited or left broken)")
+    )
     return {
         "step": row["label"],
         "concurrency": row.get("concurrency"),
+        "requests_in_step": row.get("requests"),
+        "step_wall_s": row.get("wall_s"),
+        "waiting_max": row.get("waiting_max"),
+        "loading_finished": True,  # the load phase served before the ramp began
+        "input_tokens_max": max(sizes) if sizes else None,
+        "input_tokens_mean": round(sum(sizes) / len(sizes), 1) if sizes else None,
         "request_prompt_tokens_max": max(sizes) if sizes else None,
         "request_prompt_tokens_mean": round(sum(sizes) / len(sizes), 1) if sizes else None,
+        "max_output_tokens": ctx.plan.max_tokens,
+        "max_model_len": flags.get("max_model_len"),
+        "prefix_caching": flags.get("enable_prefix_caching"),
+        "kv_offload": flags.get("kv_offload"),
         "kv_usage_before": before.value("vllm:kv_cache_usage_perc") if before else None,
         "kv_usage_after": after.value("vllm:kv_cache_usage_perc") if after else None,
-        "errors": _oom_sign(ctx.samples)[:5],
+        "gpu_memory_before": row.get("gpu_before"),
+        "gpu_memory_after": row.get("gpu_after"),
+        "gpu_memory_peak_mib": row.get("gpu_used_max_mib"),
+        "errors": oom_sign(ctx.samples)[:5],
         "recovered": recovered,
+        "state": state,
         "recover_wait_s": ctx.plan.recover_wait_s,
     }
 
 
-async def _soak_phase(ctx: _Ctx, ph: Phase) -> None:
+async def _soak_phase(ctx: LoadCtx, ph: PhaseResult) -> None:
     plan = ctx.plan
-    fixed = _spec(ctx, "fixed")
+    fixed = next_spec(ctx, "fixed")
     specs = [
-        fixed if i % 2 == 0 else _spec(ctx, "varied", salt=f"[soak {i}] ") for i in range(plan.soak_requests)
+        fixed if i % 2 == 0 else next_spec(ctx, "varied", salt=f"[soak {i}] ")
+        for i in range(plan.soak_requests)
     ]
-    row = await _step(ctx, "soak", _closed(ctx, specs, plan.soak_concurrency, "soak"))
+    row = await _step(ctx, "soak", closed_loop(ctx, specs, plan.soak_concurrency, "soak"))
     run = list(ctx.samples[-len(specs) :])
     w = max(plan.soak_windows, 1)
     size = max(len(run) // w, 1)
@@ -581,13 +498,14 @@ async def run_capacity(
     startup: dict[str, Any] | None,
     progress: Progress,
     load: Any = None,
-) -> tuple[Phase, list[Sample]]:
+    gpu_source: Any = None,
+) -> tuple[CapacityResult, list[Sample]]:
     """``load``: a started :class:`LocustLoad` to run the load on Locust workers (else in process)."""
-    ph = Phase("capacity")
+    ph = CapacityResult("capacity")
     async with httpx.AsyncClient(
         timeout=httpx.Timeout(600, connect=10), limits=httpx.Limits(max_connections=1024)
     ) as client:
-        ctx = _Ctx(
+        ctx = LoadCtx(
             client,
             target.rstrip("/") + "/v1/chat/completions",
             health_url,
@@ -598,7 +516,7 @@ async def run_capacity(
             plan,
             progress,
         )
-        ctx.load = load
+        ctx.load, ctx.gpu_source, ctx.startup = load, gpu_source, startup
         ph.data["load_engine"] = load.info if load is not None else {"engine": "in-process"}
         if not metrics_urls:
             ph.add(
@@ -620,11 +538,13 @@ async def run_capacity(
                     leads_to="rework",
                 )
             )
+        load_gpu = await GpuSampler(client, gpu_source, plan.sample_interval_s).sample()
         await _load_phase(ctx, ph, hosts, startup)
         await _long_phase(ctx, ph)
         await _ramp_phase(ctx, ph)
-        if not ph.data.get("oom"):
+        if ph.oom is None:
             await _soak_phase(ctx, ph)
+        _gpu_check(ph, gpu_source, memory_summary(load_gpu))
         ph.data["slo"] = {
             "ttft_p95_s": slo.ttft_p95_s,
             "itl_p95_s": slo.itl_p95_s,

@@ -28,7 +28,9 @@ from ._evidence import (
     read_startup_log,
     version_at_least,
 )
-from ._model import Check, Phase
+from ._model import Check, CompatResult, PhaseResult
+from ._topology import read_topo, topology_checks
+from ._warnings import judge
 
 __all__ = ["SELF_BUILT_FIELDS", "CompatInputs", "run_compat"]
 
@@ -58,6 +60,11 @@ class CompatInputs:
     official_image: bool = False
     self_built: str | None = None
     family: str = RECIPE_FAMILY
+    #: every node's startup log after the first (issue 15: multi-node), and `nvidia-smi topo -m` files
+    more_startup_logs: list[str] = field(default_factory=list)
+    topology_files: list[str] = field(default_factory=list)
+    #: --ack-warning: regexes of startup-log warnings the operator has explained (issue 15)
+    ack_warnings: list[str] = field(default_factory=list)
     #: what the engine said: GET /version, and system_fingerprint from an answer
     version: str | None = None
     fingerprint: str | None = None
@@ -70,7 +77,7 @@ def _driver_tuple(v: str) -> tuple[int, ...] | None:
         return None
 
 
-def _host_checks(ph: Phase, hosts: list[HostFacts]) -> None:
+def _host_checks(ph: PhaseResult, hosts: list[HostFacts]) -> None:
     if not hosts:
         ph.add(
             Check(
@@ -137,7 +144,7 @@ def _host_checks(ph: Phase, hosts: list[HostFacts]) -> None:
     )
 
 
-def _container_checks(ph: Phase, c: ContainerFacts | None, hosts: list[HostFacts]) -> None:
+def _container_checks(ph: PhaseResult, c: ContainerFacts | None, hosts: list[HostFacts]) -> None:
     title = "CUDA 13 runtime in the container"
     if c is None or not c.cuda_runtime:
         smi = next((h.driver_cuda for h in hosts if h.driver_cuda), None)
@@ -192,7 +199,7 @@ def _container_checks(ph: Phase, c: ContainerFacts | None, hosts: list[HostFacts
 
 
 def _version_checks(
-    ph: Phase, inp: CompatInputs, c: ContainerFacts | None, log: StartupLog | None, official: bool
+    ph: PhaseResult, inp: CompatInputs, c: ContainerFacts | None, log: StartupLog | None, official: bool
 ) -> None:
     title = f"vLLM >= {MIN_VLLM}"
     version = inp.version or (c.vllm if c else None) or (log.version if log else None)
@@ -259,7 +266,7 @@ def _version_checks(
         )
 
 
-def _fingerprint_checks(ph: Phase, inp: CompatInputs, log: StartupLog | None) -> None:
+def _fingerprint_checks(ph: PhaseResult, inp: CompatInputs, log: StartupLog | None) -> None:
     if not inp.fingerprint:
         ph.add(
             Check(
@@ -303,7 +310,7 @@ def _fingerprint_checks(ph: Phase, inp: CompatInputs, log: StartupLog | None) ->
     )
 
 
-def _log_checks(ph: Phase, log: StartupLog | None, family: str) -> None:
+def _log_checks(ph: PhaseResult, log: StartupLog | None, family: str, acks: list[str]) -> None:
     if log is None:
         ph.add(
             Check(
@@ -358,15 +365,52 @@ def _log_checks(ph: Phase, log: StartupLog | None, family: str) -> None:
             },
         )
     )
-    for i, w in enumerate(log.warnings):
-        ph.add(
-            Check(f"compat.log-warning.{i + 1}", "Startup log warning or fallback", "warn", w, {"line": w})
-        )
-    for i, e in enumerate(log.errors):
-        ph.add(Check(f"compat.log-error.{i + 1}", "Startup log error", "warn", e, {"line": e}))
+    _warning_checks(ph, log, acks)
 
 
-def _image_checks(ph: Phase, inp: CompatInputs, c: ContainerFacts | None) -> dict[str, Any] | None:
+def _warning_checks(ph: PhaseResult, log: StartupLog, acks: list[str]) -> None:
+    """Known-dangerous lines block go by kind; every other one passes only when acknowledged (issue 15)."""
+    for prefix, title, lines in (
+        ("compat.log-warning", "Startup log warning or fallback", log.warnings),
+        ("compat.log-error", "Startup log error", log.errors),
+    ):
+        for j in judge(lines, acks):
+            # numbered across every node's log, so two logs never give two checks one id
+            n = 1 + sum(1 for c in ph.checks if c.id.startswith(prefix + "."))
+            ev: dict[str, Any] = {
+                "line": j.line,
+                "judged": j.verdict,
+                "kind": j.kind,
+                "ack": j.ack,
+                "log": log.source,
+            }
+            if j.verdict == "danger":
+                ph.add(
+                    Check(
+                        f"compat.log-danger.{len([c for c in ph.checks if c.id.startswith('compat.log-danger.')]) + 1}",
+                        "Known-dangerous startup warning",
+                        "fail",
+                        f"{j.kind}: {j.why}: {j.line}",
+                        ev,
+                        leads_to=j.leads_to,
+                    )
+                )
+            elif j.verdict == "acknowledged":
+                ph.add(Check(f"{prefix}.{n}", title, "warn", f"acknowledged ({j.ack}): {j.line}", ev))
+            else:
+                ph.add(
+                    Check(
+                        f"{prefix}.{n}",
+                        title,
+                        "missing",
+                        f"not acknowledged: explain it, then pass --ack-warning REGEX: {j.line}",
+                        ev,
+                        leads_to="rework",
+                    )
+                )
+
+
+def _image_checks(ph: PhaseResult, inp: CompatInputs, c: ContainerFacts | None) -> dict[str, Any] | None:
     image = c.image if c else None
     if inp.self_built:
         try:
@@ -431,8 +475,31 @@ def _image_checks(ph: Phase, inp: CompatInputs, c: ContainerFacts | None) -> dic
     return None
 
 
-def run_compat(inp: CompatInputs) -> Phase:
-    ph = Phase("compat")
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, int) or (isinstance(v, str) and v.isdigit()) else None
+
+
+def _memory_flags(log: StartupLog) -> dict[str, Any]:
+    """The flags an OOM's evidence names (issue 15): context length, prefix caching, KV offload, parallelism."""
+    offload = [
+        f"{k}={log.flag(k)}"
+        for k in ("kv_transfer_config", "kv_offloading_size", "kv_offloading_backend", "cpu_offload_gb")
+        if log.flag(k) not in (None, 0, "0", "None")
+    ]
+    mml = log.flag("max_model_len") or log.flag("max_seq_len")
+    return {
+        "max_model_len": int(mml) if str(mml).isdigit() else mml,
+        "enable_prefix_caching": log.flag("enable_prefix_caching"),
+        "kv_offload": ", ".join(offload) or False,
+        "prefix_cache_retention_interval": log.flag("prefix_cache_retention_interval"),
+        "tensor_parallel_size": log.flag("tensor_parallel_size"),
+        "pipeline_parallel_size": log.flag("pipeline_parallel_size"),
+        "data_parallel_size": log.flag("data_parallel_size"),
+    }
+
+
+def run_compat(inp: CompatInputs) -> CompatResult:
+    ph = CompatResult("compat")
     hosts = inp.hosts if inp.hosts is not None else [read_host(p) for p in inp.host_files]
     container = read_container(inp.container_file) if inp.container_file else None
     log = read_startup_log(inp.startup_log) if inp.startup_log else None
@@ -442,7 +509,21 @@ def run_compat(inp: CompatInputs) -> Phase:
     _container_checks(ph, container, hosts)
     _version_checks(ph, inp, container, log, official)
     _fingerprint_checks(ph, inp, log)
-    _log_checks(ph, log, inp.family)
+    _log_checks(ph, log, inp.family, inp.ack_warnings)
+    more = [read_startup_log(p) for p in inp.more_startup_logs]
+    for extra in more:
+        _warning_checks(ph, extra, inp.ack_warnings)
+    fp = parse_fingerprint(inp.fingerprint or "") or {}
+    parallel = {
+        k: _int(log.flag(flag) if log else None) or fp.get(k)
+        for k, flag in (
+            ("tp", "tensor_parallel_size"),
+            ("pp", "pipeline_parallel_size"),
+            ("dp", "data_parallel_size"),
+        )
+    }
+    topos = [read_topo(p) for p in inp.topology_files]
+    topo = topology_checks(ph, hosts, topos, [x for x in [log, *more] if x], parallel)
     ph.data = {
         "image_column": "self-built" if record is not None else "official",
         "self_built": record,
@@ -467,6 +548,7 @@ def run_compat(inp: CompatInputs) -> Phase:
             "torch": container.torch,
             "vllm": container.vllm,
             "nccl": container.nccl,
+            "image_digest": container.image_digest,
         },
         "startup": None
         if log is None
@@ -481,9 +563,26 @@ def run_compat(inp: CompatInputs) -> Phase:
             "max_concurrency": log.max_concurrency,
             "warnings": log.warnings,
             "key_lines": (log.nccl[:3] + log.cuda[:3] + log.dp[:3]),
+            "flags": _memory_flags(log),
         },
+        "topology": topo,
         "version": inp.version,
         "fingerprint": inp.fingerprint,
         "parsed_version": list(parse_version(inp.version) or []) if inp.version else None,
     }
+    ph.container = ph.data["container"] or {}
+    ph.simulated = [
+        src
+        for src, sim in [
+            *((h.source, h.simulated) for h in hosts),
+            *([(container.source, container.simulated)] if container else []),
+            *([(log.source, log.simulated)] if log else []),
+            *((x.source, x.simulated) for x in more),
+            *((t.source, t.simulated) for t in topos),
+        ]
+        if sim
+    ]
+    ph.startup = ph.data["startup"]
+    ph.self_built = record
+    ph.topology = topo
     return ph

@@ -17,7 +17,13 @@ from typing import Any
 
 from wirecheck.contracts import InputError
 
+from ._warnings import DANGEROUS, clean_line
+
+#: what the simulator writes into every evidence file (issue 15): a verdict built on it must say so
+SIM_MARKER = "wirecheck-simulated-evidence"
+
 __all__ = [
+    "SIM_MARKER",
     "ContainerFacts",
     "GpuFacts",
     "HostFacts",
@@ -37,6 +43,9 @@ class GpuFacts:
     architecture: str | None = None
     memory_total_mib: int | None = None
     memory_used_mib: int | None = None
+    #: nvidia-smi -q -x only: the GPU's UUID (tells hosts apart) and its Fabric Manager state
+    uuid: str | None = None
+    fabric: str | None = None
 
 
 @dataclass(slots=True)
@@ -47,6 +56,7 @@ class HostFacts:
     driver: str | None = None
     driver_cuda: str | None = None  # the driver's maximum CUDA version: not the container's runtime
     gpus: list[GpuFacts] = field(default_factory=list)
+    simulated: bool = False
 
     @property
     def memory_used_mib(self) -> int | None:
@@ -87,6 +97,8 @@ def _host_xml(text: str, source: str) -> HostFacts:
                 architecture=(gpu.findtext("product_architecture") or "").strip() or None,
                 memory_total_mib=_mib(gpu.findtext("fb_memory_usage/total")),
                 memory_used_mib=_mib(gpu.findtext("fb_memory_usage/used")),
+                uuid=(gpu.findtext("uuid") or "").strip() or None,
+                fabric=(gpu.findtext("fabric/state") or "").strip() or None,
             )
         )
     return facts
@@ -138,9 +150,9 @@ def _read(path: str | Path, what: str) -> str:
 def read_host(path: str | Path) -> HostFacts:
     """Read ``nvidia-smi -q -x`` XML or plain ``nvidia-smi`` output (told apart by content)."""
     text = _read(path, "host info")
-    if text.lstrip().startswith("<"):
-        return _host_xml(text, str(path))
-    return _host_plain(text, str(path))
+    facts = _host_xml(text, str(path)) if text.lstrip().startswith("<") else _host_plain(text, str(path))
+    facts.simulated = SIM_MARKER in text
+    return facts
 
 
 @dataclass(slots=True)
@@ -155,6 +167,8 @@ class ContainerFacts:
     python: str | None = None
     collected_at: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    image_digest: str | None = None
+    simulated: bool = False
 
 
 def read_container(path: str | Path) -> ContainerFacts:
@@ -186,6 +200,8 @@ def read_container(path: str | Path) -> ContainerFacts:
         python=s("python"),
         collected_at=s("collected_at"),
         env={str(k): str(v) for k, v in env.items()},
+        image_digest=s("image_digest"),
+        simulated=SIM_MARKER in text,
     )
 
 
@@ -210,6 +226,7 @@ class StartupLog:
     dp: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    simulated: bool = False
 
     def flag(self, name: str) -> Any:
         """A server flag as the log shows it: non-default args first, then the engine config line."""
@@ -245,13 +262,17 @@ def read_startup_log(path: str | Path) -> StartupLog:
     """Read a vLLM server log: version, flags, engine config, KV cache lines, NCCL/CUDA lines, every
     WARNING and fallback, and the load timings."""
     text = _read(path, "startup log")
-    log = StartupLog(str(path))
+    log = StartupLog(str(path), simulated=SIM_MARKER in text)
     first: float | None = None
     last: float | None = None
     recognised = 0
     for raw in text.splitlines():
-        line = raw.rstrip()
+        # worker lines carry colour codes and a process prefix: (Worker_TP1 pid=..), (EngineCore_DP0 pid=..)
+        line = clean_line(raw.rstrip())
         st = _STAMP.match(line)
+        if not st and "NCCL" in line and any(d.pattern.search(line) for d in DANGEROUS):
+            # NCCL_DEBUG lines have no vLLM stamp; the transport they choose is what matters (issue 15)
+            log.warnings.append(line)
         if st:
             recognised += 1
             t = _seconds(st.group(2))
@@ -289,7 +310,7 @@ def read_startup_log(path: str | Path) -> StartupLog:
         if m := re.search(r"Model loading took " + _NUM + " GiB(?: memory)? and " + _NUM + " seconds", line):
             log.model_load_gib = float(m.group(1).replace(",", ""))
             log.model_load_s = float(m.group(2).replace(",", ""))
-        if re.search(r"nccl", line, re.I) and st:
+        if re.search(r"nccl", line, re.I) and (st or re.search(r"NCCL (?:INFO|WARN)", line)):
             log.nccl.append(line)
         elif re.search(r"\bCUDA\b|cuda graph|cudagraph", line) and st:
             log.cuda.append(line)

@@ -28,7 +28,7 @@ from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges
 from wirecheck.generators import CITIES, run_scenarios
 
 from ._client import Sample, measure
-from ._model import Check, Limits, Phase
+from ._model import Check, InterfaceResult, Limits
 
 __all__ = ["TapSource", "interface_requests", "run_interface"]
 
@@ -178,9 +178,20 @@ async def _send(
     ]
 
 
-def _finding_json(f: Finding) -> dict[str, Any]:
+#: the blame for what a caller saw through an unverified gateway: never model, parser or engine
+UNVERIFIED = "gateway-or-engine (unverified)"
+
+
+def _blame(f: Finding, unverified: bool) -> str:
+    fault = str(f.fault)
+    return UNVERIFIED if unverified and fault not in ("caller", "gateway") else fault
+
+
+def _finding_json(f: Finding, unverified: bool = False) -> dict[str, Any]:
     d = f.to_dict()
     d.pop("evidence", None)
+    if unverified:
+        d["fault"] = _blame(f, True)
     return d
 
 
@@ -197,8 +208,11 @@ async def run_interface(
     taps: TapSource | None,
     family: str = "auto",
     progress: Callable[[str], None],
-) -> tuple[Phase, list[Sample]]:
-    ph = Phase("interface")
+    through_gateway: bool = False,
+) -> tuple[InterfaceResult, list[Sample]]:
+    """``through_gateway``: the target is not the engine; without ``taps`` (an engine-side capture) the
+    gateway is unverified and no fault is put on the model, the parser or the engine (issue 15)."""
+    ph = InterfaceResult("interface")
     url = target.rstrip("/") + "/v1/chat/completions"
     direct = CheckConfig(direct=True, family=family)
     attempts: list[_Attempt] = []
@@ -235,15 +249,21 @@ async def run_interface(
                 )
         result = check_exchanges(exchanges, config)
         errors = [f for f in result.findings if f.severity == "error"]
+        unverified = through_gateway and taps is None
+        if unverified:
+            attributed_from = (
+                "caller only, through a gateway without an engine-side capture: the gateway is unverified, "
+                "and what the caller saw may be the gateway's doing (nothing is put on the model)"
+            )
         by_corr = {ex.id: ex.correlation for ex in exchanges}
         req_of = {s.correlation: at.request for at in attempts for s in at.samples}
-        by_fault: Counter[str] = Counter(str(f.fault) for f in errors)
-        by_rule: Counter[str] = Counter(f"{f.rule} [{f.fault}]" for f in errors)
+        by_fault: Counter[str] = Counter(_blame(f, unverified) for f in errors)
+        by_rule: Counter[str] = Counter(f"{f.rule} [{_blame(f, unverified)}]" for f in errors)
         per_request: dict[int, set[str]] = {}
         for f in errors:
             r = req_of.get(by_corr.get(f.exchange_id) or "")
             if r is not None:
-                per_request.setdefault(r, set()).add(str(f.fault))
+                per_request.setdefault(r, set()).add(_blame(f, unverified))
         # scenarios: hypothesis agent loops against the same target, their shrunk failure re-sent
         scen: dict[str, Any] = {"examples": scenario_examples, "ran": False}
         if scenario_examples > 0:
@@ -287,7 +307,7 @@ async def run_interface(
             "attempts": sum(1 for at in attempts if at.request == i),
             "blamed": sorted(per_request.get(i, set())),
             "first_errors": [
-                f"{f.rule} [{f.fault}]"
+                f"{f.rule} [{_blame(f, unverified)}]"
                 for at in attempts
                 if at.request == i and at.attempt == 0
                 for f in at.errors
@@ -304,11 +324,15 @@ async def run_interface(
         "errors_by_fault": dict(sorted(by_fault.items())),
         "errors_by_rule": dict(by_rule.most_common()),
         "rows": rows,
-        "findings": [_finding_json(f) for f in result.findings],
+        "findings": [_finding_json(f, unverified) for f in result.findings],
         "scenarios": scen,
         "exchanges": len(exchanges),
         "pairs": result.pairs,
     }
+    ph.retries = retries
+    ph.outcomes = dict(counts)
+    ph.errors_by_fault = dict(sorted(by_fault.items()))
+    ph.attributed_from = attributed_from
     blame = ", ".join(f"{k} {v}" for k, v in sorted(by_fault.items())) or "none"
     summary = f"{n} requests: {counts['clean']} clean, {counts['recovered']} fixed by retry, {counts['failed']} failed; errors by fault: {blame}"
     for fault, title in (
@@ -316,7 +340,19 @@ async def run_interface(
         ("caller", "Requests keep the contract"),
     ):
         k = by_fault.get(fault, 0)
-        if k:
+        if fault == "gateway" and unverified:
+            ph.add(
+                Check(
+                    "interface.gateway",
+                    title,
+                    "missing",
+                    "unverified: the target is a gateway and there is no engine-side capture "
+                    "(run with --via-proxy --engine-listen, so wirecheck taps both sides); "
+                    f"{by_fault.get(UNVERIFIED, 0)} errors could be the gateway's or the engine's",
+                    leads_to="rework",
+                )
+            )
+        elif k:
             rules = sorted({f.rule for f in errors if str(f.fault) == fault})
             ph.add(
                 Check(

@@ -11,7 +11,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Check", "Limits", "Phase", "Slo", "Verdict"]
+from ._catalogue import declared
+
+__all__ = [
+    "CacheResult",
+    "CapacityResult",
+    "Check",
+    "CompatResult",
+    "InterfaceResult",
+    "Limits",
+    "PhaseResult",
+    "Slo",
+    "Verdict",
+]
 
 STATUSES = ("pass", "fail", "warn", "missing", "info")
 VERDICTS = ("go", "limited", "rework", "scale-up")
@@ -29,8 +41,14 @@ class Check:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"check status {self.status!r}")
+        spec = declared(self.id)
+        if spec is None:
+            # every id is declared in the catalogue (_catalogue.py), which the docs are generated from
+            raise ValueError(f"check id {self.id!r} is not declared in acceptance/_catalogue.py")
         if self.status in ("fail", "missing") and self.leads_to is None:
             self.leads_to = "rework"
+        if self.blocking and self.leads_to not in spec.leads_to:
+            raise ValueError(f"check {self.id}: leads to {self.leads_to}, declared {spec.leads_to}")
 
     @property
     def blocking(self) -> bool:
@@ -41,13 +59,18 @@ class Check:
 
 
 @dataclass(slots=True)
-class Phase:
+class PhaseResult:
+    """What one phase found: its checks, its record for report.json (``data``), and, in the typed
+    subclasses below, the figures later phases and the verdict read (never ``data`` by key)."""
+
     name: str
     started_at: str = ""
     duration_s: float = 0.0
     checks: list[Check] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    #: the phase did not run because the engine died before it (issue 15): neither passed nor failed
+    blocked: str | None = None
 
     def add(self, check: Check) -> Check:
         self.checks.append(check)
@@ -55,6 +78,8 @@ class Phase:
 
     @property
     def status(self) -> str:
+        if self.blocked is not None:
+            return "blocked"
         if self.error is not None or any(c.status == "fail" for c in self.checks):
             return "fail"
         if any(c.status == "missing" for c in self.checks):
@@ -70,9 +95,48 @@ class Phase:
             "started_at": self.started_at,
             "duration_s": round(self.duration_s, 3),
             "error": self.error,
+            "blocked": self.blocked,
             "checks": [c.to_json() for c in self.checks],
             "data": self.data,
         }
+
+
+@dataclass(slots=True)
+class CompatResult(PhaseResult):
+    container: dict[str, Any] = field(default_factory=dict)
+    startup: dict[str, Any] | None = None
+    self_built: dict[str, Any] | None = None
+    #: nodes, GPUs, interconnect and parallelism (issue 15)
+    topology: dict[str, Any] = field(default_factory=dict)
+    #: the evidence files that carry the simulator's marker
+    simulated: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class CapacityResult(PhaseResult):
+    max_good_concurrency: int | None = None
+    ramp: list[dict[str, Any]] = field(default_factory=list)
+    oom: dict[str, Any] | None = None
+
+    @property
+    def engine_dead(self) -> str | None:
+        """Why later phases cannot run: the engine died of OOM in this phase and did not come back."""
+        if self.oom is None or self.oom.get("recovered"):
+            return None
+        return f"the engine died at {self.oom.get('step')} and did not recover within {self.oom.get('recover_wait_s')}s"
+
+
+@dataclass(slots=True)
+class CacheResult(PhaseResult):
+    pass
+
+
+@dataclass(slots=True)
+class InterfaceResult(PhaseResult):
+    retries: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    errors_by_fault: dict[str, int] = field(default_factory=dict)
+    attributed_from: str = ""
 
 
 @dataclass(slots=True)
@@ -115,6 +179,14 @@ class Verdict:
     partial: bool = False
     missing_conditions: list[str] = field(default_factory=list)
     limits: dict[str, Any] = field(default_factory=dict)
+    #: the OOM's evidence when the engine died of it (it leads the reasons)
+    oom: dict[str, Any] | None = None
+    #: the evidence came from the simulator, not a deployment (issue 15): said in every format
+    simulated_sources: list[str] = field(default_factory=list)
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.simulated_sources)
 
     def __post_init__(self) -> None:
         if self.decision not in VERDICTS:
@@ -122,8 +194,8 @@ class Verdict:
 
     @property
     def label(self) -> str:
-        if self.decision == "limited" and not self.granted:
-            return "limited (NOT GRANTED: " + ", ".join(self.missing_conditions) + " missing)"
+        if not self.granted:
+            return f"{self.decision} (NOT GRANTED: " + ", ".join(self.missing_conditions) + " missing)"
         return self.decision + (" (partial: not every phase ran)" if self.partial else "")
 
     @property
@@ -141,4 +213,7 @@ class Verdict:
             "reasons": self.reasons,
             "missing_conditions": self.missing_conditions,
             "limits": self.limits,
+            "oom": self.oom,
+            "simulated": self.simulated,
+            "simulated_sources": self.simulated_sources,
         }

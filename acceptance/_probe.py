@@ -42,11 +42,18 @@ def _cuda_toolkit() -> str | None:
 
 
 def probe(image: str | None = None) -> dict[str, Any]:
+    # a container cannot see its own image; the operator passes TAG or TAG@sha256:DIGEST (docker
+    # inspect --format '{{index .RepoDigests 0}}'): the digest pins what the tag meant that day (issue 15)
+    image = image or os.environ.get("WIRECHECK_IMAGE")
+    digest = os.environ.get("WIRECHECK_IMAGE_DIGEST")
+    if image and "@sha256:" in image:
+        image, digest = image.split("@", 1)[0], image.split("@", 1)[1]
     facts: dict[str, Any] = {
         "wirecheck_probe": 1,
         "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "hostname": socket.gethostname(),
-        "image": image or os.environ.get("WIRECHECK_IMAGE"),
+        "image": image,
+        "image_digest": digest,
         "cuda_runtime": None,
         "cuda_runtime_source": None,
         "torch": _dist("torch"),

@@ -8,7 +8,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ._alerts import more_rules
 from ._model import Slo
+from ._sections import (
+    details_html,
+    evidence_html,
+    evidence_md,
+    gpu_curve_svg,
+    gpu_md,
+    lead_html,
+    lead_md,
+    oom_html,
+    oom_md,
+)
 
 __all__ = ["alert_rules", "grafana_dashboard", "render_html", "render_markdown", "write_reports"]
 
@@ -121,7 +133,7 @@ def alert_rules(report: dict[str, Any], slo: Slo) -> str:
         "  - name: wirecheck-golive",
         "    rules:",
     ]
-    for r in _rules(thresholds(report, slo)):
+    for r in _rules(thresholds(report, slo)) + more_rules():
         lines += [
             f"      - alert: {r['alert']}",
             f"        expr: {_q(r['expr'])}",
@@ -221,11 +233,13 @@ def render_markdown(report: dict[str, Any]) -> str:
     out = [
         "# wirecheck go-live acceptance",
         "",
+        *lead_md(report),
         f"**Verdict: {v['label']}**"
         + ("" if v["accepted"] else " — not accepted for production as it stands"),
         "",
     ]
     out += [f"- {r}" for r in v["reasons"]]
+    out += oom_md(report)
     if v["decision"] == "limited":
         lim = v["limits"]
         out += [
@@ -250,6 +264,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "- topology: " + ", ".join(f"{k}={val}" for k, val in topo.items() if val not in (None, [], "")),
         "- container: "
         + (", ".join(f"{k}={val}" for k, val in ev["container"].items() if val) or "(no probe output)"),
+        *evidence_md(report),
     ]
     if ev["key_logs"]:
         out += ["- key log lines:"] + [f"  - `{line[:200]}`" for line in ev["key_logs"][:12]]
@@ -259,6 +274,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         out += ["", f"## {ph['name']}: {ph['status']} ({ph['duration_s']} s)", ""]
         if ph.get("error"):
             out.append(f"The phase could not finish: {ph['error']}")
+        if ph.get("blocked"):
+            out.append(f"Blocked, not failed: {ph['blocked']}")
         out += ["| check | status | detail |", "|---|---|---|"]
         for c in ph["checks"]:
             detail = str(c["detail"]).replace("|", "\\|").replace("\n", " ")
@@ -276,6 +293,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                     f"| {r['label']} | {r.get('concurrency')} | {r['requests']} | {r['errors']} | {_fmt(r['ttft_p50_s'])} | {_fmt(r['ttft_p95_s'])} | "
                     f"{_fmt(r['itl_p95_s'])} | {_fmt(r['tpot_p50_s'])} | {_fmt(r['e2e_p95_s'])} | {_fmt(r['kv_max'])} | {_fmt(r['waiting_max'])} | {_fmt(r['preemptions'])} |"
                 )
+            out += gpu_md(report)
         if ph["name"] == "cache" and data.get("probes"):
             out += [
                 "",
@@ -427,6 +445,8 @@ def _plots(report: dict[str, Any]) -> str:
                 ymax=1.0,
             )
         )
+    if cap is not None and cap["data"].get("gpu"):
+        out.append(gpu_curve_svg(report))
     cache = _phase(report, "cache")
     if cache is not None and cache["data"].get("probes"):
         probes = cache["data"]["probes"]
@@ -455,6 +475,7 @@ table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:
 .s-pass{color:#1a7f37}.s-fail,.s-missing{color:#c00;font-weight:600}.s-warn{color:#a36b00}.s-info{color:#555}
 .plots{display:flex;flex-wrap:wrap;gap:16px}.plot{margin:0}figcaption{font-weight:600}
 code,pre{background:#f5f5f5}pre{padding:8px;overflow-x:auto}
+.banner{background:#ffe08a;border:2px solid #a36b00;padding:8px 12px;font-weight:700}.s-blocked{color:#555}
 """
 
 
@@ -465,8 +486,10 @@ def render_html(report: dict[str, Any]) -> str:
         "<!doctype html><html lang=en><head><meta charset=utf-8><title>wirecheck acceptance</title>",
         f"<style>{CSS}</style></head><body>",
         "<h1>wirecheck go-live acceptance</h1>",
+        lead_html(report),
         f'<p id="verdict" class="verdict v-{e(v["decision"])}">Verdict: <b>{e(v["label"])}</b></p>',
         "<ul>" + "".join(f"<li>{e(r)}</li>" for r in v["reasons"]) + "</ul>",
+        oom_html(report),
     ]
     if v["decision"] == "limited":
         lim = v["limits"]
@@ -502,7 +525,7 @@ def render_html(report: dict[str, Any]) -> str:
         ),
     ]
     parts += [f"<tr><th>{e(k)}</th><td>{e(str(val))}</td></tr>" for k, val in rows]
-    parts.append("</table>")
+    parts.append(evidence_html(report) + "</table>")
     if ev["key_logs"]:
         parts.append(
             "<details><summary>key log lines</summary><pre>"
@@ -525,6 +548,8 @@ def render_html(report: dict[str, Any]) -> str:
         )
         if ph.get("error"):
             parts.append(f"<p class=s-fail>{e(ph['error'])}</p>")
+        if ph.get("blocked"):
+            parts.append(f"<p class=s-blocked>Blocked, not failed: {e(ph['blocked'])}</p>")
         parts.append("<table><tr><th>check</th><th>status</th><th>detail</th></tr>")
         for c in ph["checks"]:
             lead = f" → {c['leads_to']}" if c["status"] in ("fail", "missing") else ""
@@ -554,6 +579,7 @@ def render_html(report: dict[str, Any]) -> str:
             parts.append("</table>")
         if ph["name"] == "interface" and data.get("scenarios", {}).get("curl"):
             parts.append("<p>Shrunk scenario failure:</p><pre>" + e(data["scenarios"]["curl"]) + "</pre>")
+    parts.append(details_html(report))
     parts.append(
         "<h2>Files</h2><ul>"
         + "".join(f"<li>{e(Path(p).name)}</li>" for p in report["files"].values())

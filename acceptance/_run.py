@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import json
 import re
 import sys
@@ -31,13 +32,14 @@ from wirecheck.contracts import (
 from wirecheck.generators import SAMPLE_SET_VERSION
 from wirecheck.proxy import ProxyApp, Store, TapConfig
 
-from ._cache import run_cache
-from ._capacity import CapacityPlan, run_capacity
-from ._client import Sample, measure
+from ._capacity import CapacityPlan
+from ._client import measure
 from ._compat import CompatInputs, run_compat
 from ._evidence import HostFacts, parse_fingerprint, read_host
-from ._interface import TapSource, run_interface
-from ._model import Limits, Phase, Slo, Verdict
+from ._gpu import GPU_SOURCES
+from ._interface import TapSource
+from ._model import Limits, PhaseResult, Slo, Verdict
+from ._phases import PHASES, RunContext
 from ._report import write_reports
 from ._serving import free_port, serving
 from ._verdict import ALL_PHASES, checklist, decide
@@ -133,9 +135,20 @@ class AcceptOptions:
     out: Path
     engine_url: str | None = None
     metrics_urls: list[str] = field(default_factory=list)
+    #: DCGM exporters' /metrics (issue 15); ``gpu_source`` auto: these, else NVML, else nvidia-smi
+    gpu_metrics_urls: list[str] = field(default_factory=list)
+    gpu_source: str = "auto"
+    #: --ack-warning: regexes of startup warnings explained by the operator
+    ack_warnings: list[str] = field(default_factory=list)
+    #: the recipe as the operator read it: when, and the support status it gave (issue 15)
+    recipe_accessed: str | None = None
+    support_status: str | None = None
     host_files: list[str] = field(default_factory=list)
     container_file: str | None = None
     startup_log: str | None = None
+    #: every other node's startup log, and `nvidia-smi topo -m` output per node (issue 15)
+    more_startup_logs: list[str] = field(default_factory=list)
+    topology_files: list[str] = field(default_factory=list)
     official_image: bool = False
     self_built: str | None = None
     profile: str = "quick"
@@ -177,11 +190,25 @@ class AcceptOptions:
             )
         if not self.reviewer.strip():
             raise ConfigError("--reviewer NAME is required: a verdict carries who reviewed it")
+        for pat in self.ack_warnings:
+            try:
+                re.compile(pat)
+            except re.error as exc:
+                raise ConfigError(f"--ack-warning {pat!r}: not a regular expression ({exc})") from exc
+        if self.gpu_source not in GPU_SOURCES:
+            raise ConfigError(f"--gpu-source {self.gpu_source!r}: expected one of {', '.join(GPU_SOURCES)}")
         if self.load_engine not in ("in-process", "locust"):
             raise ConfigError(f"load engine {self.load_engine!r}: expected in-process or locust")
         if self.official_image and self.self_built:
             raise ConfigError("--official-image and --self-built exclude each other")
-        for f in [*self.host_files, self.container_file, self.startup_log, self.self_built]:
+        for f in [
+            *self.host_files,
+            *self.more_startup_logs,
+            *self.topology_files,
+            self.container_file,
+            self.startup_log,
+            self.self_built,
+        ]:
             if f is not None and not Path(f).is_file():
                 raise InputError(f"{f}: no such file")
 
@@ -189,7 +216,7 @@ class AcceptOptions:
 @dataclass(slots=True)
 class AcceptanceResult:
     verdict: Verdict
-    phases: list[Phase]
+    phases: list[PhaseResult]
     report: dict[str, Any]
     files: dict[str, str]
 
@@ -224,17 +251,15 @@ def _family(opts: AcceptOptions, model: str | None) -> str:
     return opts.family or detect_family(model)
 
 
-def _suggested(phases: dict[str, Phase], slo: Slo) -> dict[str, Any]:
+def _suggested(ctx: RunContext, slo: Slo) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    cap = phases.get("capacity")
-    if cap is not None and "max_good_concurrency" in cap.data:
-        out["scope"] = (
-            f"rate-limit to at most {cap.data['max_good_concurrency']} concurrent requests per engine"
-        )
-    iface = phases.get("interface")
-    if iface is not None and iface.data.get("outcomes", {}).get("recovered"):
+    cap = ctx.capacity
+    if cap is not None and cap.max_good_concurrency is not None:
+        out["scope"] = f"rate-limit to at most {cap.max_good_concurrency} concurrent requests per engine"
+    iface = ctx.interface
+    if iface is not None and iface.outcomes.get("recovered"):
         out["caller_policy"] = (
-            f"validate tool calls against their schema and retry up to {iface.data['retries']} times"
+            f"validate tool calls against their schema and retry up to {iface.retries} times"
         )
     out["rollback"] = (
         f"roll back when success rate < {1 - slo.max_error_rate:.1%} over 5m, TTFT p95 > {slo.ttft_p95_s}s, "
@@ -244,11 +269,11 @@ def _suggested(phases: dict[str, Phase], slo: Slo) -> dict[str, Any]:
 
 
 def _evidence(
-    opts: AcceptOptions, info: dict[str, Any], phases: dict[str, Phase], started: float, finished: float
+    opts: AcceptOptions, info: dict[str, Any], ctx: RunContext, started: float, finished: float
 ) -> dict[str, Any]:
-    compat = phases.get("compat")
-    container = (compat.data.get("container") if compat else None) or {}
-    startup = (compat.data.get("startup") if compat else None) or {}
+    compat = ctx.compat
+    container = compat.container if compat else {}
+    startup = (compat.startup if compat else None) or {}
     fp = parse_fingerprint(info.get("fingerprint") or "") or {}
     return {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
@@ -266,6 +291,9 @@ def _evidence(
             "pipeline_parallel": fp.get("pp"),
             "data_parallel": fp.get("dp"),
             "expert_parallel": fp.get("ep"),
+            "nodes": ctx.compat_result.topology.get("node_count"),
+            "gpus": ctx.compat_result.topology.get("gpu_count"),
+            "interconnect": ctx.compat_result.topology.get("interconnect"),
             **opts.topology,
         },
         "engine": {
@@ -278,10 +306,11 @@ def _evidence(
     }
 
 
-def _self_built_diff(compat: Phase | None, phases: dict[str, Phase]) -> dict[str, Any] | None:
-    if compat is None or not compat.data.get("self_built"):
+def _self_built_diff(ctx: RunContext) -> dict[str, Any] | None:
+    compat = ctx.compat
+    if compat is None or not compat.self_built:
         return None
-    ref = compat.data["self_built"].get("official_results")
+    ref = compat.self_built.get("official_results")
     if not ref:
         return {"note": "no official_results in the self-built record: nothing to compare against"}
     try:
@@ -289,7 +318,7 @@ def _self_built_diff(compat: Phase | None, phases: dict[str, Phase]) -> dict[str
     except (OSError, ValueError) as exc:
         return {"note": f"official results {ref}: cannot be read ({exc})"}
     theirs = {c["id"]: c["status"] for ph in official.get("phases", []) for c in ph.get("checks", [])}
-    ours = {c.id: c.status for ph in phases.values() for c in ph.checks}
+    ours = {c.id: c.status for ph in ctx.results.values() for c in ph.checks}
     checks = [
         {"check": k, "official": theirs.get(k), "self_built": ours.get(k)}
         for k in sorted(set(theirs) | set(ours))
@@ -302,8 +331,8 @@ def _self_built_diff(compat: Phase | None, phases: dict[str, Phase]) -> dict[str
         if ph["name"] == "capacity"
         for r in ph["data"].get("ramp", [])
     }
-    cap = phases.get("capacity")
-    for r in cap.data.get("ramp", []) if cap else []:
+    cap = ctx.capacity
+    for r in cap.ramp if cap else []:
         o = o_ramp.get(r["label"])
         if o:
             figures.append(
@@ -343,9 +372,6 @@ async def run_acceptance(
         info = await _discover(client, opts)
     model = info["model"]
     family = _family(opts, model)
-    phases: dict[str, Phase] = {}
-    samples: list[Sample] = []
-    exchanges: list[Exchange] = []
     compat_inputs = CompatInputs(
         host_files=opts.host_files,
         hosts=hosts,
@@ -356,97 +382,63 @@ async def run_acceptance(
         family=family,
         version=info["version"],
         fingerprint=info["fingerprint"],
+        ack_warnings=opts.ack_warnings,
+        more_startup_logs=opts.more_startup_logs,
+        topology_files=opts.topology_files,
     )
-    compat_data = run_compat(compat_inputs)  # also validates the files when compat is not selected
-    health = (opts.engine_url or opts.target).rstrip("/") + "/health"
-    for name in ALL_PHASES:
+    ctx = RunContext(
+        opts=opts,
+        plan=plan,
+        model=model,
+        family=family,
+        hosts=hosts,
+        compat_inputs=compat_inputs,
+        compat_result=run_compat(compat_inputs),  # also validates the files when compat is not selected
+        health_url=(opts.engine_url or opts.target).rstrip("/") + "/health",
+        metrics_urls=metrics,
+        interface_requests=opts.interface_requests or profile.interface_requests,
+        retries=profile.retries,
+        scenario_examples=profile.scenario_examples
+        if opts.scenario_examples is None
+        else opts.scenario_examples,
+        progress=prog,
+    )
+    for unit in PHASES:
+        name = unit.name
         if name not in opts.phases:
             continue
         prog(f"phase {name} ...")
         t0 = time.monotonic()
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        dead = ctx.capacity.engine_dead if ctx.capacity is not None else None
         try:
-            if name == "compat":
-                ph = compat_data
-            elif name == "capacity":
-                load = None
-                if opts.load_engine == "locust":
-                    from ._locust import LocustLoad
-
-                    load = LocustLoad(
-                        workers=opts.locust_workers,
-                        master=opts.locust_master,
-                        expect_workers=opts.locust_expect_workers,
-                    )
-                    prog(
-                        f"capacity: starting Locust ({load.local_workers} local workers, master {load.bind_host}:{load.port})"
-                    )
-                    await load.start(opts.target)
-                try:
-                    ph, got = await run_capacity(
-                        target=opts.target,
-                        health_url=health,
-                        metrics_urls=metrics,
-                        model=model,
-                        headers=opts.headers,
-                        slo=opts.slo,
-                        plan=plan,
-                        hosts=hosts,
-                        startup=compat_data.data.get("startup"),
-                        progress=prog,
-                        load=load,
-                    )
-                finally:
-                    if load is not None:
-                        await load.close()
-                samples += got
-            elif name == "cache":
-                ph, got = await run_cache(
-                    target=opts.target,
-                    engine_url=opts.engine_url,
-                    metrics_urls=metrics,
-                    model=model,
-                    headers=opts.headers,
-                    progress=prog,
-                )
-                samples += got
-            else:
-                ph, got = await run_interface(
-                    target=opts.target,
-                    model=model,
-                    headers=opts.headers,
-                    requests=opts.interface_requests or profile.interface_requests,
-                    retries=profile.retries,
-                    scenario_examples=profile.scenario_examples
-                    if opts.scenario_examples is None
-                    else opts.scenario_examples,
-                    seed=opts.seed,
-                    limits=opts.limits,
-                    taps=opts.taps,
-                    family=family,
-                    progress=prog,
-                )
-                samples += got
-                exchanges += [s.exchange for s in got if s.exchange is not None]
+            # after an engine death the later phases would only fail against a dead engine: blocked
+            ph = PhaseResult(name, blocked=dead) if dead else await unit.run(ctx)
         except (httpx.HTTPError, OSError, TransportError) as exc:
-            ph = Phase(name, error=f"{type(exc).__name__}: {exc}")
+            ph = PhaseResult(name, error=f"{type(exc).__name__}: {exc}")
         ph.started_at = stamp
         ph.duration_s = time.monotonic() - t0
-        phases[name] = ph
+        ctx.results[name] = ph
         if hasattr(prog, "done"):
             prog.done()
         prog(f"phase {name}: {ph.status} ({ph.duration_s:.1f}s)")
     finished = time.time()
-    ordered = [phases[n] for n in ALL_PHASES if n in phases]
-    verdict = decide(ordered, opts.phases, opts.limits, _suggested(phases, opts.slo))
-    evidence = _evidence(opts, info, phases, started, finished)
+    ordered = [ctx.results[p.name] for p in PHASES if p.name in ctx.results]
+    verdict = decide(ordered, opts.phases, opts.limits, _suggested(ctx, opts.slo))
+    verdict.simulated_sources = list(ctx.compat_result.simulated)
+    cap = ctx.capacity
+    if cap is not None and (cap.data.get("gpu") or {}).get("simulated"):
+        verdict.simulated_sources.append("GPU metrics from the simulated DCGM exporter")
+    evidence = _evidence(opts, info, ctx, started, finished)
+    evidence["recipe"] = {"accessed": opts.recipe_accessed, "support_status": opts.support_status}
+    evidence["evidence_files"] = _copy_evidence(opts, ctx.compat_result.simulated)
     report: dict[str, Any] = {
         "wirecheck_acceptance": 1,
         "verdict": verdict.to_json(),
         "evidence": evidence,
         "phases": [p.to_json() for p in ordered],
         "phases_selected": opts.phases,
-        "self_built_vs_official": _self_built_diff(phases.get("compat"), phases),
+        "self_built_vs_official": _self_built_diff(ctx),
     }
     opts.out.mkdir(parents=True, exist_ok=True)
     files = {
@@ -457,17 +449,48 @@ async def run_acceptance(
         "dashboard": str(opts.out / "grafana-dashboard.json"),
         "samples": str(opts.out / "samples.jsonl"),
     }
-    if exchanges:
+    if ctx.exchanges:
         files["exchanges"] = str(opts.out / "interface.jsonl")
         with open(files["exchanges"], "w", encoding="utf-8") as fh:
-            write_exchanges(exchanges, fh, redaction=opts.written_redaction())
+            write_exchanges(ctx.exchanges, fh, redaction=opts.written_redaction())
     report["checklist"] = checklist(ordered, opts.reviewer, verdict, files)
     report["files"] = files
     with open(files["samples"], "w", encoding="utf-8") as fh:
-        for s in samples:
+        for s in ctx.samples:
             fh.write(json.dumps(s.to_json()) + "\n")
     write_reports(report, opts.slo, files)
     return AcceptanceResult(verdict, ordered, report, files)
+
+
+def _copy_evidence(opts: AcceptOptions, simulated: list[str]) -> list[dict[str, Any]]:
+    """Each evidence file copied into DIR/evidence/ with its sha256 (issue 15): the report folder alone
+    shows what the verdict was judged on, and the hash shows the copy is the file that was read."""
+    out = []
+    sources = [
+        *opts.host_files,
+        *opts.topology_files,
+        opts.container_file,
+        opts.startup_log,
+        *opts.more_startup_logs,
+        opts.self_built,
+    ]
+    folder = opts.out / "evidence"
+    for i, src in enumerate(f for f in sources if f):
+        data = Path(src).read_bytes()
+        folder.mkdir(parents=True, exist_ok=True)
+        # a number first: two hosts' files are often both called nvidia-smi.xml
+        dest = folder / f"{i + 1:02d}-{Path(src).name}"
+        dest.write_bytes(data)
+        out.append(
+            {
+                "source": str(src),
+                "copy": str(dest),
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "bytes": len(data),
+                "simulated": str(src) in simulated,
+            }
+        )
+    return out
 
 
 @contextlib.asynccontextmanager

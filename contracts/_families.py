@@ -72,6 +72,9 @@ class Family:
     thinks_by_default: bool
     #: named ``tool_choice`` without ``strict`` tools is a 400 (vllm-wire.md section 3, K3)
     named_choice_needs_strict: bool = False
+    #: the model mixes linear and full attention, so vLLM's prefix cache is hybrid and keeps only
+    #: prompt ends (Kimi K3's KDA layers; issue 15: judged from the family, not a sim-only label)
+    hybrid_kv_cache: bool = False
 
     @property
     def recipe_flags(self) -> Mapping[str, object]:
@@ -144,6 +147,7 @@ _ROWS = (
         reasoning_parser="kimi_k3",
         thinks_by_default=True,
         named_choice_needs_strict=True,
+        hybrid_kv_cache=True,
     ),
     # vLLM --tool-call-parser qwen3_coder (vllm/tool_parsers/qwen3coder_tool_parser.py): XML calls
     # <tool_call><function=NAME><parameter=K>V</parameter></function></tool_call>, values converted by

@@ -6,6 +6,7 @@ wire fields, and the checker judges them.
 
 from ._app import SimState, create_app
 from ._config import FAULTS, FaultSpec, SimConfig, parse_faults
+from ._dcgm import create_dcgm_app, dcgm_text
 from ._environment import Environment, write_environment
 from ._families import DEFAULT_FAMILY, SIM_FAMILIES, SimFamily
 from ._gateway import GATEWAY_FAULTS, GatewayConfig, create_gateway, parse_gateway_faults
@@ -22,7 +23,9 @@ __all__ = [
     "SimFamily",
     "SimState",
     "create_app",
+    "create_dcgm_app",
     "create_gateway",
+    "dcgm_text",
     "parse_faults",
     "parse_gateway_faults",
     "write_environment",

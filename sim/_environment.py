@@ -18,7 +18,11 @@ from wirecheck.contracts import FAMILIES
 
 from ._config import SimConfig
 
-__all__ = ["Environment", "write_environment"]
+__all__ = ["SIM_MARKER", "Environment", "gpu_uuid", "write_environment"]
+
+#: in every file written here, so that a verdict built on them says it is simulated (issue 15); the
+#: acceptance readers look for the same string (sim shares no code with acceptance)
+SIM_MARKER = "wirecheck-simulated-evidence"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -39,6 +43,16 @@ class Environment:
     memory_used_mib: int = 131072
     weight_load_s: float = 95.3
     warnings: list[str] = field(default_factory=list)
+    #: the host's name: its GPUs' UUIDs derive from it, so two simulated hosts are two nodes
+    hostname: str = "vllm-0"
+    #: what NCCL_DEBUG=INFO says NCCL chose between nodes: "IB" or "Socket" (the fallback)
+    nccl_transport: str = "IB"
+
+
+def gpu_uuid(hostname: str, i: int) -> str:
+    """A stable UUID per simulated host and GPU index, in nvidia-smi's GPU-xxxxxxxx-... form."""
+    h = sum(hostname.encode()) * 7919 % 0xFFFF
+    return f"GPU-5a1e{h:04x}-0000-4000-8000-00000000{i:04x}"
 
 
 def _xml(env: Environment, stamp: str) -> str:
@@ -47,6 +61,8 @@ def _xml(env: Environment, stamp: str) -> str:
   <gpu id="00000000:{0x18 + i:02X}:00.0">
     <product_name>{env.gpu_name}</product_name>
     <product_architecture>{env.architecture}</product_architecture>
+    <uuid>{gpu_uuid(env.hostname, i)}</uuid>
+    <fabric><state>N/A</state><status>N/A</status></fabric>
     <fb_memory_usage>
       <total>{env.memory_total_mib} MiB</total>
       <reserved>512 MiB</reserved>
@@ -58,6 +74,7 @@ def _xml(env: Environment, stamp: str) -> str:
     )
     return f"""<?xml version="1.0" ?>
 <!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">
+<!-- {SIM_MARKER}: written by wirecheck sim, not by nvidia-smi -->
 <nvidia_smi_log>
   <timestamp>{stamp}</timestamp>
   <driver_version>{env.driver}</driver_version>
@@ -79,6 +96,36 @@ def _plain(env: Environment, stamp: str) -> str:
             f"| N/A   34C    P0     118W /  700W | {env.memory_used_mib:>7}MiB / {env.memory_total_mib}MiB |   0%   Default |"
         )
         rows.append(bar)
+    rows.append(f"{SIM_MARKER}: written by wirecheck sim, not by nvidia-smi")
+    return "\n".join(rows) + "\n"
+
+
+def _topo(env: Environment) -> str:
+    """``nvidia-smi topo -m``: NVLink (NV18) between every pair of GPUs, four InfiniBand NICs."""
+    n = env.gpus
+    nics = [f"NIC{k}" for k in range(4)]
+    head = "\t" + "\t".join([f"GPU{i}" for i in range(n)] + nics) + "\tCPU Affinity\tNUMA Affinity"
+    rows = [head]
+    for i in range(n):
+        cells = ["X" if i == j else "NV18" for j in range(n)] + [
+            "PXB" if k == i // 2 else "SYS" for k in range(4)
+        ]
+        rows.append(f"GPU{i}\t" + "\t".join(cells) + f"\t0-55\t{i // 4}")
+    for k in range(4):
+        cells = ["PXB" if k == i // 2 else "SYS" for i in range(n)] + [
+            "X" if k == m else "SYS" for m in range(4)
+        ]
+        rows.append(f"NIC{k}\t" + "\t".join(cells))
+    rows += [
+        "",
+        "Legend:",
+        "",
+        "  X    = Self",
+        "  NV#  = Connection traversing a bonded set of # NVLinks",
+        "",
+    ]
+    rows += ["NIC Legend:", ""] + [f"  NIC{k}: mlx5_{k}" for k in range(4)]
+    rows.append(f"{SIM_MARKER}: written by wirecheck sim, not by nvidia-smi")
     return "\n".join(rows) + "\n"
 
 
@@ -149,7 +196,15 @@ def _log(cfg: SimConfig, env: Environment) -> str:
             "Starting vLLM API server 0 on http://0.0.0.0:8000",
         )
     )
-    out = [f"{level} {stamp(dt)} [{where}] {msg}" for dt, level, where, msg in lines]
+    out = [f"# {SIM_MARKER}: written by wirecheck sim, not by vLLM"]
+    out += [f"{level} {stamp(dt)} [{where}] {msg}" for dt, level, where, msg in lines]
+    # what NCCL_DEBUG=INFO prints (no vLLM stamp): the transport it chose
+    net = (
+        "IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0"
+        if env.nccl_transport == "IB"
+        else "Socket : Using [0]eth0"
+    )
+    out.insert(6, f"{env.hostname}:2346:2400 [0] NCCL INFO NET/{net}")
     out.append("INFO:     Application startup complete.")
     return "\n".join(out) + "\n"
 
@@ -164,9 +219,11 @@ def write_environment(
     stamp = time.strftime("%a %b %d %H:%M:%S %Y")
     container = {
         "wirecheck_probe": 1,
+        "wirecheck_simulated": SIM_MARKER,
         "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "hostname": "vllm-0",
+        "hostname": env.hostname,
         "image": env.image,
+        "image_digest": "sha256:" + "5" * 64,
         "cuda_runtime": env.cuda_runtime,
         "cuda_runtime_source": "torch.version.cuda" if env.cuda_runtime else None,
         "torch": env.torch,
@@ -180,9 +237,11 @@ def write_environment(
         "host_text": d / "nvidia-smi.txt",
         "container": d / "container.json",
         "startup_log": d / "startup.log",
+        "topology": d / "nvidia-smi-topo.txt",
     }
     paths["host_xml"].write_text(_xml(env, stamp), encoding="utf-8")
     paths["host_text"].write_text(_plain(env, stamp), encoding="utf-8")
     paths["container"].write_text(json.dumps(container, indent=2) + "\n", encoding="utf-8")
     paths["startup_log"].write_text(_log(cfg, env), encoding="utf-8")
+    paths["topology"].write_text(_topo(env), encoding="utf-8")
     return paths

@@ -247,6 +247,32 @@ def _parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="engine /metrics (one per engine; default ENGINE-URL/metrics)",
     )
+    # issue 15: GPU memory measured through every capacity step, and the evidence an SRE signs
+    a.add_argument(
+        "--gpu-metrics-url",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="URL",
+        help="a DCGM exporter's /metrics per node (DCGM_FI_DEV_FB_USED/FB_FREE/GPU_UTIL)",
+    )
+    a.add_argument(
+        "--gpu-source",
+        choices=("auto", "dcgm", "nvml", "nvidia-smi", "none"),
+        default="auto",
+        help="where GPU memory is sampled (auto: --gpu-metrics-url, else NVML, else nvidia-smi)",
+    )
+    a.add_argument(
+        "--ack-warning",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="acknowledge startup-log warnings matching REGEX (each unknown warning needs one to pass)",
+    )
+    a.add_argument("--recipe-accessed", metavar="DATE", help="when the operator read the vLLM recipe")
+    a.add_argument(
+        "--support-status", metavar="TEXT", help="the recipe's vLLM support status for this model, as read"
+    )
     a.add_argument(
         "--host-info",
         action="extend",
@@ -258,7 +284,22 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument(
         "--container-info", metavar="FILE", help="what `wirecheck probe` printed inside the container"
     )
-    a.add_argument("--startup-log", metavar="FILE", help="the vLLM server's log from its start")
+    a.add_argument(
+        "--startup-log",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="the vLLM server's log from its start (one per node: the first is held to the recipe)",
+    )
+    a.add_argument(
+        "--topology",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="`nvidia-smi topo -m` output from each node (NVLink, NICs)",
+    )
     img = a.add_mutually_exclusive_group()
     img.add_argument(
         "--official-image", action="store_true", help="the deployment runs vllm/vllm-openai:kimi-k3"
@@ -428,6 +469,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="also write this simulated deployment's evidence (nvidia-smi.xml/.txt, container.json, "
         "startup.log) for wirecheck accept",
+    )
+    s.add_argument(
+        "--dcgm-port",
+        type=int,
+        default=None,
+        metavar="P",
+        help="also serve a simulated DCGM exporter's /metrics on this port (memory follows the KV use)",
     )
     s.add_argument("--dialect", choices=("vllm-0.33", "vllm-0.15"), default="vllm-0.33")
     s.add_argument(
@@ -807,6 +855,8 @@ def _check(args: argparse.Namespace) -> int:
     else:
         text = render_text(result, color=args.output is None and sys.stdout.isatty())
     if args.output:
+        # check -o DIR/file makes DIR, as a report folder should (issue 15)
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
@@ -836,6 +886,8 @@ def _rules(args: argparse.Namespace) -> int:
 
 
 def _sim(args: argparse.Namespace) -> int:
+    import asyncio
+
     import uvicorn
 
     from wirecheck.sim import DEFAULT_FAMILY, FAULTS, SimConfig, create_app, parse_faults
@@ -879,7 +931,24 @@ def _sim(args: argparse.Namespace) -> int:
         f"wirecheck sim: {cfg.model} ({cfg.family}, {cfg.dialect}) on http://{args.host}:{args.port}",
         flush=True,
     )
-    uvicorn.run(create_app(cfg), host=args.host, port=args.port, log_level="warning")
+    app = create_app(cfg)
+    if args.dcgm_port is None:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        return 0
+    from wirecheck.sim import create_dcgm_app
+
+    print(
+        f"wirecheck sim: simulated DCGM exporter on http://{args.host}:{args.dcgm_port}/metrics", flush=True
+    )
+
+    async def both() -> None:
+        servers = [
+            uvicorn.Server(uvicorn.Config(a, host=args.host, port=p, log_level="warning"))
+            for a, p in ((app, args.port), (create_dcgm_app(app), args.dcgm_port))
+        ]
+        await asyncio.gather(*(srv.serve() for srv in servers))
+
+    asyncio.run(both())
     return 0
 
 
@@ -924,9 +993,16 @@ def _accept(args: argparse.Namespace) -> int:
         out=Path(args.out),
         engine_url=args.engine_url,
         metrics_urls=args.metrics_url,
+        gpu_metrics_urls=args.gpu_metrics_url,
+        gpu_source=args.gpu_source,
+        ack_warnings=args.ack_warning,
+        recipe_accessed=args.recipe_accessed,
+        support_status=args.support_status,
         host_files=args.host_info,
         container_file=args.container_info,
-        startup_log=args.startup_log,
+        startup_log=args.startup_log[0] if args.startup_log else None,
+        more_startup_logs=args.startup_log[1:],
+        topology_files=args.topology,
         official_image=args.official_image,
         self_built=args.self_built,
         profile=args.profile,
@@ -969,7 +1045,7 @@ def _accept(args: argparse.Namespace) -> int:
         finally:
             store.close()
 
-    from wirecheck.acceptance import AcceptanceResult
+    from wirecheck.acceptance import AcceptanceResult, InterfaceResult
 
     result = asyncio.run(run())
     assert isinstance(result, AcceptanceResult)
@@ -977,13 +1053,14 @@ def _accept(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(result.report["verdict"], indent=2))
     else:
-        print(f"verdict: {v.label}")
+        # a verdict on the simulator's evidence says so wherever it is read (issue 15)
+        print(f"verdict: {v.label}" + (" [SIMULATED evidence: not a real deployment]" if v.simulated else ""))
         for r in v.reasons:
             print(f"  - {r}")
-        iface = next((p for p in result.phases if p.name == "interface"), None)
-        if iface is not None and iface.data.get("errors_by_fault"):
-            blamed = ", ".join(f"{k} {n}" for k, n in iface.data["errors_by_fault"].items())
-            print(f"attribution ({iface.data['attributed_from']}): {blamed}")
+        iface = next((p for p in result.phases if isinstance(p, InterfaceResult)), None)
+        if iface is not None and iface.errors_by_fault:
+            blamed = ", ".join(f"{k} {n}" for k, n in iface.errors_by_fault.items())
+            print(f"attribution ({iface.attributed_from}): {blamed}")
         print(
             f"report: {result.files['html']} and {result.files['markdown']} (also report.json, alerts.yml, grafana-dashboard.json)"
         )

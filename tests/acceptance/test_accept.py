@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import subprocess
 import sys
@@ -32,7 +33,14 @@ from wirecheck.acceptance import (
 )
 from wirecheck.acceptance._client import measure
 from wirecheck.acceptance._verdict import decide
-from wirecheck.sim import Environment, SimConfig, create_app, parse_faults, write_environment
+from wirecheck.sim import (
+    Environment,
+    SimConfig,
+    create_app,
+    create_dcgm_app,
+    parse_faults,
+    write_environment,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = {"family": "kimi_k3", "time_scale": 0.02}
@@ -54,16 +62,20 @@ def run_accept(
     **kw: Any,
 ) -> AcceptanceResult:
     paths = write_environment(tmp / "evidence", cfg, env)
-    with serve(create_app(cfg)) as url:
+    app = create_app(cfg)
+    # the simulated DCGM exporter beside the engine: its memory follows the simulated KV use
+    with serve(app) as url, serve(create_dcgm_app(app, env)) as dcgm:
         opts = AcceptOptions(
             target=url,
             engine_url=url,
+            gpu_metrics_urls=kw.pop("gpu_metrics_urls", [dcgm + "/metrics"]),
             metrics_urls=[metrics_from + "/metrics"] if metrics_from else [],
             reviewer="ci",
             out=tmp / "out",
             host_files=[str(paths["host_xml"]), str(paths["host_text"])],
             container_file=str(paths["container"]),
             startup_log=str(paths["startup_log"]),
+            topology_files=[str(paths["topology"])],
             official_image=kw.pop("official_image", True),
             phases=list(phases),
             plan=kw.pop("plan", None) or small_plan(),
@@ -80,7 +92,8 @@ def checks(result: AcceptanceResult) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory: pytest.TempPathFactory) -> AcceptanceResult:
-    return run_accept(tmp_path_factory.mktemp("clean"), SimConfig(**FAST))  # type: ignore[arg-type]
+    # issue 15: a go is granted only with a monitoring owner named
+    return run_accept(tmp_path_factory.mktemp("clean"), SimConfig(**FAST), limits=Limits(owner="ci-oncall"))  # type: ignore[arg-type]
 
 
 def test_a_clean_deployment_is_go_with_every_checklist_item_ticked_from_evidence(
@@ -100,6 +113,33 @@ def test_a_clean_deployment_is_go_with_every_checklist_item_ticked_from_evidence
     for r in ramp:
         assert r["errors"] == 0 and r["ttft_p50_s"] <= r["e2e_p50_s"] and r["kv_max"] is not None
         assert r["series"], "the KV and queue gauges were sampled while the step ran"
+
+
+def test_a_run_on_simulated_evidence_says_so_and_keeps_hashed_copies_of_its_evidence(
+    clean: AcceptanceResult,
+) -> None:
+    v = clean.report["verdict"]
+    assert v["simulated"] is True and len(v["simulated_sources"]) == 6, v["simulated_sources"]
+    for fmt in ("markdown", "html"):
+        text = Path(clean.files[fmt]).read_text()
+        assert text.index("SIMULATED EVIDENCE: this verdict") < text.index("Verdict:")
+    files = clean.report["evidence"]["evidence_files"]
+    assert len(files) == 5 and all(f["simulated"] for f in files)
+    for f in files:
+        assert hashlib.sha256(Path(f["copy"]).read_bytes()).hexdigest() == f["sha256"]
+        assert Path(f["copy"]).parent == Path(clean.files["json"]).parent / "evidence"
+    assert clean.report["evidence"]["container"]["image_digest"].startswith("sha256:")
+    # the HTML report carries what report.md does beyond the checks (issue 15)
+    page = Path(clean.files["html"]).read_text()
+    for marker in (
+        'id="next-steps"',
+        "rate-limit to at most",
+        "roll back when",
+        'id="cache-probes"',
+        "Attribution",
+        'id="gpu-steps"',
+    ):
+        assert marker in page, marker
 
 
 def test_the_report_json_follows_the_documented_schema(clean: AcceptanceResult) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tests.servers import free_port, serve
 from wirecheck.acceptance import AcceptOptions, CapacityPlan, Progress, accept, locustfile_path
-from wirecheck.sim import SimConfig, create_app
+from wirecheck.sim import SimConfig, create_app, create_dcgm_app
 
 CFG = {"family": "kimi_k3", "time_scale": 0.05}
 
@@ -39,9 +39,19 @@ def _capacity(url: str, out: Path, **kw: object) -> dict[str, object]:
 
 
 def test_two_locust_workers_give_the_in_process_figures(tmp_path: Path) -> None:
-    with serve(create_app(SimConfig(**CFG))) as url:  # type: ignore[arg-type]
-        local = _capacity(url, tmp_path / "local", plan=_plan())
-        dist = _capacity(url, tmp_path / "locust", plan=_plan(), load_engine="locust", locust_workers=2)
+    app = create_app(SimConfig(**CFG))  # type: ignore[arg-type]
+    # issue 15: capacity passes only with GPU memory measured (the simulated DCGM exporter here)
+    with serve(app) as url, serve(create_dcgm_app(app)) as dcgm:
+        gpu = [dcgm + "/metrics"]
+        local = _capacity(url, tmp_path / "local", plan=_plan(), gpu_metrics_urls=gpu)
+        dist = _capacity(
+            url,
+            tmp_path / "locust",
+            plan=_plan(),
+            load_engine="locust",
+            locust_workers=2,
+            gpu_metrics_urls=gpu,
+        )
     assert dist["data"]["load_engine"]["engine"] == "locust" and dist["data"]["load_engine"]["workers"] == 2
     assert [c["id"] for c in dist["checks"]] == [c["id"] for c in local["checks"]]  # the same report sections
     assert dist["status"] == local["status"] == "pass"

@@ -100,9 +100,10 @@ def test_sim_writes_its_evidence_and_accept_reads_it(tmp_path: Path) -> None:
                 sys.executable, "-m", "wirecheck", "accept", "--target", url, "--engine-url", url,
                 "--host-info", str(ev / "nvidia-smi.xml"), str(ev / "nvidia-smi.txt"),
                 "--container-info", str(ev / "container.json"), "--startup-log", str(ev / "startup.log"),
-                "--official-image", "--reviewer", "ci", "--phases", "compat,cache", "--out", str(tmp_path / "out"), "--quiet",
+                "--official-image", "--reviewer", "ci", "--on-call", "ci-oncall", "--phases", "compat,cache", "--out", str(tmp_path / "out"), "--quiet",
             ],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
     # compat and cache pass on the simulated deployment; two phases are not a go-live decision
     assert proc.returncode == 1 and "verdict: go (partial" in proc.stdout, proc.stdout + proc.stderr
+    assert "[SIMULATED evidence" in proc.stdout  # the simulator marks its evidence (issue 15)

@@ -1,0 +1,188 @@
+"""Multi-node evidence (issue 15): nodes, GPUs, the interconnect, and whether TP x PP x DP fits the GPUs.
+
+- Nodes come from the host files: ``nvidia-smi -q -x`` names each GPU's UUID, so files with the same UUIDs
+  are one node sampled twice and files with different UUIDs are different nodes. A plain ``nvidia-smi``
+  file (no UUIDs) joins the node whose driver, GPU model and count it shows; with no such node it is one
+  of its own. Two hosts of 8 GPUs are 2 nodes and 16 GPUs.
+- The interconnect comes from ``nvidia-smi topo -m`` (``NV#`` between GPUs is NVLink; ``mlx5_*`` NICs are
+  InfiniBand/RoCE), the Fabric Manager state in ``nvidia-smi -q -x`` (NVSwitch systems: ``Completed``
+  when it serves), and the startup logs' NCCL lines (``NET/IB`` or ``NET/Socket``; ``P2P/NVLink``).
+- TP x PP x DP (from the startup log, else the fingerprint) must equal the GPUs the host files show.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wirecheck.contracts import InputError
+
+from ._evidence import SIM_MARKER, HostFacts, StartupLog
+from ._model import Check, PhaseResult
+
+__all__ = ["TopoFacts", "group_nodes", "read_topo", "topology_checks"]
+
+
+@dataclass(slots=True)
+class TopoFacts:
+    source: str
+    gpus: int = 0
+    nvlink_pairs: int = 0
+    nics: list[str] = field(default_factory=list)
+    simulated: bool = False
+
+
+def read_topo(path: str | Path) -> TopoFacts:
+    """Read ``nvidia-smi topo -m`` output: the GPU matrix and the NICs."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"topology {path}: {exc.strerror or exc}") from None
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines or not re.search(r"\bGPU0\b", lines[0]):
+        raise InputError(f"topology {path}: not `nvidia-smi topo -m` output (no GPU0 header)")
+    facts = TopoFacts(str(path), simulated=SIM_MARKER in text)
+    for ln in lines[1:]:
+        cells = ln.split()
+        if not cells or ln.startswith(("Legend", " ")):
+            continue
+        if re.fullmatch(r"GPU\d+", cells[0]):
+            facts.gpus += 1
+            facts.nvlink_pairs += sum(1 for c in cells[1:] if re.fullmatch(r"NV\d+", c))
+        elif re.fullmatch(r"(?:mlx\d+_\d+|NIC\d+)", cells[0]):
+            facts.nics.append(cells[0])
+    facts.nvlink_pairs //= 2  # the matrix names each pair twice
+    for m in re.finditer(r"^\s*(NIC\d+):\s*(\S+)", text, re.M):
+        facts.nics = [m.group(2) if n == m.group(1) else n for n in facts.nics]
+    return facts
+
+
+def group_nodes(hosts: list[HostFacts]) -> list[dict[str, Any]]:
+    """The nodes the host files describe (see the module's rule)."""
+    nodes: list[dict[str, Any]] = []
+    for h in hosts:
+        uuids = frozenset(g.uuid for g in h.gpus if g.uuid)
+        shape = (h.driver, len(h.gpus), tuple(sorted({g.name for g in h.gpus})))
+        match = None
+        for n in nodes:
+            if (uuids and n["uuids"] and (uuids & n["uuids"])) or (not uuids and n["shape"] == shape):
+                match = n
+            if match:
+                break
+        if match is None:
+            nodes.append({"uuids": uuids, "shape": shape, "gpus": len(h.gpus), "sources": [h.source]})
+        else:
+            match["sources"].append(h.source)
+            match["uuids"] = match["uuids"] or uuids
+    return [
+        {
+            "node": i + 1,
+            "gpus": n["gpus"],
+            "sources": n["sources"],
+            "identified_by": "uuid" if n["uuids"] else "shape",
+        }
+        for i, n in enumerate(nodes)
+    ]
+
+
+def _interconnect(hosts: list[HostFacts], topos: list[TopoFacts], logs: list[StartupLog]) -> dict[str, Any]:
+    nccl = [ln for log in logs for ln in log.nccl + log.warnings]
+    fabric = sorted({g.fabric for h in hosts for g in h.gpus if g.fabric and g.fabric != "N/A"})
+    return {
+        "nvlink_pairs": sum(t.nvlink_pairs for t in topos) if topos else None,
+        "nics": sorted({n for t in topos for n in t.nics}),
+        "fabric_manager": fabric or None,
+        "nccl_ib": any(re.search(r"NET/IB\b(?!\s*:\s*No device)", ln) for ln in nccl),
+        "nccl_socket": any(re.search(r"NET/Socket", ln) for ln in nccl),
+        "nccl_nvlink": any(re.search(r"P2P/(?:NVLink|CUMEM|IPC)|NVLS", ln) for ln in nccl),
+    }
+
+
+def topology_checks(
+    ph: PhaseResult,
+    hosts: list[HostFacts],
+    topos: list[TopoFacts],
+    logs: list[StartupLog],
+    parallel: dict[str, int | None],
+) -> dict[str, Any]:
+    nodes = group_nodes(hosts)
+    gpus = sum(n["gpus"] for n in nodes)
+    link = _interconnect(hosts, topos, logs)
+    tp, pp, dp = (parallel.get(k) or 1 for k in ("tp", "pp", "dp"))
+    need = tp * pp * dp
+    facts = {
+        "nodes": nodes,
+        "node_count": len(nodes),
+        "gpu_count": gpus,
+        "interconnect": link,
+        "parallel": {"tp": tp, "pp": pp, "dp": dp, "gpus_needed": need},
+    }
+    title = "TP x PP x DP matches the GPUs the host files show"
+    if not nodes:
+        ph.add(
+            Check(
+                "compat.topology",
+                title,
+                "missing",
+                "no host files: nodes and GPUs unknown",
+                facts,
+                leads_to="rework",
+            )
+        )
+    elif need == gpus:
+        ph.add(
+            Check(
+                "compat.topology",
+                title,
+                "pass",
+                f"{len(nodes)} nodes, {gpus} GPUs = TP{tp} x PP{pp} x DP{dp}",
+                facts,
+            )
+        )
+    else:
+        why = (
+            f"TP{tp} x PP{pp} x DP{dp} = {need} GPUs, but the host files show {gpus} on {len(nodes)} nodes"
+            + (": give every node's host file" if need > gpus else ": GPUs left idle, or another instance")
+        )
+        ph.add(Check("compat.topology", title, "fail", why, facts, leads_to="rework"))
+    seen = []
+    if link["nvlink_pairs"]:
+        seen.append(f"NVLink ({link['nvlink_pairs']} GPU pairs)")
+    if link["fabric_manager"]:
+        seen.append(f"Fabric Manager {', '.join(link['fabric_manager'])}")
+    if link["nics"]:
+        seen.append(f"NICs {', '.join(link['nics'])}")
+    if link["nccl_ib"]:
+        seen.append("NCCL over InfiniBand")
+    if link["nccl_nvlink"]:
+        seen.append("NCCL P2P/NVLink")
+    ititle = "Interconnect recorded (NVLink, InfiniBand, Fabric Manager)"
+    if link["nccl_socket"] and len(nodes) > 1:
+        ph.add(
+            Check(
+                "compat.interconnect",
+                ititle,
+                "fail",
+                "NCCL uses sockets between nodes: no InfiniBand/RoCE in the container",
+                link,
+                leads_to="rework",
+            )
+        )
+    elif seen:
+        ph.add(Check("compat.interconnect", ititle, "pass", "; ".join(seen), link))
+    else:
+        ph.add(
+            Check(
+                "compat.interconnect",
+                ititle,
+                "missing",
+                "no interconnect evidence: pass --topology with `nvidia-smi topo -m` output from each node "
+                "(and NCCL_DEBUG=INFO lines in the startup logs)",
+                link,
+                leads_to="rework",
+            )
+        )
+    return facts
