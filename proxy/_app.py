@@ -144,6 +144,8 @@ class ProxyApp:
             up, transport=transport, connect_s=cfg.connect_timeout_s, read_s=cfg.read_timeout_s
         )
         self.in_flight = 0
+        #: the live view (issue 18), served under the control prefix when set
+        self.liveview: Callable[[Scope, Receive, Send], Awaitable[None]] | None = None
 
     async def aclose(self) -> None:
         await self._upstream.aclose()
@@ -158,7 +160,7 @@ class ProxyApp:
             return
         path: str = scope.get("path", "/")
         if path.startswith(self.cfg.control_prefix):
-            await self._control(scope, send)
+            await self._control(scope, receive, send)
             return
         await self._forward(scope, receive, send)
 
@@ -400,8 +402,11 @@ class ProxyApp:
 
     # --- control endpoints -------------------------------------------------------------------------
 
-    async def _control(self, scope: Scope, send: Send) -> None:
+    async def _control(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"][len(self.cfg.control_prefix) :].strip("/")
+        if path not in ("health", "findings", "metrics") and self.liveview is not None:
+            await self.liveview(scope, receive, send)
+            return
         status, ctype, body = (
             404,
             b"application/json",

@@ -13,6 +13,7 @@ import uvicorn
 
 from ._app import ProxyApp, TapConfig
 from ._live import start_checker
+from ._liveview import LiveView
 from ._store import Store
 
 __all__ = ["ListenerServer", "ProxyRun", "run_proxy"]
@@ -37,6 +38,7 @@ class ProxyRun:
 
 async def _serve(run: ProxyRun, store: Store | None) -> None:
     apps = [ProxyApp(cfg, store) for cfg, _, _ in run.taps]
+    view = _liveview(apps, store)
     servers = [
         ListenerServer(
             uvicorn.Config(
@@ -50,6 +52,8 @@ async def _serve(run: ProxyRun, store: Store | None) -> None:
     def stop() -> None:
         for s in servers:
             s.should_exit = True
+        if view is not None:
+            view.stop()  # open event streams end, so the listeners can close
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
@@ -58,6 +62,32 @@ async def _serve(run: ProxyRun, store: Store | None) -> None:
     finally:
         for app in apps:
             await app.aclose()
+        if view is not None:
+            view.close()
+
+
+def _liveview(apps: list[ProxyApp], store: Store | None) -> LiveView | None:
+    """One live view over the store, served by every listener under /wirecheck/ (issue 18)."""
+    if store is None:
+        return None
+
+    def health() -> dict[str, object]:
+        return {
+            "taps": [{"tap": a.cfg.tap, "upstream": a.cfg.upstream, "in_flight": a.in_flight} for a in apps],
+            "store": {
+                "path": store.path,
+                "queued": store.stats.queued,
+                "written": store.stats.written,
+                "dropped": store.stats.dropped,
+                "reconnects": store.stats.reconnects,
+                "last_error": store.stats.last_error,
+            },
+        }
+
+    view = LiveView(store.url, taps=[a.cfg.tap for a in apps], health=health)
+    for app in apps:
+        app.liveview = view
+    return view
 
 
 def run_proxy(run: ProxyRun) -> int:

@@ -1,0 +1,447 @@
+"""The live view (issue 18): exchanges and findings as the live checker stores them, as an event
+stream and as one self-contained page.
+
+Routes (under ``prefix``, ``/wirecheck`` by default):
+
+- ``GET /wirecheck/`` and ``/wirecheck/view``: the page (``_liveview_page.html``: inline CSS and
+  script, no build step, nothing fetched from elsewhere);
+- ``GET /wirecheck/events``: Server-Sent Events, ``event: exchange`` and ``event: finding``, each
+  with ``id: X-F`` (the exchange row and the finding row the reader has reached after this event), so
+  that a browser that reconnects with ``Last-Event-ID`` gets exactly what it missed from the store.
+  Filters: ``tap``, ``rule``, ``fault``, ``severity``, ``model``, ``kind`` (exact; a bad value is a
+  400 naming it); without ``Last-Event-ID`` the stream starts ``backlog`` rows back (default 100);
+- ``GET /wirecheck/state``: the taps' health, the store's counts and gaps, the pairing of the taps;
+- ``GET /wirecheck/exchange/{id}``: one exchange as stored (interchange form), its findings and the
+  exchanges of the other tap that share its correlation.
+
+Bounded by construction: every viewer reads the store from its own position, in pages of ``batch``
+rows, on its own reader connection (shared by the viewers, never the writer's), so nothing is queued
+for a viewer at all. A slow browser only slows its own reads; one that stops reading for
+``send_timeout_s`` is dropped and counted (it reconnects and resumes from its last id); viewers past
+``max_viewers`` get a 503. The proxy's request path and the checker never wait on any of it.
+
+Model output is hostile: the page writes every stored string with ``textContent``, and the JSON here
+is served as ``application/json``, never interpolated into HTML.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from wirecheck.contracts import REGISTRY, Fault, Severity
+
+from ._store import Store
+
+__all__ = ["LiveView", "LiveViewConfig"]
+
+_PAGE = Path(__file__).with_name("_liveview_page.html")
+_T = TypeVar("_T")
+#: a tap name as the CLI accepts it; anything else cannot be in the store
+_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+_EVENT_ID = re.compile(r"(\d{1,18})-(\d{1,18})")
+#: the model of a request from its body text without parsing the whole body: in JSON text an unescaped
+#: "model" followed by a colon and a string is a key (quotes inside strings are escaped)
+_MODEL = re.compile(r'"model"\s*:\s*"((?:[^"\\]|\\.){1,256})"')
+_KINDS = ("exchange", "finding")
+
+
+@dataclass(kw_only=True, slots=True)
+class LiveViewConfig:
+    """Limits of the live view; the defaults suit a handful of people watching one proxy."""
+
+    prefix: str = "/wirecheck"
+    #: how often a viewer that has caught up reads the store again
+    poll_s: float = 0.2
+    #: rows of each table a viewer reads at a time
+    batch: int = 200
+    #: rows a fresh stream (no Last-Event-ID) starts back from the end
+    backlog: int = 100
+    max_viewers: int = 64
+    #: a viewer whose connection takes longer than this to accept one event is dropped
+    send_timeout_s: float = 10.0
+    ping_s: float = 15.0
+    #: exchanges looked at for the pairing state
+    pairing_window: int = 1000
+
+
+@dataclass(slots=True)
+class ViewStats:
+    viewers: int = 0
+    connected: int = 0
+    refused: int = 0
+    dropped: int = 0
+    events: int = 0
+
+
+@dataclass(kw_only=True, slots=True)
+class _Filters:
+    tap: str | None = None
+    rule: str | None = None
+    fault: str | None = None
+    severity: str | None = None
+    model: str | None = None
+    kinds: tuple[str, ...] = _KINDS
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class _BadRequest(Exception):
+    pass
+
+
+def _model_of(body_text: str | None) -> str | None:
+    if not body_text:
+        return None
+    m = _MODEL.search(body_text[:65536])
+    if m is None:
+        return None
+    try:
+        value = json.loads(f'"{m.group(1)}"')
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _filters(request: Request) -> _Filters:
+    q = request.query_params
+    allowed = {"tap", "rule", "fault", "severity", "model", "kind", "backlog", "last_event_id"}
+    unknown = sorted(set(q.keys()) - allowed)
+    if unknown:
+        raise _BadRequest(f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(allowed))}")
+    f = _Filters()
+    if (tap := q.get("tap")) is not None:
+        if not _NAME.fullmatch(tap):
+            raise _BadRequest(f"tap {tap!r} is not a tap name (letters, digits, _ . : -, up to 64)")
+        f.tap = tap
+    if (rule := q.get("rule")) is not None:
+        if rule not in REGISTRY:
+            raise _BadRequest(f"rule {rule[:80]!r} is not a wirecheck rule (see wirecheck rules)")
+        f.rule = rule
+    if (fault := q.get("fault")) is not None:
+        if fault not in {str(x) for x in Fault}:
+            raise _BadRequest(f"fault {fault[:80]!r}; known: {', '.join(str(x) for x in Fault)}")
+        f.fault = fault
+    if (sev := q.get("severity")) is not None:
+        if sev not in {str(x) for x in Severity}:
+            raise _BadRequest(f"severity {sev[:80]!r}; known: {', '.join(str(x) for x in Severity)}")
+        f.severity = sev
+    if (model := q.get("model")) is not None:
+        if not 0 < len(model) <= 256:
+            raise _BadRequest("model must be 1 to 256 characters")
+        f.model = model
+    if (kind := q.get("kind")) is not None:
+        if kind not in _KINDS:
+            raise _BadRequest(f"kind {kind[:80]!r}; known: {', '.join(_KINDS)}")
+        f.kinds = (kind,)
+    return f
+
+
+def _int_param(request: Request, name: str, default: int, top: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or int(raw) > top:
+        raise _BadRequest(f"{name} must be a whole number from 0 to {top}")
+    return int(raw)
+
+
+def _error(status: int, message: str, kind: str) -> JSONResponse:
+    return JSONResponse(
+        {
+            "error": {
+                "message": f"wirecheck live view: {message}",
+                "type": kind,
+                "param": None,
+                "code": status,
+            }
+        },
+        status_code=status,
+    )
+
+
+class LiveView:
+    """An ASGI app serving the live view over the store at ``store_path``.
+
+    ``taps`` names the listeners (for the pairing state, also when one has no traffic yet);
+    ``health`` returns what the proxy knows of itself (in flight, queue, drops), shown as it is.
+    """
+
+    def __init__(
+        self,
+        store_path: str,
+        *,
+        taps: Sequence[str] = ("caller",),
+        health: Callable[[], dict[str, Any]] | None = None,
+        config: LiveViewConfig | None = None,
+    ) -> None:
+        self.cfg = config or LiveViewConfig()
+        self.store_path = store_path
+        self.taps = list(taps)
+        self.health = health
+        self.stats = ViewStats()
+        self._reader: Store | None = None
+        # its own threads: the viewers' reads never wait behind (or hold up) anything else's
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="wirecheck-liveview")
+        self._closing = False
+        p = self.cfg.prefix.rstrip("/")
+        self.app = Starlette(
+            routes=[
+                Route(f"{p}/", self.page),
+                Route(f"{p}/view", self.page),
+                Route(f"{p}/events", self.events),
+                Route(f"{p}/state", self.state),
+                Route(p + "/exchange/{exchange_id:path}", self.exchange),
+            ]
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+
+    def stop(self) -> None:
+        """End every open stream (the proxy is shutting down)."""
+        self._closing = True
+
+    def close(self) -> None:
+        self.stop()
+        self._pool.shutdown(wait=True)
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    # --- reading, in the view's own threads ------------------------------------------------------
+
+    def _store(self) -> Store:
+        # a reader of its own: the writer's connection and lock stay the request path's
+        if self._reader is None:
+            self._reader = Store(self.store_path)
+        return self._reader
+
+    async def _read(self, fn: Callable[[Store], _T]) -> _T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, lambda: fn(self._store()))
+
+    # --- routes ----------------------------------------------------------------------------------
+
+    async def page(self, request: Request) -> Response:
+        return HTMLResponse(
+            _PAGE.read_bytes(),
+            headers={
+                # everything is inline; nothing may be loaded from anywhere else
+                "content-security-policy": "default-src 'none'; script-src 'unsafe-inline'; "
+                "style-src 'unsafe-inline'; connect-src 'self'; img-src 'none'; base-uri 'none'",
+                "x-content-type-options": "nosniff",
+                "cache-control": "no-store",
+            },
+        )
+
+    async def events(self, request: Request) -> Response:
+        try:
+            filters = _filters(request)
+            backlog = _int_param(request, "backlog", self.cfg.backlog, 100_000)
+            last = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+            start: tuple[int, int] | None = None
+            if last is not None:
+                m = _EVENT_ID.fullmatch(last.strip())
+                if m is None:
+                    raise _BadRequest(f"Last-Event-ID {last[:40]!r} is not one of this stream's ids (X-F)")
+                start = (int(m.group(1)), int(m.group(2)))
+        except _BadRequest as exc:
+            return _error(400, str(exc), "invalid_request")
+        if self.stats.viewers >= self.cfg.max_viewers:
+            self.stats.refused += 1
+            return _error(503, f"already {self.stats.viewers} viewers (the limit)", "too_many_viewers")
+        if start is None:
+            x, f = await self._read(Store.positions)
+            start = (max(x - backlog, 0), max(f - backlog, 0))
+        self.stats.viewers += 1
+        self.stats.connected += 1
+        return _Stream(
+            self._stream(filters, start),
+            ping=self.cfg.ping_s,
+            send_timeout=self.cfg.send_timeout_s,
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+            view=self,
+        )
+
+    async def _stream(self, f: _Filters, start: tuple[int, int]) -> AsyncIterator[ServerSentEvent]:
+        xpos, fpos = start
+        batch = self.cfg.batch
+        try:
+            # the browser retries after this long when the connection drops
+            yield ServerSentEvent(retry=1000, comment="wirecheck live view")
+            while not self._closing:
+                xs: list[tuple[Any, ...]] = []
+                fs: list[tuple[Any, ...]] = []
+                if "exchange" in f.kinds:
+                    xs = await self._read(partial(Store.exchange_rows_after, seq=xpos, limit=batch))
+                if "finding" in f.kinds:
+                    fs = await self._read(partial(Store.finding_rows_after, seq=fpos, limit=batch))
+                # exchanges first: a finding names an exchange that is already stored
+                for row in xs:
+                    xpos = int(row[0])
+                    ev = self._exchange_event(row, f)
+                    if ev is not None:
+                        yield ServerSentEvent(data=ev, event="exchange", id=f"{xpos}-{fpos}")
+                        self.stats.events += 1
+                for row in fs:
+                    fpos = int(row[0])
+                    ev = self._finding_event(row, f)
+                    if ev is not None:
+                        yield ServerSentEvent(data=ev, event="finding", id=f"{xpos}-{fpos}")
+                        self.stats.events += 1
+                if len(xs) < batch and len(fs) < batch:
+                    await asyncio.sleep(self.cfg.poll_s)
+                else:
+                    await asyncio.sleep(0)  # a long catch-up still lets the proxy's loop run
+        finally:
+            self.stats.viewers -= 1
+
+    @staticmethod
+    def _exchange_event(row: tuple[Any, ...], f: _Filters) -> str | None:
+        if f.rule or f.fault or f.severity:
+            return None  # finding-only filters: an exchange matches none of them
+        if f.tap is not None and row[2] != f.tap:
+            return None
+        model = _model_of(row[9])
+        if f.model is not None and model != f.model:
+            return None
+        keys = ("seq", "id", "tap", "correlation", "started_at", "method", "path", "status", "error")
+        return json.dumps({**dict(zip(keys, row[:9], strict=True)), "model": model})
+
+    @staticmethod
+    def _finding_event(row: tuple[Any, ...], f: _Filters) -> str | None:
+        seq, exchange_id, tap, rule, severity, fault, message, evidence, body = row
+        if (
+            (f.tap is not None and tap != f.tap)
+            or (f.rule is not None and rule != f.rule)
+            or (f.fault is not None and fault != f.fault)
+            or (f.severity is not None and severity != f.severity)
+        ):
+            return None
+        model = _model_of(body)
+        if f.model is not None and model != f.model:
+            return None
+        return json.dumps(
+            {
+                "seq": seq,
+                "exchange_id": exchange_id,
+                "tap": tap,
+                "rule": rule,
+                "severity": severity,
+                "fault": fault,
+                "message": message,
+                "evidence": json.loads(evidence),
+                "model": model,
+            }
+        )
+
+    async def state(self, request: Request) -> Response:
+        def read(store: Store) -> dict[str, Any]:
+            gaps = store.gaps()
+            recent = store.recent_taps(self.cfg.pairing_window)
+            return {
+                "positions": list(store.positions()),
+                "exchanges": store.count(),
+                "finding_counts": [
+                    {"rule": r, "fault": fa, "severity": s, "count": n}
+                    for r, fa, s, n in store.finding_counts()
+                ],
+                "gaps": {
+                    "count": len(gaps),
+                    "dropped": sum(g[0] for g in gaps),
+                    "last": [{"dropped": d, "first_at": a, "last_at": b} for d, a, b in gaps[-20:]],
+                },
+                "pairing": _pairing(recent, self.taps),
+            }
+
+        try:
+            body = await self._read(read)
+            body["store_ok"] = True
+        except Exception as exc:  # the database is down: say so, keep serving the page
+            body = {"store_ok": False, "store_error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        body["health"] = self.health() if self.health is not None else None
+        body["viewers"] = {
+            "open": self.stats.viewers,
+            "connected": self.stats.connected,
+            "refused": self.stats.refused,
+            "dropped": self.stats.dropped,
+            "events": self.stats.events,
+            "limit": self.cfg.max_viewers,
+        }
+        return JSONResponse(body, headers={"cache-control": "no-store"})
+
+    async def exchange(self, request: Request) -> Response:
+        exchange_id: str = request.path_params["exchange_id"]
+        if not 0 < len(exchange_id) <= 200:
+            return _error(400, "an exchange id is 1 to 200 characters", "invalid_request")
+
+        def read(store: Store) -> dict[str, Any] | None:
+            doc = store.exchange_doc(exchange_id)
+            if doc is None:
+                return None
+            corr = doc.get("correlation")
+            pairs = (
+                [
+                    {"id": e.id, "tap": e.tap}
+                    for e in store.exchanges(
+                        where="WHERE correlation = ? AND id <> ?", args=(corr, exchange_id)
+                    )
+                ]
+                if isinstance(corr, str)
+                else []
+            )
+            return {"exchange": doc, "findings": store.findings(exchange_id=exchange_id), "pairs": pairs}
+
+        body = await self._read(read)
+        if body is None:
+            return _error(404, f"no exchange {exchange_id[:80]!r} in the store", "not_found")
+        return JSONResponse(body, headers={"cache-control": "no-store"})
+
+
+def _pairing(recent: list[tuple[str, str | None]], taps: list[str]) -> dict[str, Any]:
+    """Of the recent exchanges, how many each tap saw and how many of them the other tap saw too
+    (same correlation): a gateway that drops x-wirecheck-id, or a tap that is not in the path, shows
+    here as unpaired exchanges."""
+    by_tap: dict[str, set[str]] = {t: set() for t in taps}
+    counts: dict[str, int] = dict.fromkeys(taps, 0)
+    for tap, corr in recent:
+        counts[tap] = counts.get(tap, 0) + 1
+        if corr:
+            by_tap.setdefault(tap, set()).add(corr)
+    out: dict[str, Any] = {"window": len(recent), "taps": {}}
+    for tap, n in counts.items():
+        others: set[str] = set()
+        for t, cs in by_tap.items():
+            if t != tap:
+                others |= cs
+        mine = by_tap.get(tap, set())
+        out["taps"][tap] = {"exchanges": n, "paired": len(mine & others), "unpaired": len(mine - others)}
+    return out
+
+
+class _Stream(EventSourceResponse):
+    """An event stream that counts the viewers it drops for not reading (send timeout)."""
+
+    def __init__(self, *args: Any, view: LiveView, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._view = view
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except TimeoutError:  # sse-starlette's SendTimeoutError: the browser stopped reading
+            self._view.stats.dropped += 1
