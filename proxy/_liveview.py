@@ -173,6 +173,61 @@ def _error(status: int, message: str, kind: str) -> JSONResponse:
     )
 
 
+@dataclass(slots=True, frozen=True)
+class _Row:
+    """One stored row as the stream sends it: the fields the filters look at, and its JSON."""
+
+    seq: int
+    kind: str
+    tap: str
+    model: str | None
+    data: str
+    rule: str | None = None
+    fault: str | None = None
+    severity: str | None = None
+
+    def matches(self, f: _Filters) -> bool:
+        if self.kind == "exchange" and (f.rule or f.fault or f.severity):
+            return False  # finding-only filters: an exchange matches none of them
+        return (
+            (f.tap is None or self.tap == f.tap)
+            and (f.model is None or self.model == f.model)
+            and (f.rule is None or self.rule == f.rule)
+            and (f.fault is None or self.fault == f.fault)
+            and (f.severity is None or self.severity == f.severity)
+        )
+
+
+def _fetch(store: Store, *, kind: str, pos: int, limit: int) -> list[_Row]:
+    out: list[_Row] = []
+    if kind == "exchange":
+        keys = ("seq", "id", "tap", "correlation", "started_at", "method", "path", "status", "error")
+        for r in store.exchange_rows_after(pos, limit):
+            model = _model_of(r[9])
+            data = json.dumps({**dict(zip(keys, r[:9], strict=True)), "model": model})
+            out.append(_Row(int(r[0]), kind, str(r[2]), model, data))
+        return out
+    for seq, exchange_id, tap, rule, severity, fault, message, evidence, body in store.finding_rows_after(
+        pos, limit
+    ):
+        model = _model_of(body)
+        data = json.dumps(
+            {
+                "seq": seq,
+                "exchange_id": exchange_id,
+                "tap": tap,
+                "rule": rule,
+                "severity": severity,
+                "fault": fault,
+                "message": message,
+                "evidence": json.loads(evidence),
+                "model": model,
+            }
+        )
+        out.append(_Row(int(seq), kind, str(tap), model, data, rule, fault, severity))
+    return out
+
+
 class LiveView:
     """An ASGI app serving the live view over the store at ``store_path``.
 
@@ -197,6 +252,8 @@ class LiveView:
         # its own threads: the viewers' reads never wait behind (or hold up) anything else's
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="wirecheck-liveview")
         self._closing = False
+        self._cache: dict[tuple[str, int], tuple[float, list[_Row]]] = {}
+        self._pending: dict[tuple[str, int], asyncio.Future[list[_Row]]] = {}
         p = self.cfg.prefix.rstrip("/")
         self.app = Starlette(
             routes=[
@@ -284,24 +341,18 @@ class LiveView:
             # the browser retries after this long when the connection drops
             yield ServerSentEvent(retry=1000, comment="wirecheck live view")
             while not self._closing:
-                xs: list[tuple[Any, ...]] = []
-                fs: list[tuple[Any, ...]] = []
-                if "exchange" in f.kinds:
-                    xs = await self._read(partial(Store.exchange_rows_after, seq=xpos, limit=batch))
-                if "finding" in f.kinds:
-                    fs = await self._read(partial(Store.finding_rows_after, seq=fpos, limit=batch))
+                xs = await self._rows("exchange", xpos) if "exchange" in f.kinds else []
+                fs = await self._rows("finding", fpos) if "finding" in f.kinds else []
                 # exchanges first: a finding names an exchange that is already stored
                 for row in xs:
-                    xpos = int(row[0])
-                    ev = self._exchange_event(row, f)
-                    if ev is not None:
-                        yield ServerSentEvent(data=ev, event="exchange", id=f"{xpos}-{fpos}")
+                    xpos = row.seq
+                    if row.matches(f):
+                        yield ServerSentEvent(data=row.data, event="exchange", id=f"{xpos}-{fpos}")
                         self.stats.events += 1
                 for row in fs:
-                    fpos = int(row[0])
-                    ev = self._finding_event(row, f)
-                    if ev is not None:
-                        yield ServerSentEvent(data=ev, event="finding", id=f"{xpos}-{fpos}")
+                    fpos = row.seq
+                    if row.matches(f):
+                        yield ServerSentEvent(data=row.data, event="finding", id=f"{xpos}-{fpos}")
                         self.stats.events += 1
                 if len(xs) < batch and len(fs) < batch:
                     await asyncio.sleep(self.cfg.poll_s)
@@ -310,44 +361,31 @@ class LiveView:
         finally:
             self.stats.viewers -= 1
 
-    @staticmethod
-    def _exchange_event(row: tuple[Any, ...], f: _Filters) -> str | None:
-        if f.rule or f.fault or f.severity:
-            return None  # finding-only filters: an exchange matches none of them
-        if f.tap is not None and row[2] != f.tap:
-            return None
-        model = _model_of(row[9])
-        if f.model is not None and model != f.model:
-            return None
-        keys = ("seq", "id", "tap", "correlation", "started_at", "method", "path", "status", "error")
-        return json.dumps({**dict(zip(keys, row[:9], strict=True)), "model": model})
+    async def _rows(self, kind: str, pos: int) -> list[_Row]:
+        """The rows after ``pos``, read once for every viewer at that position: viewers that have
+        caught up sit at the same position, so ten of them cost one query and one encoding per
+        poll, not ten. A result is reused for half a poll interval at most."""
+        loop = asyncio.get_running_loop()
+        key = (kind, pos)
+        hit = self._cache.get(key)
+        if hit is not None and loop.time() - hit[0] < self.cfg.poll_s / 2:
+            return hit[1]
+        fut = self._pending.get(key)
+        if fut is None:
+            fut = asyncio.ensure_future(self._read(partial(_fetch, kind=kind, pos=pos, limit=self.cfg.batch)))
+            self._pending[key] = fut
 
-    @staticmethod
-    def _finding_event(row: tuple[Any, ...], f: _Filters) -> str | None:
-        seq, exchange_id, tap, rule, severity, fault, message, evidence, body = row
-        if (
-            (f.tap is not None and tap != f.tap)
-            or (f.rule is not None and rule != f.rule)
-            or (f.fault is not None and fault != f.fault)
-            or (f.severity is not None and severity != f.severity)
-        ):
-            return None
-        model = _model_of(body)
-        if f.model is not None and model != f.model:
-            return None
-        return json.dumps(
-            {
-                "seq": seq,
-                "exchange_id": exchange_id,
-                "tap": tap,
-                "rule": rule,
-                "severity": severity,
-                "fault": fault,
-                "message": message,
-                "evidence": json.loads(evidence),
-                "model": model,
-            }
-        )
+            def done(f: asyncio.Future[list[_Row]]) -> None:
+                self._pending.pop(key, None)
+                if not f.cancelled() and f.exception() is None:
+                    now = loop.time()
+                    for k in [k for k, (t, _) in self._cache.items() if now - t > 1.0]:
+                        del self._cache[k]
+                    self._cache[key] = (now, f.result())
+
+            fut.add_done_callback(done)
+        # shielded: a viewer that goes away does not cancel the read the others wait on
+        return await asyncio.shield(fut)
 
     async def state(self, request: Request) -> Response:
         def read(store: Store) -> dict[str, Any]:
