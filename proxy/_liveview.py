@@ -15,8 +15,8 @@ Routes (under ``prefix``, ``/wirecheck`` by default):
   exchanges of the other tap that share its correlation.
 
 Bounded by construction: every viewer reads the store from its own position, in pages of ``batch``
-rows, on its own reader connection (shared by the viewers, never the writer's), so nothing is queued
-for a viewer at all. A slow browser only slows its own reads; one that stops reading for
+rows, through the view's own reader connection and threads (never the writer's), so nothing is queued
+for a viewer at all; viewers at the same position share one read and one encoding. A slow browser only slows its own reads; one that stops reading for
 ``send_timeout_s`` is dropped and counted (it reconnects and resumes from its last id); viewers past
 ``max_viewers`` get a 503. The proxy's request path and the checker never wait on any of it.
 
@@ -27,6 +27,7 @@ is served as ``application/json``, never interpolated into HTML.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -86,6 +87,7 @@ class ViewStats:
     refused: int = 0
     dropped: int = 0
     events: int = 0
+    read_errors: int = 0
 
 
 @dataclass(kw_only=True, slots=True)
@@ -254,6 +256,9 @@ class LiveView:
         self._closing = False
         self._cache: dict[tuple[str, int], tuple[float, list[_Row]]] = {}
         self._pending: dict[tuple[str, int], asyncio.Future[list[_Row]]] = {}
+        self._head: tuple[int, int] = (0, 0)
+        self._head_changed = asyncio.Event()
+        self._watcher: asyncio.Future[None] | None = None
         p = self.cfg.prefix.rstrip("/")
         self.app = Starlette(
             routes=[
@@ -289,7 +294,19 @@ class LiveView:
 
     async def _read(self, fn: Callable[[Store], _T]) -> _T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, lambda: fn(self._store()))
+        return await loop.run_in_executor(self._pool, lambda: self._guarded(fn))
+
+    def _guarded(self, fn: Callable[[Store], _T]) -> _T:
+        try:
+            return fn(self._store())
+        except Exception:
+            # a lost database connection (a PostgreSQL restart): the next read opens a new one
+            self.stats.read_errors += 1
+            reader, self._reader = self._reader, None
+            if reader is not None:
+                with contextlib.suppress(Exception):
+                    reader.close()
+            raise
 
     # --- routes ----------------------------------------------------------------------------------
 
@@ -322,7 +339,10 @@ class LiveView:
             self.stats.refused += 1
             return _error(503, f"already {self.stats.viewers} viewers (the limit)", "too_many_viewers")
         if start is None:
-            x, f = await self._read(Store.positions)
+            try:
+                x, f = await self._read(Store.positions)
+            except Exception as exc:  # the database is down: say so; the browser retries
+                return _error(503, f"the store cannot be read ({type(exc).__name__})", "store_unavailable")
             start = (max(x - backlog, 0), max(f - backlog, 0))
         self.stats.viewers += 1
         self.stats.connected += 1
@@ -337,12 +357,17 @@ class LiveView:
     async def _stream(self, f: _Filters, start: tuple[int, int]) -> AsyncIterator[ServerSentEvent]:
         xpos, fpos = start
         batch = self.cfg.batch
+        idle = 0
         try:
             # the browser retries after this long when the connection drops
             yield ServerSentEvent(retry=1000, comment="wirecheck live view")
             while not self._closing:
-                xs = await self._rows("exchange", xpos) if "exchange" in f.kinds else []
-                fs = await self._rows("finding", fpos) if "finding" in f.kinds else []
+                try:
+                    xs = await self._rows("exchange", xpos) if "exchange" in f.kinds else []
+                    fs = await self._rows("finding", fpos) if "finding" in f.kinds else []
+                except Exception:  # the database is away: keep the stream and the position, retry
+                    await asyncio.sleep(1.0)
+                    continue
                 # exchanges first: a finding names an exchange that is already stored
                 for row in xs:
                     xpos = row.seq
@@ -354,12 +379,42 @@ class LiveView:
                     if row.matches(f):
                         yield ServerSentEvent(data=row.data, event="finding", id=f"{xpos}-{fpos}")
                         self.stats.events += 1
-                if len(xs) < batch and len(fs) < batch:
+                idle = idle + 1 if not xs and not fs else 0
+                if idle > 1:  # the head said there was more, yet nothing came: never spin
                     await asyncio.sleep(self.cfg.poll_s)
+                if len(xs) < batch and len(fs) < batch:
+                    await self._news(xpos, fpos, f.kinds)
                 else:
                     await asyncio.sleep(0)  # a long catch-up still lets the proxy's loop run
         finally:
             self.stats.viewers -= 1
+
+    async def _news(self, xpos: int, fpos: int, kinds: tuple[str, ...]) -> None:
+        """Wait until the store holds rows past this viewer's position. One watcher reads the
+        store's last rows for all viewers, so a caught-up viewer costs nothing while nothing new
+        comes."""
+        while not self._closing:
+            hx, hf = self._head
+            if ("exchange" in kinds and hx > xpos) or ("finding" in kinds and hf > fpos):
+                return
+            if self._watcher is None or self._watcher.done():
+                self._watcher = asyncio.ensure_future(self._watch())
+            changed = self._head_changed
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), timeout=5 * self.cfg.poll_s)
+
+    async def _watch(self) -> None:
+        """Every ``poll_s`` while anyone watches: the store's last exchange and finding rows."""
+        while self.stats.viewers > 0 and not self._closing:
+            try:
+                head = await self._read(Store.positions)
+            except Exception:  # the database is away: the viewers wait, the watcher retries
+                head = self._head
+            if head != self._head:
+                self._head = head
+                changed, self._head_changed = self._head_changed, asyncio.Event()
+                changed.set()
+            await asyncio.sleep(self.cfg.poll_s)
 
     async def _rows(self, kind: str, pos: int) -> list[_Row]:
         """The rows after ``pos``, read once for every viewer at that position: viewers that have
@@ -377,7 +432,8 @@ class LiveView:
 
             def done(f: asyncio.Future[list[_Row]]) -> None:
                 self._pending.pop(key, None)
-                if not f.cancelled() and f.exception() is None:
+                # only rows are reused: an empty answer ("caught up") goes stale at once
+                if not f.cancelled() and f.exception() is None and f.result():
                     now = loop.time()
                     for k in [k for k, (t, _) in self._cache.items() if now - t > 1.0]:
                         del self._cache[k]
@@ -418,6 +474,7 @@ class LiveView:
             "refused": self.stats.refused,
             "dropped": self.stats.dropped,
             "events": self.stats.events,
+            "read_errors": self.stats.read_errors,
             "limit": self.cfg.max_viewers,
         }
         return JSONResponse(body, headers={"cache-control": "no-store"})
