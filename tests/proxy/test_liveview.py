@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,7 +20,8 @@ import pytest
 
 from tests import wire
 from tests.chromium import LivePage
-from tests.servers import serve
+from tests.servers import free_port, serve
+from tests.wirecheck.test_cli_sim import running, wait_up
 from wirecheck.contracts import Exchange, HttpRequest
 from wirecheck.proxy import ProxyApp, Store, TapConfig, check_pending
 from wirecheck.proxy._liveview import LiveView, LiveViewConfig
@@ -343,3 +348,86 @@ def test_the_state_and_an_exchange_from_the_store(store: Store) -> None:
     assert [f["rule"] for f in body["findings"]] == [f["rule"] for f in store.findings(exchange_id=ex.id)]
     assert missing.status_code == 404
     assert health.json()["tap"] == "caller"  # the proxy's own endpoints are still its own
+
+
+def test_the_proxy_process_streams_the_live_checkers_findings_and_stops_with_viewers_open(
+    tmp_path: Path,
+) -> None:
+    """``wirecheck proxy`` as deployed (dual tap, the checker in its worker process): a viewer sees
+    the checker's findings as it stores them, both taps paired, and SIGTERM still stops the proxy
+    while the viewer's stream is open."""
+    sp, gp, cp, ep = free_port(), free_port(), free_port(), free_port()
+    with (
+        running("sim", "--port", str(sp), "--time-scale", "0.001", "--faults", "model.undeclared_tool"),
+        running(
+            "sim-gateway",
+            "--upstream",
+            f"http://127.0.0.1:{ep}",
+            "--port",
+            str(gp),
+            "--faults",
+            "reasoning_dropped",
+        ),
+    ):
+        proxy = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "wirecheck",
+                "proxy",
+                "--upstream",
+                f"http://127.0.0.1:{gp}",
+                "--listen",
+                f"127.0.0.1:{cp}",
+                "--engine-upstream",
+                f"http://127.0.0.1:{sp}",
+                "--engine-listen",
+                f"127.0.0.1:{ep}",
+                "--store",
+                str(tmp_path / "wc.db"),
+                "--settle",
+                "0.2",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            for url in (f"http://127.0.0.1:{cp}/wirecheck/health", f"http://127.0.0.1:{gp}/health"):
+                wait_up(url)
+            base = f"http://127.0.0.1:{cp}/wirecheck"
+            assert "wirecheck live view" in httpx.get(f"{base}/", timeout=5).text
+            with httpx.stream("GET", f"{base}/events?kind=finding", timeout=httpx.Timeout(10, read=5)) as r:
+                assert r.status_code == 200
+                for i in range(3):
+                    httpx.post(
+                        f"http://127.0.0.1:{cp}/v1/chat/completions",
+                        json=wire.tool_req(messages=[{"role": "user", "content": f"Weather in Kyoto {i}?"}]),
+                        timeout=10,
+                    ).raise_for_status()
+                seen: set[tuple[str, str, str]] = set()
+                for line in r.iter_lines():
+                    if line.startswith("data:"):
+                        f = json.loads(line[5:])
+                        seen.add((f["rule"], f["fault"], f["tap"]))
+                    if {
+                        ("tool-call-undeclared", "model", "engine"),
+                        ("gateway-reasoning-dropped", "gateway", "caller"),
+                    } <= seen:
+                        break
+            # (leaving the loop above closed that stream) a viewer that stays connected
+            with httpx.stream("GET", f"{base}/events", timeout=httpx.Timeout(10, read=5)) as r:
+                pieces = r.iter_raw()
+                assert b"wirecheck live view" in next(pieces)
+                state = httpx.get(f"{base}/state", timeout=5).json()
+                assert state["viewers"]["open"] == 1, state["viewers"]
+                assert state["pairing"]["taps"]["caller"]["paired"] == 3
+                assert state["pairing"]["taps"]["engine"]["paired"] == 3
+                # SIGTERM must still stop the proxy, and flush, while the viewer is connected
+                proxy.send_signal(signal.SIGTERM)
+                _out, err = proxy.communicate(timeout=30)
+        finally:
+            if proxy.poll() is None:
+                proxy.kill()
+                proxy.wait(timeout=10)
+    assert proxy.returncode == 0, err
