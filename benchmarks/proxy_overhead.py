@@ -102,6 +102,7 @@ async def _viewers(port: int, n: int) -> None:
     received = [0] * n
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    connected = [asyncio.Event() for _ in range(n)]
 
     async def viewer(i: int) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -111,9 +112,12 @@ async def _viewers(port: int, n: int) -> None:
         await writer.drain()
         with contextlib.suppress(ConnectionError):
             while data := await reader.read(65536):
+                connected[i].set()
                 received[i] += data.count(b"\nevent: ")
 
     tasks = [asyncio.ensure_future(viewer(i)) for i in range(n)]
+    await asyncio.gather(*(c.wait() for c in connected))
+    print("ready", flush=True)  # every viewer has its stream open
     await stop.wait()
     for t in tasks:
         t.cancel()
@@ -315,7 +319,9 @@ def _viewing(port: int, n: int, report: dict[str, Any]) -> Iterator[None]:
         text=True,
     )
     try:
-        time.sleep(0.5)  # connected before the load starts
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != "ready":  # connected before the load starts
+            raise RuntimeError("the live-view viewers did not connect")
         yield
     finally:
         proc.send_signal(signal.SIGTERM)

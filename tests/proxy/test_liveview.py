@@ -431,3 +431,29 @@ def test_the_proxy_process_streams_the_live_checkers_findings_and_stops_with_vie
                 proxy.kill()
                 proxy.wait(timeout=10)
     assert proxy.returncode == 0, err
+
+
+def test_a_postgresql_store_streams_and_resumes_alike(pg_url: str) -> None:
+    # the read side is spelled per backend (the request body's model): the same events from both
+    store = Store(pg_url, writer=True)
+    try:
+        with watched(store, "model.invalid_json") as (url, _):
+            for city in ("Osaka", "Kyoto"):
+                _ask(url, city)
+            _check(store, 2)
+            total = 2 + len(store.findings())
+            first = _events(
+                f"{url}/wirecheck/events", headers={"last-event-id": "0-0"}, until=lambda ev: len(ev) == 2
+            )
+            rest = _events(
+                f"{url}/wirecheck/events",
+                headers={"last-event-id": first[-1]["id"]},
+                until=lambda ev: len(ev) == total - 2,
+            )
+            state = httpx.get(f"{url}/wirecheck/state", timeout=5).json()
+    finally:
+        store.close()
+    got = first + rest
+    assert [e["event"] for e in got].count("exchange") == 2 and len(got) == total
+    assert {e["data"]["model"] for e in got} == {wire.K2}
+    assert state["store_ok"] and state["exchanges"] == 2
