@@ -20,6 +20,11 @@ for a viewer at all; viewers at the same position share one read and one encodin
 ``send_timeout_s`` is dropped and counted (it reconnects and resumes from its last id); viewers past
 ``max_viewers`` get a 503. The proxy's request path and the checker never wait on any of it.
 
+Rows are read in row-id order. SQLite has one writer at a time, so ids commit in order. On a
+PostgreSQL store shared by several replicas, ids are handed out at insert and committed a moment
+later, so a row can become visible after one with a higher id: a viewer that passed it in that moment
+does not see it (the store, ``check`` and ``/wirecheck/findings`` still have it).
+
 Model output is hostile: the page writes every stored string with ``textContent``, and the JSON here
 is served as ``application/json``, never interpolated into HTML.
 """
@@ -261,13 +266,15 @@ class LiveView:
         self._watcher: asyncio.Future[None] | None = None
         p = self.cfg.prefix.rstrip("/")
         self.app = Starlette(
+            # the proxy's control endpoints answer errors in OpenAI's JSON shape; so does the view
+            exception_handlers={404: _not_found, 405: _not_found},
             routes=[
                 Route(f"{p}/", self.page),
                 Route(f"{p}/view", self.page),
                 Route(f"{p}/events", self.events),
                 Route(f"{p}/state", self.state),
                 Route(p + "/exchange/{exchange_id:path}", self.exchange),
-            ]
+            ],
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -505,6 +512,11 @@ class LiveView:
         if body is None:
             return _error(404, f"no exchange {exchange_id[:80]!r} in the store", "not_found")
         return JSONResponse(body, headers={"cache-control": "no-store"})
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    code = getattr(exc, "status_code", 404)
+    return _error(code, f"no such live view endpoint: {request.method} {request.url.path[:200]}", "not_found")
 
 
 def _pairing(recent: list[tuple[str, str | None]], taps: list[str]) -> dict[str, Any]:

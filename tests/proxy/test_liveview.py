@@ -336,6 +336,8 @@ def test_the_state_and_an_exchange_from_the_store(store: Store) -> None:
         one = httpx.get(f"{url}/wirecheck/exchange/{ex.id}", timeout=5)
         missing = httpx.get(f"{url}/wirecheck/exchange/nope", timeout=5)
         health = httpx.get(f"{url}/wirecheck/health", timeout=5)
+        unknown = httpx.get(f"{url}/wirecheck/nothing-here", timeout=5)
+        posted = httpx.post(f"{url}/wirecheck/events", timeout=5)
     assert (
         state["store_ok"]
         and state["exchanges"] == 1
@@ -348,6 +350,8 @@ def test_the_state_and_an_exchange_from_the_store(store: Store) -> None:
     assert [f["rule"] for f in body["findings"]] == [f["rule"] for f in store.findings(exchange_id=ex.id)]
     assert missing.status_code == 404
     assert health.json()["tap"] == "caller"  # the proxy's own endpoints are still its own
+    assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found"
+    assert posted.status_code == 405 and posted.json()["error"]["code"] == 405
 
 
 def test_the_proxy_process_streams_the_live_checkers_findings_and_stops_with_viewers_open(
