@@ -11,12 +11,18 @@ event (``\\n\\n``) arrives. Reported per proxy and level, all measured in the sa
 - throughput ratio: events per second through the proxy over events per second direct;
 - proxy RSS: the largest resident set of the proxy's processes during the level (MB).
 
+With ``--viewers N`` wirecheck is measured a second time (row ``wirecheck+Nv``) with N live-view
+viewers (issue 18) connected to its ``/wirecheck/events`` stream for the whole run, reading every
+exchange and finding event from a separate process; the same targets apply to that row, and the
+events the viewers received are reported.
+
 Targets (issue 4): at 64 streams added TTFT p50 <= 1 ms and p99 <= 5 ms; throughput >= 0.9x direct;
 less added latency than mitmproxy at every level; RSS <= 150 MB at 256 streams. wirecheck runs as
 deployed: recording into a store with the live-check worker on. nginx runs with
 ``proxy_buffering off``, mitmproxy in reverse mode with streaming on.
 
     python benchmarks/proxy_overhead.py [--levels 1,16,64,256] [--proxies direct,wirecheck,nginx,mitmproxy]
+                                        [--viewers 10]
 """
 
 from __future__ import annotations
@@ -85,6 +91,37 @@ async def _upstream(port: int, events: int, interval_ms: float) -> None:
     server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024)
     async with server:
         await server.serve_forever()
+
+
+# --- live-view viewers (run with --role viewers) ------------------------------------------------
+
+
+async def _viewers(port: int, n: int) -> None:
+    """``n`` event-stream readers on the proxy's live view, until SIGTERM; then prints how many
+    events they received (JSON on stdout)."""
+    received = [0] * n
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    connected = [asyncio.Event() for _ in range(n)]
+
+    async def viewer(i: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            b"GET /wirecheck/events?backlog=0 HTTP/1.1\r\nhost: bench\r\naccept: text/event-stream\r\n\r\n"
+        )
+        await writer.drain()
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.read(65536):
+                connected[i].set()
+                received[i] += data.count(b"\nevent: ")
+
+    tasks = [asyncio.ensure_future(viewer(i)) for i in range(n)]
+    await asyncio.gather(*(c.wait() for c in connected))
+    print("ready", flush=True)  # every viewer has its stream open
+    await stop.wait()
+    for t in tasks:
+        t.cancel()
+    print(json.dumps({"viewers": n, "events": sum(received), "per_viewer": received}), flush=True)
 
 
 # --- the client ---------------------------------------------------------------------------------
@@ -172,6 +209,17 @@ def _rss_mb(pids: list[int]) -> float:
     return total / 1024
 
 
+def _cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) the process has used so far: the cost of the proxy's own event
+    loop, which contention on a busy host does not inflate the way it inflates latency."""
+    if pid is None:
+        return 0.0
+    with contextlib.suppress(OSError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
 def _children(pid: int) -> list[int]:
     out = [pid]
     with contextlib.suppress(OSError):
@@ -198,13 +246,16 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes] | None, timeout: float =
 
 
 @contextlib.contextmanager
-def _proxy(kind: str, upstream_port: int, tmp: Path) -> Iterator[tuple[int, subprocess.Popen[bytes] | None]]:
+def _proxy(
+    kind: str, upstream_port: int, tmp: Path
+) -> Iterator[tuple[int, subprocess.Popen[bytes] | None, int]]:
+    """The proxy of ``kind`` on a free port: (its port, its process, its admin port or 0)."""
     if kind == "direct":
-        yield upstream_port, None
+        yield upstream_port, None, 0
         return
-    port = free_port()
+    port, admin = free_port(), 0
     up = f"http://127.0.0.1:{upstream_port}"
-    if kind == "wirecheck":
+    if kind.startswith("wirecheck"):
         cmd = [
             sys.executable,
             "-m",
@@ -215,10 +266,13 @@ def _proxy(kind: str, upstream_port: int, tmp: Path) -> Iterator[tuple[int, subp
             "--listen",
             f"127.0.0.1:{port}",
             "--store",
-            str(tmp / "bench.db"),
+            str(tmp / f"{kind}.db"),
             "--admin",
-            "off",  # no admin listener: nothing here reads it, and its default port may be taken
+            "off",  # no admin listener unless viewers read it: its default port may be taken
         ]
+        if kind != "wirecheck":  # wirecheck+Nv: the live view lives on the admin listener
+            admin = free_port()
+            cmd[-1] = f"127.0.0.1:{admin}"
     elif kind == "nginx":
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
         conf = tmp / "nginx.conf"
@@ -252,7 +306,9 @@ def _proxy(kind: str, upstream_port: int, tmp: Path) -> Iterator[tuple[int, subp
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_port(port, proc)
-        yield port, proc
+        if admin:
+            _wait_port(admin, proc)
+        yield port, proc, admin
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -261,25 +317,58 @@ def _proxy(kind: str, upstream_port: int, tmp: Path) -> Iterator[tuple[int, subp
             proc.kill()
 
 
+@contextlib.contextmanager
+def _viewing(port: int, n: int, report: dict[str, Any]) -> Iterator[None]:
+    """``n`` live-view viewers in their own process while the block runs (none when n is 0)."""
+    if n <= 0:
+        yield
+        return
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--role", "viewers", "--port", str(port), "--viewers", str(n)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != "ready":  # connected before the load starts
+            raise RuntimeError("the live-view viewers did not connect")
+        yield
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        if out.strip():
+            report.update(json.loads(out.strip().splitlines()[-1]))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--role", choices=("bench", "upstream"), default="bench")
+    ap.add_argument("--role", choices=("bench", "upstream", "viewers"), default="bench")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--levels", default="1,16,64,256")
     ap.add_argument("--proxies", default="direct,wirecheck,nginx,mitmproxy")
     ap.add_argument("--events", type=int, default=20, help="SSE events per stream")
     ap.add_argument("--interval-ms", type=float, default=20.0)
     ap.add_argument("--duration", type=float, default=4.0, help="seconds of load at each level")
+    ap.add_argument(
+        "--viewers", type=int, default=0, help="also measure wirecheck with N live-view viewers open"
+    )
     ap.add_argument("--out", default=str(HERE / "results" / "proxy_overhead.json"))
     args = ap.parse_args(argv)
     if args.role == "upstream":
         asyncio.run(_upstream(args.port, args.events, args.interval_ms))
+        return 0
+    if args.role == "viewers":
+        asyncio.run(_viewers(args.port, args.viewers))
         return 0
 
     levels = [int(x) for x in args.levels.split(",")]
     proxies = args.proxies.split(",")
     if "direct" not in proxies:
         proxies.insert(0, "direct")
+    viewed = f"wirecheck+{args.viewers}v"
+    if args.viewers > 0:
+        proxies.insert(proxies.index("wirecheck") + 1 if "wirecheck" in proxies else len(proxies), viewed)
+    viewer_events: dict[str, Any] = {}
     up_port = free_port()
     up = subprocess.Popen(
         [
@@ -303,7 +392,10 @@ def main(argv: list[str] | None = None) -> int:
             os.chmod(tmp, 0o777)
             raw: dict[tuple[str, int], dict[str, Any]] = {}
             for kind in proxies:
-                with _proxy(kind, up_port, tmp) as (port, proc):
+                with (
+                    _proxy(kind, up_port, tmp) as (port, proc, admin_port),
+                    _viewing(admin_port, args.viewers if kind == viewed else 0, viewer_events),
+                ):
                     for level in levels:
                         stream_s = args.events * args.interval_ms / 1000
                         asyncio.run(_level(port, min(level, 4), stream_s, stream_s))  # warm the pools
@@ -324,7 +416,9 @@ def main(argv: list[str] | None = None) -> int:
                                 await asyncio.sleep(0.05)
                             return task.result()
 
+                        cpu0 = _cpu_s(proc.pid if proc else None)
                         result = asyncio.run(run_and_sample())
+                        result["cpu_s"] = _cpu_s(proc.pid if proc else None) - cpu0
                         result["rss_mb"] = rss
                         raw[(kind, level)] = result
             for kind in proxies:
@@ -342,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
                             "gap_p99_ms": _pct(r["gaps"], 0.99) * 1000,
                             "throughput_ratio": r["events_per_s"] / d["events_per_s"],
                             "rss_mb": r["rss_mb"],
+                            # the proxy process's CPU per stream carried (its checker apart)
+                            "cpu_ms_per_stream": r["cpu_s"] * 1000 / max(len(r["ttft"]), 1),
                             "failed_streams": r["failed"],
                             "samples": len(r["ttft"]),
                         }
@@ -353,12 +449,17 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"paced SSE upstream: {args.events} events x {args.interval_ms:g} ms; {args.duration:g} s of load a level; {os.cpu_count()} cores"
     )
-    head = f"{'proxy':10} {'streams':>7} {'+TTFT p50':>10} {'+TTFT p99':>10} {'gap p50':>8} {'gap p99':>8} {'thru x':>7} {'RSS MB':>7} {'failed':>6}"
+    head = f"{'proxy':10} {'streams':>7} {'+TTFT p50':>10} {'+TTFT p99':>10} {'gap p50':>8} {'gap p99':>8} {'thru x':>7} {'RSS MB':>7} {'cpu/str':>8} {'failed':>6}"
     print(head)
     for r in rows:
         print(
             f"{r['proxy']:10} {r['streams']:7d} {r['added_ttft_p50_ms']:9.2f}ms {r['added_ttft_p99_ms']:9.2f}ms "
-            f"{r['gap_p50_ms']:7.1f}ms {r['gap_p99_ms']:7.1f}ms {r['throughput_ratio']:7.2f} {r['rss_mb']:7.1f} {r['failed_streams']:6d}"
+            f"{r['gap_p50_ms']:7.1f}ms {r['gap_p99_ms']:7.1f}ms {r['throughput_ratio']:7.2f} {r['rss_mb']:7.1f} {r['cpu_ms_per_stream']:6.2f}ms {r['failed_streams']:6d}"
+        )
+    if viewer_events:
+        print(
+            f"{viewed}: {viewer_events['viewers']} viewers on /wirecheck/events received "
+            f"{viewer_events['events']} events ({viewer_events['per_viewer']})"
         )
     checks = _targets(rows, levels)
     for name, ok, detail in checks:
@@ -375,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
                 "interval_ms": args.interval_ms,
                 "duration_s": args.duration,
                 "rows": rows,
+                "viewers": viewer_events or None,
                 "targets": [{"target": n, "met": ok, "detail": d} for n, ok, d in checks],
             },
             indent=2,
@@ -388,27 +490,34 @@ def main(argv: list[str] | None = None) -> int:
 def _targets(rows: list[dict[str, Any]], levels: list[int]) -> list[tuple[str, bool, str]]:
     by = {(r["proxy"], r["streams"]): r for r in rows}
     out: list[tuple[str, bool, str]] = []
-    if ("wirecheck", 64) in by:
-        w = by[("wirecheck", 64)]
-        out.append(
-            (
-                "added TTFT p50 <= 1 ms at 64 streams",
-                w["added_ttft_p50_ms"] <= 1.0,
-                f"{w['added_ttft_p50_ms']:.2f} ms",
+    # wirecheck, and wirecheck with live-view viewers open (issue 18): the same targets
+    for kind in sorted({r["proxy"] for r in rows if r["proxy"].startswith("wirecheck")}):
+        tag = "" if kind == "wirecheck" else f" ({kind})"
+        if (kind, 64) in by:
+            w = by[(kind, 64)]
+            out.append(
+                (
+                    f"added TTFT p50 <= 1 ms at 64 streams{tag}",
+                    w["added_ttft_p50_ms"] <= 1.0,
+                    f"{w['added_ttft_p50_ms']:.2f} ms",
+                )
             )
-        )
-        out.append(
-            (
-                "added TTFT p99 <= 5 ms at 64 streams",
-                w["added_ttft_p99_ms"] <= 5.0,
-                f"{w['added_ttft_p99_ms']:.2f} ms",
+            out.append(
+                (
+                    f"added TTFT p99 <= 5 ms at 64 streams{tag}",
+                    w["added_ttft_p99_ms"] <= 5.0,
+                    f"{w['added_ttft_p99_ms']:.2f} ms",
+                )
             )
-        )
-    ratios = [by[("wirecheck", lv)]["throughput_ratio"] for lv in levels if ("wirecheck", lv) in by]
-    if ratios:
-        out.append(
-            ("throughput >= 0.9x direct at every level", min(ratios) >= 0.9, f"lowest {min(ratios):.2f}x")
-        )
+        ratios = [by[(kind, lv)]["throughput_ratio"] for lv in levels if (kind, lv) in by]
+        if ratios:
+            out.append(
+                (
+                    f"throughput >= 0.9x direct at every level{tag}",
+                    min(ratios) >= 0.9,
+                    f"lowest {min(ratios):.2f}x",
+                )
+            )
     pairs = [
         (lv, by[("wirecheck", lv)], by[("mitmproxy", lv)])
         for lv in levels

@@ -33,6 +33,7 @@ ADMIN_TOKEN_ENV = "WIRECHECK_ADMIN_TOKEN"
 #: (status, content type, body)
 AdminReply = tuple[int, str, bytes]
 Handler = Callable[[dict[str, str]], Awaitable[AdminReply]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _FINDING_FILTERS = ("rule", "fault", "severity", "tap", "exchange_id", "limit")
 _MAX_LIMIT = 100_000
@@ -60,6 +61,8 @@ class AdminApp:
         self.store = store
         self.token = token
         self.routes: dict[str, tuple[tuple[str, ...], Handler]] = {}
+        #: (prefix, ASGI app) served below the routes: the live view (issue 18)
+        self.mounts: list[tuple[str, ASGIApp]] = []
         self.route("/wirecheck/health", self.health)
         self.route("/wirecheck/findings", self.findings, params=_FINDING_FILTERS)
         self.route("/wirecheck/metrics", self.metrics)
@@ -69,6 +72,18 @@ class AdminApp:
         if path in self.routes:
             raise ValueError(f"admin route {path} is added twice")
         self.routes[path] = (params, handler)
+
+    def mount(self, prefix: str, app: ASGIApp) -> None:
+        """Serve ``app`` for paths under ``prefix`` that no route answers (same token rule)."""
+        self.mounts.append((prefix.rstrip("/") + "/", app))
+
+    def _mounted(self, path: str) -> ASGIApp | None:
+        if (path.rstrip("/") or "/") in self.routes:
+            return None
+        for prefix, app in self.mounts:
+            if path.startswith(prefix) or path == prefix.rstrip("/"):
+                return app
+        return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -82,6 +97,11 @@ class AdminApp:
         if scope["type"] != "http":
             return
         try:
+            self._authorise(scope)
+            mounted = self._mounted(scope.get("path", "/"))
+            if mounted is not None:
+                await mounted(scope, receive, send)
+                return
             status, ctype, body = await self._dispatch(scope)
         except AdminError as exc:
             status, ctype, body = _json(
@@ -93,12 +113,14 @@ class AdminApp:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
-    async def _dispatch(self, scope: Scope) -> AdminReply:
+    def _authorise(self, scope: Scope) -> None:
         if self.token is not None:
             sent = next((v for k, v in scope.get("headers", []) if k.lower() == b"authorization"), b"")
             want = b"Bearer " + self.token.encode()
             if not hmac.compare_digest(sent, want):
                 raise AdminError(401, "this admin listener needs Authorization: Bearer <token>")
+
+    async def _dispatch(self, scope: Scope) -> AdminReply:
         path: str = scope.get("path", "/")
         found = self.routes.get(path.rstrip("/") or "/")
         if found is None:
@@ -122,7 +144,8 @@ class AdminApp:
 
     # --- the endpoints ---------------------------------------------------------------------------
 
-    async def health(self, query: dict[str, str]) -> AdminReply:
+    def health_info(self) -> dict[str, Any]:
+        """What /wirecheck/health answers; the live view shows the same."""
         first = self.taps[0]
         info: dict[str, Any] = {
             "status": "ok",
@@ -152,7 +175,10 @@ class AdminApp:
             if checks.get("degraded"):
                 info["status"] = "degraded"
                 info["reason"] = checks["degraded"]
-        return _json(200, info)
+        return info
+
+    async def health(self, query: dict[str, str]) -> AdminReply:
+        return _json(200, self.health_info())
 
     async def findings(self, query: dict[str, str]) -> AdminReply:
         filters: dict[str, Any] = dict(query)

@@ -15,6 +15,7 @@ import uvicorn
 from ._admin import AdminApp
 from ._app import Metrics, ProxyApp, TapConfig
 from ._live import CheckerSupervisor, start_checker
+from ._liveview import LiveView
 from ._server import guarded_protocol
 from ._store import Store
 
@@ -68,8 +69,13 @@ async def _serve(run: ProxyRun, store: Store | None, checker: CheckerSupervisor 
         )
         for app, (_, host, port) in zip(apps, run.taps, strict=True)
     ]
+    view: LiveView | None = None
     if run.admin is not None:
         admin = AdminApp(apps, store, token=run.admin_token)
+        if store is not None:
+            # the live view (issue 18) is the admin listener's too: it shows every caller's traffic
+            view = LiveView(store.url, taps=[a.cfg.tap for a in apps], health=admin.health_info)
+            admin.mount(view.cfg.prefix, view)
         host, port = run.admin
         servers.append(
             ListenerServer(
@@ -89,6 +95,8 @@ async def _serve(run: ProxyRun, store: Store | None, checker: CheckerSupervisor 
     def stop() -> None:
         for s in servers:
             s.should_exit = True
+        if view is not None:
+            view.stop()  # open event streams end, so the listeners can close
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
@@ -97,6 +105,8 @@ async def _serve(run: ProxyRun, store: Store | None, checker: CheckerSupervisor 
     finally:
         for app in apps:
             await app.aclose()
+        if view is not None:
+            view.close()
 
 
 def run_proxy(run: ProxyRun) -> int:

@@ -642,6 +642,62 @@ class Store:
                 ).fetchall()
             ]
 
+    # --- reading for the live view (issue 18): plain SELECTs from a row position -----------------
+
+    def positions(self) -> tuple[int, int]:
+        """The last exchange row and the last finding row (0 when empty)."""
+        with self._lock:
+            x = self._exec("SELECT COALESCE(MAX(seq), 0) FROM exchanges").fetchone()[0]
+            f = self._exec("SELECT COALESCE(MAX(seq), 0) FROM findings").fetchone()[0]
+        return int(x), int(f)
+
+    def exchange_rows_after(self, seq: int, limit: int) -> list[tuple[Any, ...]]:
+        """(seq, id, tap, correlation, started_at, method, path, status, error, request body text)
+        of the exchanges after row ``seq``, in row order."""
+        with self._lock:
+            return list(
+                self._exec(
+                    "SELECT seq, id, tap, correlation, started_at, method, path, status, error, "
+                    f"{self._body_text('doc')} FROM exchanges WHERE seq > ? ORDER BY seq LIMIT ?",
+                    (seq, limit),
+                ).fetchall()
+            )
+
+    def finding_rows_after(self, seq: int, limit: int) -> list[tuple[Any, ...]]:
+        """(seq, exchange_id, tap, rule, severity, fault, message, evidence JSON, request body text)
+        of the findings after row ``seq``, in row order."""
+        with self._lock:
+            return list(
+                self._exec(
+                    "SELECT f.seq, f.exchange_id, f.tap, f.rule, f.severity, f.fault, f.message, f.evidence, "
+                    f"{self._body_text('e.doc')} FROM findings f LEFT JOIN exchanges e ON e.id = f.exchange_id "
+                    "WHERE f.seq > ? ORDER BY f.seq LIMIT ?",
+                    (seq, limit),
+                ).fetchall()
+            )
+
+    def _body_text(self, doc: str) -> str:
+        # the request body only, not the whole document (responses with their chunks are the bulk)
+        if self.pg:
+            return f"(({doc})::json -> 'request' ->> 'body_text')"
+        return f"json_extract({doc}, '$.request.body_text')"
+
+    def exchange_doc(self, exchange_id: str) -> dict[str, Any] | None:
+        """One exchange in its interchange form, or None."""
+        with self._lock:
+            row = self._exec("SELECT doc FROM exchanges WHERE id = ?", (exchange_id,)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def recent_taps(self, limit: int) -> list[tuple[str, str | None]]:
+        """(tap, correlation) of the last ``limit`` exchanges, newest first."""
+        with self._lock:
+            return [
+                (str(r[0]), r[1])
+                for r in self._exec(
+                    "SELECT tap, correlation FROM exchanges ORDER BY seq DESC LIMIT ?", (limit,)
+                ).fetchall()
+            ]
+
     def unchecked(self, settle_s: float, limit: int = 500) -> list[tuple[str, str | None]]:
         """(id, correlation) of exchanges that ended at least ``settle_s`` ago and are not checked."""
         cutoff = time.time() - settle_s

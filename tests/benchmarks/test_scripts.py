@@ -46,6 +46,41 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
     assert "+TTFT p50" in proc.stdout
 
 
+def test_proxy_overhead_with_live_view_viewers_smoke(tmp_path: Path) -> None:
+    # issue 18: wirecheck measured again with viewers on its event stream, which do receive events
+    out = tmp_path / "po.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "proxy_overhead.py"),
+            "--levels",
+            "4",
+            "--proxies",
+            "direct,wirecheck",
+            "--viewers",
+            "2",
+            "--duration",
+            "1",
+            "--events",
+            "3",
+            "--interval-ms",
+            "5",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(out.read_text())
+    assert [r["proxy"] for r in res["rows"]] == ["direct", "wirecheck", "wirecheck+2v"]
+    assert all(r["failed_streams"] == 0 and r["samples"] > 0 for r in res["rows"])
+    assert res["viewers"]["viewers"] == 2 and min(res["viewers"]["per_viewer"]) > 0
+    assert any("(wirecheck+2v)" in t["target"] for t in res["targets"])
+
+
 def test_check_throughput_smoke(tmp_path: Path) -> None:
     out = tmp_path / "ct.json"
     proc = subprocess.run(
