@@ -1,6 +1,7 @@
 import itertools
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -23,6 +24,13 @@ settings.load_profile(os.environ.get("WIRECHECK_HYPOTHESIS_PROFILE", "ci" if os.
 
 
 _db_names = itertools.count(1)
+_REAL_VLLM = Path(__file__).resolve().parent / "real_vllm"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The real_vllm tier runs last: its servers start in the background when collection ends
+    (tests/real_vllm/conftest.py), so the rest of the suite runs while they install and start."""
+    items.sort(key=lambda item: _REAL_VLLM in Path(str(item.fspath)).parents)
 
 
 @pytest.fixture(scope="session")

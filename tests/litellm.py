@@ -17,6 +17,9 @@ from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 LITELLM = Path(os.environ.get("WIRECHECK_LITELLM", ROOT / ".venv-litellm" / "bin" / "litellm"))
+#: `./dev test` installs LiteLLM in the background while pytest runs; `./dev litellm-install` waits for
+#: that install (a lock), or makes the venv when nothing did (a no-op once its stamp is current)
+INSTALL_TIMEOUT_S = 900
 MASTER_KEY = "sk-wirecheck-litellm-test"
 #: importing litellm's proxy takes 20-70 s on a busy 2-core machine (measured)
 START_TIMEOUT_S = 180.0
@@ -30,8 +33,26 @@ def litellm_gateway(
     return _run(engine_url, models, port or free_port())
 
 
+def _install() -> None:
+    if "WIRECHECK_LITELLM" in os.environ:
+        return
+    proc = subprocess.run(
+        [str(ROOT / "dev"), "litellm-install"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=INSTALL_TIMEOUT_S,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"./dev litellm-install failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
+
+
 @contextlib.contextmanager
 def _run(engine_url: str, models: dict[str, str], port: int) -> Iterator[str]:
+    _install()
     if not LITELLM.exists():
         raise RuntimeError(
             f"LiteLLM is not installed at {LITELLM}: run ./dev test (it makes .venv-litellm), "

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.real_vllm.conftest import vllm_server
 from wirecheck.acceptance import AcceptOptions, Progress, accept
 from wirecheck.generators import run_scenarios
 
@@ -39,8 +38,9 @@ def test_scenarios_pass_on_a_clean_server(real_vllm: str) -> None:
     assert report.failure is None, report
 
 
-def test_the_cache_phase_fails_with_prefix_caching_off(vllm_installed: None, tmp_path: Path) -> None:
-    """A second server start (~40 s on an idle 2-core machine) with --no-prefix-caching."""
-    with vllm_server("--no-prefix-caching", log=tmp_path / "server.log") as url:
-        cache = _phase(url, tmp_path / "out", "cache")
+def test_the_cache_phase_fails_with_prefix_caching_off(
+    real_vllm_no_prefix_caching: str, tmp_path: Path
+) -> None:
+    """The second server (started with --no-prefix-caching beside the suite, tests/real_vllm/conftest.py)."""
+    cache = _phase(real_vllm_no_prefix_caching, tmp_path, "cache")
     assert cache.status == "fail", [(c.id, c.status, c.detail) for c in cache.checks]  # type: ignore[attr-defined]
