@@ -8,7 +8,7 @@ requests through the taps with a caller's retry, then hypothesis scenarios, with
 in one verdict, go / limited / rework / scale-up, with its evidence, and a report folder: Markdown, HTML
 with plots, JSON (docs/acceptance.md), Prometheus alerting rules and a Grafana dashboard.
 
-Only ``wirecheck/cli.py`` (and the demo it runs) imports this package.
+Only the CLI (``wirecheck/cli/``, and the demo it runs) imports this package.
 """
 
 from ._capacity import CapacityPlan

@@ -1,0 +1,182 @@
+"""``wirecheck check``, ``rules`` and ``export``: the contracts over recorded traffic, offline."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from wirecheck._errors import WirecheckError
+from wirecheck.contracts import (
+    FAMILY_CHOICES,
+    GENERIC,
+    CheckConfig,
+    Exchange,
+    Finding,
+    bounded_loads,
+    check_exchanges,
+    detect_family,
+    printable,
+    render_html,
+    render_json,
+    render_junit,
+    render_rules_markdown,
+    render_text,
+    rules,
+    unknown_family_note,
+)
+
+from ._common import load, redact_option, redaction
+
+__all__ = ["EXAMPLE", "register"]
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "dual-tap.jsonl"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    c = sub.add_parser("check", help="check recorded exchanges (JSONL) against the contracts")
+    c.add_argument("files", nargs="*", metavar="FILE", help="exchange JSONL files ('-' for standard input)")
+    c.add_argument("--example", action="store_true", help="check the shipped example capture")
+    c.add_argument("--format", choices=("text", "json", "junit", "html"), default="text")
+    c.add_argument("--output", "-o", metavar="PATH", help="write the report here instead of standard output")
+    c.add_argument(
+        "--pair-taps",
+        action="store_true",
+        help="no effect, kept so that existing scripts run: taps always pair by correlation id, then "
+        "completion id, then request fingerprint and time",
+    )
+    c.add_argument(
+        "--direct",
+        action="store_true",
+        help="the taps sit straight in front of the engine: single-tap findings keep their fault",
+    )
+    c.add_argument(
+        "--family",
+        choices=FAMILY_CHOICES,
+        default="auto",
+        help="the family table's dialect to judge against (default: detected from the model name)",
+    )
+    expect = c.add_mutually_exclusive_group()
+    expect.add_argument(
+        "--expect-reasoning",
+        dest="expect_reasoning",
+        action="store_true",
+        default=None,
+        help="every response must carry reasoning",
+    )
+    expect.add_argument(
+        "--no-expect-reasoning", dest="expect_reasoning", action="store_false", help="never expect reasoning"
+    )
+    c.add_argument(
+        "--disable", action="append", default=[], metavar="RULE", help="leave a rule out (repeatable)"
+    )
+    redact_option(c)
+    c.set_defaults(run=_check)
+
+    r = sub.add_parser("rules", help="list the rule catalogue")
+    r.add_argument("--markdown", action="store_true", help="print docs/rules.md")
+    r.set_defaults(run=_rules)
+
+    e = sub.add_parser("export", help="export a store as exchange JSONL or HAR")
+    e.add_argument("store", metavar="STORE")
+    e.add_argument("--format", choices=("jsonl", "har"), default="jsonl")
+    e.add_argument("--output", "-o", metavar="PATH")
+    redact_option(e)
+    e.set_defaults(run=_export)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from wirecheck.proxy import open_store, write_har, write_jsonl
+
+    policy = redaction(args)
+    store = open_store(args.store)
+    try:
+        exchanges = list(store.exchanges())
+    finally:
+        store.close()
+    fh = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 - stdout is not closed
+    try:
+        n = (
+            write_har(exchanges, fh, redaction=policy)
+            if args.format == "har"
+            else write_jsonl(exchanges, fh, redaction=policy)
+        )
+    finally:
+        if args.output:
+            fh.close()
+    print(f"wirecheck export: {n} exchange(s)", file=sys.stderr)
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    files = list(args.files)
+    if args.example:
+        files.append(str(EXAMPLE))
+    if not files:
+        raise WirecheckError("check: name at least one FILE (or --example)")
+    unknown = [r for r in args.disable if r not in {x.id for x in rules()}]
+    if unknown:
+        raise WirecheckError(
+            f"check: unknown rule(s) for --disable: {', '.join(unknown)} (see 'wirecheck rules')"
+        )
+    config = CheckConfig(
+        family=args.family,
+        expect_reasoning=args.expect_reasoning,
+        direct=args.direct,
+        disabled=frozenset(args.disable),
+    )
+    notes: list[Finding] = []
+    exchanges = load(files, notes)
+    lost = sum(int(f.evidence.get("lost", 0)) for f in notes)
+    if not exchanges:
+        # nothing was checked: that is not a pass (issue 11, point 7)
+        raise WirecheckError(
+            f"check: no exchanges in {', '.join(files)}"
+            + (f" ({lost} exchange(s) recorded as lost by the store)" if lost else "")
+            + ": an empty capture is not a pass"
+        )
+    if args.family == "auto":
+        for model in _unknown_models(exchanges):
+            print(f"wirecheck: note: {printable(unknown_family_note(model))}", file=sys.stderr)
+    result = check_exchanges(exchanges, config)
+    result.findings.extend(notes)
+    result.lost = lost
+    if args.format == "json":
+        text = render_json(result)
+    elif args.format == "junit":
+        text = render_junit(
+            result, exchange_ids=[e.id for e in exchanges] + sorted({f.exchange_id for f in notes})
+        )
+    elif args.format == "html":
+        text = render_html(result, exchanges, redaction=redaction(args))
+    else:
+        text = render_text(result, color=args.output is None and sys.stdout.isatty())
+    if args.output:
+        # check -o DIR/file makes DIR, as a report folder should (issue 15)
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 1 if result.errors else 0
+
+
+def _unknown_models(exchanges: list[Exchange]) -> list[str]:
+    """The requested models that the family table does not know (issue 16: say so, judge generic)."""
+    models: set[str] = set()
+    for e in exchanges:
+        try:
+            body = bounded_loads(e.request.body or b"null")  # hostile depth: issue 11, point 3
+        except ValueError:
+            continue
+        if isinstance(body, dict) and isinstance(body.get("model"), str):
+            models.add(body["model"])
+    return sorted(m for m in models if detect_family(m) == GENERIC)
+
+
+def _rules(args: argparse.Namespace) -> int:
+    if args.markdown:
+        sys.stdout.write(render_rules_markdown())
+        return 0
+    for r in rules():
+        print(f"{r.id:32} {r.severity!s:8} {r.fault!s:8} {r.summary}")
+    return 0

@@ -1,0 +1,97 @@
+"""``wirecheck scenarios``: hypothesis agent-loop scenarios against a live target."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+
+from wirecheck._errors import WirecheckError
+
+from ._common import headers_arg, hostport
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sc = sub.add_parser("scenarios", help="drive hypothesis agent-loop scenarios against a live target")
+    sc.add_argument("--target", required=True, metavar="URL")
+    sc.add_argument("--examples", type=int, default=50)
+    sc.add_argument("--seed", type=int, default=None, help="repeat a run exactly")
+    sc.add_argument("--stream", choices=("both", "on", "off"), default="both")
+    sc.add_argument("--model", default=None, help="model name to send (default: none, the server's)")
+    sc.add_argument("--header", action="append", default=[], metavar="K:V")
+    sc.add_argument(
+        "--via-proxy",
+        action="store_true",
+        help="--target is a gateway: put wirecheck's taps on both sides of it",
+    )
+    sc.add_argument(
+        "--engine-upstream", metavar="URL", help="with --via-proxy: the engine (vLLM) behind the gateway"
+    )
+    sc.add_argument(
+        "--engine-listen",
+        default="127.0.0.1:8101",
+        metavar="HOST:PORT",
+        help="with --via-proxy: the engine tap; point the gateway's upstream here",
+    )
+    sc.set_defaults(run=_scenarios)
+
+
+def _scenarios(args: argparse.Namespace) -> int:
+    from wirecheck.generators import run_scenarios
+
+    via = None
+    if args.via_proxy:
+        if not args.engine_upstream:
+            raise WirecheckError(
+                "scenarios: --via-proxy needs --engine-upstream URL (the engine behind the gateway)"
+            )
+        via = (args.engine_upstream, hostport(args.engine_listen, "--engine-listen")[1])
+    report = run_scenarios(
+        args.target,
+        examples=args.examples,
+        seed=args.seed,
+        stream=args.stream,
+        model=args.model,
+        headers=headers_arg(args.header),
+        via_proxy=via,
+    )
+    if report.ok:
+        print(f"scenarios: {report.requests} requests over {args.examples} examples, no contract broken")
+        return 0
+    fail = report.failure
+    assert fail is not None
+    print(f"scenarios: contract broken after {report.requests} requests; the shortest failing request:")
+    for f in fail.findings:
+        print(f"  {f.rule} [{f.fault}] {f.message}")
+    print(json.dumps(fail.request, indent=2))
+    if fail.note:
+        print(f"note: {fail.note}")
+    print("reproduce:")
+    print(f"  {fail.curl}")
+    if args.seed is not None:
+        print(f"  {_scenarios_line(args)}")
+    return 1
+
+
+def _scenarios_line(args: argparse.Namespace) -> str:
+    """The command that reruns this run as given, the gateway's taps included (issue 14: the line
+    dropped --via-proxy and its engine flags)."""
+    parts = ["wirecheck", "scenarios", "--target", args.target, "--examples", str(args.examples)]
+    parts += ["--seed", str(args.seed)]
+    if args.stream != "both":
+        parts += ["--stream", args.stream]
+    if args.model:
+        parts += ["--model", args.model]
+    for h in args.header:
+        parts += ["--header", h]
+    if args.via_proxy:
+        parts += [
+            "--via-proxy",
+            "--engine-upstream",
+            args.engine_upstream,
+            "--engine-listen",
+            args.engine_listen,
+        ]
+    return shlex.join(parts)
