@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from wirecheck._errors import WirecheckError
-from wirecheck.acceptance import AcceptOptions
+from wirecheck.acceptance import AcceptOptions, Limits, Slo
 from wirecheck.contracts import FAMILY_NAMES
 
 from ._common import float_list, headers_arg, hostport, redact_option, redaction
@@ -87,6 +87,22 @@ FIELDS = {
     ),
     "locust_expect_workers": Opt("with --locust-master: workers to wait for", kwargs={"metavar": "N"}),
 }
+SLO_FIELDS = {
+    "ttft_p95_s": Opt("each capacity step's TTFT p95 limit, seconds", "--slo-ttft-p95", {"metavar": "S"}),
+    "itl_p95_s": Opt("inter-token latency p95 limit, seconds", "--slo-itl-p95", {"metavar": "S"}),
+    "e2e_p95_s": Opt("end-to-end latency p95 limit, seconds", "--slo-e2e-p95", {"metavar": "S"}),
+    "max_error_rate": Opt("largest share of failed requests", "--max-error-rate", {"metavar": "FRACTION"}),
+}
+LIMIT_FIELDS = {
+    "scope": Opt("for limited: the rate-limit scope", "--limit-scope", {"metavar": "TEXT"}),
+    "owner": Opt("for limited: the on-call owner", "--on-call", {"metavar": "OWNER"}),
+    "rollback": Opt("for limited: the rollback conditions", "--rollback", {"metavar": "TEXT"}),
+    "max_retry_rate": Opt(
+        "at most this share of requests may need a retry for limited",
+        "--max-retry-rate",
+        {"metavar": "FRACTION"},
+    ),
+}
 IMAGE_FIELDS = {
     "official_image": Opt("the deployment runs vllm/vllm-openai:kimi-k3"),
     "self_built": Opt(
@@ -124,26 +140,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="send this header with every request (its value is never written to the report folder)",
     )
     redact_option(a)
-    a.add_argument("--slo-ttft-p95", type=float, default=2.0, metavar="S")
-    a.add_argument("--slo-itl-p95", type=float, default=0.2, metavar="S")
-    a.add_argument("--slo-e2e-p95", type=float, default=60.0, metavar="S")
-    a.add_argument("--max-error-rate", type=float, default=0.01, metavar="FRACTION")
+    add_fields(a, Slo, SLO_FIELDS)
     a.add_argument(
         "--open-loop",
         default=None,
         metavar="RPS,...",
         help="ramp by arrival rates (open loop) instead of concurrency",
     )
-    a.add_argument("--limit-scope", default=None, metavar="TEXT", help="for limited: the rate-limit scope")
-    a.add_argument("--on-call", default=None, metavar="OWNER", help="for limited: the on-call owner")
-    a.add_argument("--rollback", default=None, metavar="TEXT", help="for limited: the rollback conditions")
-    a.add_argument(
-        "--max-retry-rate",
-        type=float,
-        default=0.1,
-        metavar="FRACTION",
-        help="at most this share of requests may need a retry for limited",
-    )
+    add_fields(a, Limits, LIMIT_FIELDS)
     a.add_argument(
         "--via-proxy",
         action="store_true",
@@ -207,8 +211,6 @@ def _phases(value: str) -> list[str]:
 
 
 def options(args: argparse.Namespace) -> AcceptOptions:
-    from wirecheck.acceptance import Limits, Slo
-
     return build(
         AcceptOptions,
         args,
@@ -219,8 +221,8 @@ def options(args: argparse.Namespace) -> AcceptOptions:
         phases=_phases(args.phases),
         headers=headers_arg(args.header),
         redaction=redaction(args),
-        slo=Slo(args.slo_ttft_p95, args.slo_e2e_p95, args.slo_itl_p95, args.max_error_rate),
-        limits=Limits(args.limit_scope, args.on_call, args.rollback, args.max_retry_rate),
+        slo=build(Slo, args, SLO_FIELDS),
+        limits=build(Limits, args, LIMIT_FIELDS),
         open_loop_rates=float_list(args.open_loop, "--open-loop"),
     )
 
