@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ._samples import workload_line
+
 __all__ = [
     "details_html",
     "evidence_html",
@@ -198,7 +200,8 @@ def gpu_curve_svg(report: dict[str, Any]) -> str:
 
 
 def evidence_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
-    """The recipe as the operator read it and the evidence files copied with their hashes."""
+    """The recipe as the operator read it, the capacity workload, and the evidence files copied with
+    their hashes."""
     ev = report["evidence"]
     rec = ev.get("recipe") or {}
     rows = [
@@ -208,6 +211,9 @@ def evidence_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
             f"{rec.get('support_status') or '(not given: --support-status)'}",
         )
     ]
+    if ev.get("workload"):
+        # where the capacity load came from (issue 15: "short synthetic prompts only" is a known mistake)
+        rows.append(("workload", workload_line(ev["workload"])))
     rows += [
         (
             "evidence file",

@@ -375,6 +375,14 @@ def _parser() -> argparse.ArgumentParser:
         help="hypothesis scenario examples (default: the profile's; 0 skips them)",
     )
     a.add_argument("--seed", type=int, default=1)
+    # issue 15: capacity at the context lengths the team really sends, not short synthetic prompts only
+    a.add_argument(
+        "--samples",
+        default=None,
+        metavar="FILE",
+        help="the team's own chat requests for the long-input and ramp stages: JSONL of request bodies, "
+        "or a capture replay reads (exchange JSONL, HAR, mitmproxy flows, a wirecheck store)",
+    )
     a.add_argument(
         "--via-proxy",
         action="store_true",
@@ -1022,6 +1030,7 @@ def _accept(args: argparse.Namespace) -> int:
         locust_workers=args.locust_workers,
         locust_master=args.locust_master,
         locust_expect_workers=args.locust_expect_workers,
+        samples=args.samples,
     )
     progress = Progress(quiet=args.quiet)
 
