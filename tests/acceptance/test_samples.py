@@ -13,8 +13,9 @@ from typing import Any
 
 import httpx
 import pytest
+from jsonschema import Draft202012Validator
 
-from tests.acceptance.test_accept import FAST, checks, run_accept
+from tests.acceptance.test_accept import FAST, ROOT, checks, run_accept
 from tests.servers import serve
 from wirecheck.acceptance import AcceptanceResult, CapacityPlan, Limits
 from wirecheck.acceptance._client import measure
@@ -115,6 +116,9 @@ def test_the_ramp_and_long_input_send_the_teams_requests_and_the_report_says_so(
     # the same in report.json, report.md and report.html
     report = json.loads(Path(res.files["json"]).read_text())
     assert report["evidence"]["workload"] == w
+    schema = json.loads((ROOT / "docs" / "acceptance-report.schema.json").read_text())
+    errors = list(Draft202012Validator(schema).iter_errors(report))
+    assert not errors, [f"{list(e.path)}: {e.message}" for e in errors[:5]]
     line = f"--samples {samples} (chat-jsonl): {len(TURNS)} chat requests"
     for fmt in ("markdown", "html"):
         text = Path(res.files[fmt]).read_text()
