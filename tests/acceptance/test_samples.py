@@ -5,6 +5,7 @@ came from and how large it was."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from wirecheck.acceptance._samples import load_workload
 from wirecheck.acceptance._workload import capacity_body, spec
 from wirecheck.contracts import Exchange, HttpRequest, HttpResponse, InputError, write_exchanges
 from wirecheck.generators import agent_sample_set
-from wirecheck.proxy import write_har
+from wirecheck.proxy import Store, write_har
 from wirecheck.sim import SimConfig, create_app
 
 #: the team's requests: agent conversations of very different lengths, the longest far beyond the
@@ -197,6 +198,21 @@ def test_captures_are_read_with_replays_loaders_and_keep_the_captured_usage(tmp_
         # the long-input stage picks by captured tokens where there are some, then by characters
         assert w.longest(1) == [1]
         assert d["sha256"] and len(d["sha256"]) == 64
+
+
+def test_a_dual_tap_store_gives_each_request_once_from_the_callers_side(tmp_path: Path) -> None:
+    caller = [
+        dataclasses.replace(ex, tap="caller", correlation=f"c-{i}") for i, ex in enumerate(_capture(tmp_path))
+    ]
+    engine = [dataclasses.replace(ex, id=ex.id + "-e", tap="engine") for ex in caller[:3]]
+    store = Store(tmp_path / "wc.db", writer=True)
+    store.write_now([*caller, *engine])
+    store.close()
+    w = load_workload(str(tmp_path / "wc.db"), "http://127.0.0.1:1")
+    assert w.format == "store" and len(w.bodies) == 3 and w.sha256
+    assert [b["messages"] for b in w.bodies] == [b["messages"] for b in team_bodies()[:3]]
+    # the engine tap's copies and the model list are left out, and counted
+    assert w.skipped == {"not a chat request (or the engine side of a caller's request)": 4}
 
 
 def _bad_files(tmp: Path) -> dict[str, tuple[Path, str]]:
