@@ -19,8 +19,8 @@ from jsonschema import Draft202012Validator
 from tests.acceptance.test_accept import FAST, ROOT, checks, run_accept
 from tests.servers import serve
 from wirecheck.acceptance import AcceptanceResult, CapacityPlan, Limits
-from wirecheck.acceptance._client import measure
-from wirecheck.acceptance._samples import load_workload
+from wirecheck.acceptance._client import Sample, measure
+from wirecheck.acceptance._samples import load_workload, workload_data, workload_line
 from wirecheck.acceptance._workload import capacity_body, spec
 from wirecheck.contracts import Exchange, HttpRequest, HttpResponse, InputError, write_exchanges
 from wirecheck.generators import agent_sample_set
@@ -294,3 +294,21 @@ def test_the_cli_refuses_a_bad_samples_file_with_exit_2_before_sending_anything(
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("wirecheck: error: ") and message in lines[0], lines
         assert "does not answer" not in proc.stderr
+
+
+def test_without_usage_in_the_answers_the_input_size_is_in_characters(tmp_path: Path) -> None:
+    w = load_workload(str(write_bodies(tmp_path / "team.jsonl", team_bodies())), "http://127.0.0.1:1")
+    # three requests sent (the first twice), and no answer reported usage (e.g. all failed)
+    stage = [Sample(ok=False, status=503, e2e_s=0.1) for _ in range(3)]
+    data = workload_data(w, stage, [0, 1, 0])
+    assert data["input_size"] == {
+        "unit": "characters",
+        "from": "the requests (no answer reported usage)",
+        "n": 3,
+        "p50": w.chars[0],
+        "p95": data["input_size"]["p95"],
+        "max": w.chars[1],
+    }
+    assert (data["sent"], data["distinct_sent"], data["cycled"]) == (3, 2, True)
+    line = workload_line(data)
+    assert f"/{w.chars[1]} characters (the requests" in line and "cycled" in line
