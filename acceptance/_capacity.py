@@ -34,11 +34,13 @@ from ._drive import (
     next_spec,
     oom_sign,
     open_loop,
+    sample_spec,
     send_one,
 )
 from ._evidence import HostFacts
 from ._gpu import GpuSampler, memory_summary
 from ._model import CapacityResult, Check, PhaseResult, Slo
+from ._samples import workload_data
 
 __all__ = ["CapacityPlan", "run_capacity"]
 
@@ -83,7 +85,7 @@ async def _step(ctx: LoadCtx, label: str, run: Awaitable[Any]) -> dict[str, Any]
         row["healthy_after"] = await healthy(ctx)
         if row["healthy_after"] is False:
             row["oom"] = True  # the engine is dead after the step, with or without an OOM message
-    row["_before"], row["_after"] = before, after
+    row["_before"], row["_after"], row["_samples"] = before, after, samples
     return row
 
 
@@ -157,12 +159,33 @@ async def _load_phase(
     )
 
 
-async def _long_phase(ctx: LoadCtx, ph: PhaseResult) -> None:
+async def _long_rows(ctx: LoadCtx) -> list[dict[str, Any]]:
+    """One at a time: the agent sample set at growing history lengths, or with ``--samples`` the
+    team's longest requests (as many as the profile has lengths), shortest first."""
     rows = []
-    for turns in ctx.plan.long_input_turns:
-        ctx.progress(f"long input: {turns} turns")
-        (s,) = await closed_loop(ctx, [next_spec(ctx, "long", turns=turns)], 1, f"long input {turns}")
-        rows.append({"turns": turns, **s.to_json()})
+    w = ctx.workload
+    if w is None:
+        for turns in ctx.plan.long_input_turns:
+            ctx.progress(f"long input: {turns} turns")
+            (s,) = await closed_loop(ctx, [next_spec(ctx, "long", turns=turns)], 1, f"long input {turns}")
+            ctx.stage_samples.append(s)
+            rows.append({"turns": turns, **s.to_json()})
+        return rows
+    for i in w.longest(len(ctx.plan.long_input_turns)):
+        label = f"long input: sample {i + 1} ({w.chars[i]} chars)"
+        ctx.progress(label)
+        (s,) = await closed_loop(ctx, [sample_spec(ctx, i)], 1, label)
+        ctx.stage_samples.append(s)
+        rows.append({"turns": None, "sample": i + 1, "chars": w.chars[i], **s.to_json()})
+    return rows
+
+
+def _long_label(r: dict[str, Any]) -> str:
+    return f"{r['turns']} turns" if r.get("turns") is not None else f"sample {r.get('sample')}"
+
+
+async def _long_phase(ctx: LoadCtx, ph: PhaseResult) -> None:
+    rows = await _long_rows(ctx)
     ph.data["long_input"] = rows
     failed = [r for r in rows if not r["ok"]]
     too_big = [
@@ -170,8 +193,13 @@ async def _long_phase(ctx: LoadCtx, ph: PhaseResult) -> None:
         for r in failed
         if r["error"] and ("kv" in r["error"].lower() or "longer than" in r["error"].lower())
     ]
+    title = (
+        "The agent sample set at full length"
+        if ctx.workload is None
+        else "The team's longest requests (--samples) at full length"
+    )
     detail = ", ".join(
-        f"{r['turns']} turns/{r['prompt_tokens'] or '?'} tok: "
+        f"{_long_label(r)}/{r['prompt_tokens'] or '?'} tok: "
         + (f"TTFT {r['ttft_s']:.3f}s" if r["ok"] and r["ttft_s"] else str(r["error"]))
         for r in rows
     )
@@ -179,7 +207,7 @@ async def _long_phase(ctx: LoadCtx, ph: PhaseResult) -> None:
         ph.add(
             Check(
                 "capacity.long-input",
-                "The agent sample set at full length",
+                title,
                 "fail",
                 "the KV cache cannot hold it: " + detail,
                 {"rows": rows},
@@ -190,7 +218,7 @@ async def _long_phase(ctx: LoadCtx, ph: PhaseResult) -> None:
         ph.add(
             Check(
                 "capacity.long-input",
-                "The agent sample set at full length",
+                title,
                 "fail",
                 detail,
                 {"rows": rows},
@@ -198,11 +226,12 @@ async def _long_phase(ctx: LoadCtx, ph: PhaseResult) -> None:
             )
         )
     else:
-        ph.add(
-            Check(
-                "capacity.long-input", "The agent sample set at full length", "pass", detail, {"rows": rows}
-            )
-        )
+        ph.add(Check("capacity.long-input", title, "pass", detail, {"rows": rows}))
+
+
+def _ramp_spec(ctx: LoadCtx) -> dict[str, Any]:
+    # the team's requests in turn (issue 15), else a varied agent sample
+    return sample_spec(ctx) if ctx.workload is not None else next_spec(ctx, "varied")
 
 
 async def _ramp_phase(ctx: LoadCtx, ph: CapacityResult) -> None:
@@ -215,13 +244,14 @@ async def _ramp_phase(ctx: LoadCtx, ph: CapacityResult) -> None:
     for conc, rate in levels:
         if rate is not None:
             label = f"ramp {rate:g} rps"
-            specs = [next_spec(ctx, "varied") for _ in range(plan.open_loop_requests)]
+            specs = [_ramp_spec(ctx) for _ in range(plan.open_loop_requests)]
             row = await _step(ctx, label, open_loop(ctx, specs, rate, label))
         else:
             label = f"ramp c={conc}"
             n = max(plan.per_worker * conc, plan.min_requests)
-            specs = [next_spec(ctx, "varied") for _ in range(n)]
+            specs = [_ramp_spec(ctx) for _ in range(n)]
             row = await _step(ctx, label, closed_loop(ctx, specs, conc, label))
+        ctx.stage_samples.extend(row["_samples"])
         row["concurrency"] = conc if rate is None else row.get("peak_in_flight")
         row["breaches"] = _breaches(row, slo)
         row["resource"] = _resource_signs(row)
@@ -499,8 +529,10 @@ async def run_capacity(
     progress: Progress,
     load: Any = None,
     gpu_source: Any = None,
+    workload: Any = None,
 ) -> tuple[CapacityResult, list[Sample]]:
-    """``load``: a started :class:`LocustLoad` to run the load on Locust workers (else in process)."""
+    """``load``: a started :class:`LocustLoad` to run the load on Locust workers (else in process);
+    ``workload``: the team's requests (``--samples``) for the long-input and ramp stages."""
     ph = CapacityResult("capacity")
     async with httpx.AsyncClient(
         timeout=httpx.Timeout(600, connect=10), limits=httpx.Limits(max_connections=1024)
@@ -516,7 +548,7 @@ async def run_capacity(
             plan,
             progress,
         )
-        ctx.load, ctx.gpu_source, ctx.startup = load, gpu_source, startup
+        ctx.load, ctx.gpu_source, ctx.startup, ctx.workload = load, gpu_source, startup, workload
         ph.data["load_engine"] = load.info if load is not None else {"engine": "in-process"}
         if not metrics_urls:
             ph.add(
@@ -545,6 +577,7 @@ async def run_capacity(
         if ph.oom is None:
             await _soak_phase(ctx, ph)
         _gpu_check(ph, gpu_source, memory_summary(load_gpu))
+        ph.data["workload"] = workload_data(workload, ctx.stage_samples, ctx.sample_sent)
         ph.data["slo"] = {
             "ttft_p95_s": slo.ttft_p95_s,
             "itl_p95_s": slo.itl_p95_s,

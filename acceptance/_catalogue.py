@@ -104,6 +104,9 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("interface.gateway", "The gateway forwards answers unchanged", (_R,), "Interface: attribution"),
     CheckSpec("interface.caller", "Requests keep the contract", (_R,), "Interface: attribution"),
     CheckSpec("interface.contracts", "Agent requests keep the contracts", (_R, _L), "Interface"),
+    CheckSpec(
+        "interface.tool-retry", "The model retries a tool after a failed tool result", (_R, _L), "Interface"
+    ),
     CheckSpec("interface.scenarios", "Hypothesis agent scenarios", (_R, _L), "Interface: scenarios"),
 )
 

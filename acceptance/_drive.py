@@ -28,6 +28,7 @@ __all__ = [
     "next_spec",
     "oom_sign",
     "open_loop",
+    "sample_spec",
     "send_one",
 ]
 
@@ -79,11 +80,32 @@ class LoadCtx:
     gpu_source: Any = None
     #: the startup log's facts (flags, max_model_len) for the OOM evidence
     startup: dict[str, Any] | None = None
+    #: ``--samples``: the team's requests, sent by the long-input and ramp stages (``_samples``)
+    workload: Any = None
+    #: the team's requests sent so far, by index (the report says whether the ramp cycled them)
+    sample_sent: list[int] = field(default_factory=list)
+    sample_cursor: int = 0
+    #: what the long-input and ramp stages sent, for the workload's input-size distribution
+    stage_samples: list[Sample] = field(default_factory=list)
 
 
 def next_spec(ctx: LoadCtx, kind: str, turns: int = 2, salt: str = "") -> dict[str, Any]:
     ctx.seq += 1
     return spec(kind, ctx.seq, turns=turns, salt=salt, model=ctx.model, max_tokens=ctx.plan.max_tokens)
+
+
+def sample_spec(ctx: LoadCtx, index: int | None = None) -> dict[str, Any]:
+    """The team's request ``index``, or the next one in turn: the ramp cycles through the whole file
+    across its steps rather than starting each step at the first request."""
+    n = len(ctx.workload.bodies)
+    if index is None:
+        index, ctx.sample_cursor = ctx.sample_cursor, ctx.sample_cursor + 1
+    i = index % n
+    ctx.sample_sent.append(i)
+    ctx.seq += 1
+    return spec(
+        "sample", ctx.seq, model=ctx.model, max_tokens=ctx.plan.max_tokens, body=ctx.workload.bodies[i]
+    )
 
 
 def next_body(ctx: LoadCtx, kind: str, turns: int = 2, salt: str = "") -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The interface phase: agent requests through the taps, with a caller's retry, and attribution.
 
 Each request of a fixed agent set (a tool call, parallel calls, a tool result, a tool failure the model
-must retry, JSON output by ``json_object`` and ``json_schema``, the same request streamed and not) is
+must retry (``interface.tool-retry``, ``_toolretry``), JSON output by ``json_object`` and ``json_schema``, the same request streamed and not) is
 sent as a careful caller would: the answer is checked against the contracts, and one that breaks them
 is retried (as the K3 recipe advises: validate, then retry). A request is *clean*, *recovered* (a retry
 passed) or *failed* (every attempt broke a contract). Attribution comes from both taps when the run has
@@ -29,6 +29,7 @@ from wirecheck.generators import CITIES, run_scenarios
 
 from ._client import Sample, measure
 from ._model import Check, InterfaceResult, Limits
+from ._toolretry import failed_tool, tool_retry_check
 
 __all__ = ["TapSource", "interface_requests", "run_interface"]
 
@@ -239,8 +240,10 @@ async def run_interface(
         attributed_from = "caller only (no taps: gateway faults cannot be told from engine faults)"
         exchanges = [s.exchange for at in attempts for s in at.samples if s.exchange is not None]
         config = direct
+        engine_side: dict[str, Exchange] = {}
         if taps is not None:
             tapped = await taps(corrs)
+            engine_side = {ex.correlation: ex for ex in tapped if ex.tap == "engine" and ex.correlation}
             if tapped:
                 exchanges, config, attributed_from = (
                     tapped,
@@ -402,6 +405,19 @@ async def run_interface(
         )
     else:
         ph.add(Check("interface.contracts", title, "pass", summary))
+    # did the model call the tool again after its result said it failed? (issue 15)
+    judged: list[tuple[int, str, list[Sample]]] = []
+    unjudged: list[int] = []
+    for i, (kind, bodies) in enumerate(plan):
+        tool = failed_tool(bodies[0]) if kind == "tool-failure" else None
+        if tool is None:
+            continue
+        if outcomes.get(i) == "failed":
+            unjudged.append(i + 1)
+            continue
+        final = [at for at in attempts if at.request == i][-1]
+        judged.append((i + 1, tool, final.samples))
+    ph.add(tool_retry_check(judged, unjudged, engine_side, unverified=unverified))
     if scen.get("ran"):
         stitle = f"Hypothesis agent scenarios ({scenario_examples} examples)"
         if scen.get("ok"):

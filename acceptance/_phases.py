@@ -22,6 +22,7 @@ from ._evidence import HostFacts
 from ._gpu import make_gpu_source
 from ._interface import run_interface
 from ._model import CapacityResult, CompatResult, InterfaceResult, PhaseResult
+from ._samples import Workload
 
 if TYPE_CHECKING:
     from ._run import AcceptOptions
@@ -48,6 +49,8 @@ class RunContext:
     retries: int
     scenario_examples: int
     progress: Callable[[str], None]
+    #: ``--samples``: the team's requests, read and checked before any load (issue 15)
+    workload: Workload | None = None
     results: dict[str, PhaseResult] = field(default_factory=dict)
     samples: list[Sample] = field(default_factory=list)
     exchanges: list[Exchange] = field(default_factory=list)
@@ -129,6 +132,7 @@ class CapacityPhase(_Declared):
                 progress=ctx.progress,
                 load=load,
                 gpu_source=make_gpu_source(opts.gpu_source, opts.gpu_metrics_urls),
+                workload=ctx.workload,
             )
         finally:
             if load is not None:

@@ -14,6 +14,7 @@ from ._sections import (
     details_html,
     evidence_html,
     evidence_md,
+    fmt,
     gpu_curve_svg,
     gpu_md,
     lead_html,
@@ -29,14 +30,6 @@ TICK = {"done": "[x]", "open": "[ ]", "not run": "[-]"}
 
 def _phase(report: dict[str, Any], name: str) -> dict[str, Any] | None:
     return next((p for p in report["phases"] if p["name"] == name), None)
-
-
-def _fmt(v: Any, unit: str = "") -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.3f}{unit}" if abs(v) < 100 else f"{v:.0f}{unit}"
-    return f"{v}{unit}"
 
 
 # --- thresholds: one place, used by the alerts, the dashboard and the rollback text ---------------
@@ -251,21 +244,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         ]
     sug = v["limits"].get("suggested") or {}
     if sug:
-        out += ["", "Suggested from the measurements:"] + [f"- {k}: {val}" for k, val in sug.items()]
-    topo = ev["topology"]
-    out += [
-        "",
-        "## Evidence",
-        "",
-        f"- time: {ev['started_at']} to {ev['finished_at']} ({ev['duration_s']} s), profile `{ev['profile']}`",
-        f"- sample set version: {ev['sample_set_version']}; wirecheck {ev['wirecheck_version']}",
-        f"- reviewer: {ev['reviewer']}",
-        f"- engine: {ev['engine'].get('model')} on vLLM {ev['engine'].get('version')}, fingerprint `{ev['engine'].get('fingerprint')}`",
-        "- topology: " + ", ".join(f"{k}={val}" for k, val in topo.items() if val not in (None, [], "")),
-        "- container: "
-        + (", ".join(f"{k}={val}" for k, val in ev["container"].items() if val) or "(no probe output)"),
-        *evidence_md(report),
-    ]
+        # the same title as report.html's section (tests/acceptance/test_report_parity.py)
+        out += ["", "## Next steps suggested from the measurements", ""]
+        out += [f"- {k}: {val}" for k, val in sug.items()]
+    out += ["", "## Evidence", "", *evidence_md(report)]
     if ev["key_logs"]:
         out += ["- key log lines:"] + [f"  - `{line[:200]}`" for line in ev["key_logs"][:12]]
     out += ["", "## Checklist", ""]
@@ -290,8 +272,8 @@ def render_markdown(report: dict[str, Any]) -> str:
             ]
             for r in data["ramp"]:
                 out.append(
-                    f"| {r['label']} | {r.get('concurrency')} | {r['requests']} | {r['errors']} | {_fmt(r['ttft_p50_s'])} | {_fmt(r['ttft_p95_s'])} | "
-                    f"{_fmt(r['itl_p95_s'])} | {_fmt(r['tpot_p50_s'])} | {_fmt(r['e2e_p95_s'])} | {_fmt(r['kv_max'])} | {_fmt(r['waiting_max'])} | {_fmt(r['preemptions'])} |"
+                    f"| {r['label']} | {r.get('concurrency')} | {r['requests']} | {r['errors']} | {fmt(r['ttft_p50_s'])} | {fmt(r['ttft_p95_s'])} | "
+                    f"{fmt(r['itl_p95_s'])} | {fmt(r['tpot_p50_s'])} | {fmt(r['e2e_p95_s'])} | {fmt(r['kv_max'])} | {fmt(r['waiting_max'])} | {fmt(r['preemptions'])} |"
                 )
             out += gpu_md(report)
         if ph["name"] == "cache" and data.get("probes"):
@@ -302,7 +284,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             ]
             for name, r in data["probes"].items():
                 out.append(
-                    f"| {name} | {_fmt(r['prompt_tokens'])} | {_fmt(r['queries'])} | {_fmt(r['hits'])} | {_fmt(r['cached'])} | {_fmt(r['computed_sum'])} | {_fmt(r['prefill_s'])} | {_fmt(r['usage_cached_tokens'])} |"
+                    f"| {name} | {fmt(r['prompt_tokens'])} | {fmt(r['queries'])} | {fmt(r['hits'])} | {fmt(r['cached'])} | {fmt(r['computed_sum'])} | {fmt(r['prefill_s'])} | {fmt(r['usage_cached_tokens'])} |"
                 )
             if data.get("hybrid_explanation"):
                 out += ["", f"Hybrid cache: {data['hybrid_explanation']}."]
@@ -487,7 +469,9 @@ def render_html(report: dict[str, Any]) -> str:
         f"<style>{CSS}</style></head><body>",
         "<h1>wirecheck go-live acceptance</h1>",
         lead_html(report),
-        f'<p id="verdict" class="verdict v-{e(v["decision"])}">Verdict: <b>{e(v["label"])}</b></p>',
+        f'<p id="verdict" class="verdict v-{e(v["decision"])}">Verdict: <b>{e(v["label"])}</b>'
+        + ("" if v["accepted"] else " — not accepted for production as it stands")
+        + "</p>",
         "<ul>" + "".join(f"<li>{e(r)}</li>" for r in v["reasons"]) + "</ul>",
         oom_html(report),
     ]
@@ -505,27 +489,7 @@ def render_html(report: dict[str, Any]) -> str:
             )
             + "</table>"
         )
-    parts.append("<h2>Evidence</h2><table id=evidence>")
-    rows = [
-        ("time", f"{ev['started_at']} – {ev['finished_at']} ({ev['duration_s']} s)"),
-        ("profile", ev["profile"]),
-        ("sample set", ev["sample_set_version"]),
-        ("reviewer", ev["reviewer"]),
-        (
-            "engine",
-            f"{ev['engine'].get('model')} · vLLM {ev['engine'].get('version')} · {ev['engine'].get('fingerprint')}",
-        ),
-        (
-            "topology",
-            ", ".join(f"{k}={val}" for k, val in ev["topology"].items() if val not in (None, [], "")),
-        ),
-        (
-            "container",
-            ", ".join(f"{k}={val}" for k, val in ev["container"].items() if val) or "(no probe output)",
-        ),
-    ]
-    parts += [f"<tr><th>{e(k)}</th><td>{e(str(val))}</td></tr>" for k, val in rows]
-    parts.append(evidence_html(report) + "</table>")
+    parts.append("<h2>Evidence</h2><table id=evidence>" + evidence_html(report) + "</table>")
     if ev["key_logs"]:
         parts.append(
             "<details><summary>key log lines</summary><pre>"
@@ -575,7 +539,7 @@ def render_html(report: dict[str, Any]) -> str:
             )
             parts.append("<table class=ramp><tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>")
             for r in data["ramp"]:
-                parts.append("<tr>" + "".join(f"<td>{e(_fmt(r.get(c)))}</td>" for c in cols) + "</tr>")
+                parts.append("<tr>" + "".join(f"<td>{e(fmt(r.get(c)))}</td>" for c in cols) + "</tr>")
             parts.append("</table>")
         if ph["name"] == "interface" and data.get("scenarios", {}).get("curl"):
             parts.append("<p>Shrunk scenario failure:</p><pre>" + e(data["scenarios"]["curl"]) + "</pre>")

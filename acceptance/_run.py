@@ -41,6 +41,7 @@ from ._interface import TapSource
 from ._model import Limits, PhaseResult, Slo, Verdict
 from ._phases import PHASES, RunContext
 from ._report import write_reports
+from ._samples import load_workload, workload_data
 from ._serving import free_port, serving
 from ._verdict import ALL_PHASES, checklist, decide
 
@@ -174,6 +175,9 @@ class AcceptOptions:
     locust_expect_workers: int | None = None
     interface_requests: int | None = None
     scenario_examples: int | None = None
+    #: ``--samples FILE``: the team's chat requests (JSONL bodies or a capture) for the capacity
+    #: phase's long-input and ramp stages (issue 15); None: the synthetic agent sample set
+    samples: str | None = None
 
     def written_redaction(self) -> Redaction:
         """The policy for everything this run writes: a header the operator sets with --header is a
@@ -368,6 +372,9 @@ async def run_acceptance(
     started = time.time()
     # read every evidence file first: a bad file stops the run before any load is sent
     hosts: list[HostFacts] = [read_host(p) for p in opts.host_files]
+    workload = (
+        load_workload(opts.samples, opts.target, redaction=opts.written_redaction()) if opts.samples else None
+    )
     async with httpx.AsyncClient(timeout=httpx.Timeout(60, connect=10)) as client:
         info = await _discover(client, opts)
     model = info["model"]
@@ -402,6 +409,7 @@ async def run_acceptance(
         if opts.scenario_examples is None
         else opts.scenario_examples,
         progress=prog,
+        workload=workload,
     )
     for unit in PHASES:
         name = unit.name
@@ -432,6 +440,9 @@ async def run_acceptance(
     evidence = _evidence(opts, info, ctx, started, finished)
     evidence["recipe"] = {"accessed": opts.recipe_accessed, "support_status": opts.support_status}
     evidence["evidence_files"] = _copy_evidence(opts, ctx.compat_result.simulated)
+    # where the capacity load came from (issue 15): as the phase measured it, else as the file reads
+    measured = cap.data.get("workload") if cap is not None else None
+    evidence["workload"] = measured or (workload_data(workload, [], []) if workload else None)
     report: dict[str, Any] = {
         "wirecheck_acceptance": 1,
         "verdict": verdict.to_json(),

@@ -11,10 +11,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ._samples import workload_line
+
 __all__ = [
     "details_html",
     "evidence_html",
     "evidence_md",
+    "fmt",
     "gpu_curve_svg",
     "gpu_md",
     "lead_html",
@@ -22,6 +25,16 @@ __all__ = [
     "oom_html",
     "oom_md",
 ]
+
+
+def fmt(v: Any, unit: str = "") -> str:
+    """A figure as both report formats print it (three decimals below 100, none above)."""
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.3f}{unit}" if abs(v) < 100 else f"{v:.0f}{unit}"
+    return f"{v}{unit}"
+
 
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 
@@ -128,20 +141,32 @@ def gpu_md(report: dict[str, Any]) -> list[str]:
     data = _capacity(report)
     if not data or not data.get("gpu"):
         return []
-    g = data["gpu"]
-    out = [
-        "",
-        f"GPU memory ({g.get('source') or 'no source'}): per step, the most used GPU before / peak / after (MiB)",
-        "",
-    ]
+    out = ["", gpu_caption(data), ""]
     out += ["| step | before | peak | after | GPUs |", "|---|---|---|---|---|"]
+    out += [f"| {' | '.join(map(str, row))} |" for row in gpu_rows(data)]
+    return out
+
+
+def gpu_caption(data: dict[str, Any]) -> str:
+    g = data["gpu"]
+    return f"GPU memory ({g.get('source') or 'no source'}): per step, the most used GPU before / peak / after (MiB)"
+
+
+def gpu_rows(data: dict[str, Any]) -> list[list[Any]]:
+    """Per capacity step: the most used GPU before, at peak and after (MiB), and how many GPUs."""
+    rows = []
     for r in [*data.get("ramp", []), *([data["soak"]] if data.get("soak") else [])]:
         b, a = r.get("gpu_before") or {}, r.get("gpu_after") or {}
-        out.append(
-            f"| {r.get('label')} | {b.get('used_mib_max', '–')} | {r.get('gpu_used_max_mib') or '–'} | "
-            f"{a.get('used_mib_max', '–')} | {a.get('gpus') or b.get('gpus') or '–'} |"
+        rows.append(
+            [
+                r.get("label"),
+                b.get("used_mib_max", "–"),
+                r.get("gpu_used_max_mib") or "–",
+                a.get("used_mib_max", "–"),
+                a.get("gpus") or b.get("gpus") or "–",
+            ]
         )
-    return out
+    return rows
 
 
 def gpu_curve_svg(report: dict[str, Any]) -> str:
@@ -198,16 +223,33 @@ def gpu_curve_svg(report: dict[str, Any]) -> str:
 
 
 def evidence_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
-    """The recipe as the operator read it and the evidence files copied with their hashes."""
+    """The evidence section's rows, one list for report.md and report.html alike (issue 15: the two
+    drifted): when, what ran, who reviewed, the engine, topology and container, the recipe as the
+    operator read it, the capacity workload, and the evidence files copied with their hashes."""
     ev = report["evidence"]
     rec = ev.get("recipe") or {}
+    eng = ev["engine"]
     rows = [
+        ("time", f"{ev['started_at']} to {ev['finished_at']} ({ev['duration_s']} s)"),
+        ("profile", str(ev["profile"])),
+        ("sample set version", str(ev["sample_set_version"])),
+        ("wirecheck", str(ev["wirecheck_version"])),
+        ("reviewer", str(ev["reviewer"])),
+        ("engine", f"{eng.get('model')} on vLLM {eng.get('version')}, fingerprint {eng.get('fingerprint')}"),
+        ("topology", ", ".join(f"{k}={v}" for k, v in ev["topology"].items() if v not in (None, [], ""))),
+        (
+            "container",
+            ", ".join(f"{k}={v}" for k, v in ev["container"].items() if v) or "(no probe output)",
+        ),
         (
             "recipe",
             f"accessed {rec.get('accessed') or '(not given: --recipe-accessed)'}; support status "
             f"{rec.get('support_status') or '(not given: --support-status)'}",
-        )
+        ),
     ]
+    if ev.get("workload"):
+        # where the capacity load came from (issue 15: "short synthetic prompts only" is a known mistake)
+        rows.append(("workload", workload_line(ev["workload"])))
     rows += [
         (
             "evidence file",
@@ -263,14 +305,14 @@ def details_html(report: dict[str, Any]) -> str:
             "prefill_s",
             "usage_cached_tokens",
         ]
-        rows = [[n, *(r.get(c) for c in cols)] for n, r in cache["probes"].items()]
+        rows = [[n, *(fmt(r.get(c)) for c in cols)] for n, r in cache["probes"].items()]
         parts.append("<h2>Cache probes</h2>" + _table(["probe", *cols], rows, "cache-probes"))
         if cache.get("hybrid_explanation"):
             parts.append(f"<p>Hybrid cache: {e(cache['hybrid_explanation'])}.</p>")
     iface = phases.get("interface") or {}
     if iface.get("rows"):
         parts.append(
-            f"<h2>Attribution</h2><p>From {e(iface['attributed_from'])}; errors by fault: "
+            f"<h2>Attribution</h2><p>Attribution from {e(iface['attributed_from'])}; errors by fault: "
             f"{e(str(iface['errors_by_fault'] or 'none'))}.</p>"
         )
         bad = [r for r in iface["rows"] if r["outcome"] != "clean"]
@@ -293,18 +335,10 @@ def details_html(report: dict[str, Any]) -> str:
             )
     cap = phases.get("capacity") or {}
     if cap.get("gpu"):
-        rows = [
-            [
-                r.get("label"),
-                (r.get("gpu_before") or {}).get("used_mib_max", "–"),
-                r.get("gpu_used_max_mib") or "–",
-                (r.get("gpu_after") or {}).get("used_mib_max", "–"),
-            ]
-            for r in [*cap.get("ramp", []), *([cap["soak"]] if cap.get("soak") else [])]
-        ]
         parts.append(
             f"<h2>GPU memory per step ({e(str(cap['gpu'].get('source') or 'no source'))})</h2>"
-            + _table(["step", "before MiB", "peak MiB", "after MiB"], rows, "gpu-steps")
+            f"<p>{e(gpu_caption(cap))}</p>"
+            + _table(["step", "before MiB", "peak MiB", "after MiB", "GPUs"], gpu_rows(cap), "gpu-steps")
         )
     diff = report.get("self_built_vs_official")
     if diff:

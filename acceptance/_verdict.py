@@ -60,8 +60,8 @@ CHECKLIST: list[tuple[str, tuple[str, ...]]] = [
         ("cache.",),
     ),
     (
-        "Tool calls, reasoning and JSON output keep the contracts",
-        ("interface.contracts", "interface.scenarios"),
+        "Tool calls, reasoning and JSON output keep the contracts; a failed tool call is retried",
+        ("interface.contracts", "interface.scenarios", "interface.tool-retry"),
     ),
     (
         "Gateway forwards answers unchanged; requests keep the contract",

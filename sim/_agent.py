@@ -3,7 +3,8 @@
 Deterministic: the same request (and request number, for faults) gives the same output. The model
 calls a declared tool when the user turn names it (or ``tool_choice`` demands one), writes arguments
 valid for the tool's JSON Schema, answers after a tool result, retries after a tool error, thinks when
-thinking is on, and writes JSON valid for a requested schema. Model faults change what it writes;
+thinking is on, and writes JSON valid for a requested schema. Model faults change what it writes
+(``model.no_tool_retry`` makes it give up after a tool error instead of retrying);
 the family's markup (Kimi K2 tokens, Kimi K3 XTML channels, Hermes <tool_call> tags) is then parsed by the
 simulator's own parsers (``_parsers``), so parser faults arise where vLLM's do.
 """
@@ -250,7 +251,16 @@ def plan_reply(req: dict[str, Any], *, thinking: bool, faults: set[str], seq: in
             failed = bool(re.search(r"\berror\b|\bfailed\b|\btimeout\b|\bexception\b", result, re.I))
             call = _call_for(msgs, last.get("tool_call_id"))
             retries = _consecutive_failures(msgs)
-            if failed and call is not None and retries <= 2 and call["function"]["name"] in tools:
+            # model.no_tool_retry: a model that gives up at the first failed tool result, in well-formed
+            # text, breaks no contract; only the acceptance's tool-retry check sees it (issue 15)
+            gives_up = "model.no_tool_retry" in faults
+            if (
+                failed
+                and not gives_up
+                and call is not None
+                and retries <= 2
+                and call["function"]["name"] in tools
+            ):
                 text = call["function"].get("arguments") or "{}"
                 try:
                     prev = json.loads(text)

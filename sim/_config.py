@@ -26,6 +26,7 @@ FAULTS: dict[str, str] = {
     "model.call_in_think": "the tool call is written before the thinking closes",
     "model.ignore_tool_choice": "tool_choice required/named is not obeyed (constrained decoding off)",
     "model.bad_json_output": "JSON output wrapped in a Markdown fence",
+    "model.no_tool_retry": "after a failed tool result the model gives up in text instead of retrying the call",
     "parser.markup_in_content": "the tool parser fails: raw tool markup stays in content",
     "parser.call_dropped": "the call vanishes but finish_reason stays tool_calls (vllm #54701)",
     "parser.reasoning_in_content": "the reasoning parser fails: reasoning and </think> stay in content",

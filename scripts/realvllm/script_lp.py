@@ -9,7 +9,8 @@ has random weights, so this processor decides every token:
   reasoning and ``</think>``. The request's ``max_tokens`` still cuts it, as it would cut a real model.
 - no script: a small default agent answers from the prompt (declared tools, last turn), so that
   ``accept`` and ``scenarios`` traffic gets sensible answers: a call of a tool the user names, with
-  arguments valid for its schema; an answer after a tool result; a short answer otherwise.
+  arguments valid for its schema; an answer after a tool result, the same call again after a tool
+  result that reports a failure; a short answer otherwise.
 
 Structured outputs: xgrammar's mask is applied before this processor, so disallowed tokens arrive as
 -inf. Several candidate scripts are followed in step (the default answer and, for ``required`` or
@@ -186,7 +187,14 @@ def default_scripts(prompt: str, family: str) -> list[str]:
     # one reasoning for every candidate: reasoning is never constrained, so candidates that share it
     # stay in step until the grammar (if any) picks among the answers after it
     named = [f for f in fns if f["name"] in text] if role == "user" else []
-    if role == "tool":
+    # a tool result that reports a failure: call the tool again, as a well-behaved agent model does
+    # (accept's interface.tool-retry, issue 15). The failed tool is the declared one the history
+    # names last (its call and "## Return of functions.NAME:N" come after the tool_declare block).
+    failed = role == "tool" and re.search(r"\berror\b|\bfailed\b|\btimeout\b|\bexception\b", text, re.I)
+    if failed and fns:
+        named = [max(fns, key=lambda f: prompt.rfind(f["name"]))]
+        reason, words = f"The {named[0]['name']} call failed; I will retry it.", "Sorry: the tool failed."
+    elif role == "tool":
         reason, words = "The tool answered; I report it.", f"Done: {text.strip()[:80]}"
     elif named:
         reason, words = f"I will call {named[0]['name']}.", "Hello! Here is a short answer."

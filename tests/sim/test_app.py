@@ -173,8 +173,10 @@ EXPECTED: dict[str, tuple[str, str]] = {
 
 
 def test_every_fault_has_an_expectation() -> None:
-    # engine.slow_first_token is a timing fault: test_capacity measures it
-    assert set(EXPECTED) == set(FAULTS) - {"engine.slow_first_token"}
+    # engine.slow_first_token is a timing fault: test_capacity measures it; model.no_tool_retry breaks
+    # no contract (a text answer after a tool error is well-formed): the acceptance's interface.tool-retry
+    # check finds it (tests/acceptance/test_tool_retry.py)
+    assert set(EXPECTED) == set(FAULTS) - {"engine.slow_first_token", "model.no_tool_retry"}
 
 
 def _applies(fault: str, family: str) -> bool:

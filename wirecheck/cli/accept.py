@@ -75,6 +75,12 @@ FIELDS = {
         "hypothesis scenario examples (default: the profile's; 0 skips them)", kwargs={"metavar": "N"}
     ),
     "seed": Opt(),
+    # issue 15: capacity at the context lengths the team really sends, not short synthetic prompts only
+    "samples": Opt(
+        "the team's own chat requests for the long-input and ramp stages: JSONL of request bodies, "
+        "or a capture replay reads (exchange JSONL, HAR, mitmproxy flows, a wirecheck store)",
+        kwargs={"metavar": "FILE"},
+    ),
     "load_engine": Opt(
         "run the capacity load in this process or on Locust workers",
         kwargs={"choices": ("in-process", "locust")},
