@@ -44,6 +44,13 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
     }
     assert all(r["failed_streams"] == 0 and r["samples"] > 0 for r in rows)
     assert "+TTFT p50" in proc.stdout
+    # issue 17: CPU of the proxy's processes per forwarded event (none for direct), and the load
+    # generator's own CPU
+    by = {(r["proxy"], r["streams"]): r for r in rows}
+    assert by[("direct", 4)]["cpu_us_per_event"] == 0.0
+    assert by[("wirecheck", 4)]["cpu_us_per_event"] > 0 and by[("wirecheck", 4)]["events"] > 0
+    assert all(0 < r["loadgen_cpu_pct"] <= 200 for r in rows)
+    assert "cpu/ev" in proc.stdout
 
 
 def test_proxy_overhead_with_live_view_viewers_smoke(tmp_path: Path) -> None:
