@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from tests.hostile._proxyproc import alive, descendants
 from tests.servers import free_port, serve
 from tests.wire import completion, message
 from wirecheck.proxy import Store
@@ -171,3 +172,16 @@ def test_workers_refuse_bad_counts_and_taken_ports_with_a_message(tmp_path: Path
         )
     assert busy.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port} for the caller tap" in busy.stderr
+
+
+def test_workers_and_their_checker_exit_when_the_supervisor_is_killed(tmp_path: Path) -> None:
+    # issue 11 point 10 holds for workers too: a SIGKILLed supervisor leaves no process behind
+    with serve(echo) as up, workers_proxy(tmp_path / "wc.db", up) as (proc, _):
+        helpers = descendants(proc.pid)
+        assert len(helpers) >= 3  # two workers and the live checker (and spawn's resource tracker)
+        proc.kill()
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while any(alive(p) for p in helpers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in helpers if alive(p)]
