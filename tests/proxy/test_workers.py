@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.hostile._proxyproc import alive, descendants
 from tests.servers import free_port, serve
@@ -99,6 +100,7 @@ async def _callers(url: str) -> dict[str, str]:
     return answers
 
 
+@pytest.mark.slow
 def test_two_workers_record_every_request_once_and_pair_across_workers(tmp_path: Path) -> None:
     db = tmp_path / "wc.db"
     with serve(echo) as up, workers_proxy(db, up) as (proc, url):
@@ -174,6 +176,7 @@ def test_workers_refuse_bad_counts_and_taken_ports_with_a_message(tmp_path: Path
     assert f"cannot listen on 127.0.0.1:{port} for the caller tap" in busy.stderr
 
 
+@pytest.mark.slow
 def test_workers_and_their_checker_exit_when_the_supervisor_is_killed(tmp_path: Path) -> None:
     # issue 11 point 10 holds for workers too: a SIGKILLed supervisor leaves no process behind
     with serve(echo) as up, workers_proxy(tmp_path / "wc.db", up) as (proc, _):
