@@ -1,6 +1,6 @@
 """``wirecheck proxy``: one or two listeners (single or dual tap) in one process, the admin listener,
 the store writer, and the live-check worker process. SIGTERM and SIGINT stop the listeners, then flush
-the store."""
+the store. With ``--workers N`` the listeners run in N processes instead (``_workers.py``)."""
 
 from __future__ import annotations
 
