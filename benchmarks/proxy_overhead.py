@@ -9,7 +9,17 @@ event (``\\n\\n``) arrives. Reported per proxy and level, all measured in the sa
 - added TTFT p50 / p99: the proxy's time-to-first-event percentile minus the direct one;
 - inter-event delay p50 / p99 (the upstream paces at ``--interval-ms``);
 - throughput ratio: events per second through the proxy over events per second direct;
-- proxy RSS: the largest resident set of the proxy's processes during the level (MB).
+- proxy RSS: the largest resident set of the proxy's processes during the level (MB);
+- CPU per forwarded event: user + system CPU of all the proxy's processes (its workers, store
+  writer and live checker included; ``/proc/PID/stat``) over the SSE events the callers received.
+  On a shared machine this is far less noisy than latency (issue 17);
+- the load generator's own CPU (percent of one core): near 100 % the generator, not the proxy, is
+  the bottleneck, and the row says so.
+
+With ``--workers N`` wirecheck is measured again as ``wirecheck-wN`` (``wirecheck proxy --workers N``),
+and ``direct``, ``wirecheck`` and ``wirecheck-wN`` are also measured at ``--workers-levels`` (default
+256,1024). ``--clients K`` spreads the load over K client processes (for levels one process cannot
+drive; each reports its events and they are merged).
 
 With ``--viewers N`` wirecheck is measured a second time (row ``wirecheck+Nv``) with N live-view
 viewers (issue 18) connected to its ``/wirecheck/events`` stream for the whole run, reading every
@@ -189,7 +199,14 @@ async def _level(port: int, streams: int, duration_s: float, stream_s: float) ->
 
     await asyncio.gather(*(worker(i) for i in range(streams)))
     elapsed = time.perf_counter() - t0
-    return {"ttft": ttft, "gaps": gaps, "events_per_s": events / elapsed, "failed": failed}
+    return {
+        "ttft": ttft,
+        "gaps": gaps,
+        "events": events,
+        "elapsed_s": elapsed,
+        "events_per_s": events / elapsed,
+        "failed": failed,
+    }
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -218,6 +235,13 @@ def _cpu_s(pid: int | None) -> float:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return 0.0
+
+
+def _tree_cpu_s(pid: int | None) -> float:
+    """CPU seconds of ``pid`` and every process below it (workers, store writer, live checker)."""
+    if pid is None:
+        return 0.0
+    return sum(_cpu_s(p) for p in _children(pid))
 
 
 def _children(pid: int) -> list[int]:
@@ -270,9 +294,11 @@ def _proxy(
             "--admin",
             "off",  # no admin listener unless viewers read it: its default port may be taken
         ]
-        if kind != "wirecheck":  # wirecheck+Nv: the live view lives on the admin listener
+        if "+" in kind:  # wirecheck+Nv: the live view lives on the admin listener
             admin = free_port()
             cmd[-1] = f"127.0.0.1:{admin}"
+        if kind.startswith("wirecheck-w"):  # wirecheck-wN: N proxy processes on the port (issue 17)
+            cmd += ["--workers", kind.removeprefix("wirecheck-w")]
     elif kind == "nginx":
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
         conf = tmp / "nginx.conf"
@@ -342,7 +368,7 @@ def _viewing(port: int, n: int, report: dict[str, Any]) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--role", choices=("bench", "upstream", "viewers"), default="bench")
+    ap.add_argument("--role", choices=("bench", "upstream", "viewers", "client"), default="bench")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--levels", default="1,16,64,256")
     ap.add_argument("--proxies", default="direct,wirecheck,nginx,mitmproxy")
@@ -352,8 +378,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--viewers", type=int, default=0, help="also measure wirecheck with N live-view viewers open"
     )
+    ap.add_argument(
+        "--workers", type=int, default=0, help="also measure wirecheck proxy --workers N (row wirecheck-wN)"
+    )
+    ap.add_argument(
+        "--workers-levels",
+        default="256,1024",
+        help="with --workers: extra levels for direct, wirecheck and wirecheck-wN",
+    )
+    ap.add_argument("--clients", type=int, default=1, help="client processes that share the load")
+    ap.add_argument("--streams", type=int, default=0, help=argparse.SUPPRESS)  # --role client
+    ap.add_argument("--stream-s", type=float, default=0.0, help=argparse.SUPPRESS)  # --role client
     ap.add_argument("--out", default=str(HERE / "results" / "proxy_overhead.json"))
     args = ap.parse_args(argv)
+    if args.role == "client":
+        t = time.process_time()
+        r = asyncio.run(_level(args.port, args.streams, args.duration, args.stream_s))
+        r["cpu_s"] = time.process_time() - t
+        print(json.dumps(r), flush=True)
+        return 0
     if args.role == "upstream":
         asyncio.run(_upstream(args.port, args.events, args.interval_ms))
         return 0
@@ -368,6 +411,17 @@ def main(argv: list[str] | None = None) -> int:
     viewed = f"wirecheck+{args.viewers}v"
     if args.viewers > 0:
         proxies.insert(proxies.index("wirecheck") + 1 if "wirecheck" in proxies else len(proxies), viewed)
+    extra_levels: list[int] = []
+    if args.workers > 1:
+        proxies.append(f"wirecheck-w{args.workers}")
+        extra_levels = [int(x) for x in args.workers_levels.split(",") if int(x) not in levels]
+
+    def levels_of(kind: str) -> list[int]:
+        # the workers' extra levels (1024 streams) only where they are compared: direct, wirecheck
+        if kind in ("direct", "wirecheck") or kind.startswith("wirecheck-w"):
+            return levels + extra_levels
+        return levels
+
     viewer_events: dict[str, Any] = {}
     up_port = free_port()
     up = subprocess.Popen(
@@ -396,33 +450,16 @@ def main(argv: list[str] | None = None) -> int:
                     _proxy(kind, up_port, tmp) as (port, proc, admin_port),
                     _viewing(admin_port, args.viewers if kind == viewed else 0, viewer_events),
                 ):
-                    for level in levels:
+                    for level in levels_of(kind):
                         stream_s = args.events * args.interval_ms / 1000
                         asyncio.run(_level(port, min(level, 4), stream_s, stream_s))  # warm the pools
-                        rss = 0.0
-                        pids = _children(proc.pid) if proc else []
-                        result: dict[str, Any] = {}
-
-                        async def run_and_sample(
-                            port: int = port,
-                            level: int = level,
-                            pids: list[int] = pids,
-                            stream_s: float = stream_s,
-                        ) -> dict[str, Any]:
-                            nonlocal rss
-                            task = asyncio.ensure_future(_level(port, level, args.duration, stream_s))
-                            while not task.done():
-                                rss = max(rss, _rss_mb(pids))
-                                await asyncio.sleep(0.05)
-                            return task.result()
-
-                        cpu0 = _cpu_s(proc.pid if proc else None)
-                        result = asyncio.run(run_and_sample())
-                        result["cpu_s"] = _cpu_s(proc.pid if proc else None) - cpu0
-                        result["rss_mb"] = rss
+                        pid = proc.pid if proc else None
+                        cpu0 = _tree_cpu_s(pid)
+                        result = asyncio.run(_measure(port, level, args, stream_s, pid))
+                        result["cpu_s"] = _tree_cpu_s(pid) - cpu0
                         raw[(kind, level)] = result
             for kind in proxies:
-                for level in levels:
+                for level in levels_of(kind):
                     r, d = raw[(kind, level)], raw[("direct", level)]
                     rows.append(
                         {
@@ -436,8 +473,14 @@ def main(argv: list[str] | None = None) -> int:
                             "gap_p99_ms": _pct(r["gaps"], 0.99) * 1000,
                             "throughput_ratio": r["events_per_s"] / d["events_per_s"],
                             "rss_mb": r["rss_mb"],
-                            # the proxy process's CPU per stream carried (its checker apart)
+                            # CPU of all the proxy's processes (workers, writer, checker) per stream
+                            # and per SSE event the callers received (issue 17)
                             "cpu_ms_per_stream": r["cpu_s"] * 1000 / max(len(r["ttft"]), 1),
+                            "cpu_us_per_event": r["cpu_s"] * 1e6 / max(r["events"], 1),
+                            "events": r["events"],
+                            # the load generator's busiest process, in percent of one core
+                            "loadgen_cpu_pct": r["loadgen_cpu_pct"],
+                            "loadgen_bound": r["loadgen_cpu_pct"] >= LOADGEN_BOUND_PCT,
                             "failed_streams": r["failed"],
                             "samples": len(r["ttft"]),
                         }
@@ -449,12 +492,20 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"paced SSE upstream: {args.events} events x {args.interval_ms:g} ms; {args.duration:g} s of load a level; {os.cpu_count()} cores"
     )
-    head = f"{'proxy':10} {'streams':>7} {'+TTFT p50':>10} {'+TTFT p99':>10} {'gap p50':>8} {'gap p99':>8} {'thru x':>7} {'RSS MB':>7} {'cpu/str':>8} {'failed':>6}"
+    head = f"{'proxy':12} {'streams':>7} {'+TTFT p50':>10} {'+TTFT p99':>10} {'gap p50':>8} {'gap p99':>8} {'thru x':>7} {'RSS MB':>7} {'cpu/str':>8} {'cpu/ev':>8} {'gen cpu':>7} {'failed':>6}"
     print(head)
     for r in rows:
         print(
-            f"{r['proxy']:10} {r['streams']:7d} {r['added_ttft_p50_ms']:9.2f}ms {r['added_ttft_p99_ms']:9.2f}ms "
-            f"{r['gap_p50_ms']:7.1f}ms {r['gap_p99_ms']:7.1f}ms {r['throughput_ratio']:7.2f} {r['rss_mb']:7.1f} {r['cpu_ms_per_stream']:6.2f}ms {r['failed_streams']:6d}"
+            f"{r['proxy']:12} {r['streams']:7d} {r['added_ttft_p50_ms']:9.2f}ms {r['added_ttft_p99_ms']:9.2f}ms "
+            f"{r['gap_p50_ms']:7.1f}ms {r['gap_p99_ms']:7.1f}ms {r['throughput_ratio']:7.2f} {r['rss_mb']:7.1f} "
+            f"{r['cpu_ms_per_stream']:6.2f}ms {r['cpu_us_per_event']:6.1f}us {r['loadgen_cpu_pct']:6.0f}% {r['failed_streams']:6d}"
+        )
+    bound = [f"{r['proxy']}@{r['streams']}" for r in rows if r["loadgen_bound"]]
+    if bound:
+        print(
+            f"note: the load generator itself was the bottleneck (a client process at >= {LOADGEN_BOUND_PCT:g} % "
+            f"of a core) at {', '.join(bound)}: latency and throughput there measure the generator too; "
+            "try --clients 2"
         )
     if viewer_events:
         print(
@@ -475,6 +526,8 @@ def main(argv: list[str] | None = None) -> int:
                 "events": args.events,
                 "interval_ms": args.interval_ms,
                 "duration_s": args.duration,
+                "clients": args.clients,
+                "workers": args.workers,
                 "rows": rows,
                 "viewers": viewer_events or None,
                 "targets": [{"target": n, "met": ok, "detail": d} for n, ok, d in checks],
@@ -485,6 +538,70 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"wrote {out}")
     return 0
+
+
+#: a client process this busy (percent of one core) is the bottleneck, not the proxy
+LOADGEN_BOUND_PCT = 90.0
+
+
+async def _measure(
+    port: int, level: int, args: argparse.Namespace, stream_s: float, pid: int | None
+) -> dict[str, Any]:
+    """Run one level (in this process, or split over ``--clients`` processes) and sample the proxy's
+    RSS meanwhile; notes the load generator's CPU (its busiest process, percent of a core)."""
+    pids = _children(pid) if pid is not None else []
+    rss = 0.0
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    if args.clients <= 1:
+        task: asyncio.Future[Any] = asyncio.ensure_future(_level(port, level, args.duration, stream_s))
+    else:
+        task = asyncio.ensure_future(_clients(port, level, args.clients, args.duration, stream_s))
+    while not task.done():
+        rss = max(rss, _rss_mb(pids))
+        await asyncio.sleep(0.05)
+    result: dict[str, Any] = task.result()
+    wall = time.perf_counter() - t0
+    if args.clients <= 1:
+        result["loadgen_cpu_pct"] = (time.process_time() - cpu0) / wall * 100
+    result["rss_mb"] = rss
+    return result
+
+
+async def _clients(port: int, level: int, n: int, duration_s: float, stream_s: float) -> dict[str, Any]:
+    """``level`` streams over ``n`` client processes (each runs :func:`_level` on its share)."""
+    shares = [level // n + (1 if i < level % n else 0) for i in range(n)]
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            __file__,
+            "--role",
+            "client",
+            "--port",
+            str(port),
+            "--streams",
+            str(share),
+            "--duration",
+            str(duration_s),
+            "--stream-s",
+            str(stream_s),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        for share in shares
+        if share > 0
+    ]
+    outs = await asyncio.gather(*(p.communicate() for p in procs))
+    parts = [json.loads(out.decode().strip().splitlines()[-1]) for out, _ in outs]
+    elapsed = max(p["elapsed_s"] for p in parts)
+    events = sum(p["events"] for p in parts)
+    return {
+        "ttft": [t for p in parts for t in p["ttft"]],
+        "gaps": [g for p in parts for g in p["gaps"]],
+        "events": events,
+        "elapsed_s": elapsed,
+        "events_per_s": events / elapsed,
+        "failed": sum(p["failed"] for p in parts),
+        "loadgen_cpu_pct": max(p["cpu_s"] / p["elapsed_s"] * 100 for p in parts),
+    }
 
 
 def _targets(rows: list[dict[str, Any]], levels: list[int]) -> list[tuple[str, bool, str]]:
@@ -532,6 +649,21 @@ def _targets(rows: list[dict[str, Any]], levels: list[int]) -> list[tuple[str, b
                 f"not at {worse}" if worse else "at all levels",
             )
         )
+    # issue 17: at 256 streams, and for the workers row at every level it ran
+    for kind in sorted(
+        {r["proxy"] for r in rows if r["proxy"] == "wirecheck" or r["proxy"].startswith("wirecheck-w")}
+    ):
+        if (kind, 256) in by:
+            w = by[(kind, 256)]
+            out.append(
+                (
+                    f"at 256 streams ({kind}): added TTFT p50 <= 5 ms, p99 <= 25 ms, throughput >= 0.95x",
+                    w["added_ttft_p50_ms"] <= 5.0
+                    and w["added_ttft_p99_ms"] <= 25.0
+                    and w["throughput_ratio"] >= 0.95,
+                    f"{w['added_ttft_p50_ms']:.1f} / {w['added_ttft_p99_ms']:.1f} ms, {w['throughput_ratio']:.2f}x",
+                )
+            )
     if ("wirecheck", 256) in by:
         rss = by[("wirecheck", 256)]["rss_mb"]
         out.append(("RSS <= 150 MB at 256 streams", rss <= 150, f"{rss:.0f} MB (proxy and its worker)"))

@@ -108,7 +108,7 @@ class Metrics:
         )
         self.added = Histogram(
             "wirecheck_added_latency_seconds",
-            "Time from an upstream chunk's arrival to its hand-off downstream.",
+            "Time from an upstream read's arrival to its hand-off downstream (once per downstream write).",
             ["tap"],
             buckets=(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05),
             registry=r,
@@ -423,19 +423,34 @@ class ProxyApp:
             await send({"type": "http.response.start", "status": upstream.status, "headers": headers})
         except OSError as exc:
             raise _DownstreamGone(str(exc)) from exc
-        async for piece in upstream.body:
-            arrived = time.monotonic()
-            sizes[0] += len(piece)
-            if room > 0:
-                # past the limit the bytes are still forwarded, never kept (issue 11, point 9)
-                kept = piece if len(piece) <= room else piece[:room]
-                room -= len(kept)
-                chunks.append(Chunk((arrived - t0) * 1000.0, kept))
+        async for batch in upstream.batches:
+            # one downstream write per batch: the pieces that arrived while the loop was busy go out
+            # together (issue 17); the record keeps each piece with the time its read arrived
+            if len(batch) == 1:
+                first, data = batch[0]
+                size = len(data)
+                if room > 0:
+                    # past the limit the bytes are still forwarded, never kept (issue 11, point 9)
+                    kept = data if size <= room else data[:room]
+                    room -= len(kept)
+                    chunks.append(Chunk((first - t0) * 1000.0, kept))
+            else:
+                first = batch[0][0]
+                size = 0
+                for arrived, piece in batch:
+                    size += len(piece)
+                    if room > 0:
+                        kept = piece if len(piece) <= room else piece[:room]
+                        room -= len(kept)
+                        chunks.append(Chunk((arrived - t0) * 1000.0, kept))
+                data = b"".join([piece for _, piece in batch])
+            sizes[0] += size
             try:
-                await send({"type": "http.response.body", "body": piece, "more_body": True})
+                await send({"type": "http.response.body", "body": data, "more_body": True})
             except OSError as exc:
                 raise _DownstreamGone(str(exc)) from exc
-            added.observe(time.monotonic() - arrived)
+            # once per write: the wait of the batch's oldest piece, from its arrival at the socket
+            added.observe(time.monotonic() - first)
         try:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError as exc:

@@ -1,14 +1,17 @@
 """``wirecheck proxy``: one or two listeners (single or dual tap) in one process, the admin listener,
 the store writer, and the live-check worker process. SIGTERM and SIGINT stop the listeners, then flush
-the store."""
+the store. With ``--workers N`` the listeners run in N processes instead (``_workers.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import signal
-from collections.abc import Iterator
+import socket
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import uvicorn
 
@@ -47,13 +50,31 @@ class ProxyRun:
     head_timeout_s: float = 30.0
     #: an idle connection (kept alive, or never used) is closed after this long
     idle_timeout_s: float = 75.0
+    #: proxy processes sharing the listeners' ports (SO_REUSEPORT; issue 17): see _workers.py
+    workers: int = 1
 
 
-async def _serve(run: ProxyRun, store: Store | None, checker: CheckerSupervisor | None = None) -> None:
+async def _serve(
+    run: ProxyRun,
+    store: Store | None,
+    checker: CheckerSupervisor | None = None,
+    *,
+    sockets: list[socket.socket] | None = None,
+    checks: Callable[[], dict[str, Any]] | None = None,
+    serve_taps: bool = True,
+) -> None:
+    """The listeners of one process. A worker of ``--workers`` passes its ``sockets`` (one per tap,
+    bound by the supervisor); the supervisor runs the admin listener only (``serve_taps=False``)."""
+    # the store's writer thread (JSON of each exchange) shares this process's GIL with forwarding: an
+    # event loop woken by a socket waits for the GIL until the writer is made to yield, up to the
+    # switch interval (5 ms by default, a whole p99 budget at 64 streams). 0.5 ms bounds that wait
+    # (issue 17); it costs switches only while both threads want to run.
+    sys.setswitchinterval(0.0005)
     metrics = Metrics()  # one registry for every tap: the admin listener serves it
     apps = [ProxyApp(cfg, store, metrics=metrics) for cfg, _, _ in run.taps]
     for app in apps:
-        app.checks = checker.state if checker is not None else None  # health: issue 11, point 3
+        # health: issue 11, point 3 (and the workers' state under --workers)
+        app.checks = checker.state if checker is not None else checks
     protocol = guarded_protocol(max_head=run.max_head, head_timeout_s=run.head_timeout_s)
     servers = [
         ListenerServer(
@@ -69,6 +90,11 @@ async def _serve(run: ProxyRun, store: Store | None, checker: CheckerSupervisor 
         )
         for app, (_, host, port) in zip(apps, run.taps, strict=True)
     ]
+    listening: list[list[socket.socket] | None] = (
+        [[sock] for sock in sockets] if sockets is not None else [None] * len(servers)
+    )
+    if not serve_taps:
+        servers, listening = [], []
     view: LiveView | None = None
     if run.admin is not None:
         admin = AdminApp(apps, store, token=run.admin_token)
@@ -77,6 +103,7 @@ async def _serve(run: ProxyRun, store: Store | None, checker: CheckerSupervisor 
             view = LiveView(store.url, taps=[a.cfg.tap for a in apps], health=admin.health_info)
             admin.mount(view.cfg.prefix, view)
         host, port = run.admin
+        listening.append(None)
         servers.append(
             ListenerServer(
                 uvicorn.Config(
@@ -101,7 +128,7 @@ async def _serve(run: ProxyRun, store: Store | None, checker: CheckerSupervisor 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
     try:
-        await asyncio.gather(*(s.serve() for s in servers))
+        await asyncio.gather(*(s.serve(sockets=socks) for s, socks in zip(servers, listening, strict=True)))
     finally:
         for app in apps:
             await app.aclose()
@@ -110,6 +137,10 @@ async def _serve(run: ProxyRun, store: Store | None, checker: CheckerSupervisor 
 
 
 def run_proxy(run: ProxyRun) -> int:
+    if run.workers > 1:
+        from ._workers import run_workers
+
+        return run_workers(run)
     store = Store(run.store_path, writer=True) if run.store_path else None
     checker = None
     if store is not None and run.live_checks:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections import deque
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import SplitResult
@@ -21,6 +21,7 @@ import httptools
 import httpx
 
 __all__ = [
+    "Batch",
     "Upstream",
     "UpstreamBroken",
     "UpstreamResponse",
@@ -42,12 +43,30 @@ class UpstreamBroken(Exception):
     """The connection broke mid-response."""
 
 
+#: body pieces with the monotonic time each arrived, as many as were waiting when the proxy asked
+Batch = list[tuple[float, bytes]]
+
+
 @dataclass(slots=True)
 class UpstreamResponse:
     status: int
     headers: list[tuple[bytes, bytes]]
-    body: AsyncIterator[bytes]
+    #: the body in batches: every piece parsed since the last batch, each stamped when its read came
+    #: in (issue 17: under load the proxy forwards a backlog in one write, and the record keeps each
+    #: piece with its true arrival time rather than the time the event loop got round to it)
+    batches: AsyncIterator[Batch]
     aclose: Callable[[], Awaitable[None]]
+
+    @property
+    def body(self) -> AsyncIterator[bytes]:
+        """The body piece by piece (for callers that want bytes only)."""
+
+        async def pieces() -> AsyncIterator[bytes]:
+            async for batch in self.batches:
+                for _, piece in batch:
+                    yield piece
+
+        return pieces()
 
 
 class Upstream:
@@ -63,9 +82,9 @@ class Upstream:
 _NO_BODY = frozenset({204, 304})
 #: the longest response head accepted from the upstream
 _MAX_HEAD = 64 * 1024
-#: body bytes parsed but not yet taken by the proxy; past the high mark the socket stops being read
+#: body bytes parsed but not yet taken by the proxy; past this the socket stops being read until the
+#: proxy takes them (it takes all that are waiting at once)
 _HIGH_WATER = 256 * 1024
-_LOW_WATER = 64 * 1024
 
 
 class _Surplus(Exception):
@@ -101,8 +120,9 @@ class _Conn(asyncio.Protocol):
         self.headers_done = False
         self.complete = False
         self.keep = False
-        self.pieces: deque[bytes] = deque()
+        self.pieces: Batch = []
         self.buffered = 0
+        self.stamp = 0.0  # when the read being parsed arrived
         self.error: Exception | None = None
 
     def usable(self) -> bool:
@@ -137,6 +157,7 @@ class _Conn(asyncio.Protocol):
             self.close()
             return
         self.got_bytes = True
+        self.stamp = time.monotonic()  # one clock read per socket read, for every piece parsed from it
         if not self.headers_done:
             self.head_bytes += len(data)
         try:
@@ -205,7 +226,7 @@ class _Conn(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         if self.complete:
             raise _Surplus  # a body after a HEAD response's head
-        self.pieces.append(body)
+        self.pieces.append((self.stamp, body))
         self.buffered += len(body)
 
     def on_message_complete(self) -> None:
@@ -299,16 +320,17 @@ class _Raw(Upstream):
             raise UpstreamUnreachable(str(conn.error)) from conn.error
         state = {"done": False}
 
-        async def body_iter() -> AsyncIterator[bytes]:
-            pieces = conn.pieces
+        async def body_iter() -> AsyncIterator[Batch]:
             while True:
-                if pieces:
-                    piece = pieces.popleft()
-                    conn.buffered -= len(piece)
-                    if conn.paused and conn.buffered <= _LOW_WATER and conn.transport is not None:
+                if conn.pieces:
+                    # everything parsed so far, at once: one hand-off (and one downstream write) for a
+                    # backlog instead of one per piece (issue 17)
+                    batch, conn.pieces = conn.pieces, []
+                    conn.buffered = 0
+                    if conn.paused and conn.transport is not None:
                         conn.paused = False
                         conn.transport.resume_reading()
-                    yield piece
+                    yield batch
                     continue
                 if conn.error is not None:
                     conn.close()
@@ -359,10 +381,10 @@ class _Httpx(Upstream):
         except httpx.HTTPError as exc:
             raise UpstreamUnreachable(f"{type(exc).__name__}: {exc}") from exc
 
-        async def body_iter() -> AsyncIterator[bytes]:
+        async def body_iter() -> AsyncIterator[Batch]:
             try:
                 async for piece in resp.aiter_raw():
-                    yield piece
+                    yield [(time.monotonic(), piece)]
             except httpx.TimeoutException as exc:
                 raise UpstreamTimeout(type(exc).__name__) from exc
             except httpx.HTTPError as exc:

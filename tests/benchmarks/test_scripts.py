@@ -44,6 +44,41 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
     }
     assert all(r["failed_streams"] == 0 and r["samples"] > 0 for r in rows)
     assert "+TTFT p50" in proc.stdout
+    # issue 17: CPU of the proxy's processes per forwarded event (none for direct), and the load
+    # generator's own CPU
+    by = {(r["proxy"], r["streams"]): r for r in rows}
+    assert by[("direct", 4)]["cpu_us_per_event"] == 0.0
+    assert by[("wirecheck", 4)]["cpu_us_per_event"] > 0 and by[("wirecheck", 4)]["events"] > 0
+    assert all(0 < r["loadgen_cpu_pct"] <= 200 for r in rows)
+    assert "cpu/ev" in proc.stdout
+
+
+def test_proxy_overhead_workers_and_client_processes_smoke(tmp_path: Path) -> None:
+    # issue 17: wirecheck proxy --workers 2 as its own row, measured at the extra workers level too,
+    # with the load split over two client processes whose results are merged
+    out = tmp_path / "po.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "proxy_overhead.py"),
+            *("--levels", "4", "--proxies", "direct", "--workers", "2", "--workers-levels", "8"),
+            *("--clients", "2", "--duration", "0.5", "--events", "3", "--interval-ms", "5"),
+            *("--out", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(out.read_text())
+    rows = {(r["proxy"], r["streams"]): r for r in res["rows"]}
+    assert set(rows) == {("direct", 4), ("direct", 8), ("wirecheck-w2", 4), ("wirecheck-w2", 8)}
+    assert all(r["failed_streams"] == 0 and r["samples"] > 0 for r in rows.values())
+    # two workers and a checker burn CPU; the events are both clients' together
+    assert rows[("wirecheck-w2", 8)]["cpu_us_per_event"] > 0
+    assert rows[("wirecheck-w2", 8)]["samples"] >= 8
+    assert res["workers"] == 2 and res["clients"] == 2
 
 
 def test_proxy_overhead_with_live_view_viewers_smoke(tmp_path: Path) -> None:

@@ -87,6 +87,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     x.add_argument(
         "--idle-timeout", type=float, default=75.0, help="seconds before an idle caller connection is closed"
     )
+    x.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="proxy processes sharing the listeners' ports (SO_REUSEPORT) and the store (default 1)",
+    )
     x.set_defaults(run=_proxy)
 
 
@@ -100,6 +107,8 @@ def _proxy(args: argparse.Namespace) -> int:
     for name in ("request_timeout", "idle_timeout"):
         if not getattr(args, name) > 0:
             raise WirecheckError(f"--{name.replace('_', '-')}: must be a positive number of seconds")
+    if not 1 <= args.workers <= 256:
+        raise WirecheckError(f"--workers: must be a whole number from 1 to 256, not {args.workers}")
     secret = correlation_secret(args.correlation_secret)
     tap_limits: dict[str, Any] = {
         "redact": redact,
@@ -145,5 +154,6 @@ def _proxy(args: argparse.Namespace) -> int:
             max_head=max_head,
             head_timeout_s=args.request_timeout,
             idle_timeout_s=args.idle_timeout,
+            workers=args.workers,
         )
     )
