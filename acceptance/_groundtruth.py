@@ -39,7 +39,8 @@ RULES: dict[str, frozenset[str]] = {
         "model.schema_violation": {"tool-call-args-schema", "tool-call-args-not-object"},
         "model.undeclared_tool": {"tool-call-undeclared"},
         "model.bad_id": {"tool-call-id-format"},
-        "model.call_in_think": {"tool-call-in-reasoning"},
+        # the call written inside the thinking: the thinking never closes before the answer
+        "model.call_in_think": {"tool-call-in-reasoning", "reasoning-unclosed", "tool-choice-violated"},
         "model.ignore_tool_choice": {"tool-choice-violated"},
         "model.bad_json_output": {"json-output-invalid"},
         # Kimi K3's parser failing returns the whole model output as content: think and tool markup
@@ -47,38 +48,47 @@ RULES: dict[str, frozenset[str]] = {
             "tool-markup-in-content",
             "reasoning-markup-in-content",
             "special-token-leak",
+            "tool-choice-violated",  # tool_choice required, and the call never reached tool_calls
         },
-        "parser.call_dropped": {"finish-reason-mismatch"},
+        "parser.call_dropped": {"finish-reason-mismatch", "tool-choice-violated"},
         "parser.reasoning_in_content": {"reasoning-markup-in-content", "reasoning-missing"},
         "parser.truncated_args": {"tool-call-args-invalid-json"},
         "engine.queue_full": {"http-server-error"},
         "engine.error_500": {"http-server-error"},
         "engine.error_mid_stream": {"stream-error-frame"},
         "engine.reset_mid_stream": {"transport-error"},
-        "response_format_stripped": {"gateway-request-changed"},
+        # the caller asked for JSON and the engine was never told: the caller's answer is not JSON
+        "response_format_stripped": {"gateway-request-changed", "json-output-invalid"},
         "history_merged": {"gateway-request-changed"},
         "tool_messages_dropped": {"gateway-request-changed"},
         "reasoning_dropped": {"gateway-reasoning-dropped"},
         "reasoning_renamed": {"gateway-reasoning-renamed"},
         "reasoning_reshaped": {"gateway-reasoning-reshaped"},
-        "reasoning_merged": {"gateway-reasoning-merged", "gateway-content-changed"},
+        "reasoning_merged": {"gateway-reasoning-merged", "gateway-content-changed", "json-output-invalid"},
         "tool_index_zero": {"gateway-tool-calls-changed", "stream-tool-index-reuse", "stream-tool-index-gap"},
         "tool_index_from_one": {"gateway-tool-calls-changed", "stream-tool-index-gap"},
         "id_every_delta": {"gateway-tool-calls-changed", "stream-tool-id-repeated"},
-        "ids_rewritten": {"gateway-tool-calls-changed"},
+        # a K2 id (functions.NAME:IDX) replaced by call_...: also another id shape at the caller
+        "ids_rewritten": {"gateway-tool-calls-changed", "tool-call-id-format"},
         "args_double_encoded": {"gateway-tool-calls-changed", "tool-call-args-not-object"},
         "stream_buffered": {"gateway-stream-buffered"},
-        "sse_split_frames": {"stream-malformed-frame"},
-        "sse_no_data_prefix": {"stream-malformed-frame"},
+        # a frame a client cannot read loses what it carried: the usage chunk, the [DONE]
+        "sse_split_frames": {"stream-malformed-frame", "gateway-usage-changed", "stream-usage-missing"},
+        "sse_no_data_prefix": {
+            "stream-malformed-frame",
+            "gateway-usage-changed",
+            "stream-usage-missing",
+            "stream-done-missing",
+        },
         "done_missing": {"stream-done-missing"},
         "done_doubled": {"stream-done-repeated"},
         "error_hidden": {"gateway-error-hidden"},
         # at the caller tap, a tool call answer ending in stop is also finish-reason-mismatch, which
         # attribution puts on the gateway when the engine tap was right
         "finish_reason_changed": {"gateway-finish-reason-changed", "finish-reason-mismatch"},
-        "usage_dropped": {"gateway-usage-changed"},
+        "usage_dropped": {"gateway-usage-changed", "stream-usage-missing"},
         "usage_recomputed": {"gateway-usage-changed"},
-        "retry_duplicates": {"gateway-content-changed"},
+        "retry_duplicates": {"gateway-content-changed", "json-output-invalid"},
     }.items()
 }
 

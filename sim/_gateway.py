@@ -321,8 +321,8 @@ class _StreamRewriter:
                             }
                         )
                     )
-                if "retry_duplicates" in f and self.content:
-                    f.did("retry_duplicates")
+                if "retry_duplicates" in f and "".join(self.content):
+                    f.did("retry_duplicates")  # only text there is can be sent twice
                     out_before.append(
                         json.dumps(
                             {
