@@ -41,6 +41,8 @@ from wirecheck.contracts import (
 )
 
 EXAMPLE = Path(__file__).with_name("examples") / "dual-tap.jsonl"
+#: seconds between progress lines in a CI log (no terminal), for scenarios and replay (issue 14)
+PROGRESS_EVERY_S = 5.0
 
 
 def _redact_option(p: argparse.ArgumentParser) -> None:
@@ -204,6 +206,14 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--store", metavar="OUT", help="record the answers into this store")
     rp.add_argument("--dry-run", action="store_true", help="list what would be sent, send nothing")
     rp.add_argument("--format", choices=("text", "json"), default="text")
+    rp.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    rp.add_argument(
+        "--progress-every",
+        type=float,
+        default=PROGRESS_EVERY_S,
+        metavar="S",
+        help="without a terminal (CI logs): one progress line every S seconds",
+    )
 
     sc = sub.add_parser("scenarios", help="drive hypothesis agent-loop scenarios against a live target")
     sc.add_argument("--target", required=True, metavar="URL")
@@ -225,6 +235,14 @@ def _parser() -> argparse.ArgumentParser:
         default="127.0.0.1:8101",
         metavar="HOST:PORT",
         help="with --via-proxy: the engine tap; point the gateway's upstream here",
+    )
+    sc.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    sc.add_argument(
+        "--progress-every",
+        type=float,
+        default=PROGRESS_EVERY_S,
+        metavar="S",
+        help="without a terminal (CI logs): one progress line every S seconds",
     )
 
     a = sub.add_parser(
@@ -640,7 +658,15 @@ def _headers_arg(values: list[str]) -> dict[str, str]:
 
 
 def _scenarios(args: argparse.Namespace) -> int:
-    from wirecheck.generators import run_scenarios
+    import time
+
+    from wirecheck.acceptance import Progress
+    from wirecheck.generators import ScenarioReport, run_scenarios
+
+    progress, t0 = Progress(quiet=args.quiet, every_s=args.progress_every), time.monotonic()
+
+    def tick(r: ScenarioReport) -> None:
+        progress.tick(r.progress_line(progress.eta(time.monotonic() - t0, r.examples_done, r.examples)))
 
     via = None
     if args.via_proxy:
@@ -657,7 +683,9 @@ def _scenarios(args: argparse.Namespace) -> int:
         model=args.model,
         headers=_headers_arg(args.header),
         via_proxy=via,
+        progress=tick,
     )
+    progress.done()
     if report.ok:
         print(f"scenarios: {report.requests} requests over {args.examples} examples, no contract broken")
         return 0
@@ -670,6 +698,12 @@ def _scenarios(args: argparse.Namespace) -> int:
     if fail.note:
         print(f"note: {fail.note}")
     print("reproduce:")
+    if args.via_proxy:
+        # the gateway forwards to the engine tap, which ends with the run: the curl line needs it back
+        # (issue 14: every reproduce line reruns as printed); --no-store: it only forwards
+        tap = ["wirecheck", "proxy", "--tap", "engine", "--upstream", args.engine_upstream]
+        tap += ["--listen", args.engine_listen, "--no-store", "--admin", "off"]
+        print(f"  {shlex.join(tap)} &")
     print(f"  {fail.curl}")
     if args.seed is not None:
         print(f"  {_scenarios_line(args)}")
@@ -710,11 +744,15 @@ def _replay(args: argparse.Namespace) -> int:
         # the n-th exchange of a JSONL file is on its n-th non-blank line: name it in errors
         with open(args.source, encoding="utf-8", errors="replace") as fh:
             lines = [n for n, line in enumerate(fh, 1) if line.strip()]
-    tty = sys.stderr.isatty()
+    import time
 
-    def progress(done: int, total: int) -> None:
-        if tty:
-            print(f"\rreplay: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
+    from wirecheck.acceptance import Progress
+
+    ticker, t0 = Progress(quiet=args.quiet or args.dry_run, every_s=args.progress_every), time.monotonic()
+
+    def progress(done: int, total: int, failed: int) -> None:
+        eta = ticker.eta(time.monotonic() - t0, done, total)
+        ticker.tick(f"replay: {done}/{total} requests sent, {failed} failed so far, {eta}")
 
     res = replay(
         captured,
@@ -729,6 +767,7 @@ def _replay(args: argparse.Namespace) -> int:
         source=args.source,
         lines=lines,
     )
+    ticker.done()
     if args.dry_run:
         for ex in res.planned:
             print(
