@@ -13,8 +13,10 @@ dashboard), the findings over every recorded exchange (JSON, JUnit, HTML), the c
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
+from html import escape
 from pathlib import Path
 
 from wirecheck.contracts import (
@@ -28,20 +30,26 @@ from wirecheck.contracts import (
 from wirecheck.proxy import Store
 from wirecheck.sim import (
     GatewayConfig,
+    GroundTruth,
     SimConfig,
     create_app,
     create_gateway,
     parse_faults,
     parse_gateway_faults,
+    read_truth,
     write_environment,
 )
 
 from ._compat import RECIPE_FAMILY
+from ._groundtruth import TruthScore, score_truth
 from ._run import AcceptanceResult, AcceptOptions, Progress, run_acceptance, via_taps
 from ._serving import free_port, serving
 from ._verdict import ALL_PHASES
 
-__all__ = ["DEMO_GATEWAY_FAULTS", "DEMO_SIM_FAULTS", "run_demo"]
+__all__ = ["DEMO_GATEWAY_FAULTS", "DEMO_SIM_FAULTS", "TRUTH_FILE", "run_demo"]
+
+#: what the simulator and the gateway injected, one JSON line per changed exchange
+TRUTH_FILE = "ground-truth.jsonl"
 
 DEMO_SIM_FAULTS = "model.invalid_json=0.12,model.undeclared_tool=0.08,parser.markup_in_content=0.1,engine.error_mid_stream=0.06"
 DEMO_GATEWAY_FAULTS = "reasoning_dropped=0.2,finish_reason_changed=0.3,stream_buffered=0.15"
@@ -65,11 +73,14 @@ async def _run(
         time_scale=time_scale,
         decode_tokens_per_s=60.0,  # with the time scale, a few ms a token: streams spread out
     )
-    sim = create_app(cfg)
+    # both fault injectors write what they really did (issue 14): the findings are scored against it
+    truth = GroundTruth(out / TRUTH_FILE)
+    sim = create_app(cfg, truth=truth)
     gateway = create_gateway(
         GatewayConfig(
             upstream=f"http://127.0.0.1:{engine_port}",
             faults=parse_gateway_faults(DEMO_GATEWAY_FAULTS, seed=seed),
+            truth=truth,
         )
     )
     sim_url, gw_url = f"http://127.0.0.1:{sim_port}", f"http://127.0.0.1:{gw_port}"
@@ -104,6 +115,7 @@ async def _run(
         finally:
             elapsed = time.monotonic() - t0
             store.close()
+    truth.close()
     return result, elapsed
 
 
@@ -150,6 +162,9 @@ def run_demo(
     )
     with (out / "capture.jsonl").open("w", encoding="utf-8") as fh:
         write_exchanges(exchanges, fh)
+    score = score_truth(exchanges, checked.findings, read_truth(out / TRUTH_FILE))
+    (out / "ground-truth-score.json").write_text(json.dumps(score.to_dict(), indent=2), encoding="utf-8")
+    _append_to_report(out, score)
     v = result.verdict
     print(
         f"\nverdict: {v.label}  ({elapsed:.1f} s, {checked.exchanges} exchanges, {checked.pairs} caller/engine pairs)"
@@ -165,8 +180,56 @@ def run_demo(
         rules = ", ".join(f"{rule} x{n}" for rule, n in by[fault].most_common())
         print(f"  {fault:8} {sum(by[fault].values()):4}  {rules}")
     print(f"\ninjected: simulator {DEMO_SIM_FAULTS}; gateway {DEMO_GATEWAY_FAULTS}")
+    print(f"\nagainst the ground truth ({TRUTH_FILE}): precision and recall per fault class, over exchanges")
+    for line in score.table():
+        print("  " + line)
+    print(
+        "  all 1.00: every finding explained, every observable fault found"
+        if score.perfect
+        else "  NOT all 1.00: see ground-truth-score.json"
+    )
     print(
         f"report: {out / 'report.html'} and {out / 'report.md'} (also report.json, alerts.yml, grafana-dashboard.json,"
     )
-    print("        findings.json/.xml/.html, capture.jsonl, wirecheck.db)")
+    print(
+        f"        findings.json/.xml/.html, capture.jsonl, wirecheck.db, {TRUTH_FILE}, ground-truth-score.json)"
+    )
     return 0
+
+
+def _append_to_report(out: Path, score: TruthScore) -> None:
+    """The demo's report shows how its findings score against what was injected (issue 14)."""
+    hidden = [
+        f"- `{c.fault}`: {c.hidden} exchange(s) not observable: "
+        + "; ".join(c.to_dict()["not_observable_why"])
+        for c in score.classes
+        if c.hidden
+    ]
+    section = [
+        "",
+        "## Ground truth (demo only)",
+        "",
+        f"The simulator and the gateway wrote every fault they injected to `{TRUTH_FILE}`; every error "
+        "and warning finding over both taps is scored against it, per fault class, over exchanges "
+        "(`ground-truth-score.json`).",
+        "",
+        *score.table(),
+        "",
+        *hidden,
+        "",
+    ]
+    with (out / "report.md").open("a", encoding="utf-8") as fh:
+        fh.write("\n".join(section))
+    html = out / "report.html"
+    if html.exists():
+        rows = "".join(
+            "<tr>"
+            + "".join(f"<td>{escape(cell.strip().strip('`'))}</td>" for cell in line.strip("|").split("|"))
+            + "</tr>"
+            for line in score.table()[2:]
+        )
+        head = "".join(f"<th>{escape(h.strip())}</th>" for h in score.table()[0].strip("|").split("|"))
+        block = f'<section id="ground-truth"><h2>Ground truth (demo only)</h2><table><tr>{head}</tr>{rows}</table></section>'
+        text = html.read_text(encoding="utf-8")
+        at = text.rfind("</body>")
+        html.write_text(text[:at] + block + text[at:] if at >= 0 else text + block, encoding="utf-8")

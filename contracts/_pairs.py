@@ -69,6 +69,8 @@ class TapSet:
 class TwinPair:
     streamed: ExchangeView
     plain: ExchangeView
+    #: either side has a model error of its own: their values may differ for that reason alone
+    model_fault: bool = False
 
 
 # request fields that are the same request whatever their spelling: absent means the default

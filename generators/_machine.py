@@ -63,10 +63,22 @@ class ScenarioReport:
     requests: int = 0
     exchanges: list[Exchange] = field(default_factory=list)
     failure: ScenarioFailure | None = None
+    #: for progress lines (issue 14): examples run (shrinking runs more than asked) and failing ones
+    examples_done: int = 0
+    failures: int = 0
 
     @property
     def ok(self) -> bool:
         return self.failure is None
+
+    def progress_line(self, eta: str) -> str:
+        """One progress line (issue 14: ``scenarios --examples 50`` ran minutes without a word)."""
+        done = min(self.examples_done, self.examples)
+        where = "shrinking the failure" if self.failures else eta
+        return (
+            f"scenarios: example {done}/{self.examples}, {self.requests} requests sent, "
+            f"{self.failures} failing example(s), {where}"
+        )
 
 
 class _ContractBroken(AssertionError):
@@ -90,6 +102,7 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
     headers: dict[str, str],
     sink: Any = None,
     reproduce_target: str | None = None,
+    progress: Callable[[ScenarioReport], None] | None = None,
 ) -> type[RuleBasedStateMachine]:
     url = target.rstrip("/") + "/v1/chat/completions"
     # the curl line must run after the taps are gone: through a gateway it names the gateway itself
@@ -105,6 +118,9 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
 
         def teardown(self) -> None:
             self.client.close()
+            report.examples_done += 1
+            if progress is not None:
+                progress(report)
 
         def _post(self, body: dict[str, Any]) -> Exchange:
             if model:
@@ -135,6 +151,8 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
                     "upstream_reset" if ex.response else "upstream_refused", f"{type(exc).__name__}: {exc}"
                 )
             report.requests += 1
+            if progress is not None:
+                progress(report)
             judged = [ex]
             if sink is not None:
                 # through the taps: judge what both sides recorded, with gateway attribution
@@ -143,6 +161,7 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
             errors = [f for f in check_exchanges(judged, config).findings if f.severity == "error"]
             if errors:
                 report.failure = ScenarioFailure(errors, body, _curl(repro_url, body, headers), None)
+                report.failures += 1
                 raise _ContractBroken("; ".join(f"{f.rule} [{f.fault}]: {f.message}" for f in errors))
             return ex
 
@@ -234,6 +253,7 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
             ]
             if twins:
                 report.failure = ScenarioFailure(twins, body, _curl(repro_url, body, headers), None)
+                report.failures += 1
                 raise _ContractBroken("; ".join(f.message for f in twins))
 
     return AgentLoop
@@ -250,7 +270,7 @@ def run_scenarios(
     config: CheckConfig | None = None,
     via_proxy: tuple[str, int] | None = None,
     settings_: settings | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[ScenarioReport], None] | None = None,
     quiet: bool = False,
 ) -> ScenarioReport:
     """Run the agent-loop scenarios against ``target``; the report holds the shrunk failure, if any.
@@ -258,6 +278,8 @@ def run_scenarios(
     ``via_proxy=(engine_url, engine_port)``: ``target`` is a gateway; the scenarios go through a
     caller tap to it, and the gateway must forward to an engine tap on ``engine_port`` (which
     forwards to ``engine_url``), so that every failure is attributed with both sides seen.
+
+    ``progress(report)`` is called after each request and each example (``report.progress_line``).
 
     Two lines for a team's CI::
 
@@ -281,9 +303,12 @@ def run_scenarios(
                 headers or {},
                 sink,
                 reproduce_target=target,
+                progress=progress,
             )
             return _run(machine, report, examples, seed, settings_, quiet=quiet)
-    machine = _machine(target, model, stream, report, config or CheckConfig(direct=True), headers or {})
+    machine = _machine(
+        target, model, stream, report, config or CheckConfig(direct=True), headers or {}, progress=progress
+    )
     return _run(machine, report, examples, seed, settings_, quiet=quiet)
 
 

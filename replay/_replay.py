@@ -240,7 +240,7 @@ def replay(
     headers: dict[str, str] | None = None,
     dry_run: bool = False,
     only_chat: bool = True,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
     compare_transport: httpx.AsyncBaseTransport | None = None,
     timeout_s: float = 600.0,
@@ -270,6 +270,7 @@ def replay(
         interval = 1.0 / rate if rate else 0.0
         start = time.monotonic()
         done = 0
+        failed = [0]  # requests whose answer was a transport error or an HTTP error status
         async with (
             httpx.AsyncClient(timeout=timeout_s, transport=transport) as ca,
             httpx.AsyncClient(timeout=timeout_s, transport=compare_transport) as cb,
@@ -289,8 +290,11 @@ def replay(
                 result.answers.extend(answers)
                 result.sent += 1
                 done += 1
+                failed[0] += any(
+                    a.error is not None or (a.response and a.response.status >= 400) for a in answers
+                )
                 if progress:
-                    progress(done, len(sources))
+                    progress(done, len(sources), failed[0])  # sent, of, failed so far (issue 14)
 
             await asyncio.gather(*(one(i, s) for i, s in enumerate(sources)))
 

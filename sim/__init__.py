@@ -10,6 +10,7 @@ from ._dcgm import create_dcgm_app, dcgm_text
 from ._environment import Environment, write_environment
 from ._families import DEFAULT_FAMILY, SIM_FAMILIES, SimFamily
 from ._gateway import GATEWAY_FAULTS, GatewayConfig, create_gateway, parse_gateway_faults
+from ._truth import GroundTruth, Injected, read_truth
 
 __all__ = [
     "DEFAULT_FAMILY",
@@ -19,6 +20,8 @@ __all__ = [
     "Environment",
     "FaultSpec",
     "GatewayConfig",
+    "GroundTruth",
+    "Injected",
     "SimConfig",
     "SimFamily",
     "SimState",
@@ -28,5 +31,6 @@ __all__ = [
     "dcgm_text",
     "parse_faults",
     "parse_gateway_faults",
+    "read_truth",
     "write_environment",
 ]

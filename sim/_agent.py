@@ -50,6 +50,9 @@ class Plan:
     calls: list[PlannedCall] = field(default_factory=list)
     call_in_think: bool = False
     forced_name: str | None = None
+    #: the model faults that changed this plan (a fault that fires on an answer without calls changes
+    #: nothing): the ground truth records these (issue 14)
+    applied: set[str] = field(default_factory=set)
 
 
 def _h(*parts: Any) -> int:
@@ -287,15 +290,20 @@ def plan_reply(req: dict[str, Any], *, thinking: bool, faults: set[str], seq: in
                 want = want[:1]
             want = want[:3]
     if "model.ignore_tool_choice" in faults and (tc == "required" or forced):
+        if want:
+            plan.applied.add("model.ignore_tool_choice")
         want = []
     for name in want:
         args = _args_for(tools[name], hint or "value")
         if "model.schema_violation" in faults:
             args = _break_schema(tools[name], args)
+            plan.applied.add("model.schema_violation")
         plan.calls.append(PlannedCall(name, json.dumps(args), args))
     if plan.calls and "model.undeclared_tool" in faults:
         plan.calls[0].name = plan.calls[0].name + "_v2"
+        plan.applied.add("model.undeclared_tool")
     if plan.calls and "model.invalid_json" in faults:
+        plan.applied.add("model.invalid_json")
         c = plan.calls[0]
         text = json.dumps(c.args) if c.args else '{"value": "x"}'
         # an unquoted string value: broken in the middle, not cut at the end
@@ -306,10 +314,14 @@ def plan_reply(req: dict[str, Any], *, thinking: bool, faults: set[str], seq: in
         c.header = f"functions.{c.name}:{prior_calls + i}"
         if "model.bad_id" in faults:
             c.header = f"{c.name}:{prior_calls + i}"
+            plan.applied.add("model.bad_id")
     if plan.calls and "model.call_in_think" in faults:
         plan.call_in_think = True
+        plan.applied.add("model.call_in_think")
     if not plan.calls and not plan.content:
         plan.content = _answer(req, user_text, faults)
+        if plan.content.startswith("```json"):
+            plan.applied.add("model.bad_json_output")
     if thinking and plan.reasoning is None:
         what = f"call {', '.join(c.name for c in plan.calls)}" if plan.calls else "answer directly"
         plan.reasoning = f"The user asks: {user_text[:48]!r}. I should {what}."

@@ -30,6 +30,7 @@ from ._families import SIM_FAMILIES
 from ._metrics import SimMetrics
 from ._parsers import Parsed, StreamEmitter
 from ._tokens import detokenize, render_prompt, token_id, tokenize
+from ._truth import CORRELATION_HEADER, GroundTruth, Injected
 
 __all__ = ["SimState", "create_app"]
 
@@ -178,6 +179,53 @@ class _Reply:
     def stream_style(self) -> str:
         return self.family.stream_styles[self.cfg.dialect]
 
+    def injected(self, cut: str | None = None) -> list[Injected]:
+        """The faults this reply really put on the wire (issue 14's ground truth); ``cut`` names the
+        engine fault that ended a stream half way."""
+        f, calls = self.faults, bool(self.plan.calls)
+        applied = set(self.plan.applied)
+        if self.cfg.family != "kimi_k2":
+            applied.discard("model.bad_id")  # only K2's writer puts the model's id header on the wire
+        if calls:
+            applied |= {"parser.markup_in_content", "parser.call_dropped"} & f
+        if self.trunc is not None:
+            applied.add("parser.truncated_args")
+        if "parser.reasoning_in_content" in f and self.cfg.reasoning_parser_on and self.plan.reasoning:
+            applied.add("parser.reasoning_in_content")
+        if "engine.slow_first_token" in f:
+            applied.add("engine.slow_first_token")
+        if cut:
+            applied.add(cut)
+        out: list[Injected] = []
+        for name in sorted(applied):
+            why = ""
+            if name == "engine.slow_first_token":
+                why = (
+                    "a late first token is latency, not a contract break: no rule judges one exchange's TTFT"
+                )
+            elif cut and name != cut and name.split(".")[0] in ("model", "parser"):
+                why = f"{cut} ended the stream half way, before the answer was complete"
+            elif (
+                name.startswith("model.")
+                and name != "model.call_in_think"
+                and applied & {"parser.markup_in_content", "parser.call_dropped"}
+            ):
+                why = "the parser lost the call (left in content or dropped): no tool call carries it"
+            out.append(Injected(name, name.split(".")[0], observable=not why, why=why))
+        return out
+
+
+def _record(request: Request, faults: list[Injected], *, seq: int, completion_id: str | None) -> None:
+    truth: GroundTruth | None = request.app.state.truth
+    if truth is not None:
+        truth.record(
+            "engine",
+            seq=seq,
+            correlation=request.headers.get(CORRELATION_HEADER),
+            completion_id=completion_id,
+            faults=faults,
+        )
+
 
 def _message(reply: _Reply, p: Parsed) -> dict[str, Any]:
     msg: dict[str, Any] = {
@@ -262,6 +310,10 @@ async def chat_completions(request: Request) -> Response:
             raise _Reject(
                 500, f"EngineCore encountered an issue: {state.engine.dead_reason}", "InternalServerError"
             )
+        for name in ("engine.queue_full", "engine.error_500"):
+            if name in faults:  # the first of the two is the answer the caller gets
+                _record(request, [Injected(name, "engine")], seq=seq, completion_id=None)
+                break
         if "engine.queue_full" in faults or len(state.engine.waiting) >= cfg.max_waiting:
             raise _Reject(503, "The server is at capacity: the waiting queue is full", "Service Unavailable")
         if "engine.error_500" in faults:
@@ -353,6 +405,7 @@ async def _whole(state: SimState, reply: _Reply, seqreq: SeqRequest, request: Re
         "ec_transfer_params": None,
         "metrics": None,
     }
+    _record(request, reply.injected(), seq=reply.seq, completion_id=reply.id)
     return JSONResponse(body)
 
 
@@ -368,6 +421,7 @@ async def _stream(
     tokens: list[str] = []
     half = max(1, len(reply.out_tokens) // 2)
     finished = False
+    cut: str | None = None
     try:
         while True:
             kind, value = await seqreq.events.get()
@@ -382,11 +436,13 @@ async def _stream(
                     yield _role_chunk(reply)
                 tokens.append(value)
                 if len(tokens) == half and "engine.error_mid_stream" in reply.faults:
+                    cut = "engine.error_mid_stream"
                     state.engine.abort(seqreq)
                     yield _error_frame("EngineCore encountered an issue mid-stream")
                     finished = True
                     return
                 if len(tokens) == half and "engine.reset_mid_stream" in reply.faults:
+                    cut = "engine.reset_mid_stream"
                     state.engine.abort(seqreq)
                     finished = True
                     raise ConnectionResetError("simulated connection reset mid-stream")
@@ -438,6 +494,7 @@ async def _stream(
             finished = True
             return
     finally:
+        _record(request, reply.injected(cut), seq=reply.seq, completion_id=reply.id)
         if not finished:
             # the client went away: abort so the engine frees the KV cache, as vLLM does
             state.engine.abort(seqreq)
@@ -506,8 +563,9 @@ async def metrics_ep(request: Request) -> Response:
     )
 
 
-def create_app(cfg: SimConfig | None = None) -> Starlette:
-    """The simulator as an ASGI app; ``app.state.sim`` holds its engine and metrics."""
+def create_app(cfg: SimConfig | None = None, *, truth: GroundTruth | None = None) -> Starlette:
+    """The simulator as an ASGI app; ``app.state.sim`` holds its engine and metrics. With ``truth``,
+    every fault that changed an answer is written there (issue 14)."""
     app = Starlette(
         routes=[
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
@@ -521,4 +579,5 @@ def create_app(cfg: SimConfig | None = None) -> Starlette:
         ]
     )
     app.state.sim = SimState(cfg or SimConfig())
+    app.state.truth = truth
     return app

@@ -12,7 +12,8 @@ import contextlib
 import hashlib
 import itertools
 import json
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ._config import FaultSpec, parse_faults
+from ._truth import CORRELATION_HEADER, GroundTruth, Injected
 
 __all__ = ["GATEWAY_FAULTS", "GatewayConfig", "create_gateway", "parse_gateway_faults"]
 
@@ -79,15 +81,36 @@ class GatewayConfig:
     timeout_s: float = 600.0
     #: in-process upstream (tests): an httpx transport instead of the network
     transport: httpx.AsyncBaseTransport | None = None
+    #: where to write the faults that changed an exchange (the demo's ground truth, issue 14)
+    truth: GroundTruth | None = None
+
+
+#: A stream the engine sent within this many milliseconds arrives "at once" with or without a
+#: buffer: on loopback, scheduling jitter is as large as the stream itself, so holding it back is not
+#: visible on the wire (the checker's gateway-stream-buffered documents the same floor).
+_BUFFER_VISIBLE_MS = 50.0
 
 
 class _Faults:
     def __init__(self, active: set[str], seq: int) -> None:
         self.on = active
         self.seq = seq
+        #: faults that changed something (fired is not enough: the ground truth records these)
+        self.applied: set[str] = set()
+        self.hidden: dict[str, str] = {}  # applied, but not visible on the wire: why
+        self.completion_id: str | None = None
 
     def __contains__(self, name: str) -> bool:
         return name in self.on
+
+    def did(self, name: str) -> None:
+        self.applied.add(name)
+
+    def injected(self) -> list[Injected]:
+        return [
+            Injected(n, "gateway", observable=n not in self.hidden, why=self.hidden.get(n, ""))
+            for n in sorted(self.applied)
+        ]
 
 
 # --- request side --------------------------------------------------------------------------------
@@ -95,12 +118,16 @@ class _Faults:
 
 def _rewrite_request(body: dict[str, Any], f: _Faults) -> dict[str, Any]:
     if "response_format_stripped" in f:
-        body.pop("response_format", None)
-        body.pop("structured_outputs", None)
+        stripped = [body.pop(k, None) for k in ("response_format", "structured_outputs")]
+        if any(v is not None for v in stripped):
+            f.did("response_format_stripped")
     msgs = body.get("messages")
     if isinstance(msgs, list):
         if "tool_messages_dropped" in f:
-            msgs = [m for m in msgs if not (isinstance(m, dict) and m.get("role") == "tool")]
+            kept = [m for m in msgs if not (isinstance(m, dict) and m.get("role") == "tool")]
+            if len(kept) != len(msgs):
+                f.did("tool_messages_dropped")
+            msgs = kept
         if "history_merged" in f:
             merged: list[Any] = []
             for m in msgs:
@@ -113,6 +140,7 @@ def _rewrite_request(body: dict[str, Any], f: _Faults) -> dict[str, Any]:
                     and isinstance(prev.get("content"), str)
                 ):
                     merged[-1] = {**prev, "content": prev["content"] + "\n" + m["content"]}
+                    f.did("history_merged")
                 else:
                     merged.append(m)
             msgs = merged
@@ -141,27 +169,45 @@ def _rewrite_message(msg: dict[str, Any], f: _Faults) -> None:
         elif "reasoning_merged" in f:
             msg["content"] = reasoning + (msg.get("content") or "")
             msg["reasoning"] = None
-    if "retry_duplicates" in f and isinstance(msg.get("content"), str):
+        _did_reasoning(f, reasoning)
+    if "retry_duplicates" in f and isinstance(msg.get("content"), str) and msg["content"]:
         msg["content"] = msg["content"] + msg["content"]
+        f.did("retry_duplicates")
     for tc in msg.get("tool_calls") or []:
         if "ids_rewritten" in f and isinstance(tc.get("id"), str):
             tc["id"] = _new_id(tc["id"], f.seq)
+            f.did("ids_rewritten")
         fn = tc.get("function") or {}
         if "args_double_encoded" in f and isinstance(fn.get("arguments"), str):
             fn["arguments"] = json.dumps(fn["arguments"])
+            f.did("args_double_encoded")
+
+
+def _did_reasoning(f: _Faults, reasoning: Any) -> None:
+    # the first reasoning fault wins (the if/elif chains above); only text that was there is changed
+    for name in ("reasoning_dropped", "reasoning_renamed", "reasoning_reshaped", "reasoning_merged"):
+        if name in f:
+            if reasoning:
+                f.did(name)
+            return
 
 
 def _rewrite_completion(body: dict[str, Any], f: _Faults) -> dict[str, Any]:
+    if isinstance(body.get("id"), str):
+        f.completion_id = body["id"]
     for ch in body.get("choices") or []:
         if isinstance(ch.get("message"), dict):
             _rewrite_message(ch["message"], f)
         if "finish_reason_changed" in f and ch.get("finish_reason") == "tool_calls":
             ch["finish_reason"] = "stop"
+            f.did("finish_reason_changed")
     usage = body.get("usage")
     if isinstance(usage, dict):
         if "usage_dropped" in f:
             body["usage"] = None
+            f.did("usage_dropped")
         elif "usage_recomputed" in f:
+            f.did("usage_recomputed")
             text = "".join((ch.get("message") or {}).get("content") or "" for ch in body.get("choices") or [])
             usage["completion_tokens"] = max(1, len(text) // 4)
             usage["total_tokens"] = usage.get("prompt_tokens", 0) + usage["completion_tokens"]
@@ -180,15 +226,22 @@ class _StreamRewriter:
         f = self.f
         if data.strip() == "[DONE]":
             if "done_missing" in f:
+                f.did("done_missing")
                 return []
-            return ["[DONE]", "[DONE]"] if "done_doubled" in f else ["[DONE]"]
+            if "done_doubled" in f:
+                f.did("done_doubled")
+                return ["[DONE]", "[DONE]"]
+            return ["[DONE]"]
         try:
             obj = json.loads(data)
         except ValueError:
             return [data]
         if not isinstance(obj, dict):
             return [data]
+        if isinstance(obj.get("id"), str) and f.completion_id is None:
+            f.completion_id = obj["id"]
         if "error" in obj and "choices" not in obj and "error_hidden" in f:
+            f.did("error_hidden")
             fake = {
                 "id": "chatcmpl-gateway",
                 "object": "chat.completion.chunk",
@@ -198,8 +251,10 @@ class _StreamRewriter:
         out_before: list[str] = []
         if obj.get("choices") == [] and obj.get("usage") is not None:
             if "usage_dropped" in f:
+                f.did("usage_dropped")
                 return []
             if "usage_recomputed" in f:
+                f.did("usage_recomputed")
                 u = obj["usage"]
                 u["completion_tokens"] = max(1, len("".join(self.content)) // 4)
                 u["total_tokens"] = u.get("prompt_tokens", 0) + u["completion_tokens"]
@@ -217,6 +272,7 @@ class _StreamRewriter:
                 elif "reasoning_merged" in f:
                     delta.pop("reasoning")
                     delta["content"] = r + (delta.get("content") or "")
+                _did_reasoning(f, r)
             if isinstance(delta.get("content"), str):
                 self.content.append(delta["content"])
             for tc in delta.get("tool_calls") or []:
@@ -224,23 +280,30 @@ class _StreamRewriter:
                 if isinstance(tc.get("id"), str):
                     self.ids[idx] = _new_id(tc["id"], f.seq) if "ids_rewritten" in f else tc["id"]
                     tc["id"] = self.ids[idx]
+                    if "ids_rewritten" in f:
+                        f.did("ids_rewritten")
                 elif "id_every_delta" in f and idx in self.ids:
                     tc["id"] = self.ids[idx]
+                    f.did("id_every_delta")
                 fn = tc.get("function")
                 if (
                     "args_double_encoded" in f
                     and isinstance(fn, dict)
                     and isinstance(fn.get("arguments"), str)
                 ):
+                    f.did("args_double_encoded")
                     piece = json.dumps(fn["arguments"])[1:-1]
                     if idx not in self.started:
                         piece = '"' + piece
                         self.started.add(idx)
                     fn["arguments"] = piece
                 if "tool_index_zero" in f:
+                    if idx != 0:
+                        f.did("tool_index_zero")
                     tc["index"] = 0
                 elif "tool_index_from_one" in f and isinstance(idx, int):
                     tc["index"] = idx + 1
+                    f.did("tool_index_from_one")
             if ch.get("finish_reason") is not None:
                 if "args_double_encoded" in f and self.started:
                     closing = [{"index": i, "function": {"arguments": '"'}} for i in sorted(self.started)]
@@ -258,7 +321,8 @@ class _StreamRewriter:
                             }
                         )
                     )
-                if "retry_duplicates" in f and self.content:
+                if "retry_duplicates" in f and "".join(self.content):
+                    f.did("retry_duplicates")  # only text there is can be sent twice
                     out_before.append(
                         json.dumps(
                             {
@@ -275,23 +339,37 @@ class _StreamRewriter:
                     )
                 if "finish_reason_changed" in f and ch["finish_reason"] == "tool_calls":
                     ch["finish_reason"] = "stop"
+                    f.did("finish_reason_changed")
         return [*out_before, json.dumps(obj, separators=(",", ":"), ensure_ascii=False)]
 
 
 def _encode(data: str, f: _Faults) -> bytes:
     if "sse_no_data_prefix" in f:
+        f.did("sse_no_data_prefix")
         return data.encode() + b"\n\n"
     frame = "data: " + data
     if "sse_split_frames" in f and data.startswith("{") and len(data) > 20:
+        f.did("sse_split_frames")
         cut = len(frame) // 2
         frame = frame[:cut] + "\n\n" + frame[cut:]
     return frame.encode() + b"\n\n"
 
 
-async def _rewrite_stream(upstream: httpx.Response, f: _Faults) -> AsyncIterator[bytes]:
+async def _rewrite_stream(
+    upstream: httpx.Response, f: _Faults, done: Callable[[], None]
+) -> AsyncIterator[bytes]:
+    try:
+        async for out in _rewrite_frames(upstream, f):
+            yield out
+    finally:
+        done()  # the ground truth is known once the stream has passed (or the caller left)
+
+
+async def _rewrite_frames(upstream: httpx.Response, f: _Faults) -> AsyncIterator[bytes]:
     rw = _StreamRewriter(f)
     buf = b""
     held: list[bytes] = []
+    first_held: float | None = None
     async for piece in upstream.aiter_bytes():
         buf += piece
         while b"\n\n" in buf:
@@ -304,6 +382,8 @@ async def _rewrite_stream(upstream: httpx.Response, f: _Faults) -> AsyncIterator
                 out = [_encode(d, f) for d in rw.frame(data)]
             if "stream_buffered" in f:
                 held.extend(out)
+                first_held = time.monotonic() if first_held is None else first_held
+                _did_buffer(f, (time.monotonic() - first_held) * 1000)
             else:
                 for o in out:
                     yield o
@@ -311,6 +391,17 @@ async def _rewrite_stream(upstream: httpx.Response, f: _Faults) -> AsyncIterator
         held.append(buf)
     if held:
         yield b"".join(held)
+
+
+def _did_buffer(f: _Faults, span_ms: float) -> None:
+    f.did("stream_buffered")
+    if span_ms < _BUFFER_VISIBLE_MS:
+        f.hidden["stream_buffered"] = (
+            f"the engine sent the whole stream within {span_ms:.0f} ms: held back or not, it arrives "
+            f"at once (under {_BUFFER_VISIBLE_MS:.0f} ms is loopback jitter)"
+        )
+    else:
+        f.hidden.pop("stream_buffered", None)
 
 
 def create_gateway(cfg: GatewayConfig) -> Starlette:
@@ -323,10 +414,27 @@ def create_gateway(cfg: GatewayConfig) -> Starlette:
     async def forward(request: Request) -> Response:
         n = next(seq)
         active = _Faults({name for name in cfg.faults.rates if cfg.faults.fires(name, n)}, n)
+        correlation = request.headers.get(CORRELATION_HEADER)
+
+        def record() -> None:
+            if cfg.truth is not None:
+                cfg.truth.record(
+                    "gateway",
+                    seq=n,
+                    correlation=correlation,
+                    completion_id=active.completion_id,
+                    faults=active.injected(),
+                )
+
         body = await request.body()
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
         if "correlation_header_dropped" in active:
             headers = [(k, v) for k, v in headers if not k.lower().startswith("x-")]
+            if correlation is not None:
+                active.did("correlation_header_dropped")
+                # pairing's business, not the contract's: the checker pairs by completion id instead
+                active.hidden["correlation_header_dropped"] = "no rule judges headers: pairing falls back"
+
         is_chat = request.method == "POST" and request.url.path.rstrip("/").endswith("/chat/completions")
         if is_chat and active.on:
             try:
@@ -357,7 +465,7 @@ def create_gateway(cfg: GatewayConfig) -> Starlette:
         ctype = upstream.headers.get("content-type", "")
         if ctype.startswith("text/event-stream"):
             if active.on:
-                gen, hdrs = _rewrite_stream(upstream, active), out_headers
+                gen, hdrs = _rewrite_stream(upstream, active, record), out_headers
             else:
                 gen, hdrs = upstream.aiter_raw(), raw_headers
             return StreamingResponse(
@@ -371,6 +479,7 @@ def create_gateway(cfg: GatewayConfig) -> Starlette:
         if is_chat and active.on and ctype.startswith("application/json") and upstream.status_code == 200:
             with contextlib.suppress(ValueError, AttributeError):
                 content = json.dumps(_rewrite_completion(json.loads(content), active)).encode()
+        record()
         return Response(content, status_code=upstream.status_code, headers=out_headers)
 
     @contextlib.asynccontextmanager

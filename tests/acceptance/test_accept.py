@@ -7,6 +7,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -532,6 +533,27 @@ def test_progress_rewrites_one_line_on_a_terminal_and_prints_only_milestones_els
         p("ramp c=4: TTFT p95 0.1, e2e p95 0.3, errors 0, KV max 0.2, waiting max 0")
     assert "\r\x1b[K" in tty.getvalue() and "ramp c=4: 3/8" in tty.getvalue()
     assert "3/8" not in pipe.getvalue() and pipe.getvalue().count("\n") == 2
+
+
+def test_progress_ticks_reach_a_ci_log_every_few_seconds_and_quiet_silences_them() -> None:
+    """Issue 14: scenarios and replay ran minutes without a word where no terminal is attached."""
+    import io
+
+    pipe, quiet, never = io.StringIO(), io.StringIO(), io.StringIO()
+    p, q, n = Progress(pipe, every_s=0.05), Progress(quiet, quiet=True, every_s=0.0), Progress(never)
+    for i in range(6):
+        for x in (p, q, n):
+            x.tick(f"scenarios: example {i}/6")
+        time.sleep(0.03)
+    lines = pipe.getvalue().splitlines()
+    assert 1 <= len(lines) <= 3, lines  # every other tick at most, and the first one is not printed
+    assert "scenarios: example 0/6" not in lines and all(line.startswith("scenarios: ") for line in lines)
+    assert quiet.getvalue() == "" and never.getvalue() == ""  # quiet, and the accept default (no every_s)
+    assert (Progress.eta(10.0, 0, 5), Progress.eta(10.0, 2, 6), Progress.eta(60.0, 1, 3)) == (
+        "ETA ?",
+        "ETA 20s",
+        "ETA 2m00s",
+    )
 
 
 def test_the_cli_puts_taps_around_a_gateway_and_blames_it(tmp_path: Path, pg_url: str) -> None:

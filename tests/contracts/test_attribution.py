@@ -126,3 +126,40 @@ def test_buffering_is_measured_from_chunk_times() -> None:
     found = by_rule(correlated(caller, engine))
     assert found["gateway-stream-buffered"][0] == "gateway"
     assert "over 150 ms" in found["gateway-stream-buffered"][2]
+
+
+ERROR_FRAME = {
+    "error": {"message": "EngineCore encountered an issue", "type": "InternalServerError", "code": 500}
+}
+
+
+def test_reasoning_dropped_before_a_relayed_engine_error_is_the_gateways() -> None:
+    """Issue 14, found by the demo's ground truth: a gateway that drops reasoning went unreported
+    whenever the engine later failed mid-stream, since a failed stream was never compared."""
+    rq = req(stream=True)
+    head = [wire.role_chunk(), wire.chunk({"reasoning": "I should look it up."})]
+    emptied = [wire.role_chunk(), wire.chunk({})]  # the same events, the reasoning taken out
+    engine = wire.streamed(rq, [*head, ERROR_FRAME])
+    caller = wire.streamed(rq, [*emptied, ERROR_FRAME])
+    found = by_rule(correlated(caller, engine))
+    assert found["gateway-reasoning-dropped"][:2] == ("gateway", "caller")
+    assert found["stream-error-frame"][:2] == ("engine", "engine")  # the failure stays the engine's
+    # the same cut stream, reasoning kept: nothing is the gateway's
+    same = by_rule(
+        correlated(wire.streamed(rq, [*head, ERROR_FRAME]), wire.streamed(rq, [*head, ERROR_FRAME]))
+    )
+    assert not [r for r, (fault, _, _) in same.items() if fault == "gateway"]
+    # a gateway that passed fewer events on is not compared event for event
+    short = by_rule(correlated(wire.streamed(rq, [wire.role_chunk(), ERROR_FRAME]), engine))
+    assert "gateway-reasoning-dropped" not in short
+
+
+def test_twins_that_differ_by_a_model_error_are_not_the_parsers() -> None:
+    """Issue 14, found by the demo's ground truth: the model called an undeclared tool in one twin
+    only, and the twin comparison put that on the parser as well."""
+    rq = tool_req(temperature=0)
+    bad = completion(message(None, tool_calls=[call(name="get_weather_v2")]), "tool_calls")
+    plain = exchange(rq, bad, tap="engine")
+    streamed_good = wire.streamed(rq, wire.k2_tool_stream(), tap="engine")
+    res = check_exchanges([streamed_good, plain])
+    assert {(f.rule, str(f.fault)) for f in res.findings} == {("tool-call-undeclared", "model")}

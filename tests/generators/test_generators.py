@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
+import signal
+import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from jsonschema import Draft202012Validator
@@ -118,19 +124,16 @@ def test_scenarios_find_each_fault_within_50_examples_and_attribute_it(fault: st
 
 def test_scenarios_cli_prints_the_shrunk_request_and_how_to_reproduce() -> None:
     with serve(create_app(SimConfig(time_scale=0.0005, faults=parse_faults("model.undeclared_tool")))) as url:
+        args = [sys.executable, "-m", "wirecheck", "scenarios", "--target", url, "--examples", "20"]
         out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "wirecheck",
-                "scenarios",
-                "--target",
-                url,
-                "--examples",
-                "20",
-                "--seed",
-                "5",
-            ],
+            [*args, "--seed", "5", "--progress-every", "0"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        quiet = subprocess.run(
+            [*args, "--seed", "5", "--progress-every", "0", "--quiet"],
             capture_output=True,
             text=True,
             timeout=180,
@@ -142,6 +145,11 @@ def test_scenarios_cli_prints_the_shrunk_request_and_how_to_reproduce() -> None:
         and "reproduce:" in out.stdout
         and "--seed 5" in out.stdout
     )
+    # issue 14: progress on stderr without a terminal (a CI log): examples done of N, requests, failures
+    ticks = [line for line in out.stderr.splitlines() if line.startswith("scenarios: example ")]
+    assert ticks and all("/20, " in t and " requests sent, " in t for t in ticks), out.stderr
+    assert any("ETA " in t for t in ticks) and "failing example(s), shrinking the failure" in ticks[-1]
+    assert quiet.returncode == 1 and "scenarios: example" not in quiet.stderr
 
 
 def test_the_same_seed_gives_the_same_run() -> None:
@@ -195,6 +203,31 @@ def test_scenarios_through_the_taps_find_each_gateway_fault_and_blame_the_gatewa
     assert {str(f.fault) for f in report.failure.findings} == {"gateway"}
 
 
+def reasoning_of(text: str) -> str:
+    """The reasoning text of a chat completion, streamed or whole; raises if it is neither."""
+    if not text.startswith("data:"):
+        return json.loads(text)["choices"][0]["message"].get("reasoning") or ""
+    out, choices = "", 0
+    for frame in text.split("\n\n"):
+        data = frame.removeprefix("data:").strip()
+        if data and data != "[DONE]":
+            for ch in json.loads(data).get("choices") or []:
+                choices += 1
+                out += ch["delta"].get("reasoning") or ""
+    assert choices, text[:300]
+    return out
+
+
+def wait_listening(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on 127.0.0.1:{port}")
+
+
 def test_scenarios_cli_via_proxy_blames_the_gateway() -> None:
     from tests.servers import free_port
     from wirecheck.sim import GatewayConfig, create_gateway, parse_gateway_faults
@@ -239,17 +272,36 @@ def test_scenarios_cli_via_proxy_blames_the_gateway() -> None:
             # no 5 s wait per request for an engine side that never came
             requests = int(out.stdout.split("contract broken after ")[1].split()[0])
             assert took < 30 + requests, (took, requests)
+            # every request paired (issue 14's Done-when): no unpaired warning, nothing judged one-sided
+            assert "unpaired" not in out.stdout + out.stderr
             # the reproduce lines name the gateway, not a tap's temporary port, and keep the taps' flags
-            repro = out.stdout.split("reproduce:\n", 1)[1].splitlines()
-            assert repro[0].strip().startswith(f"curl -sN {gw_url}/v1/chat/completions")
-            line = repro[1].strip()
+            tap_line, curl_line, line = (
+                r.strip() for r in out.stdout.split("reproduce:\n", 1)[1].splitlines()
+            )
+            assert tap_line.startswith("wirecheck proxy --tap engine") and tap_line.endswith(" &")
+            assert curl_line.startswith(f"curl -sN {gw_url}/v1/chat/completions")
             assert line == "wirecheck " + " ".join(args), line
+            # ... and each reruns as printed, in a shell where the installed ``wirecheck`` is on PATH
+            env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+            tap = subprocess.Popen(
+                ["bash", "-c", f"{tap_line} wait"], env=env, start_new_session=True, stderr=subprocess.PIPE
+            )
+            try:
+                wait_listening(engine_port)
+                answer = subprocess.run(
+                    ["bash", "-c", curl_line], env=env, capture_output=True, text=True, timeout=60, check=True
+                ).stdout
+            finally:
+                os.killpg(tap.pid, signal.SIGTERM)  # the shell and the tap it started, nothing else
+                tap.communicate(timeout=20)
+            # the shrunk request, sent as printed, shows the finding: the engine reasons, the caller
+            # gets no reasoning through the gateway
+            argv = shlex.split(curl_line)
+            body = json.loads(argv[argv.index("-d") + 1])
+            direct = httpx.post(f"{sim_url}/v1/chat/completions", json=body, timeout=60).text
+            assert reasoning_of(direct) and not reasoning_of(answer), (direct[:300], answer[:300])
             again = subprocess.run(
-                [sys.executable, "-m", "wirecheck", *shlex.split(line)[1:]],
-                capture_output=True,
-                text=True,
-                timeout=180,
-                check=False,
+                ["bash", "-c", line], env=env, capture_output=True, text=True, timeout=180, check=False
             )
     assert again.returncode == 1 and "gateway-reasoning-dropped [gateway]" in again.stdout
     bad = subprocess.run(

@@ -218,6 +218,8 @@ def test_replay_cli_dry_run_and_header(demo_capture: Path) -> None:
                 "Authorization: Bearer sk-new",
                 "--format",
                 "json",
+                "--progress-every",
+                "0",
             ],
             capture_output=True,
             text=True,
@@ -225,6 +227,11 @@ def test_replay_cli_dry_run_and_header(demo_capture: Path) -> None:
             check=False,
         )
     res = json.loads(out.stdout)
+    # issue 14: progress lines on stderr in a CI log (no terminal): sent of N, failures so far, ETA
+    ticks = [line for line in out.stderr.splitlines() if line.startswith("replay: ")]
+    n = callers(demo_capture)
+    assert ticks and all(f"/{n} requests sent, 0 failed so far, ETA " in t for t in ticks), out.stderr
+    assert "requests sent" not in dry.stderr  # a dry run sends nothing and counts nothing
     assert res["sent"] == callers(demo_capture) and not [
         f for f in res["findings"] if f["rule"] == "http-client-error"
     ]

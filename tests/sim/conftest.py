@@ -10,6 +10,7 @@ from tests.recording import RecordingTransport, StreamingASGITransport
 from wirecheck.contracts import Exchange
 from wirecheck.sim import (
     GatewayConfig,
+    GroundTruth,
     SimConfig,
     create_app,
     create_gateway,
@@ -50,13 +51,16 @@ def sim_client() -> Callable[..., Any]:
 def dual_tap() -> Callable[..., Any]:
     """caller -> [caller tap] -> gateway -> [engine tap] -> simulator, all in process."""
 
-    def make(gateway_faults: str = "", **sim_kw: Any) -> httpx.AsyncClient:
-        app = create_app(sim_config(**sim_kw))
+    def make(gateway_faults: str = "", truth: GroundTruth | None = None, **sim_kw: Any) -> httpx.AsyncClient:
+        app = create_app(sim_config(**sim_kw), truth=truth)
         sink: list[Exchange] = []
         engine_side = RecordingTransport(StreamingASGITransport(app), "engine", sink)
         gw = create_gateway(
             GatewayConfig(
-                upstream="http://sim", faults=parse_gateway_faults(gateway_faults), transport=engine_side
+                upstream="http://sim",
+                faults=parse_gateway_faults(gateway_faults),
+                transport=engine_side,
+                truth=truth,
             )
         )
         c = httpx.AsyncClient(

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests import wire
 from tests.sim.test_app import HISTORY_OK, drive
+from wirecheck.acceptance._groundtruth import score_truth
 from wirecheck.contracts import check_exchanges
-from wirecheck.sim import GATEWAY_FAULTS
+from wirecheck.sim import FAULTS, GATEWAY_FAULTS, GroundTruth, read_truth
 
 K2 = "moonshotai/Kimi-K2-Thinking"
 BODIES: list[dict[str, Any]] = [
@@ -81,6 +83,45 @@ async def test_each_gateway_fault_is_blamed_on_the_gateway(dual_tap: Callable[..
     assert {str(f.fault) for f in res.findings} == {"gateway"}, [
         (f.rule, str(f.fault), f.message) for f in res.findings
     ]
+
+
+@pytest.mark.parametrize("fault", sorted(EXPECTED))
+async def test_each_gateway_fault_scores_one_against_its_ground_truth(
+    dual_tap: Callable[..., Any], fault: str, tmp_path: Path
+) -> None:
+    """Issue 14: the gateway writes what it changed; every finding is explained by it and every
+    change it wrote is found (the demo's scoring, over the whole catalogue)."""
+    truth = GroundTruth(tmp_path / "truth.jsonl")
+    c = dual_tap(fault, truth=truth)
+    await drive(c, BODIES)
+    truth.close()
+    lines = read_truth(tmp_path / "truth.jsonl")
+    assert lines and {f["fault"] for line in lines for f in line["faults"]} == {fault}
+    s = score_truth(c.exchanges, check_exchanges(c.exchanges).findings, lines)
+    assert s.perfect, s.to_dict()
+    (cls,) = s.classes
+    assert cls.injected == len(lines) and cls.found == cls.injected
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+async def test_each_simulator_fault_scores_one_against_its_ground_truth(
+    dual_tap: Callable[..., Any], fault: str, tmp_path: Path
+) -> None:
+    """Issue 14: the simulator writes the model, parser and engine faults that reached the wire."""
+    truth = GroundTruth(tmp_path / "truth.jsonl")
+    c = dual_tap(truth=truth, faults=fault)
+    required = {**BODIES[1], "tools": [wire.WEATHER], "tool_choice": "required"}
+    await drive(c, [*BODIES, required])
+    truth.close()
+    lines = read_truth(tmp_path / "truth.jsonl")
+    assert lines and {f["fault"] for line in lines for f in line["faults"]} == {fault}
+    s = score_truth(c.exchanges, check_exchanges(c.exchanges).findings, lines)
+    assert s.perfect, s.to_dict()
+    (cls,) = s.classes
+    assert cls.found == cls.injected
+    # only a late first token is invisible to a contract check; it says why
+    assert (cls.hidden > 0) == (fault == "engine.slow_first_token"), cls
+    assert all(cls.hidden_why)
 
 
 async def test_hidden_engine_error_is_the_gateways(dual_tap: Callable[..., Any]) -> None:

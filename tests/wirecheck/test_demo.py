@@ -29,6 +29,8 @@ def test_demo_runs_accept_through_the_taps_and_attributes_faults_to_every_side(t
         "findings.html",
         "capture.jsonl",
         "wirecheck.db",
+        "ground-truth.jsonl",
+        "ground-truth-score.json",
     ):
         assert (out / name).exists(), name
     report = json.loads((out / "report.json").read_text())
@@ -48,3 +50,31 @@ def test_demo_runs_accept_through_the_taps_and_attributes_faults_to_every_side(t
     gateway_rules = {f["rule"] for f in res["findings"] if f["fault"] == "gateway"}
     assert {"gateway-reasoning-dropped", "gateway-finish-reason-changed"} <= gateway_rules
     assert "verdict: rework" in proc.stdout and "gateway" in proc.stdout and "report.html" in proc.stdout
+    # issue 14's Done-when: against what the simulator and the gateway say they injected, every
+    # finding is explained and every observable fault found, class by class
+    score = json.loads((out / "ground-truth-score.json").read_text())
+    table = {c["fault"]: c for c in score["classes"]}
+    demo_classes = {
+        "model.invalid_json",
+        "model.undeclared_tool",
+        "parser.markup_in_content",
+        "engine.error_mid_stream",
+        "reasoning_dropped",
+        "finish_reason_changed",
+        "stream_buffered",
+    }
+    assert demo_classes <= set(table), sorted(table)
+    for name in demo_classes:
+        c = table[name]
+        assert c["injected"] > 0, c
+        assert (c["precision"], c["recall"]) == (1.0, 1.0), c
+    for c in table.values():  # a class not seen on the wire may have no flag, never a wrong one
+        assert c["precision"] in (None, 1.0) and c["recall"] in (None, 1.0), c
+        assert not c["not_observable"] or c["not_observable_why"], c  # hidden only with a reason
+    assert score["unexplained"] == [] and score["unmatched_truth"] == 0, score
+    assert score["perfect"] is True
+    truth_lines = (out / "ground-truth.jsonl").read_text().splitlines()
+    assert {json.loads(line)["side"] for line in truth_lines} == {"engine", "gateway"}
+    assert "## Ground truth (demo only)" in (out / "report.md").read_text()
+    assert 'id="ground-truth"' in (out / "report.html").read_text()
+    assert "precision and recall per fault class" in proc.stdout and "all 1.00" in proc.stdout

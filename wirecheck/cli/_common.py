@@ -9,7 +9,17 @@ from collections.abc import Sequence
 from wirecheck._errors import WirecheckError
 from wirecheck.contracts import DEFAULT_REDACTION, Exchange, Finding, Redaction, read_exchanges
 
-__all__ = ["float_list", "headers_arg", "hostport", "load", "redact_option", "redaction", "size"]
+__all__ = [
+    "PROGRESS_EVERY_S",
+    "float_list",
+    "headers_arg",
+    "hostport",
+    "load",
+    "progress_options",
+    "redact_option",
+    "redaction",
+    "size",
+]
 
 
 def redact_option(p: argparse.ArgumentParser) -> None:
@@ -107,3 +117,19 @@ def float_list(value: str | None, what: str) -> list[float] | None:
     if not out or any(x <= 0 for x in out):
         raise WirecheckError(f"{what}: rates must be positive")
     return out
+
+
+#: seconds between progress lines in a CI log (no terminal), for scenarios and replay (issue 14)
+PROGRESS_EVERY_S = 5.0
+
+
+def progress_options(p: argparse.ArgumentParser) -> None:
+    """--quiet and --progress-every for the long-running commands (issue 14)."""
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument(
+        "--progress-every",
+        type=float,
+        default=PROGRESS_EVERY_S,
+        metavar="S",
+        help="without a terminal (CI logs): one progress line every S seconds",
+    )

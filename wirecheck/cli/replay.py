@@ -8,7 +8,7 @@ import sys
 
 from wirecheck.contracts import printable
 
-from ._common import headers_arg, load, redact_option, redaction
+from ._common import headers_arg, load, progress_options, redact_option, redaction
 
 __all__ = ["register"]
 
@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rp.add_argument("--store", metavar="OUT", help="record the answers into this store")
     rp.add_argument("--dry-run", action="store_true", help="list what would be sent, send nothing")
     rp.add_argument("--format", choices=("text", "json"), default="text")
+    progress_options(rp)
     rp.set_defaults(run=_replay)
 
 
@@ -48,11 +49,15 @@ def _replay(args: argparse.Namespace) -> int:
         # the n-th exchange of a JSONL file is on its n-th non-blank line: name it in errors
         with open(args.source, encoding="utf-8", errors="replace") as fh:
             lines = [n for n, line in enumerate(fh, 1) if line.strip()]
-    tty = sys.stderr.isatty()
+    import time
 
-    def progress(done: int, total: int) -> None:
-        if tty:
-            print(f"\rreplay: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
+    from wirecheck.acceptance import Progress
+
+    ticker, t0 = Progress(quiet=args.quiet or args.dry_run, every_s=args.progress_every), time.monotonic()
+
+    def progress(done: int, total: int, failed: int) -> None:
+        eta = ticker.eta(time.monotonic() - t0, done, total)
+        ticker.tick(f"replay: {done}/{total} requests sent, {failed} failed so far, {eta}")
 
     res = replay(
         captured,
@@ -67,6 +72,7 @@ def _replay(args: argparse.Namespace) -> int:
         source=args.source,
         lines=lines,
     )
+    ticker.done()
     if args.dry_run:
         for ex in res.planned:
             print(

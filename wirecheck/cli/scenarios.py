@@ -8,7 +8,7 @@ import shlex
 
 from wirecheck._errors import WirecheckError
 
-from ._common import headers_arg, hostport
+from ._common import headers_arg, hostport, progress_options
 
 __all__ = ["register"]
 
@@ -35,11 +35,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="HOST:PORT",
         help="with --via-proxy: the engine tap; point the gateway's upstream here",
     )
+    progress_options(sc)
     sc.set_defaults(run=_scenarios)
 
 
 def _scenarios(args: argparse.Namespace) -> int:
-    from wirecheck.generators import run_scenarios
+    import time
+
+    from wirecheck.acceptance import Progress
+    from wirecheck.generators import ScenarioReport, run_scenarios
+
+    progress, t0 = Progress(quiet=args.quiet, every_s=args.progress_every), time.monotonic()
+
+    def tick(r: ScenarioReport) -> None:
+        progress.tick(r.progress_line(progress.eta(time.monotonic() - t0, r.examples_done, r.examples)))
 
     via = None
     if args.via_proxy:
@@ -56,7 +65,9 @@ def _scenarios(args: argparse.Namespace) -> int:
         model=args.model,
         headers=headers_arg(args.header),
         via_proxy=via,
+        progress=tick,
     )
+    progress.done()
     if report.ok:
         print(f"scenarios: {report.requests} requests over {args.examples} examples, no contract broken")
         return 0
@@ -69,6 +80,12 @@ def _scenarios(args: argparse.Namespace) -> int:
     if fail.note:
         print(f"note: {fail.note}")
     print("reproduce:")
+    if args.via_proxy:
+        # the gateway forwards to the engine tap, which ends with the run: the curl line needs it back
+        # (issue 14: every reproduce line reruns as printed); --no-store: it only forwards
+        tap = ["wirecheck", "proxy", "--tap", "engine", "--upstream", args.engine_upstream]
+        tap += ["--listen", args.engine_listen, "--no-store", "--admin", "off"]
+        print(f"  {shlex.join(tap)} &")
     print(f"  {fail.curl}")
     if args.seed is not None:
         print(f"  {_scenarios_line(args)}")
