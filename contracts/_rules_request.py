@@ -201,7 +201,7 @@ def _error_body(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 )
 def _response_malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The body is JSON with ``choices[].message``; anything else cannot be read by a client."""
-    if not view.is_chat or view.status is None or not 200 <= view.status < 300 or view.kind == "stream":
+    if not view.is_agent or view.status is None or not 200 <= view.status < 300 or view.kind == "stream":
         return
     if view.kind == "none":
         yield hit("empty response body", "/response/body")

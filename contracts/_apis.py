@@ -1,0 +1,743 @@
+"""/v1/responses and /v1/messages read into the view the chat rules judge (issue 16).
+
+The contract behind both endpoints is the chat one (vLLM builds them on its chat machinery): a tool
+call names a declared tool, its arguments are JSON valid against the schema, reasoning stays out of the
+answer. So a Responses or Messages exchange is normalized here into the same :class:`AssembledChoice`
+(content, reasoning, calls, finish_reason) and a chat-shaped request (``messages``, ``tools``,
+``tool_choice``), and every message rule runs unchanged: invalid arguments on /v1/responses fire
+``tool-call-args-invalid-json`` exactly as on /v1/chat/completions. What is particular to each
+endpoint (typed event order, ``sequence_number``, content block indexes, ``.done`` events that must
+repeat what the deltas built) is kept as ``api-*`` anomalies for the rules in ``_rules_apis``.
+
+Wire facts come from the vLLM 0.32 wheel: ``entrypoints/openai/responses/streaming_events.py``,
+``serving.py``, ``api_router.py`` (Responses), ``entrypoints/anthropic/serving.py`` (Messages).
+Finish reasons are mapped so that the chat rules read them: Responses ``completed`` is ``tool_calls``
+with calls and ``stop`` without, ``incomplete`` is ``length``; Messages ``tool_use`` is ``tool_calls``,
+``end_turn`` and ``stop_sequence`` are ``stop``, ``max_tokens`` is ``length``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ._assembly import AssembledCall, AssembledChoice, AssembledStream, StreamAnomaly
+from ._json import JsonLimitError
+from ._json import loads as bounded_loads
+from ._sse import SSEEvent
+
+if TYPE_CHECKING:
+    from ._view import ExchangeView
+
+__all__ = ["API_ENDPOINTS", "assemble_api_stream", "endpoint_of", "normalize_api_request", "take_api_body"]
+
+#: the endpoints normalized here; "chat" is /v1/chat/completions itself
+API_ENDPOINTS = ("responses", "messages")
+
+_MESSAGES_STOP = {
+    "tool_use": "tool_calls",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+}
+_RESPONSES_TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+
+
+def endpoint_of(method: str, path: str) -> str | None:
+    """chat | responses | messages for a POST to one of them (any mount point), else None."""
+    if method != "POST":
+        return None
+    p = path.split("?", 1)[0].rstrip("/")
+    if p.endswith("/chat/completions"):
+        return "chat"
+    if p.endswith("/responses"):
+        return "responses"
+    if p.endswith("/messages"):
+        return "messages"
+    return None
+
+
+def _excerpt(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+# --- requests --------------------------------------------------------------------------------------
+
+
+def normalize_api_request(endpoint: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """The chat-shaped request the rules read (messages, tools, tool_choice, ...)."""
+    return _responses_request(raw) if endpoint == "responses" else _messages_request(raw)
+
+
+def _copy(raw: dict[str, Any], out: dict[str, Any], pairs: tuple[tuple[str, str], ...]) -> None:
+    for src, dst in pairs:
+        if raw.get(src) is not None:
+            out[dst] = raw[src]
+
+
+def _responses_request(raw: dict[str, Any]) -> dict[str, Any]:
+    msgs: list[dict[str, Any]] = []
+    if isinstance(raw.get("instructions"), str):
+        msgs.append({"role": "system", "content": raw["instructions"]})
+    inp = raw.get("input")
+    if isinstance(inp, str):
+        msgs.append({"role": "user", "content": inp})
+    for item in inp if isinstance(inp, list) else []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type", "message")
+        if kind == "message":
+            msgs.append({"role": item.get("role"), "content": _text(item.get("content"))})
+        elif kind == "function_call":
+            call = {
+                "id": item.get("call_id"),
+                "type": "function",
+                "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+            }
+            if msgs and msgs[-1].get("role") == "assistant" and isinstance(msgs[-1].get("tool_calls"), list):
+                msgs[-1]["tool_calls"].append(call)
+            else:
+                msgs.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            msgs.append(
+                {"role": "tool", "tool_call_id": item.get("call_id"), "content": _text(item.get("output"))}
+            )
+    out: dict[str, Any] = {"messages": msgs}
+    tools = raw.get("tools")
+    if isinstance(tools, list):
+        # Responses tools are flat: {"type": "function", "name", "parameters", "strict"}
+        out["tools"] = [
+            {
+                "type": "function",
+                "function": {k: t[k] for k in ("name", "description", "parameters", "strict") if k in t},
+            }
+            if isinstance(t, dict) and t.get("type") == "function"
+            else t
+            for t in tools
+        ]
+    tc = raw.get("tool_choice")
+    if isinstance(tc, dict) and tc.get("type") == "function":
+        out["tool_choice"] = {"type": "function", "function": {"name": tc.get("name")}}
+    elif tc is not None:
+        out["tool_choice"] = tc
+    reasoning = raw.get("reasoning")
+    if isinstance(reasoning, dict) and isinstance(reasoning.get("effort"), str):
+        out["reasoning_effort"] = reasoning["effort"]
+    text = raw.get("text")
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        out["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": fmt.get("name"), "schema": fmt.get("schema")},
+        }
+    elif isinstance(fmt, dict) and fmt.get("type") == "json_object":
+        out["response_format"] = {"type": "json_object"}
+    _copy(
+        raw,
+        out,
+        (
+            ("model", "model"),
+            ("stream", "stream"),
+            ("max_output_tokens", "max_tokens"),
+            ("temperature", "temperature"),
+            ("top_p", "top_p"),
+            ("parallel_tool_calls", "parallel_tool_calls"),
+            ("chat_template_kwargs", "chat_template_kwargs"),
+            ("include_reasoning", "include_reasoning"),
+            ("seed", "seed"),
+        ),
+    )
+    return out
+
+
+def _messages_request(raw: dict[str, Any]) -> dict[str, Any]:
+    msgs: list[dict[str, Any]] = []
+    if raw.get("system") is not None:
+        msgs.append({"role": "system", "content": _text(raw["system"])})
+    src = raw.get("messages")
+    for m in src if isinstance(src, list) else []:
+        if not isinstance(m, dict):
+            continue
+        content = m.get("content")
+        if isinstance(content, str):
+            msgs.append({"role": m.get("role"), "content": content})
+            continue
+        texts: list[str] = []
+        calls: list[dict[str, Any]] = []
+        for b in content if isinstance(content, list) else []:
+            if not isinstance(b, dict):
+                continue
+            if b.get("type") == "text":
+                texts.append(str(b.get("text", "")))
+            elif b.get("type") == "tool_use":
+                args = json.dumps(b.get("input"), ensure_ascii=False)
+                calls.append(
+                    {
+                        "id": b.get("id"),
+                        "type": "function",
+                        "function": {"name": b.get("name"), "arguments": args},
+                    }
+                )
+            elif b.get("type") == "tool_result":
+                msgs.append(
+                    {"role": "tool", "tool_call_id": b.get("tool_use_id"), "content": _text(b.get("content"))}
+                )
+        if m.get("role") == "assistant":
+            am: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
+            if calls:
+                am["tool_calls"] = calls
+            msgs.append(am)
+        elif texts:
+            msgs.append({"role": m.get("role"), "content": "".join(texts)})
+    out: dict[str, Any] = {"messages": msgs}
+    tools = raw.get("tools")
+    if isinstance(tools, list):
+        out["tools"] = [
+            {"type": "function", "function": {"name": t.get("name"), "parameters": t.get("input_schema")}}
+            if isinstance(t, dict) and "input_schema" in t
+            else t
+            for t in tools
+        ]
+    tc = raw.get("tool_choice")
+    if isinstance(tc, dict):
+        # _convert_tool_choice (anthropic/serving.py)
+        kind = tc.get("type")
+        if kind == "tool":
+            out["tool_choice"] = {"type": "function", "function": {"name": tc.get("name")}}
+        elif kind in ("auto", "any", "none"):
+            out["tool_choice"] = {"auto": "auto", "any": "required", "none": "none"}[str(kind)]
+        if tc.get("disable_parallel_tool_use") is True:
+            out["parallel_tool_calls"] = False
+    thinking = raw.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "disabled":
+        out["reasoning_effort"] = "none"  # _handle_thinking: disabled is effort "none"
+    _copy(
+        raw,
+        out,
+        (
+            ("model", "model"),
+            ("stream", "stream"),
+            ("max_tokens", "max_tokens"),
+            ("temperature", "temperature"),
+            ("top_p", "top_p"),
+            ("chat_template_kwargs", "chat_template_kwargs"),
+        ),
+    )
+    return out
+
+
+# --- non-streamed bodies ---------------------------------------------------------------------------
+
+
+def take_api_body(view: ExchangeView, endpoint: str) -> None:
+    """Fill ``view.choices`` (one choice) from a Responses object or a Messages message."""
+    body = view.body
+    choice = AssembledChoice(0, role="assistant")
+    choice.reasoning_fields.add("reasoning")
+    if endpoint == "responses":
+        if not isinstance(body, dict) or not isinstance(body.get("output"), list):
+            view.body_problem = "a response needs an object with an output list"
+            view.kind = "other"
+            return
+        for i, item in enumerate(body["output"]):
+            _take_output_item(view, choice, item, f"/output/{i}")
+        status = body.get("status")
+        choice.finish_reason = _responses_finish(status, choice)
+    else:
+        if not isinstance(body, dict) or not isinstance(body.get("content"), list):
+            view.body_problem = "a message needs an object with a content list"
+            view.kind = "other"
+            return
+        for i, block in enumerate(body["content"]):
+            _take_block(view, choice, block, f"/content/{i}")
+        sr = body.get("stop_reason")
+        choice.finish_reason = _MESSAGES_STOP.get(sr, sr) if isinstance(sr, str) else None
+        choice.stop_reason = body.get("stop_sequence")
+    view.model = body.get("model") if isinstance(body.get("model"), str) else None
+    usage = body.get("usage")
+    view.usage = usage if isinstance(usage, dict) else None
+    if choice.reasoning is None:
+        choice.reasoning_fields.discard("reasoning")
+    view.choices = [choice]
+
+
+def _responses_finish(status: Any, choice: AssembledChoice) -> str | None:
+    if status == "completed":
+        return "tool_calls" if choice.calls else "stop"
+    if status == "incomplete":
+        return "length"
+    return None
+
+
+def _append(old: str | None, new: str) -> str:
+    return new if old is None else old + new
+
+
+def _take_output_item(view: ExchangeView, choice: AssembledChoice, item: Any, ptr: str) -> None:
+    if not isinstance(item, dict):
+        view.anomalies.append(StreamAnomaly("bad-shape", "output item is not an object", -1, ptr))
+        return
+    kind = item.get("type")
+    if kind == "reasoning":
+        text = _text(item.get("content")) or _text(item.get("summary"))
+        if text:
+            choice.reasoning = _append(choice.reasoning, text)
+    elif kind == "message":
+        choice.content = _append(choice.content, _text(item.get("content")))
+    elif kind == "function_call":
+        args = item.get("arguments")
+        if not isinstance(args, str):
+            view.anomalies.append(
+                StreamAnomaly("arguments-not-string", _excerpt(args), -1, ptr + "/arguments")
+            )
+            args = json.dumps(args, ensure_ascii=False)
+        name = item.get("name")
+        choice.calls.append(
+            AssembledCall(
+                index=len(choice.calls),
+                id=item.get("call_id") if isinstance(item.get("call_id"), str) else None,
+                type="function",
+                name=name if isinstance(name, str) else "",
+                arguments=args,
+                has_arguments_key="arguments" in item,
+                pointer=ptr,
+            )
+        )
+
+
+def _take_block(view: ExchangeView, choice: AssembledChoice, block: Any, ptr: str) -> None:
+    if not isinstance(block, dict):
+        view.anomalies.append(StreamAnomaly("bad-shape", "content block is not an object", -1, ptr))
+        return
+    kind = block.get("type")
+    if kind == "thinking":
+        if isinstance(block.get("thinking"), str):
+            choice.reasoning = _append(choice.reasoning, block["thinking"])
+    elif kind == "text":
+        if isinstance(block.get("text"), str):
+            choice.content = _append(choice.content, block["text"])
+    elif kind == "tool_use":
+        inp = block.get("input")
+        if not isinstance(inp, dict):
+            view.anomalies.append(
+                StreamAnomaly("bad-shape", f"tool_use input is {_excerpt(inp)}", -1, ptr + "/input")
+            )
+        name = block.get("name")
+        choice.calls.append(
+            AssembledCall(
+                index=len(choice.calls),
+                id=block.get("id") if isinstance(block.get("id"), str) else None,
+                type="function",
+                name=name if isinstance(name, str) else "",
+                arguments=json.dumps(inp, ensure_ascii=False),
+                has_arguments_key="input" in block,
+                pointer=ptr,
+            )
+        )
+
+
+# --- streams ---------------------------------------------------------------------------------------
+
+
+class _Assembler:
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.st = AssembledStream()
+        self.choice = AssembledChoice(0, role="assistant")
+        self.st.choices[0] = self.choice
+        self.terminal: int | None = None
+        self.seq_reported = False
+        # responses: item_id -> [output_index, type, accumulated text, open, call]
+        self.items: dict[str, list[Any]] = {}
+        self.by_index: dict[int, str] = {}
+        # messages: the open block (index, type, call) and the next index expected
+        self.block: tuple[int, str, AssembledCall | None] | None = None
+        self.next_block = 0
+        self.stop_reason_seen = False
+
+    def flag(self, kind: str, detail: str, n: int, pointer: str = "") -> None:
+        self.st.anomalies.append(StreamAnomaly(kind, detail, n, pointer))
+
+    def token(self, ev: SSEEvent) -> None:
+        self.st.token_events += 1
+        if ev.t_ms is not None:
+            if self.st.first_token_ms is None:
+                self.st.first_token_ms = ev.t_ms
+            self.st.last_token_ms = ev.t_ms
+            self.st.token_times.append(ev.t_ms)
+
+    def feed(self, ev: SSEEvent) -> None:
+        n = ev.index
+        st = self.st
+        if st.first_event_ms is None:
+            st.first_event_ms = ev.t_ms
+        if ev.data.strip() == "[DONE]":
+            # the chat terminator is not part of these endpoints (no [DONE] in vLLM's api_router)
+            self.flag("api-order", "data: [DONE] on a typed event stream", n)
+            return
+        try:
+            obj = bounded_loads(ev.data)
+        except JsonLimitError as exc:
+            st.anomalies.append(StreamAnomaly("json-limit", str(exc), n))
+            return
+        except ValueError as exc:
+            st.anomalies.append(StreamAnomaly("not-json", f"{exc}: {_excerpt(ev.data)}", n))
+            return
+        if not isinstance(obj, dict):
+            st.anomalies.append(StreamAnomaly("not-object", _excerpt(ev.data), n))
+            return
+        st.frames += 1
+        kind = obj.get("type")
+        if not isinstance(kind, str):
+            self.flag("api-order", "event data has no type", n, "/type")
+            return
+        if ev.event is not None and ev.event != kind:
+            self.flag("api-order", f"event: {ev.event} carries data of type {kind}", n, "/type")
+        if self.terminal is not None and kind != "ping":
+            self.flag("api-order", f"{kind} after the stream's last event", n, "/type")
+            return
+        if kind == "error":
+            st.error_frames.append((n, obj.get("error", obj)))
+            return
+        if self.endpoint == "responses":
+            self.responses_event(kind, obj, ev)
+        else:
+            self.messages_event(kind, obj, ev)
+
+    # -- /v1/responses
+
+    def responses_event(self, kind: str, obj: dict[str, Any], ev: SSEEvent) -> None:
+        n = ev.index
+        seq = obj.get("sequence_number")
+        if seq != self.st.frames - 1 and not self.seq_reported:
+            self.seq_reported = True
+            self.flag(
+                "api-sequence",
+                f"sequence_number is {seq!r}, expected {self.st.frames - 1}",
+                n,
+                "/sequence_number",
+            )
+        if self.st.frames == 1 and kind != "response.created":
+            self.flag("api-order", f"the stream opens with {kind}, not response.created", n, "/type")
+        resp = obj.get("response")
+        if isinstance(resp, dict):
+            self.take_response_meta(resp, n)
+        if kind in _RESPONSES_TERMINAL:
+            self.terminal = n
+            self.st.done = 1
+            self.st.done_event = n
+            if kind == "response.failed":
+                err = resp.get("error") if isinstance(resp, dict) else None
+                self.st.error_frames.append((n, err or "response.failed"))
+            for open_id, entry in self.items.items():
+                if entry[3]:
+                    self.flag("api-order", f"item {open_id} was never closed by response.output_item.done", n)
+            status = resp.get("status") if isinstance(resp, dict) else None
+            self.choice.finish_reason = _responses_finish(status, self.choice)
+            self.choice.finish_event = n
+            if isinstance(resp, dict):
+                self.compare_final(resp, n)
+            return
+        if kind == "response.output_item.added":
+            self.item_added(obj, n)
+            return
+        iid = obj.get("item_id")
+        if kind == "response.output_item.done":
+            item_obj = obj.get("item")
+            iid = item_obj.get("id") if isinstance(item_obj, dict) else None
+        if not kind.endswith((".delta", ".done")) and kind != "response.content_part.added":
+            return  # response.in_progress and events this checker does not judge
+        item = self.items.get(iid) if isinstance(iid, str) else None
+        if item is None:
+            self.flag("api-order", f"{kind} for an item that was never added ({iid!r})", n, "/item_id")
+            return
+        if not item[3]:
+            self.flag("api-order", f"{kind} for item {iid} after its output_item.done", n, "/item_id")
+            return
+        if obj.get("output_index", item[0]) != item[0]:
+            self.flag(
+                "api-order",
+                f"{kind}: output_index {obj.get('output_index')} for item {iid} at {item[0]}",
+                n,
+                "/output_index",
+            )
+        delta = obj.get("delta")
+        if kind in (
+            "response.output_text.delta",
+            "response.reasoning_text.delta",
+            "response.function_call_arguments.delta",
+        ):
+            if not isinstance(delta, str):
+                self.flag("api-order", f"{kind} without a string delta", n, "/delta")
+                return
+            want = {
+                "response.output_text.delta": "message",
+                "response.reasoning_text.delta": "reasoning",
+                "response.function_call_arguments.delta": "function_call",
+            }[kind]
+            if item[1] != want:
+                self.flag("api-order", f"{kind} for a {item[1]} item", n, "/type")
+                return
+            item[2] += delta
+            if want == "message":
+                self.choice.content = _append(self.choice.content, delta)
+            elif want == "reasoning":
+                self.choice.reasoning = _append(self.choice.reasoning, delta)
+                self.choice.reasoning_fields.add("reasoning")
+            else:
+                call: AssembledCall = item[4]
+                call.arguments += delta
+                call.deltas += 1
+            self.token(ev)
+            return
+        done_text = {
+            "response.output_text.done": "text",
+            "response.reasoning_text.done": "text",
+            "response.function_call_arguments.done": "arguments",
+        }.get(kind)
+        if done_text is not None and isinstance(obj.get(done_text), str) and obj[done_text] != item[2]:
+            self.flag(
+                "api-disagree",
+                f"{kind} repeats {_excerpt(obj[done_text])}, the deltas built {_excerpt(item[2])}",
+                n,
+                f"/{done_text}",
+            )
+        if kind == "response.output_item.done":
+            item[3] = False
+            final = _item_text(obj.get("item"))
+            if final is not None and final != item[2]:
+                self.flag(
+                    "api-disagree",
+                    f"output_item.done holds {_excerpt(final)}, the deltas built {_excerpt(item[2])}",
+                    n,
+                    "/item",
+                )
+
+    def take_response_meta(self, resp: dict[str, Any], n: int) -> None:
+        rid, model = resp.get("id"), resp.get("model")
+        if isinstance(rid, str):
+            if not self.st.ids:
+                self.st.ids.append(rid)
+            elif rid != self.st.ids[0]:
+                self.flag("chunk-id-changed", f"{self.st.ids[0]} -> {rid}", n, "/response/id")
+        if isinstance(model, str) and model:
+            if self.st.model is None:
+                self.st.model = model
+            elif model != self.st.model:
+                self.flag("model-changed", f"{self.st.model} -> {model}", n, "/response/model")
+        if isinstance(resp.get("usage"), dict):
+            self.st.usage = resp["usage"]
+
+    def item_added(self, obj: dict[str, Any], n: int) -> None:
+        item = obj.get("item")
+        oi = obj.get("output_index")
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            self.flag("api-order", "output_item.added without an item id", n, "/item")
+            return
+        if oi != len(self.items):
+            self.flag(
+                "api-order",
+                f"output_index {oi!r}, expected {len(self.items)} (items are counted from 0)",
+                n,
+                "/output_index",
+            )
+        open_ones = [k for k, v in self.items.items() if v[3]]
+        if open_ones:
+            self.flag("api-order", f"item added while {open_ones[0]} is still open", n, "/item")
+        kind = item.get("type")
+        call = None
+        if kind == "function_call":
+            name = item.get("name")
+            call = AssembledCall(
+                index=len(self.choice.calls),
+                id=item.get("call_id") if isinstance(item.get("call_id"), str) else None,
+                type="function",
+                name=name if isinstance(name, str) else "",
+                arguments=str(item["arguments"]) if isinstance(item.get("arguments"), str) else "",
+                first_event=n,
+                has_arguments_key=True,
+                pointer=f"/output/{len(self.items)}",
+            )
+            self.choice.calls.append(call)
+        self.items[item["id"]] = [oi if isinstance(oi, int) else len(self.items), kind, "", True, call]
+
+    def compare_final(self, resp: dict[str, Any], n: int) -> None:
+        """response.completed carries the whole response: its calls must be the streamed ones."""
+        out = resp.get("output")
+        if not isinstance(out, list):
+            return
+        final = [i for i in out if isinstance(i, dict) and i.get("type") == "function_call"]
+        streamed = self.choice.calls
+        if len(final) != len(streamed):
+            self.flag(
+                "api-disagree",
+                f"response.completed lists {len(final)} function calls, the stream {len(streamed)}",
+                n,
+                "/response/output",
+            )
+            return
+        for i, (f, s) in enumerate(zip(final, streamed, strict=True)):
+            if f.get("arguments") != s.arguments or f.get("name") != s.name or f.get("call_id") != s.id:
+                self.flag(
+                    "api-disagree",
+                    f"response.completed call {i} differs from the streamed call",
+                    n,
+                    "/response/output",
+                )
+
+    # -- /v1/messages
+
+    def messages_event(self, kind: str, obj: dict[str, Any], ev: SSEEvent) -> None:
+        n = ev.index
+        if self.st.frames == 1 and kind != "message_start":
+            self.flag("api-order", f"the stream opens with {kind}, not message_start", n, "/type")
+        if kind == "message_start":
+            msg = obj.get("message")
+            if self.st.frames != 1:
+                self.flag("api-order", "message_start again inside the stream", n, "/type")
+            if isinstance(msg, dict):
+                if isinstance(msg.get("id"), str):
+                    self.st.ids.append(msg["id"])
+                if isinstance(msg.get("model"), str):
+                    self.st.model = msg["model"]
+                if isinstance(msg.get("usage"), dict):
+                    self.st.usage = msg["usage"]
+            return
+        if kind == "content_block_start":
+            idx, block = obj.get("index"), obj.get("content_block")
+            if self.block is not None:
+                self.flag("api-index", f"block {idx} starts while block {self.block[0]} is open", n, "/index")
+            if idx != self.next_block:
+                self.flag(
+                    "api-index", f"content block index {idx!r}, expected {self.next_block}", n, "/index"
+                )
+            btype = block.get("type") if isinstance(block, dict) else None
+            call = None
+            if btype == "tool_use" and isinstance(block, dict):
+                name = block.get("name")
+                inp = block.get("input")
+                call = AssembledCall(
+                    index=len(self.choice.calls),
+                    id=block.get("id") if isinstance(block.get("id"), str) else None,
+                    type="function",
+                    name=name if isinstance(name, str) else "",
+                    # the SDK starts from the block's input; vLLM sends {} and streams the JSON text
+                    arguments="" if inp in (None, {}) else json.dumps(inp, ensure_ascii=False),
+                    first_event=n,
+                    has_arguments_key=True,
+                    pointer=f"/content/{idx}",
+                )
+                self.choice.calls.append(call)
+            elif btype == "text" and isinstance(block, dict) and block.get("text"):
+                self.choice.content = _append(self.choice.content, str(block["text"]))
+            elif btype == "thinking" and isinstance(block, dict) and block.get("thinking"):
+                self.choice.reasoning = _append(self.choice.reasoning, str(block["thinking"]))
+            self.block = (idx if isinstance(idx, int) else self.next_block, str(btype), call)
+            self.next_block = self.block[0] + 1
+            return
+        if kind == "content_block_delta":
+            self.block_delta(obj, ev)
+            return
+        if kind == "content_block_stop":
+            idx = obj.get("index")
+            if self.block is None or idx != self.block[0]:
+                self.flag(
+                    "api-index", f"content_block_stop for block {idx!r}, which is not open", n, "/index"
+                )
+            self.block = None
+            return
+        if kind == "message_delta":
+            delta = obj.get("delta")
+            sr = delta.get("stop_reason") if isinstance(delta, dict) else None
+            if self.block is not None:
+                self.flag("api-order", f"message_delta while block {self.block[0]} is open", n)
+            if isinstance(sr, str):
+                self.stop_reason_seen = True
+                self.choice.finish_reason = _MESSAGES_STOP.get(sr, sr)
+                self.choice.finish_event = n
+                self.choice.stop_reason = delta.get("stop_sequence") if isinstance(delta, dict) else None
+            if isinstance(obj.get("usage"), dict):
+                self.st.usage = obj["usage"]
+            return
+        if kind == "message_stop":
+            self.terminal = n
+            self.st.done = 1
+            self.st.done_event = n
+            if self.block is not None:
+                self.flag("api-order", f"message_stop while block {self.block[0]} is open", n)
+            if not self.stop_reason_seen:
+                self.flag("api-order", "message_stop without a message_delta carrying stop_reason", n)
+            return
+        if kind != "ping":
+            self.flag("api-order", f"unknown event type {kind!r}", n, "/type")
+
+    def block_delta(self, obj: dict[str, Any], ev: SSEEvent) -> None:
+        n = ev.index
+        idx, delta = obj.get("index"), obj.get("delta")
+        if self.block is None or idx != self.block[0]:
+            self.flag("api-index", f"delta for block {idx!r}, which is not open", n, "/index")
+            return
+        if not isinstance(delta, dict):
+            self.flag("api-order", "content_block_delta without a delta object", n, "/delta")
+            return
+        dtype, btype, call = delta.get("type"), self.block[1], self.block[2]
+        fits = {
+            "text_delta": ("text", "text"),
+            "thinking_delta": ("thinking", "thinking"),
+            "signature_delta": ("thinking", "signature"),
+            "input_json_delta": ("tool_use", "partial_json"),
+        }.get(str(dtype))
+        if fits is None or fits[0] != btype:
+            self.flag("api-order", f"{dtype} inside a {btype} block", n, "/delta/type")
+            return
+        value = delta.get(fits[1])
+        if not isinstance(value, str):
+            self.flag("api-order", f"{dtype} without a string {fits[1]}", n, "/delta")
+            return
+        if dtype == "text_delta":
+            self.choice.content = _append(self.choice.content, value)
+        elif dtype == "thinking_delta":
+            self.choice.reasoning = _append(self.choice.reasoning, value)
+            self.choice.reasoning_fields.add("reasoning")
+        elif dtype == "input_json_delta" and call is not None:
+            call.arguments += value
+            call.deltas += 1
+        else:
+            return  # a signature is not output
+        self.token(ev)
+
+    def finish(self) -> AssembledStream:
+        if self.terminal is None:
+            last = "response.completed" if self.endpoint == "responses" else "message_stop"
+            self.flag("api-terminal-missing", f"the stream ended without {last}", self.st.events)
+        if self.choice.reasoning is None:
+            self.choice.reasoning_fields.discard("reasoning")
+        return self.st
+
+
+def _item_text(item: Any) -> str | None:
+    if not isinstance(item, dict):
+        return None
+    if item.get("type") == "function_call":
+        return item.get("arguments") if isinstance(item.get("arguments"), str) else None
+    if item.get("type") in ("message", "reasoning") and isinstance(item.get("content"), list):
+        return _text(item["content"])
+    return None
+
+
+def assemble_api_stream(endpoint: str, events: list[SSEEvent]) -> AssembledStream:
+    """Assemble a Responses or Messages event stream into one choice, recording every anomaly."""
+    asm = _Assembler(endpoint)
+    asm.st.events = len(events)
+    for ev in events:
+        asm.feed(ev)
+    return asm.finish()
