@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests import apiwire as aw
-from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges
+from wirecheck.contracts import CheckConfig, Exchange, ExchangeError, Finding, check_exchanges
 
 RESP, MSG = "/v1/responses", "/v1/messages"
 BAD_ARGS = ('{"city": ', "Tokyo}")  # unquoted string: not JSON
@@ -133,3 +133,14 @@ def test_the_endpoint_table_names_only_registered_rules() -> None:
 
     ids = {r.id for r in rules()}
     assert ids >= CHAT_ONLY and set(_ONLY) <= ids
+
+
+def test_arguments_a_caller_closed_the_stream_on_are_judged() -> None:
+    ev = aw.messages_events(args_pieces=BAD_ARGS)
+    ex = msg_stream(ev[:-3])  # up to the invalid delta: no block stop, no message_stop
+    ex.error = ExchangeError("client_abort", "the caller disconnected mid-response", 40.0)
+    assert "tool-call-args-invalid-json" in rules_of(ex)
+    # a prefix that may still become JSON is not judged
+    ok = msg_stream(aw.messages_events(args_pieces=('{"city": "Osa',))[:-3])
+    ok.error = ExchangeError("client_abort", "the caller disconnected mid-response", 40.0)
+    assert "tool-call-args-invalid-json" not in rules_of(ok)
