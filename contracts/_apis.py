@@ -217,6 +217,10 @@ def _messages_request(raw: dict[str, Any]) -> dict[str, Any]:
             out["tool_choice"] = {"auto": "auto", "any": "required", "none": "none"}[str(kind)]
         if tc.get("disable_parallel_tool_use") is True:
             out["parallel_tool_calls"] = False
+    oc = raw.get("output_config")
+    fmt = oc.get("format") if isinstance(oc, dict) else None
+    if isinstance(fmt, dict) and fmt.get("json_schema") is not None:
+        out["response_format"] = {"type": "json_schema", "json_schema": {"schema": fmt["json_schema"]}}
     thinking = raw.get("thinking")
     if isinstance(thinking, dict) and thinking.get("type") == "disabled":
         out["reasoning_effort"] = "none"  # _handle_thinking: disabled is effort "none"

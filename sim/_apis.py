@@ -147,6 +147,15 @@ def responses_to_chat(raw: Any) -> dict[str, Any]:
     ):
         if raw.get(src) is not None:
             chat[dst] = raw[src]
+    text = raw.get("text")
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        chat["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": fmt.get("name") or "answer", "schema": fmt.get("schema")},
+        }
+    elif isinstance(fmt, dict) and fmt.get("type") == "json_object":
+        chat["response_format"] = {"type": "json_object"}
     if chat.get("stream"):
         chat["stream_options"] = {"include_usage": True}  # for response.completed's usage
     return chat
@@ -603,6 +612,14 @@ def messages_to_chat(raw: Any) -> dict[str, Any]:
     for key in ("temperature", "top_p", "chat_template_kwargs"):
         if raw.get(key) is not None:
             chat[key] = raw[key]
+    oc = raw.get("output_config")
+    fmt = oc.get("format") if isinstance(oc, dict) else None
+    if isinstance(fmt, dict) and fmt.get("json_schema"):
+        # _handle_output_config: the format's type names the json_schema response format
+        chat["response_format"] = {
+            "type": fmt.get("type"),
+            "json_schema": {"name": fmt.get("type"), "schema": fmt["json_schema"]},
+        }
     if raw.get("stream"):
         chat["stream"] = True
         chat["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}

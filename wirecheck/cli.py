@@ -210,6 +210,12 @@ def _parser() -> argparse.ArgumentParser:
     sc.add_argument("--examples", type=int, default=50)
     sc.add_argument("--seed", type=int, default=None, help="repeat a run exactly")
     sc.add_argument("--stream", choices=("both", "on", "off"), default="both")
+    sc.add_argument(
+        "--endpoint",
+        choices=("chat", "responses", "messages"),
+        default="chat",
+        help="the API the agent loop speaks: /v1/chat/completions, /v1/responses or /v1/messages",
+    )
     sc.add_argument("--model", default=None, help="model name to send (default: none, the server's)")
     sc.add_argument("--header", action="append", default=[], metavar="K:V")
     sc.add_argument(
@@ -657,6 +663,7 @@ def _scenarios(args: argparse.Namespace) -> int:
         model=args.model,
         headers=_headers_arg(args.header),
         via_proxy=via,
+        endpoint=args.endpoint,
     )
     if report.ok:
         print(f"scenarios: {report.requests} requests over {args.examples} examples, no contract broken")
@@ -683,6 +690,8 @@ def _scenarios_line(args: argparse.Namespace) -> str:
     parts += ["--seed", str(args.seed)]
     if args.stream != "both":
         parts += ["--stream", args.stream]
+    if args.endpoint != "chat":
+        parts += ["--endpoint", args.endpoint]
     if args.model:
         parts += ["--model", args.model]
     for h in args.header:
