@@ -410,7 +410,9 @@ class _Assembler:
             self.flag("api-order", f"{kind} after the stream's last event", n, "/type")
             return
         if kind == "error":
+            # vLLM ends both streams with the error event (no response.completed, no message_stop)
             st.error_frames.append((n, obj.get("error", obj)))
+            self.terminal = n
             return
         if self.endpoint == "responses":
             self.responses_event(kind, obj, ev)

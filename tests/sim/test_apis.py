@@ -95,3 +95,28 @@ async def test_a_fault_fires_the_same_rule_as_on_chat(
     want = {"/v1/chat/completions", "/v1/responses", "/v1/messages"}
     assert {p for p, _ in found} == want, _findings(c)
     assert {f for _, f in found} == {fault_of}
+
+
+async def test_both_taps_around_the_gateway_pair_and_check_clean(dual_tap: Callable[..., Any]) -> None:
+    c = dual_tap(family="kimi_k2")
+    model = "moonshotai/Kimi-K2-Thinking"
+    for stream in (False, True):
+        (await c.post("/v1/responses", json=aw.responses_req(model=model, stream=stream))).raise_for_status()
+        (await c.post("/v1/messages", json=aw.messages_req(model=model, stream=stream))).raise_for_status()
+    assert sorted(e.tap for e in c.exchanges) == ["caller"] * 4 + ["engine"] * 4
+    res = check_exchanges(c.exchanges, CheckConfig())
+    assert res.pairs == 4
+    assert res.findings == []
+
+
+async def test_an_engine_error_mid_stream_is_an_error_event(sim_client: Callable[..., Any]) -> None:
+    c = sim_client(family="kimi_k2", faults="engine.error_mid_stream")
+    model = c.app.state.sim.cfg.model
+    r1 = await c.post("/v1/responses", json=aw.responses_req(model=model, stream=True))
+    r2 = await c.post("/v1/messages", json=aw.messages_req(model=model, stream=True))
+    assert "event: error" in r1.text and "response.completed" not in r1.text
+    assert "event: error" in r2.text and "message_stop" not in r2.text
+    assert {(p, r) for p, r, _ in _findings(c)} == {
+        ("/v1/responses", "stream-error-frame"),
+        ("/v1/messages", "stream-error-frame"),
+    }
