@@ -120,3 +120,16 @@ async def test_an_engine_error_mid_stream_is_an_error_event(sim_client: Callable
         ("/v1/responses", "stream-error-frame"),
         ("/v1/messages", "stream-error-frame"),
     }
+
+
+async def test_a_non_streamed_messages_400_on_invalid_arguments_is_the_models(
+    sim_client: Callable[..., Any],
+) -> None:
+    c = sim_client(family="hermes", faults="model.invalid_json")
+    r = await c.post("/v1/messages", json=aw.messages_req(model=c.app.state.sim.cfg.model))
+    assert r.status_code == 400 and r.json()["error"]["type"] == "BadRequestError"
+    assert _findings(c) == [("/v1/messages", "http-client-error", "model")]
+    ok = sim_client(family="hermes")
+    bad = await ok.post("/v1/messages", json={"model": ok.app.state.sim.cfg.model, "messages": []})
+    assert bad.status_code == 400
+    assert _findings(ok) == [("/v1/messages", "http-client-error", "caller")]
