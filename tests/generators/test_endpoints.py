@@ -24,12 +24,13 @@ FIND_ONLY = settings(
 )
 
 
-@pytest.mark.parametrize("endpoint", ["responses", "messages"])
+# /v1/messages runs clean through the CLI below: one run per endpoint keeps the suite's budget
+@pytest.mark.parametrize("endpoint", ["responses"])
 def test_scenarios_pass_on_each_endpoint_of_a_clean_simulator(endpoint: str) -> None:
     with serve(create_app(SimConfig(time_scale=0.0005))) as url:
-        report = run_scenarios(url, examples=8, seed=3, endpoint=endpoint)
+        report = run_scenarios(url, examples=6, seed=3, endpoint=endpoint)
     assert report.ok, report.failure and [f.message for f in report.failure.findings]
-    assert report.requests >= 8
+    assert report.requests >= 6
     assert {ex.request.path for ex in report.exchanges} == {f"/v1/{endpoint}"}
 
 
