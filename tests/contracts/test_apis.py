@@ -70,7 +70,9 @@ def test_schema_undeclared_and_markup_rules_read_the_normalized_view() -> None:
     }
     assert "tool-call-undeclared" in rules_of(aw.api_exchange(MSG, aw.messages_req(), undeclared))
     markup = aw.responses_events(args_pieces=(), content=("<tool_call>{}", "</tool_call>"))
-    assert "tool-markup-in-content" in rules_of(resp_stream(markup))
+    [found] = [f for f in run(resp_stream(markup)) if f.rule == "tool-markup-in-content"]
+    # its pointer is into the chat view the exchange was read into, and the evidence says so
+    assert found.evidence["pointer"] == "/choices/0/message/content" and found.evidence["view"] == "chat"
     merged = aw.messages_events(args_pieces=(), text=("I think </think>", "Sunny"), stop_reason="end_turn")
     assert "reasoning-markup-in-content" in rules_of(msg_stream(merged))
 
