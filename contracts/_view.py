@@ -11,7 +11,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._apis import API_ENDPOINTS, assemble_api_stream, endpoint_of, normalize_api_request, take_api_body
+from ._apis import API_ENDPOINTS, endpoint_of, normalize_api_request, take_api_body
+from ._apis_stream import assemble_api_stream
 from ._assembly import AssembledCall, AssembledChoice, AssembledStream, StreamAnomaly, assemble_stream
 from ._exchange import Exchange
 from ._json import MAX_BYTES, JsonLimitError

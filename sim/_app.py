@@ -533,7 +533,8 @@ async def metrics_ep(request: Request) -> Response:
 
 def create_app(cfg: SimConfig | None = None) -> Starlette:
     """The simulator as an ASGI app; ``app.state.sim`` holds its engine and metrics."""
-    from ._apis import messages, responses  # built on this module's chat machinery
+    from ._apis import responses  # both built on this module's chat machinery
+    from ._messages_api import messages
 
     app = Starlette(
         routes=[
