@@ -44,6 +44,8 @@ class AssembledCall:
     first_event: int = 0
     deltas: int = 0
     has_arguments_key: bool = False
+    #: where the call sits on the wire when that is not a chat message (/v1/responses, /v1/messages)
+    pointer: str = ""
 
 
 @dataclass(slots=True)

@@ -18,12 +18,14 @@ from typing import Any
 
 from . import (  # noqa: F401 - registers rules
     _rules_answer,
+    _rules_apis,
     _rules_limits,
     _rules_message,
     _rules_pairs,
     _rules_request,
     _rules_stream,
 )
+from ._apis import API_ENDPOINTS
 from ._exchange import Exchange
 from ._pairs import ENGINE, TapPair, TapSet, pair_taps, pair_twins
 from ._registry import CheckConfig, Fault, Finding, Hit, Rule, Severity, rules
@@ -185,6 +187,12 @@ def check_exchanges(exchanges: Iterable[Exchange], config: CheckConfig | None = 
             # whole-capture rules (taps present, nothing paired): each hit names its own exchange
             result.findings.extend(_run(r, TapSet(views, pairs), ctx, "", ""))
     for v in views:
+        if v.endpoint in API_ENDPOINTS:
+            for f in per_view[id(v)]:
+                if str(f.evidence.get("pointer", "")).startswith("/choices/"):
+                    # a message rule's pointer is into the chat view a Responses / Messages exchange
+                    # is read into (contracts/_apis.py), not into its own body: say so (issue 16)
+                    f.evidence["view"] = "chat"
         result.findings.extend(per_view[id(v)])
     return result
 

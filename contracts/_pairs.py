@@ -359,7 +359,8 @@ def pair_twins(views: list[ExchangeView]) -> list[TwinPair]:
     for v in views:
         if not v.ok or not v.req:
             continue
-        s, p = groups.setdefault((v.tap, request_fingerprint(v)), ([], []))
+        # the endpoint is part of the key: a Responses call is no twin of the same chat request
+        s, p = groups.setdefault((v.tap, f"{v.endpoint}:{request_fingerprint(v)}"), ([], []))
         (s if v.kind == "stream" else p).append(v)
     out = []
     for s, p in groups.values():

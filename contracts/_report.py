@@ -10,6 +10,7 @@ from xml.etree import ElementTree as ET
 from ._check import CheckResult
 from ._families import FAMILIES, GENERIC
 from ._registry import Finding, rules
+from ._rules_apis import rule_endpoints
 from ._rules_limits import RECORDS
 from ._text import escape_surrogates, printable
 
@@ -107,6 +108,11 @@ def render_rules_markdown() -> str:
         "Each rule has a stable id, a default severity and a default fault. Attribution may change the",
         "fault of a finding: see the attribution section of the README and DESIGN.md.",
         "",
+        "Endpoints: `chat` is `/v1/chat/completions`, `responses` `/v1/responses`, `messages` `/v1/messages`",
+        "(issue 16). A Responses or Messages exchange is read into the same message view as a chat completion",
+        "(`contracts/_apis.py`), so the tool-call, reasoning and markup rules judge all three with the same",
+        "ids; the `api-*` rules judge their typed event streams.",
+        "",
     ]
     areas: dict[str, list[str]] = defaultdict(list)
     for r in rules():
@@ -114,13 +120,14 @@ def render_rules_markdown() -> str:
     for area in sorted(areas):
         out.append(f"## {area}")
         out.append("")
-        out.append("| rule | severity | fault | scope | checks |")
-        out.append("|---|---|---|---|---|")
+        out.append("| rule | severity | fault | scope | endpoints | checks |")
+        out.append("|---|---|---|---|---|---|")
         by_id = {r.id: r for r in rules()}
         for rid in areas[area]:
             r = by_id[rid]
             out.append(
-                f"| `{r.id}` | {r.severity} | {r.fault} | {r.scope} | {r.summary.replace('|', '\\|')} |"
+                f"| `{r.id}` | {r.severity} | {r.fault} | {r.scope} | {', '.join(rule_endpoints(r.id))} "
+                f"| {r.summary.replace('|', '\\|')} |"
             )
         out.append("")
         for rid in areas[area]:

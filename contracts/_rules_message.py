@@ -287,6 +287,37 @@ def _args_json(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                     c.arguments,
                     event=c.first_event,
                 )
+    yield from _aborted_args(view)
+
+
+# a cut literal or number (``tr``, ``-``) may still become JSON: not judged when the stream was cut
+_OPEN_TAIL = re.compile(r"(?:t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|n(?:u(?:ll?)?)?|-)\s*$")
+
+
+def _aborted_args(view: ExchangeView) -> Iterator[Hit]:
+    """A stream the caller closed mid-call is not judged as a message, but arguments that no
+    continuation can make JSON are already the model's fault: the anthropic SDK parses each
+    ``partial_json`` as it arrives and closes the stream on the first invalid one (issue 16)."""
+    err = view.ex.error
+    if view.ok or view.kind != "stream" or err is None or err.kind != "client_abort" or not view.is_agent:
+        return
+    if view.stream is not None and view.stream.error_frames:
+        return
+    for ch in view.choices:
+        for c in ch.calls:
+            if not c.name or not c.arguments or _cut_json(c.arguments) or _OPEN_TAIL.search(c.arguments):
+                continue
+            try:
+                bounded_loads(c.arguments)
+            except JsonLimitError:
+                continue
+            except json.JSONDecodeError as exc:
+                yield hit(
+                    f"{c.name}: arguments are not JSON ({exc.msg} at {exc.pos}); the caller closed the stream there",
+                    view.call_pointer(ch, c, "/function/arguments"),
+                    c.arguments,
+                    event=c.first_event,
+                )
 
 
 @rule(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 from jsonschema import Draft202012Validator
@@ -162,9 +163,28 @@ def _server_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     summary="HTTP 4xx: the request broke the server's contract.",
 )
 def _client_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """vLLM answers schema errors with 400 (never 422), unknown models with 404, a wrong key with 401."""
+    """vLLM answers schema errors with 400 (never 422), unknown models with 404, a wrong key with 401.
+    A non-streamed ``/v1/messages`` is the exception: vLLM ``json.loads`` the model's tool arguments
+    to build ``tool_use.input`` (anthropic/serving.py), so invalid arguments come back as a 400 with
+    the JSON error as its message: that one is the model's (issue 16)."""
     if view.status is not None and 400 <= view.status < 500:
-        yield hit(f"HTTP {view.status}: {_error_message(view)}", "/response/status", view.status)
+        msg = _error_message(view)
+        if view.endpoint == "messages" and view.status == 400 and _JSON_ERROR.match(msg):
+            yield hit(
+                f"HTTP 400: {msg}: vLLM could not read the model's tool arguments as JSON",
+                "/response/status",
+                view.status,
+                fault=Fault.MODEL,
+            )
+            return
+        yield hit(f"HTTP {view.status}: {msg}", "/response/status", view.status)
+
+
+# json.JSONDecodeError messages (what vLLM's json.loads of tool arguments raises)
+_JSON_ERROR = re.compile(
+    r"(Expecting (value|property name|',' delimiter|':' delimiter)|Unterminated string|Extra data"
+    r"|Invalid control character|Invalid \\escape)"
+)
 
 
 @rule(
@@ -201,7 +221,7 @@ def _error_body(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 )
 def _response_malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The body is JSON with ``choices[].message``; anything else cannot be read by a client."""
-    if not view.is_chat or view.status is None or not 200 <= view.status < 300 or view.kind == "stream":
+    if not view.is_agent or view.status is None or not 200 <= view.status < 300 or view.kind == "stream":
         return
     if view.kind == "none":
         yield hit("empty response body", "/response/body")

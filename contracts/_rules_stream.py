@@ -71,6 +71,8 @@ def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 def _done_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """vLLM always ends with ``data: [DONE]``, also after an in-band error (one-api #1628). A stream
     cut by the transport is reported by ``transport-error``."""
+    if view.endpoint in ("responses", "messages"):
+        return  # their streams end with a typed event, not [DONE]: api-stream-order judges them
     if _stream(view) and view.stream is not None and not view.stream.done and view.ex.error is None:
         yield hit("no data: [DONE] at the end of the stream", f"/events/{view.stream.events}")
 

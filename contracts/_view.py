@@ -11,6 +11,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._apis import API_ENDPOINTS, endpoint_of, normalize_api_request, take_api_body
+from ._apis_stream import assemble_api_stream
 from ._assembly import AssembledCall, AssembledChoice, AssembledStream, StreamAnomaly, assemble_stream
 from ._exchange import Exchange
 from ._json import MAX_BYTES, JsonLimitError
@@ -26,6 +28,10 @@ class ExchangeView:
     req: dict[str, Any] = field(default_factory=dict)
     request_problem: str | None = None
     is_chat: bool = False
+    #: chat | responses | messages (issue 16), None for any other path
+    endpoint: str | None = None
+    #: the request as sent, where ``req`` is its chat-shaped normal form (/v1/responses, /v1/messages)
+    raw_req: dict[str, Any] = field(default_factory=dict)
     wants_stream: bool = False
     tools: dict[str, Any] = field(default_factory=dict)  # declared name -> parameters (or None)
     status: int | None = None
@@ -66,11 +72,18 @@ class ExchangeView:
         )
 
     @property
+    def is_agent(self) -> bool:
+        """An exchange the message rules judge: a chat completion, or a Responses / Messages call
+        normalized into the same choices (issue 16)."""
+        return self.is_chat or self.endpoint in API_ENDPOINTS
+
+    @property
     def ok(self) -> bool:
-        """A 2xx chat completion with a usable body or stream that ran to its end: a stream cut by
-        an in-band error or the transport is not judged as a message (its own rules report it)."""
+        """A 2xx chat completion (or Responses / Messages call) with a usable body or stream that ran
+        to its end: a stream cut by an in-band error or the transport is not judged as a message (its
+        own rules report it)."""
         return (
-            self.is_chat
+            self.is_agent
             and self.status is not None
             and 200 <= self.status < 300
             and self.kind in ("stream", "json")
@@ -79,6 +92,8 @@ class ExchangeView:
         )
 
     def call_pointer(self, choice: AssembledChoice, call: AssembledCall, tail: str = "") -> str:
+        if call.pointer:
+            return call.pointer + tail.replace("/function", "")
         pos = choice.calls.index(call)
         return f"/choices/{choice.index}/message/tool_calls/{pos}{tail}"
 
@@ -136,10 +151,9 @@ def _is_sse(content_type: str) -> bool:
 def build_view(ex: Exchange) -> ExchangeView:
     view = ExchangeView(ex)
     req = ex.request
-    view.is_chat = req.method == "POST" and req.path.split("?", 1)[0].rstrip("/").endswith(
-        "/chat/completions"
-    )
-    if view.is_chat:
+    view.endpoint = endpoint_of(req.method, req.path)
+    view.is_chat = view.endpoint == "chat"
+    if view.endpoint is not None:
         _parse_request(view)
     resp = ex.response
     if resp is None:
@@ -165,7 +179,11 @@ def build_view(ex: Exchange) -> ExchangeView:
             )
         view.events = events
         view.sse_anomalies = decoder.anomalies
-        st = assemble_stream(events)
+        st = (
+            assemble_api_stream(view.endpoint, events)
+            if view.endpoint in API_ENDPOINTS
+            else assemble_stream(events)
+        )
         st.sse_anomalies = decoder.anomalies
         view.stream = st
         view.anomalies = st.anomalies
@@ -194,11 +212,14 @@ def build_view(ex: Exchange) -> ExchangeView:
     if resp.status >= 400:
         view.kind = "error"
         return view
-    if view.body_problem is not None or not view.is_chat:
+    if view.body_problem is not None or not view.is_agent:
         view.kind = "other"
         return view
     view.kind = "json"
-    _take_completion(view)
+    if view.endpoint in API_ENDPOINTS:
+        take_api_body(view, str(view.endpoint))
+    else:
+        _take_completion(view)
     return view
 
 
@@ -219,6 +240,9 @@ def _parse_request(view: ExchangeView) -> None:
     if not isinstance(req, dict):
         view.request_problem = f"request body is a JSON {type(req).__name__}, not an object"
         return
+    if view.endpoint in API_ENDPOINTS:
+        view.raw_req = req
+        req = normalize_api_request(str(view.endpoint), req)
     view.req = req
     view.wants_stream = req.get("stream") is True
     tools = req.get("tools")

@@ -42,6 +42,7 @@ from wirecheck.contracts import (
 )
 from wirecheck.proxy import mint_correlation
 
+from ._endpoints import ENDPOINT_PATHS, endpoint_body
 from ._strategies import CITIES, structured_output_schemas, tool_lists
 
 __all__ = ["ScenarioFailure", "ScenarioReport", "run_scenarios"]
@@ -103,10 +104,12 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
     sink: Any = None,
     reproduce_target: str | None = None,
     progress: Callable[[ScenarioReport], None] | None = None,
+    endpoint: str = "chat",
 ) -> type[RuleBasedStateMachine]:
-    url = target.rstrip("/") + "/v1/chat/completions"
+    path = ENDPOINT_PATHS[endpoint]
+    url = target.rstrip("/") + path
     # the curl line must run after the taps are gone: through a gateway it names the gateway itself
-    repro_url = (reproduce_target or target).rstrip("/") + "/v1/chat/completions"
+    repro_url = (reproduce_target or target).rstrip("/") + path
 
     class AgentLoop(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -125,15 +128,14 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
         def _post(self, body: dict[str, Any]) -> Exchange:
             if model:
                 body = {"model": model, **body}
+            body = endpoint_body(endpoint, body)  # the loop speaks chat; the wire speaks the endpoint
             t0 = time.monotonic()
             raw = json.dumps(body).encode()
             corr = mint_correlation()  # the caller tap keeps only ids it can verify (issue 11, point 5)
             ex = Exchange(
                 id=f"scenario-{report.requests + 1}",
                 tap="scenario",
-                request=HttpRequest(
-                    "POST", "/v1/chat/completions", [("content-type", "application/json")], raw
-                ),
+                request=HttpRequest("POST", path, [("content-type", "application/json")], raw),
             )
             try:
                 with self.client.stream(
@@ -272,8 +274,12 @@ def run_scenarios(
     settings_: settings | None = None,
     progress: Callable[[ScenarioReport], None] | None = None,
     quiet: bool = False,
+    endpoint: str = "chat",
 ) -> ScenarioReport:
     """Run the agent-loop scenarios against ``target``; the report holds the shrunk failure, if any.
+
+    ``endpoint``: ``chat`` (/v1/chat/completions), ``responses`` (/v1/responses) or ``messages``
+    (/v1/messages): the same agent loop, written in that endpoint's wire form (issue 16).
 
     ``via_proxy=(engine_url, engine_port)``: ``target`` is a gateway; the scenarios go through a
     caller tap to it, and the gateway must forward to an engine tap on ``engine_port`` (which
@@ -288,6 +294,8 @@ def run_scenarios(
     """
     if stream not in ("both", "on", "off"):
         raise ValueError("stream is both, on or off")
+    if endpoint not in ENDPOINT_PATHS:
+        raise ValueError(f"endpoint is one of {', '.join(ENDPOINT_PATHS)}")
     report = ScenarioReport(target=target, examples=examples)
     if via_proxy is not None:
         from ._taps import dual_taps
@@ -304,10 +312,18 @@ def run_scenarios(
                 sink,
                 reproduce_target=target,
                 progress=progress,
+                endpoint=endpoint,
             )
             return _run(machine, report, examples, seed, settings_, quiet=quiet)
     machine = _machine(
-        target, model, stream, report, config or CheckConfig(direct=True), headers or {}, progress=progress
+        target,
+        model,
+        stream,
+        report,
+        config or CheckConfig(direct=True),
+        headers or {},
+        progress=progress,
+        endpoint=endpoint,
     )
     return _run(machine, report, examples, seed, settings_, quiet=quiet)
 

@@ -292,61 +292,30 @@ def _role_chunk(reply: _Reply) -> bytes:
     return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
 
-async def chat_completions(request: Request) -> Response:
-    state: SimState = request.app.state.sim
-    cfg = state.cfg
+def unauthorized(request: Request) -> Response | None:
+    cfg: SimConfig = request.app.state.sim.cfg
     if cfg.api_key is not None and request.headers.get("authorization") != f"Bearer {cfg.api_key}":
         return JSONResponse({"error": "Unauthorized"}, status_code=401)
+    return None
+
+
+async def read_json(request: Request) -> Any:
+    """The request body as JSON, or a 400 (raised as ``_Reject``)."""
+    body = await request.body()
     try:
-        body = await request.body()
-        try:
-            raw = json.loads(body)
-        except ValueError as exc:
-            raise _Reject(400, f"JSON decode error: {exc}", "Bad Request", "body") from None
-        req = _validate(cfg, raw)
-        seq = next(state.seq)
-        faults = _faults(state, seq)
-        if state.engine.dead:
-            raise _Reject(
-                500, f"EngineCore encountered an issue: {state.engine.dead_reason}", "InternalServerError"
-            )
-        for name in ("engine.queue_full", "engine.error_500"):
-            if name in faults:  # the first of the two is the answer the caller gets
-                _record(request, [Injected(name, "engine")], seq=seq, completion_id=None)
-                break
-        if "engine.queue_full" in faults or len(state.engine.waiting) >= cfg.max_waiting:
-            raise _Reject(503, "The server is at capacity: the waiting queue is full", "Service Unavailable")
-        if "engine.error_500" in faults:
-            raise _Reject(
-                500,
-                "EngineCore encountered an issue. See stack trace for the root cause.",
-                "InternalServerError",
-            )
-        rid = request.headers.get("x-request-id")
-        request_id = (
-            f"chatcmpl-{rid}"
-            if rid
-            else "chatcmpl-" + hashlib.sha256(f"{cfg.seed}:{seq}:{time.time_ns()}".encode()).hexdigest()[:16]
-        )
-        reply = _Reply(state, req, faults, seq, request_id)
-        prompt = [token_id(t) for t in tokenize(render_prompt(req["messages"], req.get("tools")))]
-        if len(prompt) > cfg.max_model_len:
-            raise _bad(
-                f"The prompt ({len(prompt)} tokens) is longer than the maximum model length of {cfg.max_model_len}",
-                "messages",
-                len(prompt),
-            )
-        cap = req.get("max_completion_tokens") or req.get("max_tokens") or cfg.max_model_len
-        cap = min(cap, cfg.max_model_len - len(prompt))  # prompt + max_tokens beyond the window is clamped
-        seqreq = SeqRequest(rid=seq, prompt=prompt, output=reply.out_tokens, max_tokens=max(cap, 1))
-        if "engine.slow_first_token" in faults:
-            seqreq.not_before = time.monotonic() + cfg.slow_first_token_s * cfg.time_scale
-        try:
-            state.engine.submit(seqreq)
-        except EngineDead as exc:
-            raise _Reject(500, f"EngineCore encountered an issue: {exc}", "InternalServerError") from None
-        except ValueError as exc:
-            raise _bad(str(exc), "messages", len(prompt)) from None
+        return json.loads(body)
+    except ValueError as exc:
+        raise _Reject(400, f"JSON decode error: {exc}", "Bad Request", "body") from None
+
+
+async def chat_completions(request: Request) -> Response:
+    state: SimState = request.app.state.sim
+    denied = unauthorized(request)
+    if denied is not None:
+        return denied
+    try:
+        req = _validate(state.cfg, await read_json(request))
+        reply, seqreq = admit(state, req, request)
     except _Reject as rej:
         return rej.response()
     if req.get("stream"):
@@ -354,7 +323,66 @@ async def chat_completions(request: Request) -> Response:
     return await _whole(state, reply, seqreq, request)
 
 
+def admit(state: SimState, req: dict[str, Any], request: Request) -> tuple[_Reply, SeqRequest]:
+    """Fire the faults, mint the id and queue the request on the engine (or raise ``_Reject``): shared
+    by /v1/chat/completions and the endpoints vLLM builds on it (/v1/responses, /v1/messages)."""
+    cfg = state.cfg
+    seq = next(state.seq)
+    faults = _faults(state, seq)
+    if state.engine.dead:
+        raise _Reject(
+            500, f"EngineCore encountered an issue: {state.engine.dead_reason}", "InternalServerError"
+        )
+    for name in ("engine.queue_full", "engine.error_500"):
+        if name in faults:  # the first of the two is the answer the caller gets (ground truth, issue 14)
+            _record(request, [Injected(name, "engine")], seq=seq, completion_id=None)
+            break
+    if "engine.queue_full" in faults or len(state.engine.waiting) >= cfg.max_waiting:
+        raise _Reject(503, "The server is at capacity: the waiting queue is full", "Service Unavailable")
+    if "engine.error_500" in faults:
+        raise _Reject(
+            500,
+            "EngineCore encountered an issue. See stack trace for the root cause.",
+            "InternalServerError",
+        )
+    rid = request.headers.get("x-request-id")
+    request_id = (
+        f"chatcmpl-{rid}"
+        if rid
+        else "chatcmpl-" + hashlib.sha256(f"{cfg.seed}:{seq}:{time.time_ns()}".encode()).hexdigest()[:16]
+    )
+    reply = _Reply(state, req, faults, seq, request_id)
+    prompt = [token_id(t) for t in tokenize(render_prompt(req["messages"], req.get("tools")))]
+    if len(prompt) > cfg.max_model_len:
+        raise _bad(
+            f"The prompt ({len(prompt)} tokens) is longer than the maximum model length of {cfg.max_model_len}",
+            "messages",
+            len(prompt),
+        )
+    cap = req.get("max_completion_tokens") or req.get("max_tokens") or cfg.max_model_len
+    cap = min(cap, cfg.max_model_len - len(prompt))  # prompt + max_tokens beyond the window is clamped
+    seqreq = SeqRequest(rid=seq, prompt=prompt, output=reply.out_tokens, max_tokens=max(cap, 1))
+    if "engine.slow_first_token" in faults:
+        seqreq.not_before = time.monotonic() + cfg.slow_first_token_s * cfg.time_scale
+    try:
+        state.engine.submit(seqreq)
+    except EngineDead as exc:
+        raise _Reject(500, f"EngineCore encountered an issue: {exc}", "InternalServerError") from None
+    except ValueError as exc:
+        raise _bad(str(exc), "messages", len(prompt)) from None
+    return reply, seqreq
+
+
 async def _whole(state: SimState, reply: _Reply, seqreq: SeqRequest, request: Request) -> Response:
+    body = await whole_body(state, reply, seqreq)
+    if isinstance(body, _Reject):
+        return body.response()
+    _record(request, reply.injected(), seq=reply.seq, completion_id=reply.id)
+    return JSONResponse(body)
+
+
+async def whole_body(state: SimState, reply: _Reply, seqreq: SeqRequest) -> dict[str, Any] | _Reject:
+    """The non-streamed chat completion as a dict, or the engine error as a ``_Reject``."""
     tokens: list[str] = []
     try:
         while True:
@@ -364,9 +392,7 @@ async def _whole(state: SimState, reply: _Reply, seqreq: SeqRequest, request: Re
             elif kind == "finish":
                 break
             else:
-                return _Reject(
-                    500, f"EngineCore encountered an issue: {value}", "InternalServerError"
-                ).response()
+                return _Reject(500, f"EngineCore encountered an issue: {value}", "InternalServerError")
     except asyncio.CancelledError:
         state.engine.abort(seqreq)
         raise
@@ -405,8 +431,7 @@ async def _whole(state: SimState, reply: _Reply, seqreq: SeqRequest, request: Re
         "ec_transfer_params": None,
         "metrics": None,
     }
-    _record(request, reply.injected(), seq=reply.seq, completion_id=reply.id)
-    return JSONResponse(body)
+    return body
 
 
 async def _stream(
@@ -566,9 +591,14 @@ async def metrics_ep(request: Request) -> Response:
 def create_app(cfg: SimConfig | None = None, *, truth: GroundTruth | None = None) -> Starlette:
     """The simulator as an ASGI app; ``app.state.sim`` holds its engine and metrics. With ``truth``,
     every fault that changed an answer is written there (issue 14)."""
+    from ._apis import responses  # both built on this module's chat machinery
+    from ._messages_api import messages
+
     app = Starlette(
         routes=[
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
+            Route("/v1/messages", messages, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             Route("/version", version, methods=["GET"]),

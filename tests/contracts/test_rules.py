@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests import apiwire as aw
 from tests import wire
 from tests.wire import (
     call,
@@ -24,6 +25,11 @@ from tests.wire import (
 from wirecheck.contracts import CheckConfig, Exchange, ExchangeError, Finding, check_exchanges, rules
 
 Case = Callable[[], list[Exchange]]
+
+
+def api_stream(path: str, events: list[dict[str, Any]]) -> Exchange:
+    request = aw.responses_req(stream=True) if path.endswith("responses") else aw.messages_req(stream=True)
+    return aw.api_exchange(path, request, events)
 
 
 def run(exs: list[Exchange], **cfg: Any) -> list[Finding]:
@@ -593,6 +599,43 @@ CASES: dict[str, tuple[Case, Case, str]] = {
         twins(wire.k2_tool_stream(args='{"city": "Osaka"}'), tool_msg(call()), tool_req(temperature=0)),
         twins(wire.k2_tool_stream(), tool_msg(call()), tool_req(temperature=0)),
         "parser",
+    ),
+    # --- /v1/responses and /v1/messages framing (issue 16; more in test_apis.py)
+    "api-stream-order": (
+        lambda: [api_stream("/v1/responses", aw.responses_events()[1:])],
+        lambda: [api_stream("/v1/responses", aw.responses_events())],
+        "engine",
+    ),
+    "api-stream-sequence": (
+        lambda: [api_stream("/v1/responses", [e | {"sequence_number": 0} for e in aw.responses_events()])],
+        lambda: [api_stream("/v1/responses", aw.responses_events())],
+        "engine",
+    ),
+    "api-block-index": (
+        lambda: [
+            api_stream(
+                "/v1/messages", [e | {"index": 3} if e.get("index") == 1 else e for e in aw.messages_events()]
+            )
+        ],
+        lambda: [api_stream("/v1/messages", aw.messages_events())],
+        "engine",
+    ),
+    "api-stream-disagrees": (
+        lambda: [
+            api_stream(
+                "/v1/responses",
+                [
+                    *aw.responses_events()[:-1],
+                    {
+                        "type": "response.completed",
+                        "sequence_number": len(aw.responses_events()) - 1,
+                        "response": aw.response_object([]),
+                    },
+                ],
+            )
+        ],
+        lambda: [api_stream("/v1/responses", aw.responses_events())],
+        "engine",
     ),
 }
 

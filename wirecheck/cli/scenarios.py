@@ -35,6 +35,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="HOST:PORT",
         help="with --via-proxy: the engine tap; point the gateway's upstream here",
     )
+    sc.add_argument(
+        "--endpoint",
+        choices=("chat", "responses", "messages"),
+        default="chat",
+        help="the API the agent loop speaks: chat completions, the Responses API, or the Anthropic "
+        "Messages API (issue 16)",
+    )
     progress_options(sc)
     sc.set_defaults(run=_scenarios)
 
@@ -65,6 +72,7 @@ def _scenarios(args: argparse.Namespace) -> int:
         model=args.model,
         headers=headers_arg(args.header),
         via_proxy=via,
+        endpoint=args.endpoint,
         progress=tick,
     )
     progress.done()
@@ -97,6 +105,8 @@ def _scenarios_line(args: argparse.Namespace) -> str:
     dropped --via-proxy and its engine flags)."""
     parts = ["wirecheck", "scenarios", "--target", args.target, "--examples", str(args.examples)]
     parts += ["--seed", str(args.seed)]
+    if args.endpoint != "chat":
+        parts += ["--endpoint", args.endpoint]
     if args.stream != "both":
         parts += ["--stream", args.stream]
     if args.model:

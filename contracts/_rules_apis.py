@@ -1,0 +1,118 @@
+"""Framing rules of /v1/responses and /v1/messages (issue 16): what the chat rules cannot see.
+
+Their message content (tool calls, arguments, reasoning, markup) is judged by the chat rules on the
+normalized view (``_apis``); these rules judge the typed event streams themselves, against what vLLM
+emits (``entrypoints/openai/responses/streaming_events.py`` and ``serving.py``;
+``entrypoints/anthropic/serving.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ._registry import CheckConfig, Fault, Hit, hit, rule
+from ._view import ExchangeView
+
+
+def _anomalies(view: ExchangeView, *kinds: str) -> Iterator[Hit]:
+    if view.kind != "stream" or view.stream is None:
+        return
+    seen = 0
+    for a in view.stream.anomalies:
+        if a.kind in kinds:
+            if a.kind == "api-terminal-missing" and view.ex.error is not None:
+                continue  # the transport cut it; transport-error says so
+            seen += 1
+            if seen <= 3:
+                yield hit(a.detail, f"/events/{a.event}{a.pointer}", event=a.event)
+    if seen > 3:
+        yield hit(f"{seen - 3} more of the same", "/events")
+
+
+@rule(
+    "api-stream-order",
+    fault=Fault.ENGINE,
+    area="stream",
+    summary="A Responses or Messages event stream out of order: wrong first or last event, an event for an item or block that is not open, an event name that is not its data's type.",
+)
+def _order(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """Responses open with ``response.created`` and end with ``response.completed``; an item is added,
+    fed and closed by ``response.output_item.done`` before the next is added. Messages open with
+    ``message_start``, carry ``stop_reason`` in ``message_delta`` and end with ``message_stop``; a
+    delta's type fits its block (``input_json_delta`` in ``tool_use``). Clients (the openai and
+    anthropic SDKs) build the message from these events and drop or reject what breaks the order."""
+    yield from _anomalies(view, "api-order", "api-terminal-missing")
+
+
+@rule(
+    "api-stream-sequence",
+    fault=Fault.ENGINE,
+    area="stream",
+    summary="Responses stream events whose sequence_number does not count 0, 1, 2, ... over every event.",
+)
+def _sequence(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """vLLM numbers every event it sends (``_increment_sequence_number_and_return``); a gap or a repeat
+    means an event was dropped, replayed or reordered between the engine and the client."""
+    yield from _anomalies(view, "api-sequence")
+
+
+@rule(
+    "api-block-index",
+    fault=Fault.ENGINE,
+    area="stream",
+    summary="Messages stream content blocks whose index is not dense from 0, overlap, or are fed after they stop.",
+)
+def _block_index(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """One block is open at a time and indexes count 0, 1, 2 (vLLM's ``_ActiveBlockState``); the
+    anthropic SDK puts each delta into ``content[index]``, so a wrong index corrupts another block."""
+    yield from _anomalies(view, "api-index")
+
+
+@rule(
+    "api-stream-disagrees",
+    fault=Fault.ENGINE,
+    area="stream",
+    summary="A Responses .done event or response.completed disagrees with what the stream's deltas built.",
+)
+def _disagrees(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """``response.function_call_arguments.done``, ``response.output_item.done`` and the output of
+    ``response.completed`` repeat the item whole; clients read either, so both must say the same."""
+    yield from _anomalies(view, "api-disagree")
+
+
+# --- which rules judge which endpoint (docs/rules.md's endpoints column) ---------------------------
+
+ENDPOINTS = ("chat", "responses", "messages")
+
+#: rules about what only the chat wire has: ``[DONE]``, delta ``index``es, ``stream_options``, the
+#: chat request schema and its removed ``guided_*`` fields
+CHAT_ONLY = frozenset(
+    {
+        "request-guided-fields",
+        "request-malformed",
+        "stream-data-after-done",
+        "stream-done-missing",
+        "stream-done-repeated",
+        "stream-output-after-finish",
+        "stream-tool-id-repeated",
+        "stream-tool-index-gap",
+        "stream-tool-index-reuse",
+        "stream-usage-missing",
+        "taps-unpaired",
+    }
+)
+_ONLY: dict[str, tuple[str, ...]] = {
+    "api-stream-order": ("responses", "messages"),
+    "api-stream-sequence": ("responses",),
+    "api-stream-disagrees": ("responses",),
+    "api-block-index": ("messages",),
+    # Messages streams carry the id and model once, in message_start
+    "stream-inconsistent": ("chat", "responses"),
+}
+
+
+def rule_endpoints(rule_id: str) -> tuple[str, ...]:
+    """The endpoints a rule judges; every other rule reads the normalized view and judges all three."""
+    if rule_id in CHAT_ONLY:
+        return ("chat",)
+    return _ONLY.get(rule_id, ENDPOINTS)
