@@ -256,14 +256,11 @@ def plan_reply(req: dict[str, Any], *, thinking: bool, faults: set[str], seq: in
             retries = _consecutive_failures(msgs)
             # model.no_tool_retry: a model that gives up at the first failed tool result, in well-formed
             # text, breaks no contract; only the acceptance's tool-retry check sees it (issue 15)
+            would_retry = failed and call is not None and retries <= 2 and call["function"]["name"] in tools
             gives_up = "model.no_tool_retry" in faults
-            if (
-                failed
-                and not gives_up
-                and call is not None
-                and retries <= 2
-                and call["function"]["name"] in tools
-            ):
+            if gives_up and would_retry:
+                plan.applied.add("model.no_tool_retry")  # the ground truth names it (issue 14)
+            if would_retry and not gives_up:
                 text = call["function"].get("arguments") or "{}"
                 try:
                     prev = json.loads(text)

@@ -203,6 +203,11 @@ class _Reply:
                 why = (
                     "a late first token is latency, not a contract break: no rule judges one exchange's TTFT"
                 )
+            elif name == "model.no_tool_retry":
+                why = (
+                    "giving up after a failed tool result is well-formed text: no wire contract breaks; "
+                    "accept's interface.tool-retry check judges it over the conversation"
+                )
             elif cut and name != cut and name.split(".")[0] in ("model", "parser"):
                 why = f"{cut} ended the stream half way, before the answer was complete"
             elif (
