@@ -25,7 +25,7 @@ from wirecheck.contracts import (
     render_junit,
     write_exchanges,
 )
-from wirecheck.proxy import Store
+from wirecheck.record import Store, free_port
 from wirecheck.sim import (
     GatewayConfig,
     SimConfig,
@@ -38,7 +38,7 @@ from wirecheck.sim import (
 
 from ._compat import RECIPE_FAMILY
 from ._run import AcceptanceResult, AcceptOptions, Progress, run_acceptance, via_taps
-from ._serving import free_port, serving
+from ._serving import serving
 from ._verdict import ALL_PHASES
 
 __all__ = ["DEMO_GATEWAY_FAULTS", "DEMO_SIM_FAULTS", "run_demo"]

@@ -520,7 +520,7 @@ def _load(files: Sequence[str], notes: list[Finding] | None = None) -> list[Exch
     """Exchanges from stores, exchange JSONL, HAR and mitmproxy flow files, told apart by content.
     Stores are opened read-only; what a store says it lost (gap rows) or set aside (live checks
     skipped) is added to ``notes`` as findings, so that a report counts it (issue 11, points 3, 6)."""
-    from wirecheck.proxy import is_store, open_store, store_notes
+    from wirecheck.record import is_store, open_store, store_notes
     from wirecheck.replay import load_capture
 
     out: list[Exchange] = []
@@ -571,7 +571,8 @@ def _size(value: str, what: str = "--body-limit") -> int:
 
 
 def _proxy(args: argparse.Namespace) -> int:
-    from wirecheck.proxy import ADMIN_TOKEN_ENV, ProxyRun, TapConfig, correlation_secret, run_proxy
+    from wirecheck.proxy import ADMIN_TOKEN_ENV, ProxyRun, TapConfig, run_proxy
+    from wirecheck.record import correlation_secret
 
     redact = _redaction(args)
     limit = _size(args.body_limit)
@@ -699,7 +700,7 @@ def _scenarios_line(args: argparse.Namespace) -> str:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from wirecheck.proxy import Store, is_store
+    from wirecheck.record import Store, is_store
     from wirecheck.replay import detect_format, replay
 
     headers = _headers_arg(args.header)
@@ -789,7 +790,8 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from wirecheck.proxy import open_store, write_har, write_jsonl
+    from wirecheck.proxy import write_har, write_jsonl
+    from wirecheck.record import open_store
 
     redaction = _redaction(args)
     store = open_store(args.store)
@@ -985,7 +987,7 @@ def _accept(args: argparse.Namespace) -> int:
     import asyncio
 
     from wirecheck.acceptance import AcceptOptions, Limits, Progress, Slo, run_acceptance, via_taps
-    from wirecheck.proxy import Store
+    from wirecheck.record import Store
 
     opts = AcceptOptions(
         target=args.target,

@@ -15,11 +15,11 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from tests.acceptance.test_accept import FAST, checks, run_accept
-from tests.servers import serve
 from wirecheck.acceptance import ALL_PHASES, AcceptOptions, Limits, Progress, accept, read_startup_log
 from wirecheck.acceptance._compat import CompatInputs, run_compat
 from wirecheck.acceptance._verdict import checklist, decide
 from wirecheck.cli import main
+from wirecheck.record import serve
 from wirecheck.sim import (
     Environment,
     GatewayConfig,
@@ -273,7 +273,7 @@ def test_the_k3_hybrid_cache_is_judged_from_the_family_when_metrics_carry_no_hyb
 
 
 def test_wirecheck_sim_dcgm_port_serves_the_simulated_exporter() -> None:
-    from tests.servers import free_port
+    from wirecheck.record import free_port
 
     port, dcgm = free_port(), free_port()
     proc = subprocess.Popen(

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import subprocess
-import sys
 import time
 from typing import Any
 
@@ -12,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from jsonschema import Draft202012Validator
 
-from tests.servers import serve
+from tests.servers import run_wirecheck
 from wirecheck.contracts import CheckConfig, Exchange, HttpRequest, check_exchanges
 from wirecheck.generators import (
     SAMPLE_SET_VERSION,
@@ -24,6 +22,7 @@ from wirecheck.generators import (
     structured_output_schemas,
     tool_lists,
 )
+from wirecheck.record import serve
 from wirecheck.sim import SimConfig, create_app, parse_faults
 
 
@@ -118,24 +117,7 @@ def test_scenarios_find_each_fault_within_50_examples_and_attribute_it(fault: st
 
 def test_scenarios_cli_prints_the_shrunk_request_and_how_to_reproduce() -> None:
     with serve(create_app(SimConfig(time_scale=0.0005, faults=parse_faults("model.undeclared_tool")))) as url:
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "wirecheck",
-                "scenarios",
-                "--target",
-                url,
-                "--examples",
-                "20",
-                "--seed",
-                "5",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+        out = run_wirecheck("scenarios", "--target", url, "--examples", "20", "--seed", "5", timeout=180)
     assert out.returncode == 1
     assert (
         "tool-call-undeclared [model]" in out.stdout
@@ -169,7 +151,7 @@ GATEWAY_EXPECTED = {
 
 @pytest.mark.parametrize("fault", sorted(GATEWAY_EXPECTED))
 def test_scenarios_through_the_taps_find_each_gateway_fault_and_blame_the_gateway(fault: str) -> None:
-    from tests.servers import free_port
+    from wirecheck.record import free_port
     from wirecheck.sim import GatewayConfig, create_gateway, parse_gateway_faults
 
     engine_port = free_port()
@@ -196,7 +178,7 @@ def test_scenarios_through_the_taps_find_each_gateway_fault_and_blame_the_gatewa
 
 
 def test_scenarios_cli_via_proxy_blames_the_gateway() -> None:
-    from tests.servers import free_port
+    from wirecheck.record import free_port
     from wirecheck.sim import GatewayConfig, create_gateway, parse_gateway_faults
 
     engine_port = free_port()
@@ -224,13 +206,7 @@ def test_scenarios_cli_via_proxy_blames_the_gateway() -> None:
                 f"127.0.0.1:{engine_port}",
             ]
             t0 = time.monotonic()
-            out = subprocess.run(
-                [sys.executable, "-m", "wirecheck", *args],
-                capture_output=True,
-                text=True,
-                timeout=180,
-                check=False,
-            )
+            out = run_wirecheck(*args, timeout=180)
             took = time.monotonic() - t0
             assert out.returncode == 1, out.stderr
             # paired: attributed to the gateway, not judged on the caller side alone
@@ -244,19 +220,7 @@ def test_scenarios_cli_via_proxy_blames_the_gateway() -> None:
             assert repro[0].strip().startswith(f"curl -sN {gw_url}/v1/chat/completions")
             line = repro[1].strip()
             assert line == "wirecheck " + " ".join(args), line
-            again = subprocess.run(
-                [sys.executable, "-m", "wirecheck", *shlex.split(line)[1:]],
-                capture_output=True,
-                text=True,
-                timeout=180,
-                check=False,
-            )
+            again = run_wirecheck(*shlex.split(line)[1:], timeout=180)
     assert again.returncode == 1 and "gateway-reasoning-dropped [gateway]" in again.stdout
-    bad = subprocess.run(
-        [sys.executable, "-m", "wirecheck", "scenarios", "--target", "http://127.0.0.1:1", "--via-proxy"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    bad = run_wirecheck("scenarios", "--target", "http://127.0.0.1:1", "--via-proxy", timeout=60)
     assert bad.returncode == 2 and "--engine-upstream" in bad.stderr

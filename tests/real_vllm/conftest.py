@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import free_port
+from wirecheck.record import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL_TIMEOUT_S = 900
