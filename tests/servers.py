@@ -37,7 +37,8 @@ def port_open(port: int) -> Callable[[], bool]:
 
 def wait_up(
     ready: str | Callable[[], bool],
-    timeout: float = 30.0,
+    # mitmdump took over 20 s to start with the load at 10 on 2 cores (measured): a start, not a bound
+    timeout: float = 60.0,
     proc: subprocess.Popen[str] | None = None,
     logs: Path | None = None,
 ) -> None:
@@ -87,7 +88,7 @@ def process(
     argv: list[str],
     *,
     ready: str | Callable[[], bool] | None = None,
-    ready_s: float = 30.0,
+    ready_s: float = 60.0,
     logs: Path | None = None,
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
@@ -116,7 +117,7 @@ def process(
 def running(
     *args: str,
     ready: str | Callable[[], bool] | None = None,
-    ready_s: float = 30.0,
+    ready_s: float = 60.0,
     logs: Path | None = None,
     env: dict[str, str] | None = None,
 ) -> Iterator[subprocess.Popen[str]]:

@@ -10,6 +10,10 @@ from pathlib import Path
 ROOT = Path(__file__).parents[2]
 
 
+#: a smoke run of benchmarks/proxy_overhead.py: both targets, short streams of fast events
+_OVERHEAD_SMOKE = ("--proxies", "direct,wirecheck", "--events", "3", "--interval-ms", "5")
+
+
 def _bench(script: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """One benchmark script run to the end with this Python (as CI runs it)."""
     return subprocess.run(
@@ -24,19 +28,7 @@ def _bench(script: str, *args: str, timeout: float = 120) -> subprocess.Complete
 def test_proxy_overhead_smoke(tmp_path: Path) -> None:
     out = tmp_path / "po.json"
     proc = _bench(
-        "proxy_overhead.py",
-        "--levels",
-        "1,4",
-        "--proxies",
-        "direct,wirecheck",
-        "--duration",
-        "0.5",
-        "--events",
-        "3",
-        "--interval-ms",
-        "5",
-        "--out",
-        str(out),
+        "proxy_overhead.py", *_OVERHEAD_SMOKE, "--levels", "1,4", "--duration", "0.5", "--out", str(out)
     )
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(out.read_text())["rows"]
@@ -55,18 +47,13 @@ def test_proxy_overhead_with_live_view_viewers_smoke(tmp_path: Path) -> None:
     out = tmp_path / "po.json"
     proc = _bench(
         "proxy_overhead.py",
+        *_OVERHEAD_SMOKE,
         "--levels",
         "4",
-        "--proxies",
-        "direct,wirecheck",
         "--viewers",
         "2",
         "--duration",
         "1",
-        "--events",
-        "3",
-        "--interval-ms",
-        "5",
         "--out",
         str(out),
     )
