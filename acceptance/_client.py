@@ -29,6 +29,7 @@ __all__ = [
     "Sample",
     "measure",
     "measure_sync",
+    "pages",
     "percentile",
     "scrape",
     "summarize",
@@ -266,23 +267,29 @@ def delta(before: Metrics | None, after: Metrics | None, name: str, **match: str
     return a - b
 
 
+async def pages(client: httpx.AsyncClient, urls: list[str], timeout: float = 10.0) -> list[Metrics]:
+    """The Prometheus page of every URL that answered 200 (one engine or exporter per URL); a URL
+    that fails or answers otherwise is left out."""
+    out: list[Metrics] = []
+    for url in urls:
+        try:
+            r = await client.get(url, timeout=timeout)
+        except httpx.HTTPError:
+            continue
+        if r.status_code == 200:
+            out.append(Metrics.parse(r.text, url))
+    return out
+
+
 async def scrape(client: httpx.AsyncClient, urls: list[str]) -> Metrics | None:
     """Scrape every URL and merge the pages (one engine per URL); None when none answered."""
     merged: Metrics | None = None
-    for url in urls:
-        try:
-            r = await client.get(url, timeout=10)
-        except httpx.HTTPError:
-            continue
-        if r.status_code != 200:
-            continue
-        page = Metrics.parse(r.text, url)
+    for page in await pages(client, urls):
         if merged is None:
             merged = page
-            merged.source = url
         else:
             merged.samples.extend(page.samples)
-            merged.source += "," + url
+            merged.source += "," + page.source
     return merged
 
 
