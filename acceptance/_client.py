@@ -15,13 +15,13 @@ import math
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import httpx
 
-from wirecheck.contracts import Chunk, Exchange, ExchangeError, HttpRequest, HttpResponse, build_view
-from wirecheck.proxy import CORRELATION_HEADER, mint_correlation
+from wirecheck.contracts import Exchange, HttpRequest, build_view
+from wirecheck.record import CORRELATION_HEADER, mint_correlation, record_async, record_sync
 
 __all__ = [
     "Metrics",
@@ -29,6 +29,7 @@ __all__ = [
     "Sample",
     "measure",
     "measure_sync",
+    "pages",
     "percentile",
     "scrape",
     "summarize",
@@ -69,23 +70,9 @@ class Sample:
         }
 
     def to_raw(self) -> dict[str, Any]:
-        """Every measured value, unrounded, as it travels from a load worker to the master."""
-        return {
-            "ok": self.ok,
-            "status": self.status,
-            "e2e_s": self.e2e_s,
-            "ttft_s": self.ttft_s,
-            "itl_s": self.itl_s,
-            "tpot_s": self.tpot_s,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cached_tokens": self.cached_tokens,
-            "error": self.error,
-            "fingerprint": self.fingerprint,
-            "started_s": self.started_s,
-            "lag_s": self.lag_s,
-            "correlation": self.correlation,
-        }
+        """Every measured value, unrounded, as it travels from a load worker to the master (all but the
+        exchange, which stays with the worker)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "exchange"}
 
     @classmethod
     def from_raw(cls, d: dict[str, Any]) -> Sample:
@@ -122,9 +109,7 @@ def _error_text(view: Any, ex: Exchange) -> str | None:
     return None
 
 
-def _prepare(
-    body: dict[str, Any], headers: dict[str, str] | None, exchange_id: str
-) -> tuple[bytes, dict[str, str], Exchange]:
+def _prepare(body: dict[str, Any], headers: dict[str, str] | None, exchange_id: str) -> Exchange:
     raw = json.dumps(body).encode()
     corr = mint_correlation()  # the caller tap keeps only ids it can verify (issue 11, point 5)
     hdrs = {"content-type": "application/json", CORRELATION_HEADER: corr, **(headers or {})}
@@ -134,16 +119,7 @@ def _prepare(
         correlation=corr,
         request=HttpRequest("POST", "/v1/chat/completions", list(hdrs.items()), raw),
     )
-    return raw, hdrs, ex
-
-
-def _failed(ex: Exchange, exc: httpx.HTTPError) -> None:
-    if isinstance(exc, httpx.TimeoutException):
-        ex.error = ExchangeError("timeout", f"{type(exc).__name__}: {exc}")
-    else:
-        ex.error = ExchangeError(
-            "upstream_reset" if ex.response else "upstream_refused", f"{type(exc).__name__}: {exc}"
-        )
+    return ex
 
 
 def _sample(ex: Exchange, e2e: float, started: float, keep: bool) -> Sample:
@@ -186,36 +162,20 @@ async def measure(
     exchange_id: str = "",
 ) -> Sample:
     """Send one chat completion and time it; never raises for HTTP or transport failures."""
-    raw, hdrs, ex = _prepare(body, headers, exchange_id)
+    ex = _prepare(body, headers, exchange_id)
     started = time.time()
-    t0 = time.monotonic()
-    try:
-        async with client.stream("POST", url, content=raw, headers=hdrs) as r:
-            chunks: list[Chunk] = []
-            ex.response = HttpResponse(r.status_code, list(r.headers.items()), b"", chunks)
-            async for piece in r.aiter_raw():
-                chunks.append(Chunk((time.monotonic() - t0) * 1000.0, piece))
-    except httpx.HTTPError as exc:
-        _failed(ex, exc)
-    return _sample(ex, time.monotonic() - t0, started, keep)
+    e2e = await record_async(client, ex, url, headers=ex.request.headers)
+    return _sample(ex, e2e, started, keep)
 
 
 def measure_sync(
     client: httpx.Client, url: str, body: dict[str, Any], *, headers: dict[str, str] | None = None
 ) -> Sample:
     """:func:`measure` for a blocking client (a Locust worker's greenlets): the same timings."""
-    raw, hdrs, ex = _prepare(body, headers, "")
+    ex = _prepare(body, headers, "")
     started = time.time()
-    t0 = time.monotonic()
-    try:
-        with client.stream("POST", url, content=raw, headers=hdrs) as r:
-            chunks: list[Chunk] = []
-            ex.response = HttpResponse(r.status_code, list(r.headers.items()), b"", chunks)
-            for piece in r.iter_raw():
-                chunks.append(Chunk((time.monotonic() - t0) * 1000.0, piece))
-    except httpx.HTTPError as exc:
-        _failed(ex, exc)
-    return _sample(ex, time.monotonic() - t0, started, False)
+    e2e = record_sync(client, ex, url, headers=ex.request.headers)
+    return _sample(ex, e2e, started, False)
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:
@@ -307,23 +267,29 @@ def delta(before: Metrics | None, after: Metrics | None, name: str, **match: str
     return a - b
 
 
+async def pages(client: httpx.AsyncClient, urls: list[str], timeout: float = 10.0) -> list[Metrics]:
+    """The Prometheus page of every URL that answered 200 (one engine or exporter per URL); a URL
+    that fails or answers otherwise is left out."""
+    out: list[Metrics] = []
+    for url in urls:
+        try:
+            r = await client.get(url, timeout=timeout)
+        except httpx.HTTPError:
+            continue
+        if r.status_code == 200:
+            out.append(Metrics.parse(r.text, url))
+    return out
+
+
 async def scrape(client: httpx.AsyncClient, urls: list[str]) -> Metrics | None:
     """Scrape every URL and merge the pages (one engine per URL); None when none answered."""
     merged: Metrics | None = None
-    for url in urls:
-        try:
-            r = await client.get(url, timeout=10)
-        except httpx.HTTPError:
-            continue
-        if r.status_code != 200:
-            continue
-        page = Metrics.parse(r.text, url)
+    for page in await pages(client, urls):
         if merged is None:
             merged = page
-            merged.source = url
         else:
             merged.samples.extend(page.samples)
-            merged.source += "," + url
+            merged.source += "," + page.source
     return merged
 
 

@@ -27,7 +27,7 @@ from wirecheck.contracts import (
     render_junit,
     write_exchanges,
 )
-from wirecheck.proxy import Store
+from wirecheck.record import Store, free_port
 from wirecheck.sim import (
     GatewayConfig,
     GroundTruth,
@@ -43,7 +43,7 @@ from wirecheck.sim import (
 from ._compat import RECIPE_FAMILY
 from ._groundtruth import TruthScore, score_truth
 from ._run import AcceptanceResult, AcceptOptions, Progress, run_acceptance, via_taps
-from ._serving import free_port, serving
+from ._serving import serving
 from ._verdict import ALL_PHASES
 
 __all__ = ["DEMO_GATEWAY_FAULTS", "DEMO_SIM_FAULTS", "TRUTH_FILE", "run_demo"]

@@ -27,7 +27,7 @@ import httpx
 
 from wirecheck.contracts import ConfigError
 
-from ._client import Metrics
+from ._client import pages
 
 __all__ = ["GPU_SOURCES", "GpuSampler", "GpuSource", "make_gpu_source", "memory_summary"]
 
@@ -66,21 +66,14 @@ class DcgmSource:
 
     async def read(self, client: httpx.AsyncClient) -> list[GpuRow] | None:
         rows: list[GpuRow] = []
-        for url in self.urls:
-            try:
-                r = await client.get(url, timeout=5)
-            except httpx.HTTPError:
-                continue
-            if r.status_code != 200:
-                continue
-            m = Metrics.parse(r.text, url)
+        for m in await pages(client, self.urls, timeout=5):
             per: dict[str, dict[str, float]] = {}
             for name, labels, value in m.samples:
                 if not name.startswith("DCGM_FI_DEV_"):
                     continue
                 if labels.get("wirecheck_simulated") == "true":
                     self.simulated = True
-                host = labels.get("Hostname") or url.split("/")[2]
+                host = labels.get("Hostname") or m.source.split("/")[2]
                 key = f"{host}/{labels.get('gpu') or labels.get('UUID') or '?'}"
                 per.setdefault(key, {})[name] = value
             for key, f in sorted(per.items()):

@@ -19,9 +19,9 @@ from typing import Any
 
 from wirecheck._errors import TransportError
 from wirecheck.contracts import ConfigError
+from wirecheck.record import free_port
 
 from ._client import Sample
-from ._serving import free_port
 
 __all__ = ["LocustLoad", "locustfile_path"]
 

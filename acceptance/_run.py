@@ -30,7 +30,8 @@ from wirecheck.contracts import (
     write_exchanges,
 )
 from wirecheck.generators import SAMPLE_SET_VERSION
-from wirecheck.proxy import ProxyApp, Store, TapConfig
+from wirecheck.proxy import ProxyApp, TapConfig
+from wirecheck.record import Store, free_port
 
 from ._capacity import CapacityPlan
 from ._client import measure
@@ -42,7 +43,7 @@ from ._model import Limits, PhaseResult, Slo, Verdict
 from ._phases import PHASES, RunContext
 from ._report import write_reports
 from ._samples import load_workload, workload_data
-from ._serving import free_port, serving
+from ._serving import serving
 from ._verdict import ALL_PHASES, checklist, decide
 
 __all__ = [

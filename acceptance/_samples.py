@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from wirecheck.contracts import DEFAULT_REDACTION, Exchange, InputError, Redaction, build_view
-from wirecheck.proxy import is_store, open_store
+from wirecheck.record import is_store, open_store
 from wirecheck.replay import detect_format, load_capture, replay
 
 from ._client import Sample, percentile

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,13 +13,7 @@ import uvicorn
 from wirecheck.contracts import ConfigError
 from wirecheck.proxy import ListenerServer
 
-__all__ = ["free_port", "serving"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["serving"]
 
 
 @contextlib.asynccontextmanager

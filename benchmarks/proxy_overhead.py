@@ -55,14 +55,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from wirecheck.record import free_port
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # --- the paced SSE upstream (run with --role upstream) -------------------------------------------

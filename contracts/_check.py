@@ -19,6 +19,7 @@ from typing import Any
 from . import (  # noqa: F401 - registers rules
     _rules_answer,
     _rules_apis,
+    _rules_content,
     _rules_limits,
     _rules_message,
     _rules_pairs,

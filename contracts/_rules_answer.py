@@ -17,7 +17,8 @@ from collections.abc import Iterator
 
 from ._assembly import AssembledChoice
 from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
-from ._rules_message import _stopped_by_length, output_constraint
+from ._rules_content import output_constraint
+from ._rules_message import _stopped_by_length
 from ._view import ExchangeView
 
 __all__: list[str] = []

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,15 +31,12 @@ from hypothesis.stateful import (
 
 from wirecheck.contracts import (
     CheckConfig,
-    Chunk,
     Exchange,
-    ExchangeError,
     Finding,
     HttpRequest,
-    HttpResponse,
     check_exchanges,
 )
-from wirecheck.proxy import mint_correlation
+from wirecheck.record import CORRELATION_HEADER, dual_taps, mint_correlation, record_sync
 
 from ._endpoints import ENDPOINT_PATHS, endpoint_body
 from ._strategies import CITIES, structured_output_schemas, tool_lists
@@ -129,7 +125,6 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
             if model:
                 body = {"model": model, **body}
             body = endpoint_body(endpoint, body)  # the loop speaks chat; the wire speaks the endpoint
-            t0 = time.monotonic()
             raw = json.dumps(body).encode()
             corr = mint_correlation()  # the caller tap keeps only ids it can verify (issue 11, point 5)
             ex = Exchange(
@@ -137,21 +132,8 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
                 tap="scenario",
                 request=HttpRequest("POST", path, [("content-type", "application/json")], raw),
             )
-            try:
-                with self.client.stream(
-                    "POST",
-                    url,
-                    content=raw,
-                    headers={"content-type": "application/json", "x-wirecheck-id": corr, **headers},
-                ) as r:
-                    chunks: list[Chunk] = []
-                    ex.response = HttpResponse(r.status_code, list(r.headers.items()), b"", chunks)
-                    for piece in r.iter_raw():
-                        chunks.append(Chunk((time.monotonic() - t0) * 1000.0, piece))
-            except httpx.HTTPError as exc:
-                ex.error = ExchangeError(
-                    "upstream_reset" if ex.response else "upstream_refused", f"{type(exc).__name__}: {exc}"
-                )
+            sent = {"content-type": "application/json", CORRELATION_HEADER: corr, **headers}
+            record_sync(self.client, ex, url, headers=sent)
             report.requests += 1
             if progress is not None:
                 progress(report)
@@ -298,8 +280,6 @@ def run_scenarios(
         raise ValueError(f"endpoint is one of {', '.join(ENDPOINT_PATHS)}")
     report = ScenarioReport(target=target, examples=examples)
     if via_proxy is not None:
-        from ._taps import dual_taps
-
         engine, engine_port = via_proxy
         with dual_taps(target, engine, engine_port) as (caller_url, sink):
             machine = _machine(

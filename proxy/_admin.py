@@ -22,9 +22,9 @@ from urllib.parse import parse_qsl
 from prometheus_client import generate_latest
 
 from wirecheck.contracts import Fault, Severity
+from wirecheck.record import Store
 
 from ._app import ProxyApp, Receive, Scope, Send
-from ._store import Store
 
 __all__ = ["ADMIN_TOKEN_ENV", "AdminApp", "AdminError", "AdminReply"]
 

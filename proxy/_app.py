@@ -40,19 +40,17 @@ from wirecheck.contracts import (
     HttpResponse,
     Redaction,
 )
+from wirecheck.record import Correlator, Sink, correlation_secret
 
-from ._correlation import Correlator, correlation_secret
-from ._store import Store
 from ._upstream import UpstreamResponse, UpstreamTimeout, UpstreamUnreachable, make_upstream
 
-__all__ = ["CORRELATION_HEADER", "DEFAULT_REDACT", "Metrics", "ProxyApp", "TapConfig"]
+__all__ = ["DEFAULT_REDACT", "Metrics", "ProxyApp", "TapConfig"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-CORRELATION_HEADER = "x-wirecheck-id"
 #: the default credential header names (the whole policy, query keys too, is contracts.Redaction)
 DEFAULT_REDACT = DEFAULT_REDACTION.headers
 _HOP = frozenset(
@@ -148,7 +146,7 @@ class ProxyApp:
     def __init__(
         self,
         cfg: TapConfig,
-        store: Store | None = None,
+        store: Sink | None = None,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         metrics: Metrics | None = None,
@@ -270,18 +268,9 @@ class ProxyApp:
             out_headers = [
                 (k, v) for k, v in in_headers if k.lower() not in _HOP and k.lower() != "content-length"
             ]
-            ids = [v for k, v in in_headers if k.lower() == CORRELATION_HEADER]
-            sent = ids[0] if len(ids) == 1 else None
-            corr: str | None
-            if cfg.inject_correlation:
-                # the caller tap: no caller-chosen id goes on unless it verifies and is new (issue 11, 5)
-                corr = self._corr.for_caller(sent)
-                out_headers = [(k, v) for k, v in out_headers if k.lower() != CORRELATION_HEADER]
-                out_headers.append((CORRELATION_HEADER, corr))
-            else:
-                # the engine tap: an id that does not verify correlates nothing (pairing falls back)
-                corr = sent if self._corr.verifies(sent) else None
-            ex.correlation = corr
+            # the caller tap: no caller-chosen id goes on unless it verifies and is new (issue 11, 5); the
+            # engine tap: an id that does not verify correlates nothing (pairing falls back)
+            out_headers, ex.correlation = self._corr.stamp(out_headers, caller=cfg.inject_correlation)
             out_headers.extend(cfg.extra_headers.items())
             await self._exchange(
                 ex,

@@ -13,8 +13,7 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 from wirecheck.contracts import DEFAULT_REDACTION, Exchange, Redaction, write_exchanges
-
-from ._app import CORRELATION_HEADER
+from wirecheck.record import CORRELATION_HEADER
 
 __all__ = ["to_har", "write_har", "write_jsonl"]
 

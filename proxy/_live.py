@@ -28,9 +28,9 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from wirecheck.contracts import CheckConfig, Exchange, Fault, Finding, Severity, check_exchanges
+from wirecheck.record import LIVE_CHECK_SKIPPED, Store
 
 from ._lifeline import guard
-from ._store import LIVE_CHECK_SKIPPED, Store
 
 __all__ = ["CheckerSupervisor", "check_ids", "check_pending", "run_checker", "start_checker"]
 

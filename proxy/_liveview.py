@@ -50,8 +50,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from wirecheck.contracts import REGISTRY, Fault, Severity
-
-from ._store import Store
+from wirecheck.record import Store
 
 __all__ = ["LiveView", "LiveViewConfig"]
 

@@ -15,12 +15,13 @@ from typing import Any
 
 import uvicorn
 
+from wirecheck.record import Store
+
 from ._admin import AdminApp
 from ._app import Metrics, ProxyApp, TapConfig
 from ._live import CheckerSupervisor, start_checker
 from ._liveview import LiveView
 from ._server import guarded_protocol
-from ._store import Store
 
 __all__ = ["ListenerServer", "ProxyRun", "run_proxy"]
 

@@ -37,11 +37,11 @@ from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from ._correlation import correlation_secret
+from wirecheck.record import Store, correlation_secret
+
 from ._lifeline import guard
 from ._live import CheckerSupervisor, start_checker
 from ._runner import ProxyRun, _serve
-from ._store import Store
 
 __all__ = ["WorkerPool", "reuseport_sockets", "run_workers"]
 

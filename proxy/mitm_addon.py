@@ -18,8 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wirecheck.contracts import DEFAULT_REDACTION, Chunk, Exchange, ExchangeError, HttpRequest, HttpResponse
-from wirecheck.proxy._app import CORRELATION_HEADER
-from wirecheck.proxy._store import Store
+from wirecheck.record import CORRELATION_HEADER, Store
 
 __all__ = ["WirecheckRecorder", "addons"]
 

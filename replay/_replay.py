@@ -32,34 +32,18 @@ from wirecheck.contracts import (
     REDACTED,
     AssembledChoice,
     CheckConfig,
-    Chunk,
     Exchange,
-    ExchangeError,
     Finding,
     HttpRequest,
-    HttpResponse,
     InputError,
     Redaction,
     bounded_loads,
     build_view,
     check_exchanges,
 )
+from wirecheck.record import HOP_HEADERS, record_async
 
 __all__ = ["ReplayDiff", "ReplayResult", "compare_answers", "origin_form_problem", "replay", "target_url"]
-
-_DROP = frozenset(
-    {
-        "host",
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "te",
-        "upgrade",
-        "proxy-connection",
-        "accept-encoding",
-    }
-)
 
 
 @dataclass(slots=True)
@@ -84,7 +68,7 @@ def _headers(captured: list[tuple[str, str]], extra: dict[str, str]) -> list[tup
     out = [
         (k, v)
         for k, v in captured
-        if k.lower() not in _DROP and v != REDACTED and k.lower() not in {e.lower() for e in extra}
+        if k.lower() not in HOP_HEADERS and v != REDACTED and k.lower() not in {e.lower() for e in extra}
     ]
     out.extend(extra.items())
     return out
@@ -154,25 +138,9 @@ async def _send(
         ),
         extra={"replay_of": src.id, "target": redaction.url(target)},
     )
-    t0 = time.monotonic()
-    try:
-        async with client.stream(
-            req.method, target_url(target, path), headers=sent_headers, content=req.body
-        ) as r:
-            chunks: list[Chunk] = []
-            ex.response = HttpResponse(r.status_code, redaction.header_list(r.headers.items()), b"", chunks)
-            async for piece in r.aiter_raw():
-                chunks.append(Chunk((time.monotonic() - t0) * 1000.0, piece))
-    except httpx.TimeoutException as exc:
-        ex.error = ExchangeError("timeout", f"{type(exc).__name__}", (time.monotonic() - t0) * 1000.0)
-    except httpx.ConnectError as exc:
-        ex.error = ExchangeError(
-            "upstream_refused", f"{type(exc).__name__}: {exc}", (time.monotonic() - t0) * 1000.0
-        )
-    except httpx.HTTPError as exc:
-        ex.error = ExchangeError(
-            "upstream_reset", f"{type(exc).__name__}: {exc}", (time.monotonic() - t0) * 1000.0
-        )
+    await record_async(
+        client, ex, target_url(target, path), headers=sent_headers, record_headers=redaction.header_list
+    )
     return ex
 
 

@@ -260,7 +260,7 @@ def plan_reply(req: dict[str, Any], *, thinking: bool, faults: set[str], seq: in
             gives_up = "model.no_tool_retry" in faults
             if gives_up and would_retry:
                 plan.applied.add("model.no_tool_retry")  # the ground truth names it (issue 14)
-            if would_retry and not gives_up:
+            if call is not None and would_retry and not gives_up:
                 text = call["function"].get("arguments") or "{}"
                 try:
                     prev = json.loads(text)

@@ -3,8 +3,8 @@
 ``violations(root)`` reads the folder-to-package map from ``root/pyproject.toml`` (setuptools'
 ``package-dir``), parses every module with ``ast`` (nothing is imported, so a temporary tree with a
 broken rule can be checked too), resolves relative imports and ``importlib.import_module("...")``
-calls, and reports every import that breaks a rule. A package named in ``MAY_IMPORT`` but not in
-the tree yet (``record``) is covered as soon as its folder is mapped in pyproject.toml.
+calls, and reports every import that breaks a rule. A package is covered as soon as its folder is
+mapped in pyproject.toml (``record``, the recording layer, since issue 12 part 1).
 
 The rules (DESIGN.md, "Import rules"):
 

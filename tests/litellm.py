@@ -7,13 +7,13 @@ import contextlib
 import os
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
-from tests.servers import free_port
+from tests.servers import process
+from wirecheck.record import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 LITELLM = Path(os.environ.get("WIRECHECK_LITELLM", ROOT / ".venv-litellm" / "bin" / "litellm"))
@@ -70,37 +70,23 @@ def _run(engine_url: str, models: dict[str, str], port: int) -> Iterator[str]:
         )
         conf = Path(tmp) / "config.yaml"
         conf.write_text(f"model_list:\n{entries}general_settings:\n  master_key: {MASTER_KEY}\n")
+        # no network: the cost map shipped in the package, no telemetry
         env = {
-            **os.environ,
-            # no network: the cost map shipped in the package, no telemetry
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             "LITELLM_TELEMETRY": "False",
             "NO_PROXY": "127.0.0.1,localhost",
         }
-        log = Path(tmp) / "litellm.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [str(LITELLM), "--config", str(conf), "--host", "127.0.0.1", "--port", str(port)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=tmp,
-            )
         url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while True:
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{url}/health/liveliness", timeout=2).status_code == 200:
-                        break
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"LiteLLM did not start: {log.read_text(errors='replace')[-3000:]}")
-                time.sleep(0.25)
+
+        def live() -> bool:
+            return httpx.get(f"{url}/health/liveliness", timeout=2).status_code == 200
+
+        with process(
+            [str(LITELLM), "--config", str(conf), "--host", "127.0.0.1", "--port", str(port)],
+            ready=live,
+            ready_s=START_TIMEOUT_S,
+            logs=Path(tmp) / "litellm",
+            env=env,
+            cwd=Path(tmp),
+        ):
             yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)

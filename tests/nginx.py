@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import socket
-import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.servers import free_port
+from tests.servers import port_open, process
+from wirecheck.record import free_port
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
@@ -58,23 +56,10 @@ http {{
 }}
 """
         )
-        proc = subprocess.Popen(
+        with process(
             [NGINX, "-c", str(conf), "-g", "daemon off;", "-e", f"{tmp}/error.log"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        try:
-            deadline = time.monotonic() + 10
-            while True:
-                with socket.socket() as s:
-                    if s.connect_ex(("127.0.0.1", port)) == 0:
-                        break
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    err = proc.stderr.read().decode() if proc.stderr else ""
-                    log = (Path(tmp) / "error.log").read_text() if (Path(tmp) / "error.log").exists() else ""
-                    raise RuntimeError(f"nginx did not start: {err} {log}")
-                time.sleep(0.02)
+            ready=port_open(port),
+            ready_s=10,
+            logs=Path(tmp) / "nginx",
+        ):
             yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            proc.communicate(timeout=10)

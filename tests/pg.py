@@ -9,11 +9,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.servers import free_port
+from tests.servers import process
+from wirecheck.record import free_port
 
 
 def _bindir() -> Path:
@@ -58,52 +58,23 @@ def postgres_server() -> Iterator[str]:
         timeout=120,
     )
     port = free_port()
-    log = open(tmp / "postgres.log", "wb")  # noqa: SIM115 - lives as long as the server
-    proc = subprocess.Popen(
-        _as_owner(
-            [
-                str(bindir / "postgres"),
-                "-D",
-                str(data),
-                "-p",
-                str(port),
-                "-k",
-                str(tmp),
-                "-c",
-                "listen_addresses=127.0.0.1",
-                "-c",
-                "fsync=off",
-                "-c",
-                "max_connections=100",
-            ]
-        ),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
     url = f"postgresql://wirecheck@127.0.0.1:{port}/postgres"
-    try:
+
+    def accepts() -> bool:
         import psycopg
 
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                psycopg.connect(url, connect_timeout=2).close()
-                break
-            except psycopg.OperationalError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        "postgres did not start: " + (tmp / "postgres.log").read_text()[-2000:]
-                    ) from None
-                time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
         try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+            psycopg.connect(url, connect_timeout=2).close()
+        except psycopg.OperationalError:
+            return False
+        return True
+
+    argv = [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(tmp)]
+    argv += ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=100"]
+    try:
+        with process(_as_owner(argv), ready=accepts, logs=tmp / "postgres"):
+            yield url
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -1,37 +1,261 @@
-"""Run an ASGI app on a real loopback socket for end-to-end tests (uvicorn in a thread)."""
+"""The tests' one way to run a server in another process (issue 12, part 4); in process, an app runs
+on loopback with ``wirecheck.record.serve``. A process is started, waited on until it answers, and
+stopped with SIGTERM (what an operator sends: the proxy flushes its store on it), killed only when it
+does not stop in time."""
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from pathlib import Path
 
-import uvicorn
+import httpx
+
+#: mitmproxy's dump tool, installed beside this Python by the ``mitm`` extra
+MITMDUMP = Path(sys.executable).with_name("mitmdump")
+ADDON = Path(__file__).parents[1] / "proxy" / "mitm_addon.py"
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def port_open(port: int) -> Callable[[], bool]:
+    """A readiness check: something accepts connections on ``127.0.0.1:port``."""
+
+    def check() -> bool:
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    return check
 
 
-@contextlib.contextmanager
-def serve(app: Any, port: int | None = None) -> Iterator[str]:
-    port = port or free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="auto")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError(f"uvicorn did not start on port {port}")
-        time.sleep(0.01)
+def wait_up(
+    ready: str | Callable[[], bool],
+    # mitmdump took over 20 s to start with the load at 10 on 2 cores (measured): a start, not a bound
+    timeout: float = 60.0,
+    proc: subprocess.Popen[str] | None = None,
+    logs: Path | None = None,
+) -> None:
+    """Return once ``ready`` holds: a URL that answers at all (any status), or a check that returns
+    True. Fail the test after ``timeout`` seconds, or as soon as ``proc``, the process that should
+    answer, has exited; the failure quotes the end of its ``logs``."""
+    deadline = time.monotonic() + timeout
+    what = ready if isinstance(ready, str) else getattr(ready, "__qualname__", "the readiness check")
+    while True:
+        try:
+            if isinstance(ready, str):
+                httpx.get(ready, timeout=0.5)
+                return
+            if ready():
+                return
+        except httpx.HTTPError:
+            pass
+        exited = proc is not None and proc.poll() is not None
+        if exited or time.monotonic() > deadline:
+            said = "".join(
+                f.read_text(errors="replace")[-2000:]
+                for f in (logs.with_suffix(".stdout"), logs.with_suffix(".stderr"))
+                if logs is not None and f.exists()
+            )
+            state = f"the process exited ({proc.returncode if proc else None})" if exited else "timed out"
+            raise AssertionError(f"{what} did not come up: {state}. {said}")
+        time.sleep(0.05)
+
+
+def stop(proc: subprocess.Popen[str], timeout: float = 30.0) -> tuple[str, str]:
+    """SIGTERM, then wait (``timeout`` seconds) and collect what the process wrote; killed when it hangs. Stopping a
+    stopped process again gives empty output."""
+    if proc.returncode is not None and (proc.stderr is None or proc.stderr.closed):
+        return "", ""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
     try:
-        yield f"http://127.0.0.1:{port}"
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return out or "", err or ""
+
+
+@contextmanager
+def process(
+    argv: list[str],
+    *,
+    ready: str | Callable[[], bool] | None = None,
+    ready_s: float = 60.0,
+    logs: Path | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Iterator[subprocess.Popen[str]]:
+    """Run ``argv``; with ``ready`` (see :func:`wait_up`), wait up to ``ready_s`` until it holds.
+    Output is piped, or written to ``logs``.stdout / .stderr (long-running servers, and tests that
+    search everything a run wrote). ``env`` is added to this process's environment. Stopped on
+    leaving."""
+    with ExitStack() as files:
+        if logs is None:
+            outs = (subprocess.PIPE, subprocess.PIPE)
+        else:
+            outs = tuple(files.enter_context(logs.with_suffix(s).open("w")) for s in (".stdout", ".stderr"))
+        proc = subprocess.Popen(
+            argv, stdout=outs[0], stderr=outs[1], text=True, env={**os.environ, **(env or {})}, cwd=cwd
+        )
+        try:
+            if ready is not None:
+                wait_up(ready, ready_s, proc=proc, logs=logs)
+            yield proc
+        finally:
+            stop(proc)
+
+
+@contextmanager
+def running(
+    *args: str,
+    ready: str | Callable[[], bool] | None = None,
+    ready_s: float = 60.0,
+    logs: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[subprocess.Popen[str]]:
+    """``wirecheck ARGS`` as a process, yielded (see :func:`process`)."""
+    argv = [sys.executable, "-m", "wirecheck", *args]
+    with process(argv, ready=ready, ready_s=ready_s, logs=logs, env=env) as proc:
+        yield proc
+
+
+@contextmanager
+def mitmdump(upstream: str, port: int, *options: str) -> Iterator[subprocess.Popen[str]]:
+    """A real mitmdump in reverse mode in front of ``upstream`` on ``127.0.0.1:port``, with wirecheck's
+    addon loaded (``options``: its ``--set`` lines and any other flags), once it answers."""
+    argv = [str(MITMDUMP), "-q", "--mode", f"reverse:{upstream}", "--listen-host", "127.0.0.1"]
+    with process(
+        [*argv, "-p", str(port), "-s", str(ADDON), *options], ready=f"http://127.0.0.1:{port}/health"
+    ) as proc:
+        yield proc
+
+
+def dual_tap(
+    gateway: int, caller: int, *, engine_upstream: str, engine: int, store: str, admin: int
+) -> list[str]:
+    """``wirecheck proxy``'s arguments for both taps around a gateway: callers on ``caller``, the
+    gateway at ``gateway``, the engine tap on ``engine`` in front of ``engine_upstream``."""
+    return [
+        "proxy",
+        "--upstream",
+        f"http://127.0.0.1:{gateway}",
+        "--listen",
+        f"127.0.0.1:{caller}",
+        "--engine-upstream",
+        engine_upstream,
+        "--engine-listen",
+        f"127.0.0.1:{engine}",
+        "--store",
+        store,
+        "--settle",
+        "0.2",
+        "--admin",
+        f"127.0.0.1:{admin}",
+    ]
+
+
+@contextmanager
+def sim_behind_gateway(
+    sim: int, gateway: int, engine: int, gateway_faults: str = "reasoning_dropped"
+) -> Iterator[None]:
+    """``wirecheck sim`` on ``sim`` (it calls a tool the caller did not declare) and ``wirecheck
+    sim-gateway`` on ``gateway`` with ``gateway_faults`` (it drops reasoning), forwarding to port
+    ``engine``: the sim's own port, or the port where the test puts the engine tap."""
+    with (
+        running("sim", "--port", str(sim), "--time-scale", "0.001", "--faults", "model.undeclared_tool"),
+        running(
+            "sim-gateway",
+            "--upstream",
+            f"http://127.0.0.1:{engine}",
+            "--port",
+            str(gateway),
+            "--faults",
+            gateway_faults,
+        ),
+    ):
+        yield
+
+
+def run_wirecheck(*args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
+    """``wirecheck ARGS`` run once to the end, as a user runs it: its exit code, stdout and stderr."""
+    return subprocess.run(
+        [sys.executable, "-m", "wirecheck", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    """One request (head, body) off a raw connection; the body is Content-Length framed (the proxy
+    always sends one)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    return head, await reader.readexactly(length)
+
+
+def until_closed(handle: Handler) -> Handler:
+    """A raw connection's handler that ends quietly when the peer goes away (the proxy closing a
+    connection is normal), and always closes its side."""
+
+    async def run(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await handle(reader, writer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    return run
+
+
+@contextmanager
+def raw_server(handle: Handler) -> Iterator[str]:
+    """An asyncio TCP server on loopback in its own thread and loop, for upstreams that misbehave on
+    the wire in ways a well-behaved ASGI app cannot; ``handle`` owns each connection (see
+    :func:`until_closed`)."""
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    box: dict[str, object] = {}
+
+    async def main() -> None:
+        server = await asyncio.start_server(until_closed(handle), "127.0.0.1", 0)
+        box["port"] = server.sockets[0].getsockname()[1]
+        box["server"] = server
+        started.set()
+        async with server:
+            await server.serve_forever()
+
+    def run() -> None:
+        try:
+            with suppress(asyncio.CancelledError):
+                loop.run_until_complete(main())
+        finally:
+            loop.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert started.wait(10), "raw server did not start"
+    try:
+        yield f"http://127.0.0.1:{box['port']}"
     finally:
-        server.should_exit = True
+
+        def stop() -> None:
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+
+        loop.call_soon_threadsafe(stop)
         thread.join(timeout=10)

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests import wire
-from tests.recording import RecordingTransport, StreamingASGITransport, post
+from tests.recording import post
 from tests.sim.test_app import battery
 from wirecheck.acceptance._compat import CompatInputs, run_compat
 from wirecheck.acceptance._run import AcceptOptions, _family
@@ -29,6 +29,7 @@ from wirecheck.contracts import (
     detect_family,
     write_exchanges,
 )
+from wirecheck.record import RecordingTransport, StreamingASGITransport
 from wirecheck.sim import SIM_FAMILIES, SimConfig, create_app, parse_faults, write_environment
 from wirecheck.sim._config import DIALECTS
 

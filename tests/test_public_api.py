@@ -23,7 +23,7 @@ def _isort_key(name: str) -> tuple[int, str]:
     return (2, name)
 
 
-@pytest.mark.parametrize("module", ["wirecheck", "wirecheck.contracts"])
+@pytest.mark.parametrize("module", ["wirecheck", "wirecheck.contracts", "wirecheck.record"])
 def test_all_is_sorted_and_complete(module: str) -> None:
     mod = importlib.import_module(module)
     names = list(mod.__all__)
@@ -58,20 +58,9 @@ def test_contracts_exports_stay_as_documented() -> None:
         assert name in c.__all__
 
 
-# generators/_taps.py runs the proxy in-process as dual taps: issue 12 part 1 moves in-process taps
-# into the `record` package. Until then this is the one known break of the rules; the test below fails
-# as soon as it is gone, so the allowance cannot outlive it.
-# generators reach the proxy for its in-process taps and for minting a correlation id the caller tap
-# accepts (issue 11 point 5): both belong in record/ (issue 12 part 1), which empties this set
-KNOWN_BREAKS = {
-    "generators/_taps.py: generators imports wirecheck.proxy",
-    "generators/_machine.py: generators imports wirecheck.proxy",
-}
-
-
 def test_the_tree_keeps_designs_import_rules() -> None:
-    found = {re.sub(r":\d+: ", ": ", v).split(": generators may")[0] for v in violations(ROOT)}
-    assert found == KNOWN_BREAKS, violations(ROOT)
+    # no known breaks: the generators' taps and correlation ids come from record/ (issue 12, part 1)
+    assert violations(ROOT) == []
 
 
 # --- each rule, broken once on a temporary tree: a guard that cannot fail guards nothing ---------------
@@ -222,3 +211,30 @@ def test_each_rule_fails_when_broken(tmp_path: Path, rule: str, files: dict[str,
     assert len(found) == 1, found
     assert said in found[0], found
     assert found[0].startswith(next(iter(files))), found
+
+
+# --- recording is written once (issue 12, part 1) ------------------------------------------------------
+
+#: modules that read an upstream's raw stream without recording it through wirecheck.record: the proxy's
+#: taps forward through their own kept upstream parser, and the simulator's gateway forwards (and breaks)
+#: what it passes on; everything else that streams and records uses record's client
+_FORWARDERS = {"proxy/_upstream.py", "sim/_gateway.py"}
+
+
+def _sources() -> list[Path]:
+    folders = ("wirecheck", "contracts", "proxy", "generators", "replay", "sim", "acceptance", "benchmarks")
+    return [p for f in folders for p in sorted((ROOT / f).rglob("*.py"))]
+
+
+def test_only_record_streams_records_and_picks_ports() -> None:
+    found = []
+    for path in _sources():
+        text = path.read_text(encoding="utf-8")
+        rel = path.relative_to(ROOT).as_posix()
+        if re.search(r"\.a?iter_raw\(\)", text) and rel not in _FORWARDERS:
+            found.append(
+                f"{rel}: streams a response itself (use wirecheck.record.record_async / record_sync)"
+            )
+        if re.search(r"^def free_port\b|^def serve\b", text, re.M):
+            found.append(f"{rel}: its own free_port / serve (use wirecheck.record's)")
+    assert found == []

@@ -83,7 +83,7 @@ def pytest_collection_modifyitems(
 
 
 def _load(path: str | Path) -> list[Exchange]:
-    from wirecheck.proxy import is_store, open_store
+    from wirecheck.record import is_store, open_store
     from wirecheck.replay import load_capture
 
     if is_store(path):

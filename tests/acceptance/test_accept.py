@@ -21,7 +21,7 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from tests.chromium import count_color, render
-from tests.servers import serve
+from tests.servers import run_wirecheck
 from wirecheck.acceptance import (
     ALL_PHASES,
     AcceptanceResult,
@@ -34,6 +34,7 @@ from wirecheck.acceptance import (
 )
 from wirecheck.acceptance._client import measure
 from wirecheck.acceptance._verdict import decide
+from wirecheck.record import serve
 from wirecheck.sim import (
     Environment,
     SimConfig,
@@ -409,42 +410,19 @@ def test_the_cli_gives_exit_codes_and_clear_errors(tmp_path: Path) -> None:
             check=False,
         )
         assert bad.returncode == 2 and "speed" in bad.stderr
-    dead = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "wirecheck",
-            "accept",
-            "--target",
-            "http://127.0.0.1:9",
-            "--reviewer",
-            "ci",
-            "--out",
-            str(tmp_path / "o4"),
-        ],
-        capture_output=True,
-        text=True,
+    dead = run_wirecheck(
+        "accept",
+        "--target",
+        "http://127.0.0.1:9",
+        "--reviewer",
+        "ci",
+        "--out",
+        str(tmp_path / "o4"),
         timeout=60,
-        check=False,
     )
     assert dead.returncode == 2 and "does not answer" in dead.stderr
     out = tmp_path / "probe.json"
-    probe = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "wirecheck",
-            "probe",
-            "--image",
-            "vllm/vllm-openai:kimi-k3",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    probe = run_wirecheck("probe", "--image", "vllm/vllm-openai:kimi-k3", "--out", str(out), timeout=60)
     assert probe.returncode == 0 and json.loads(out.read_text())["image"] == "vllm/vllm-openai:kimi-k3"
     # for a container without wirecheck: the probe as a stdlib-only script, run by a bare python3
     script = subprocess.run(
@@ -557,7 +535,7 @@ def test_progress_ticks_reach_a_ci_log_every_few_seconds_and_quiet_silences_them
 
 
 def test_the_cli_puts_taps_around_a_gateway_and_blames_it(tmp_path: Path, pg_url: str) -> None:
-    from tests.servers import free_port
+    from wirecheck.record import free_port
     from wirecheck.sim import GatewayConfig, create_gateway, parse_gateway_faults
 
     engine_port = free_port()
@@ -570,37 +548,29 @@ def test_the_cli_puts_taps_around_a_gateway_and_blames_it(tmp_path: Path, pg_url
             )
         )
         with serve(gw) as gw_url:
-            proc = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "wirecheck",
-                    "accept",
-                    "--target",
-                    gw_url,
-                    "--engine-url",
-                    sim_url,
-                    "--via-proxy",
-                    "--engine-listen",
-                    f"127.0.0.1:{engine_port}",
-                    "--reviewer",
-                    "ci",
-                    "--phases",
-                    "interface",
-                    "--interface-requests",
-                    "7",
-                    "--scenario-examples",
-                    "0",
-                    "--store",
-                    pg_url,
-                    "--out",
-                    str(tmp_path / "out"),
-                    "--quiet",
-                ],
-                capture_output=True,
-                text=True,
+            proc = run_wirecheck(
+                "accept",
+                "--target",
+                gw_url,
+                "--engine-url",
+                sim_url,
+                "--via-proxy",
+                "--engine-listen",
+                f"127.0.0.1:{engine_port}",
+                "--reviewer",
+                "ci",
+                "--phases",
+                "interface",
+                "--interface-requests",
+                "7",
+                "--scenario-examples",
+                "0",
+                "--store",
+                pg_url,
+                "--out",
+                str(tmp_path / "out"),
+                "--quiet",
                 timeout=180,
-                check=False,
             )
     assert proc.returncode == 1, proc.stderr
     report = json.loads((tmp_path / "out" / "report.json").read_text())
@@ -608,7 +578,7 @@ def test_the_cli_puts_taps_around_a_gateway_and_blames_it(tmp_path: Path, pg_url
     assert iface["attributed_from"].startswith("both taps") and set(iface["errors_by_fault"]) == {"gateway"}
     assert "attribution (both taps" in proc.stdout and "gateway" in proc.stdout
     # the taps recorded into the shared PostgreSQL store: both sides of every interface request
-    from wirecheck.proxy import open_store
+    from wirecheck.record import open_store
 
     store = open_store(pg_url)
     try:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +12,12 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from tests.acceptance.test_accept import FAST, checks, run_accept
-from tests.servers import serve
+from tests.servers import running
 from wirecheck.acceptance import ALL_PHASES, AcceptOptions, Limits, Progress, accept, read_startup_log
 from wirecheck.acceptance._compat import CompatInputs, run_compat
 from wirecheck.acceptance._verdict import checklist, decide
 from wirecheck.cli import main
+from wirecheck.record import serve
 from wirecheck.sim import (
     Environment,
     GatewayConfig,
@@ -273,39 +271,14 @@ def test_the_k3_hybrid_cache_is_judged_from_the_family_when_metrics_carry_no_hyb
 
 
 def test_wirecheck_sim_dcgm_port_serves_the_simulated_exporter() -> None:
-    from tests.servers import free_port
+    from wirecheck.record import free_port
 
     port, dcgm = free_port(), free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "wirecheck",
-            "sim",
-            "--family",
-            "kimi_k3",
-            "--port",
-            str(port),
-            "--dcgm-port",
-            str(dcgm),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        text = ""
-        while time.monotonic() < deadline:
-            try:
-                text = httpx.get(f"http://127.0.0.1:{dcgm}/metrics", timeout=2).text
-                break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        lines = [ln for ln in text.splitlines() if ln.startswith("DCGM_FI_DEV_FB_USED{")]
-        assert len(lines) == 8 and all('wirecheck_simulated="true"' in ln for ln in lines), text[:500]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    sim = ("sim", "--family", "kimi_k3", "--port", str(port), "--dcgm-port", str(dcgm))
+    with running(*sim, ready=f"http://127.0.0.1:{dcgm}/metrics", ready_s=30):
+        text = httpx.get(f"http://127.0.0.1:{dcgm}/metrics", timeout=2).text
+    lines = [ln for ln in text.splitlines() if ln.startswith("DCGM_FI_DEV_FB_USED{")]
+    assert len(lines) == 8 and all('wirecheck_simulated="true"' in ln for ln in lines), text[:500]
 
 
 def test_several_metrics_urls_are_never_summed_and_name_the_instance_that_answered(tmp_path: Path) -> None:

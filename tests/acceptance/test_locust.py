@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.servers import free_port, serve
 from wirecheck.acceptance import AcceptOptions, CapacityPlan, Progress, accept, locustfile_path
+from wirecheck.record import free_port, serve
 from wirecheck.sim import SimConfig, create_app, create_dcgm_app
 
 CFG = {"family": "kimi_k3", "time_scale": 0.05}

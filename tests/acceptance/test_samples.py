@@ -17,14 +17,14 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from tests.acceptance.test_accept import FAST, ROOT, checks, run_accept
-from tests.servers import serve
 from wirecheck.acceptance import AcceptanceResult, CapacityPlan, Limits
 from wirecheck.acceptance._client import Sample, measure
 from wirecheck.acceptance._samples import load_workload, workload_data, workload_line
 from wirecheck.acceptance._workload import capacity_body, spec
 from wirecheck.contracts import Exchange, HttpRequest, HttpResponse, InputError, write_exchanges
 from wirecheck.generators import agent_sample_set
-from wirecheck.proxy import Store, write_har
+from wirecheck.proxy import write_har
+from wirecheck.record import Store, serve
 from wirecheck.sim import SimConfig, create_app
 
 #: the team's requests: agent conversations of very different lengths, the longest far beyond the

@@ -10,29 +10,25 @@ from pathlib import Path
 ROOT = Path(__file__).parents[2]
 
 
-def test_proxy_overhead_smoke(tmp_path: Path) -> None:
-    out = tmp_path / "po.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "proxy_overhead.py"),
-            "--levels",
-            "1,4",
-            "--proxies",
-            "direct,wirecheck",
-            "--duration",
-            "0.5",
-            "--events",
-            "3",
-            "--interval-ms",
-            "5",
-            "--out",
-            str(out),
-        ],
+#: a smoke run of benchmarks/proxy_overhead.py: both targets, short streams of fast events
+_OVERHEAD_SMOKE = ("--proxies", "direct,wirecheck", "--events", "3", "--interval-ms", "5")
+
+
+def _bench(script: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """One benchmark script run to the end with this Python (as CI runs it)."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=False,
+    )
+
+
+def test_proxy_overhead_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "po.json"
+    proc = _bench(
+        "proxy_overhead.py", *_OVERHEAD_SMOKE, "--levels", "1,4", "--duration", "0.5", "--out", str(out)
     )
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(out.read_text())["rows"]
@@ -84,29 +80,17 @@ def test_proxy_overhead_workers_and_client_processes_smoke(tmp_path: Path) -> No
 def test_proxy_overhead_with_live_view_viewers_smoke(tmp_path: Path) -> None:
     # issue 18: wirecheck measured again with viewers on its event stream, which do receive events
     out = tmp_path / "po.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "proxy_overhead.py"),
-            "--levels",
-            "4",
-            "--proxies",
-            "direct,wirecheck",
-            "--viewers",
-            "2",
-            "--duration",
-            "1",
-            "--events",
-            "3",
-            "--interval-ms",
-            "5",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    proc = _bench(
+        "proxy_overhead.py",
+        *_OVERHEAD_SMOKE,
+        "--levels",
+        "4",
+        "--viewers",
+        "2",
+        "--duration",
+        "1",
+        "--out",
+        str(out),
     )
     assert proc.returncode == 0, proc.stderr
     res = json.loads(out.read_text())
@@ -118,23 +102,8 @@ def test_proxy_overhead_with_live_view_viewers_smoke(tmp_path: Path) -> None:
 
 def test_check_throughput_smoke(tmp_path: Path) -> None:
     out = tmp_path / "ct.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "check_throughput.py"),
-            "--exchanges",
-            "20",
-            "--repeat",
-            "1",
-            "--out",
-            str(out),
-            "--target",
-            "100",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    proc = _bench(
+        "check_throughput.py", "--exchanges", "20", "--repeat", "1", "--out", str(out), "--target", "100"
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
@@ -143,20 +112,7 @@ def test_check_throughput_smoke(tmp_path: Path) -> None:
 
 def test_demo_time_smoke(tmp_path: Path) -> None:
     out = tmp_path / "dt.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "demo_time.py"),
-            "--phases",
-            "compat,cache",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    proc = _bench("demo_time.py", "--phases", "compat,cache", "--out", str(out), timeout=180)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert data["budget_s"] == 90.0 and data["met"] and data["rows"][0]["demo_wall_s"] > 0

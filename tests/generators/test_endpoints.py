@@ -9,8 +9,8 @@ import sys
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-from tests.servers import serve
 from wirecheck.generators import run_scenarios
+from wirecheck.record import serve
 from wirecheck.sim import SimConfig, create_app, parse_faults
 
 FIND_ONLY = settings(

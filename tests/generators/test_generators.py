@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from jsonschema import Draft202012Validator
 
-from tests.servers import serve
+from tests.servers import run_wirecheck
 from wirecheck.contracts import CheckConfig, Exchange, HttpRequest, check_exchanges
 from wirecheck.generators import (
     SAMPLE_SET_VERSION,
@@ -30,6 +30,7 @@ from wirecheck.generators import (
     structured_output_schemas,
     tool_lists,
 )
+from wirecheck.record import serve
 from wirecheck.sim import SimConfig, create_app, parse_faults
 
 
@@ -124,21 +125,9 @@ def test_scenarios_find_each_fault_within_50_examples_and_attribute_it(fault: st
 
 def test_scenarios_cli_prints_the_shrunk_request_and_how_to_reproduce() -> None:
     with serve(create_app(SimConfig(time_scale=0.0005, faults=parse_faults("model.undeclared_tool")))) as url:
-        args = [sys.executable, "-m", "wirecheck", "scenarios", "--target", url, "--examples", "20"]
-        out = subprocess.run(
-            [*args, "--seed", "5", "--progress-every", "0"],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
-        quiet = subprocess.run(
-            [*args, "--seed", "5", "--progress-every", "0", "--quiet"],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+        args = ["scenarios", "--target", url, "--examples", "20", "--seed", "5", "--progress-every", "0"]
+        out = run_wirecheck(*args, timeout=180)
+        quiet = run_wirecheck(*args, "--quiet", timeout=180)
     assert out.returncode == 1
     assert (
         "tool-call-undeclared [model]" in out.stdout
@@ -177,7 +166,7 @@ GATEWAY_EXPECTED = {
 
 @pytest.mark.parametrize("fault", sorted(GATEWAY_EXPECTED))
 def test_scenarios_through_the_taps_find_each_gateway_fault_and_blame_the_gateway(fault: str) -> None:
-    from tests.servers import free_port
+    from wirecheck.record import free_port
     from wirecheck.sim import GatewayConfig, create_gateway, parse_gateway_faults
 
     engine_port = free_port()
@@ -229,7 +218,7 @@ def wait_listening(port: int) -> None:
 
 
 def test_scenarios_cli_via_proxy_blames_the_gateway() -> None:
-    from tests.servers import free_port
+    from wirecheck.record import free_port
     from wirecheck.sim import GatewayConfig, create_gateway, parse_gateway_faults
 
     engine_port = free_port()
@@ -257,13 +246,7 @@ def test_scenarios_cli_via_proxy_blames_the_gateway() -> None:
                 f"127.0.0.1:{engine_port}",
             ]
             t0 = time.monotonic()
-            out = subprocess.run(
-                [sys.executable, "-m", "wirecheck", *args],
-                capture_output=True,
-                text=True,
-                timeout=180,
-                check=False,
-            )
+            out = run_wirecheck(*args, timeout=180)
             took = time.monotonic() - t0
             assert out.returncode == 1, out.stderr
             # paired: attributed to the gateway, not judged on the caller side alone
@@ -304,11 +287,5 @@ def test_scenarios_cli_via_proxy_blames_the_gateway() -> None:
                 ["bash", "-c", line], env=env, capture_output=True, text=True, timeout=180, check=False
             )
     assert again.returncode == 1 and "gateway-reasoning-dropped [gateway]" in again.stdout
-    bad = subprocess.run(
-        [sys.executable, "-m", "wirecheck", "scenarios", "--target", "http://127.0.0.1:1", "--via-proxy"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    bad = run_wirecheck("scenarios", "--target", "http://127.0.0.1:1", "--via-proxy", timeout=60)
     assert bad.returncode == 2 and "--engine-upstream" in bad.stderr

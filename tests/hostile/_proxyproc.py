@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.servers import free_port, serve
+from tests.servers import running
 from tests.wire import call, completion, message
+from wirecheck.record import free_port, read_body, serve
 
 #: arguments nested this deep stopped the checker on main (RecursionError past ~1000 levels)
 DEEP = 5000
@@ -26,12 +24,7 @@ async def upstream(scope: dict[str, Any], receive: Any, send: Any) -> None:
     :data:`DEEP` levels."""
     if scope["type"] != "http":
         return
-    body = b""
-    while True:
-        msg = await receive()
-        body += msg.get("body", b"")
-        if not msg.get("more_body"):
-            break
+    body = await read_body(receive)
     deep = b"deep" in body
     args = '{"a": ' + "[" * DEEP + "]" * DEEP + "}" if deep else '{"city": "Tokyo"}'
     out = json.dumps(completion(message(None, tool_calls=[call(args=args)]), "tool_calls")).encode()
@@ -45,33 +38,15 @@ def proxy_process(db: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str]
     """Yields the process, its forwarding URL and its admin listener's URL."""
     with serve(upstream) as up:
         port, admin_port = free_port(), free_port()
-        proc = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "wirecheck", "proxy", "--upstream", up),
-                *("--listen", f"127.0.0.1:{port}", "--store", str(db), "--settle", "0.1", *extra),
-                *("--admin", f"127.0.0.1:{admin_port}"),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
         base = f"http://127.0.0.1:{port}"
         admin = f"http://127.0.0.1:{admin_port}"
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    httpx.get(f"{admin}/wirecheck/health", timeout=1)
-                    break
-                except httpx.HTTPError:
-                    assert proc.poll() is None and time.monotonic() < deadline, "the proxy did not start"
-                    time.sleep(0.05)
+        with running(
+            *("proxy", "--upstream", up),
+            *("--listen", f"127.0.0.1:{port}", "--store", str(db), "--settle", "0.1", *extra),
+            *("--admin", f"127.0.0.1:{admin_port}"),
+            ready=f"{admin}/wirecheck/health",
+        ) as proc:
             yield proc, base, admin
-        finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.communicate(timeout=30)
 
 
 def descendants(pid: int) -> set[int]:

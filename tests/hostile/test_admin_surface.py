@@ -6,30 +6,24 @@ forwarding listener forwards /wirecheck/ upstream like any other path."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 
-from tests.hostile.conftest import proxy_process, raw_server, read_request, recorded
+from tests.hostile.conftest import proxy_process, recorded
+from tests.servers import raw_server, read_request, run_wirecheck
 
 TOKEN = "admin-token-for-the-test"
 
 
 async def echo_path(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Answers every request with the path it asked for, so a forwarded request is plain to see."""
-    try:
-        while True:
-            head, _ = await read_request(reader)
-            path = head.split(b" ", 2)[1]
-            body = b"upstream saw " + path
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
-            await writer.drain()
-    except (asyncio.IncompleteReadError, ConnectionError):
-        pass
-    finally:
-        writer.close()
+    while True:
+        head, _ = await read_request(reader)
+        path = head.split(b" ", 2)[1]
+        body = b"upstream saw " + path
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
 
 
 def test_admin_endpoints_live_on_their_own_listener_and_validate(tmp_path: Path) -> None:
@@ -67,20 +61,5 @@ def test_admin_endpoints_live_on_their_own_listener_and_validate(tmp_path: Path)
             assert httpx.get(px.admin + "/wirecheck/findings", headers=right, timeout=10).json() == []
 
     # beyond loopback only with a token: a clear refusal, exit 2, nothing listens
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "wirecheck",
-            "proxy",
-            "--upstream",
-            "http://127.0.0.1:1",
-            "--admin",
-            "0.0.0.0:1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    out = run_wirecheck("proxy", "--upstream", "http://127.0.0.1:1", "--admin", "0.0.0.0:1", timeout=60)
     assert out.returncode == 2 and "--admin-token" in out.stderr, out.stderr

@@ -8,14 +8,13 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 
 from tests.hostile._proxyproc import DEEP, alive, chat, descendants, proxy_process
+from tests.servers import run_wirecheck
 from tests.wire import call, completion, exchange, message, tool_req
 from wirecheck.contracts import write_exchanges
 
@@ -53,13 +52,7 @@ def test_check_reports_deep_json_as_a_finding_and_keeps_going(tmp_path: Path) ->
             ],
             fh,
         )
-    out = subprocess.run(
-        [sys.executable, "-m", "wirecheck", "check", str(capture), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = run_wirecheck("check", str(capture), "--format", "json", timeout=120)
     assert "Traceback" not in out.stderr, out.stderr
     assert out.returncode == 1  # error findings, not exit 2 (bad input) and not a crash
     report = json.loads(out.stdout)

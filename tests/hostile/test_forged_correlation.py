@@ -4,8 +4,6 @@ one shaped like the proxy's own) must not pair unrelated requests: no false gate
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,8 +11,8 @@ import httpx
 
 from tests import wire
 from tests.hostile.conftest import proxy_process, recorded
-from tests.servers import free_port
-from tests.wirecheck.test_cli_sim import running, wait_up
+from tests.servers import run_wirecheck, running, wait_up
+from wirecheck.record import free_port
 
 PER_KIND = 12
 FORGED = {
@@ -54,13 +52,7 @@ def test_forged_and_duplicated_ids_give_no_false_gateway_findings(tmp_path: Path
         ex for ex in recorded(px.store) if ex.request and ex.request.path.endswith("/chat/completions")
     ]
     assert len(exchanges) == 2 * sent, f"sent {sent} through two taps, recorded {len(exchanges)}"
-    check = subprocess.run(
-        [sys.executable, "-m", "wirecheck", "check", str(px.store), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    check = run_wirecheck("check", str(px.store), "--format", "json", timeout=120)
     res = json.loads(check.stdout)
     assert res["summary"]["pairs"] == sent
     assert "gateway" not in res["summary"]["by_fault"], res["summary"]

@@ -7,15 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import httpx
 
-from tests.hostile.conftest import proxy_process, raw_server, read_request, recorded
+from tests.hostile.conftest import proxy_process, recorded
+from tests.servers import raw_server, read_request, run_wirecheck
 
 MIB = 1024 * 1024
 BIG = 80 * MIB  # streamed through the proxy
@@ -25,17 +24,12 @@ PIECE = b"x" * MIB
 
 async def big_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Answers every request with BIG bytes, Content-Length framed, sent a MiB at a time."""
-    try:
-        while True:
-            await read_request(reader)
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n\r\n" % BIG)
-            for _ in range(BIG // MIB):
-                writer.write(PIECE)
-                await writer.drain()
-    except (asyncio.IncompleteReadError, ConnectionError):
-        pass
-    finally:
-        writer.close()
+    while True:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n\r\n" % BIG)
+        for _ in range(BIG // MIB):
+            writer.write(PIECE)
+            await writer.drain()
 
 
 def _raw(url: str, payload: bytes, wait_s: float) -> bytes:
@@ -112,13 +106,7 @@ def test_memory_header_size_and_slow_callers_are_bounded(tmp_path: Path) -> None
     assert big[0].extra["truncated"] == {"response": {"recorded": RECORD_LIMIT, "size": BIG}}
     slow_body = [ex for ex in exchanges if ex.response is not None and ex.response.status == 408]
     assert len(slow_body) == 1 and slow_body[0].error is not None
-    check = subprocess.run(
-        [sys.executable, "-m", "wirecheck", "check", str(px.store), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    check = run_wirecheck("check", str(px.store), "--format", "json", timeout=120)
     res = json.loads(check.stdout)
     assert res["summary"]["by_rule"].get("capture-truncated") == 1, res["summary"]
     print(f"streamed {BIG // MIB} MiB, RSS {base:.0f} -> peak {peak[0]:.0f} -> {after:.0f} MB")

@@ -9,23 +9,19 @@ forwarded (and that replay's ``--header`` took the place of the redacted one), w
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
 
 import httpx
 
 from tests import wire
-from tests.servers import free_port, serve
-from tests.wirecheck.test_cli_sim import wait_up
+from tests.servers import dual_tap, running, stop, wait_up
 from wirecheck.contracts import Exchange
-from wirecheck.proxy import ProxyApp, Store, TapConfig, open_store
+from wirecheck.proxy import ProxyApp, TapConfig
+from wirecheck.record import Store, free_port, open_store, serve
 from wirecheck.sim import SimConfig, create_app
 
 CANARY = f"wcCANARY{uuid.uuid4().hex[:12]}"
@@ -99,25 +95,6 @@ def _files_holding(root: Path, needle: str) -> list[str]:
     )
 
 
-@contextmanager
-def _process(logs: Path, name: str, *args: str) -> Iterator[subprocess.Popen[bytes]]:
-    out: IO[bytes] = (logs / f"{name}.stdout").open("wb")
-    err: IO[bytes] = (logs / f"{name}.stderr").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "wirecheck", *args], stdout=out, stderr=err)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-        out.close()
-        err.close()
-
-
 def _cli(logs: Path, name: str, *args: str, timeout: float = 120) -> int:
     """Run one wirecheck command with its stdout and stderr kept as log files (grepped too)."""
     done = subprocess.run(
@@ -138,36 +115,20 @@ def test_a_canary_credential_sent_every_way_reaches_no_byte_of_any_artefact(tmp_
     headers, query = _canary_headers(), _canary_query()
     statuses: list[int] = []
     with (
-        _process(logs, "sim", "sim", "--port", str(sp), "--time-scale", "0.001", "--api-key", CANARY),
-        _process(logs, "gateway", "sim-gateway", "--upstream", f"http://127.0.0.1:{ep}", "--port", str(gp)),
-        _process(
-            logs, "gateway2", "sim-gateway", "--upstream", f"http://127.0.0.1:{ep2}", "--port", str(gp2)
+        running("sim", "--port", str(sp), "--time-scale", "0.001", "--api-key", CANARY, logs=logs / "sim"),
+        running(
+            "sim-gateway", "--upstream", f"http://127.0.0.1:{ep}", "--port", str(gp), logs=logs / "gateway"
+        ),
+        running(
+            "sim-gateway", "--upstream", f"http://127.0.0.1:{ep2}", "--port", str(gp2), logs=logs / "gateway2"
         ),
     ):
         wait_up(f"{sim}/health")
         wait_up(f"http://127.0.0.1:{gp}/health")
         wait_up(f"http://127.0.0.1:{gp2}/health")
         # 1. the dual-tap proxy records what callers send with every credential header and query key
-        with _process(
-            logs,
-            "proxy",
-            "proxy",
-            "--upstream",
-            f"http://127.0.0.1:{gp}",
-            "--listen",
-            f"127.0.0.1:{cp}",
-            "--engine-upstream",
-            sim,
-            "--engine-listen",
-            f"127.0.0.1:{ep}",
-            "--store",
-            str(db),
-            "--settle",
-            "0.2",
-            "--admin",
-            f"127.0.0.1:{ap}",
-            *redact,
-        ) as proxy:
+        taps = dual_tap(gp, cp, engine_upstream=sim, engine=ep, store=str(db), admin=ap)
+        with running(*taps, *redact, logs=logs / "proxy") as proxy:
             wait_up(f"http://127.0.0.1:{ap}/wirecheck/health")
             with httpx.Client(base_url=f"http://127.0.0.1:{cp}", timeout=20) as client:
                 for stream in (False, True):
@@ -179,8 +140,7 @@ def test_a_canary_credential_sent_every_way_reaches_no_byte_of_any_artefact(tmp_
                     statuses.append(r.status_code)
                 r = client.get(f"/v1/models?{query}", headers=headers)
                 statuses.append(r.status_code)
-            proxy.send_signal(signal.SIGTERM)
-            proxy.wait(timeout=30)
+            stop(proxy)
         proxy_rc = proxy.returncode
         # 2. every reader and writer of that store
         rcs = {

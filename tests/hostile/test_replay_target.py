@@ -18,8 +18,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from tests import wire
-from tests.servers import serve
 from wirecheck.contracts import Exchange, InputError, write_exchanges
+from wirecheck.record import serve
 
 SECRET = "Bearer op-secret-9f2c"
 REPLAY = [sys.executable, "-m", "wirecheck", "replay"]

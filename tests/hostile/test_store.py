@@ -7,7 +7,6 @@ import asyncio
 import hashlib
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,15 +16,14 @@ import psycopg
 import pytest
 
 from tests.hostile._proxyproc import upstream
-from tests.recording import StreamingASGITransport
+from tests.servers import run_wirecheck
 from tests.wire import completion, exchange, req, tool_req
-from wirecheck.proxy import AdminApp, ProxyApp, Store, TapConfig, _store
+from wirecheck.proxy import AdminApp, ProxyApp, TapConfig
+from wirecheck.record import Store, StreamingASGITransport, _sqlite
 
 
 def _wirecheck(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "wirecheck", *args], capture_output=True, text=True, timeout=120, check=False
-    )
+    return run_wirecheck(*args, timeout=120)
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -106,7 +104,7 @@ async def test_a_full_disk_loses_no_exchange_silently(
     so the store's connection set-up applies it (fault injection at that one boundary; everything else,
     SQLite included, is real)."""
     cap: dict[str, int | None] = {"pages": None}
-    real_connect = _store._connect
+    real_connect = _sqlite.connect
 
     def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
         conn = real_connect(path, readonly=readonly)
@@ -114,7 +112,7 @@ async def test_a_full_disk_loses_no_exchange_silently(
             conn.execute(f"PRAGMA max_page_count = {cap['pages']}")
         return conn
 
-    monkeypatch.setattr(_store, "_connect", connect)
+    monkeypatch.setattr(_sqlite, "connect", connect)
     db = tmp_path / "wc.db"
     store = Store(db, writer=True, retries=1)
     app = ProxyApp(TapConfig(upstream="http://upstream"), store, transport=StreamingASGITransport(upstream))

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 
 from tests import wire
-from tests.servers import serve
-from wirecheck.proxy import ProxyApp, Store, TapConfig, to_har
+from wirecheck.proxy import ProxyApp, TapConfig, to_har
+from wirecheck.record import Store, serve
 from wirecheck.sim import SimConfig, create_app
 
 

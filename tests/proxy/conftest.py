@@ -6,8 +6,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.recording import StreamingASGITransport
-from wirecheck.proxy import ProxyApp, Store, TapConfig
+from wirecheck.proxy import ProxyApp, TapConfig
+from wirecheck.record import Store, StreamingASGITransport
 
 
 @pytest.fixture

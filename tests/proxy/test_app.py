@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests import wire
-from tests.recording import StreamingASGITransport
 from wirecheck.contracts import CheckConfig, check_exchanges
-from wirecheck.proxy import AdminApp, ProxyApp, Store, TapConfig, check_pending, mint_correlation
+from wirecheck.proxy import AdminApp, ProxyApp, TapConfig, check_pending
+from wirecheck.record import Store, StreamingASGITransport, mint_correlation, read_body
 from wirecheck.sim import SimConfig, create_app
 
 
@@ -30,12 +30,7 @@ def raw_upstream(
     seen: dict[str, Any] = {}
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
-        body = b""
-        while True:
-            msg = await receive()
-            body += msg.get("body", b"")
-            if not msg.get("more_body"):
-                break
+        body = await read_body(receive)
         seen["headers"] = {k.decode(): v.decode() for k, v in scope["headers"]}
         seen["body"] = body
         seen["path"] = scope["path"]
@@ -180,7 +175,7 @@ async def test_upstream_reset_mid_stream_is_recorded_and_reaches_the_caller(
 
 
 async def test_refused_upstream_gets_an_openai_shaped_502_marked_as_the_proxys(store: Store) -> None:
-    from tests.servers import free_port
+    from wirecheck.record import free_port
 
     app = ProxyApp(TapConfig(upstream=f"http://127.0.0.1:{free_port()}", connect_timeout_s=2), store)
     c = httpx.AsyncClient(transport=StreamingASGITransport(app), base_url="http://proxy")
@@ -194,7 +189,7 @@ async def test_refused_upstream_gets_an_openai_shaped_502_marked_as_the_proxys(s
 
 
 async def test_upstream_silence_times_out(store: Store) -> None:
-    from tests.servers import serve
+    from wirecheck.record import serve
 
     # timeouts live in httpx's network layer: this upstream is a real socket
     with serve(raw_upstream([b"data: {}\n\n", b"late"], delay=0.5)) as url:

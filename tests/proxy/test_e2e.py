@@ -16,9 +16,9 @@ import openai
 from tests import wire
 from tests.nginx import nginx_gateway
 from tests.proxy.test_app import raw_upstream, recorded
-from tests.servers import serve
 from wirecheck.contracts import CheckConfig, check_exchanges
-from wirecheck.proxy import ProxyApp, Store, TapConfig, check_pending
+from wirecheck.proxy import ProxyApp, TapConfig, check_pending
+from wirecheck.record import Store, serve
 from wirecheck.sim import GatewayConfig, SimConfig, create_app, create_gateway, parse_gateway_faults
 
 

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +23,10 @@ import pytest
 
 from tests import wire
 from tests.litellm import MASTER_KEY, litellm_gateway
-from tests.servers import free_port
+from tests.servers import port_open, running
 from wirecheck.contracts import CheckConfig, Exchange, build_view, check_exchanges, pair_taps
-from wirecheck.proxy import Store, check_pending
+from wirecheck.proxy import check_pending
+from wirecheck.record import Store, free_port
 
 K2 = "moonshotai/Kimi-K2-Thinking"
 # both of LiteLLM's providers for a vLLM upstream: hosted_vllm keeps "stream": false, openai drops it
@@ -55,31 +53,6 @@ class Gateway:
         self.store, self.caller_url = store, caller_url
 
 
-@contextmanager
-def _process(args: list[str], port: int, log: Path) -> Iterator[None]:
-    """A wirecheck command in its own process, as users run it (the openai clients of the test keep
-    this process busy; taps in another process time chunks as a deployment's would)."""
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "wirecheck", *args], stdout=out, stderr=subprocess.STDOUT
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"wirecheck {args[0]} did not start: {log.read_text(errors='replace')[-2000:]}"
-                )
-            time.sleep(0.05)
-        yield
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-
-
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     tmp = Path(tmp_path_factory.mktemp("litellm"))
@@ -88,29 +61,25 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
         # 10 tokens a second: streams spread over seconds. LiteLLM under 16 clients on a busy 2-core
         # machine stalled up to 2.4 s before passing a stream on, whole; with shorter streams that
         # stall is indistinguishable on the wire from a buffering gateway (measured, issue 14)
+        sim = ["sim", "--port", str(sim_port), "--decode-tokens-per-s", "10"]
+        stack.enter_context(running(*sim, ready=port_open(sim_port), ready_s=60, logs=tmp / "sim"))
         stack.enter_context(
-            _process(
-                ["sim", "--port", str(sim_port), "--decode-tokens-per-s", "10"], sim_port, tmp / "sim.log"
-            )
-        )
-        stack.enter_context(
-            _process(
-                [
-                    "proxy",
-                    "--upstream",
-                    f"http://127.0.0.1:{gw_port}",
-                    "--listen",
-                    f"127.0.0.1:{caller_port}",
-                    "--engine-upstream",
-                    f"http://127.0.0.1:{sim_port}",
-                    "--engine-listen",
-                    f"127.0.0.1:{engine_port}",
-                    "--store",
-                    str(tmp / "wc.db"),
-                    "--no-live-checks",
-                ],
-                caller_port,
-                tmp / "proxy.log",
+            running(
+                "proxy",
+                "--upstream",
+                f"http://127.0.0.1:{gw_port}",
+                "--listen",
+                f"127.0.0.1:{caller_port}",
+                "--engine-upstream",
+                f"http://127.0.0.1:{sim_port}",
+                "--engine-listen",
+                f"127.0.0.1:{engine_port}",
+                "--store",
+                str(tmp / "wc.db"),
+                "--no-live-checks",
+                ready=port_open(caller_port),
+                ready_s=60,
+                logs=tmp / "proxy",
             )
         )
         t0 = time.monotonic()

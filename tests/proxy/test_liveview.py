@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,11 +18,11 @@ import pytest
 
 from tests import wire
 from tests.chromium import LivePage
-from tests.servers import free_port, serve
-from tests.wirecheck.test_cli_sim import running, wait_up
+from tests.servers import dual_tap, running, sim_behind_gateway, stop, wait_up
 from wirecheck.contracts import Exchange, HttpRequest
-from wirecheck.proxy import AdminApp, ProxyApp, Store, TapConfig, check_pending
+from wirecheck.proxy import AdminApp, ProxyApp, TapConfig, check_pending
 from wirecheck.proxy._liveview import LiveView, LiveViewConfig
+from wirecheck.record import Store, free_port, serve
 from wirecheck.sim import SimConfig, create_app, parse_faults
 
 #: model output that would run script if a page ever wrote it as HTML
@@ -371,42 +368,18 @@ def test_the_proxy_process_streams_the_live_checkers_findings_and_stops_with_vie
     while the viewer's stream is open."""
     sp, gp, cp, ep, ap = free_port(), free_port(), free_port(), free_port(), free_port()
     with (
-        running("sim", "--port", str(sp), "--time-scale", "0.001", "--faults", "model.undeclared_tool"),
+        sim_behind_gateway(sp, gp, ep),
         running(
-            "sim-gateway",
-            "--upstream",
-            f"http://127.0.0.1:{ep}",
-            "--port",
-            str(gp),
-            "--faults",
-            "reasoning_dropped",
-        ),
+            *dual_tap(
+                gp,
+                cp,
+                engine_upstream=f"http://127.0.0.1:{sp}",
+                engine=ep,
+                store=str(tmp_path / "wc.db"),
+                admin=ap,
+            )
+        ) as proxy,
     ):
-        proxy = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "wirecheck",
-                "proxy",
-                "--upstream",
-                f"http://127.0.0.1:{gp}",
-                "--listen",
-                f"127.0.0.1:{cp}",
-                "--engine-upstream",
-                f"http://127.0.0.1:{sp}",
-                "--engine-listen",
-                f"127.0.0.1:{ep}",
-                "--store",
-                str(tmp_path / "wc.db"),
-                "--settle",
-                "0.2",
-                "--admin",
-                f"127.0.0.1:{ap}",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
         try:
             for url in (f"http://127.0.0.1:{ap}/wirecheck/health", f"http://127.0.0.1:{gp}/health"):
                 wait_up(url)
@@ -439,8 +412,7 @@ def test_the_proxy_process_streams_the_live_checkers_findings_and_stops_with_vie
                 assert state["pairing"]["taps"]["caller"]["paired"] == 3
                 assert state["pairing"]["taps"]["engine"]["paired"] == 3
                 # SIGTERM must still stop the proxy, and flush, while the viewer is connected
-                proxy.send_signal(signal.SIGTERM)
-                _out, err = proxy.communicate(timeout=30)
+                _out, err = stop(proxy)
         finally:
             if proxy.poll() is None:
                 proxy.kill()

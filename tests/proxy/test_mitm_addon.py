@@ -2,67 +2,38 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 
 from tests import wire
-from tests.servers import free_port, serve
-from tests.wirecheck.test_cli_sim import wait_up
+from tests.servers import mitmdump, stop
 from wirecheck.contracts import CheckConfig, check_exchanges
-from wirecheck.proxy import open_store
+from wirecheck.record import free_port, open_store, serve
 from wirecheck.sim import SimConfig, create_app
-
-ADDON = Path(__file__).parents[2] / "proxy" / "mitm_addon.py"
-MITMDUMP = Path(sys.executable).with_name("mitmdump")
 
 
 def test_mitmdump_records_streams_with_chunk_timing_into_the_store(tmp_path: Path) -> None:
     db = tmp_path / "mitm.db"
     port = free_port()
     sim = create_app(SimConfig(decode_tokens_per_s=200.0))  # 5 ms a token
-    with serve(sim) as sim_url:
-        proc = subprocess.Popen(
-            [
-                str(MITMDUMP),
-                "-q",
-                "--mode",
-                f"reverse:{sim_url}",
-                "--listen-host",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "-s",
-                str(ADDON),
-                "--set",
-                f"wirecheck_store={db}",
-                "--set",
-                "wirecheck_tap=engine",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            wait_up(f"http://127.0.0.1:{port}/health")
-            url = f"http://127.0.0.1:{port}/v1/chat/completions"
-            t0 = time.monotonic()
-            first = None
-            with httpx.stream(
-                "POST", url, json=wire.tool_req(stream=True), headers={"authorization": "Bearer sk-x"}
-            ) as r:
-                for _ in r.iter_raw():
-                    first = first or time.monotonic() - t0
-            total = time.monotonic() - t0
-            assert first is not None and first < total * 0.8  # streamed through, not buffered
-            assert httpx.post(url, json=wire.tool_req(), timeout=10).status_code == 200
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=30)
+    with (
+        serve(sim) as sim_url,
+        mitmdump(sim_url, port, "--set", f"wirecheck_store={db}", "--set", "wirecheck_tap=engine") as proc,
+    ):
+        url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        t0 = time.monotonic()
+        first = None
+        with httpx.stream(
+            "POST", url, json=wire.tool_req(stream=True), headers={"authorization": "Bearer sk-x"}
+        ) as r:
+            for _ in r.iter_raw():
+                first = first or time.monotonic() - t0
+        total = time.monotonic() - t0
+        assert first is not None and first < total * 0.8  # streamed through, not buffered
+        assert httpx.post(url, json=wire.tool_req(), timeout=10).status_code == 200
+        _, err = stop(proc)
     store = open_store(db)
     exs = [e for e in store.exchanges() if e.request.path.endswith("/chat/completions")]
     store.close()

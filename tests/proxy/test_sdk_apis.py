@@ -17,9 +17,8 @@ import pytest
 from tests import apiwire as aw
 from tests.proxy.test_app import recorded
 from tests.proxy.test_e2e import proxy
-from tests.servers import serve
 from wirecheck.contracts import CheckConfig, Finding, check_exchanges
-from wirecheck.proxy import Store
+from wirecheck.record import Store, serve
 from wirecheck.sim import SimConfig, create_app, parse_faults
 
 MODEL = "moonshotai/Kimi-K2-Thinking"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from wirecheck.contracts import Exchange, HttpRequest, HttpResponse, InputError
-from wirecheck.proxy import SCHEMA_VERSION, Store, open_store
+from wirecheck.record import SCHEMA_VERSION, Store, open_store
 
 
 def ex(i: int) -> Exchange:
@@ -72,7 +72,7 @@ WRITER = textwrap.dedent(
     """
     import sys, time
     from wirecheck.contracts import Exchange, HttpRequest, HttpResponse
-    from wirecheck.proxy import Store
+    from wirecheck.record import Store
     s = Store(sys.argv[1], writer=True, batch_size=50)
     i = 0
     while True:

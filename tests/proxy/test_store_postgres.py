@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from wirecheck.contracts import Exchange, Fault, Finding, HttpRequest, HttpResponse, InputError, Severity
-from wirecheck.proxy import SCHEMA_VERSION, Store, is_store, open_store
+from wirecheck.record import SCHEMA_VERSION, Store, is_store, open_store
 
 
 def ex(i: int, tap: str = "caller") -> Exchange:

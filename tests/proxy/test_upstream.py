@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.servers import read_request, until_closed
 from wirecheck.proxy._upstream import UpstreamBroken, UpstreamTimeout, UpstreamUnreachable, make_upstream
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], object]
@@ -23,32 +24,18 @@ async def raw_server(
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal count
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    (
-                        int(line.split(b":")[1])
-                        for line in head.split(b"\r\n")
-                        if line.lower().startswith(b"content-length")
-                    ),
-                    0,
-                )
-                body = await reader.readexactly(length)
-                seen.append(head + body)
-                count += 1
-                if stall:
-                    await asyncio.sleep(stall)
-                writer.write(reply(count) if callable(reply) else reply)
-                await writer.drain()
-                if close:
-                    break
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+        while True:
+            head, body = await read_request(reader)
+            seen.append(head + body)
+            count += 1
+            if stall:
+                await asyncio.sleep(stall)
+            writer.write(reply(count) if callable(reply) else reply)
+            await writer.drain()
+            if close:
+                break
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    server = await asyncio.start_server(until_closed(handle), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     async with server:
         yield f"http://127.0.0.1:{port}", seen
@@ -107,7 +94,7 @@ async def test_a_stale_keep_alive_connection_is_retried_once_on_a_fresh_one() ->
 
 
 async def test_errors_map_to_refused_timeout_and_broken() -> None:
-    from tests.servers import free_port
+    from wirecheck.record import free_port
 
     with pytest.raises(UpstreamUnreachable):
         await roundtrip(f"http://127.0.0.1:{free_port()}")
@@ -136,23 +123,18 @@ async def test_surplus_bytes_close_the_connection_whenever_they_come() -> None:
             reader: asyncio.StreamReader, writer: asyncio.StreamWriter, late: bool = late
         ) -> None:
             nonlocal count
-            try:
-                while True:
-                    await reader.readuntil(b"\r\n\r\n")
-                    await reader.readexactly(2)
-                    count += 1
-                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n%02d" % count)
-                    if late:
-                        await writer.drain()
-                        await asyncio.sleep(0.05)
-                    writer.write(surplus)
+            while True:
+                await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(2)
+                count += 1
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n%02d" % count)
+                if late:
                     await writer.drain()
-            except (asyncio.IncompleteReadError, ConnectionError):
-                pass
-            finally:
-                writer.close()
+                    await asyncio.sleep(0.05)
+                writer.write(surplus)
+                await writer.drain()
 
-        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        server = await asyncio.start_server(until_closed(handle), "127.0.0.1", 0)
         url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
         async with server:
             up = make_upstream(urlsplit(url), transport=None, connect_s=2, read_s=5)

@@ -21,9 +21,8 @@ import httpx
 import pytest
 
 from tests.hostile._proxyproc import alive, descendants
-from tests.servers import free_port, serve
 from tests.wire import completion, message
-from wirecheck.proxy import Store
+from wirecheck.record import Store, free_port, serve
 
 REQUESTS = 200
 

@@ -14,7 +14,7 @@ import pytest
 from tests import wire
 from tests.real_vllm import traffic
 from tests.real_vllm.traffic import k2_call, k2_calls
-from wirecheck.proxy import Store
+from wirecheck.record import Store
 
 TOKYO = ("functions.get_weather:0", '{"city": "Tokyo"}')
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests import wire
 from tests.real_vllm.fidelity import chat_shape, metrics_shape
-from tests.servers import serve
+from wirecheck.record import serve
 from wirecheck.sim import SimConfig, create_app
 
 TOOLS = [wire.WEATHER, wire.SEARCH]

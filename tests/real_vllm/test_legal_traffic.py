@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.real_vllm import traffic
-from wirecheck.proxy import Store
+from wirecheck.record import Store
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,9 @@ from typing import Any
 import openai
 
 from tests import wire
-from tests.servers import serve
 from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges
-from wirecheck.proxy import ProxyApp, Store, TapConfig
+from wirecheck.proxy import ProxyApp, TapConfig
+from wirecheck.record import Store, serve
 
 MODEL = wire.K2
 SEC, SEC_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"

@@ -4,9 +4,6 @@ captured requests to one target or two and blames differences on the side that b
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -15,12 +12,11 @@ import httpx
 import pytest
 
 from tests import wire
-from tests.proxy.test_mitm_addon import ADDON, MITMDUMP
-from tests.servers import free_port, serve
-from tests.wirecheck.test_cli_sim import wait_up
+from tests.servers import mitmdump, run_wirecheck
 from wirecheck.acceptance import run_demo
 from wirecheck.contracts import CheckConfig, InputError, check_exchanges, read_exchanges
-from wirecheck.proxy import open_store, to_har
+from wirecheck.proxy import to_har
+from wirecheck.record import free_port, open_store, serve
 from wirecheck.replay import detect_format, load_capture, load_har, load_mitm, replay
 from wirecheck.sim import SimConfig, create_app, parse_faults
 
@@ -110,45 +106,29 @@ def test_mitmproxy_flow_file_gives_the_same_findings_as_the_addons_store(tmp_pat
             faults=parse_faults("model.undeclared_tool=0.5,parser.markup_in_content=0.3", seed=3),
         )
     )
-    with serve(sim) as sim_url:
-        proc = subprocess.Popen(
-            [
-                str(MITMDUMP),
-                "-q",
-                "--mode",
-                f"reverse:{sim_url}",
-                "--listen-host",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "-w",
-                str(flows),
-                "-s",
-                str(ADDON),
-                "--set",
-                f"wirecheck_store={db}",
-                "--set",
-                "wirecheck_tap=engine",
-                "--set",
-                "wirecheck_stream_all=false",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            wait_up(f"http://127.0.0.1:{port}/health")
-            for i in range(8):
-                httpx.post(
-                    f"http://127.0.0.1:{port}/v1/chat/completions",
-                    json=wire.tool_req(
-                        stream=i % 2 == 0, messages=[{"role": "user", "content": f"Weather in Kobe {i}?"}]
-                    ),
-                    timeout=10,
-                )
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.communicate(timeout=30)
+    with (
+        serve(sim) as sim_url,
+        mitmdump(
+            sim_url,
+            port,
+            "-w",
+            str(flows),
+            "--set",
+            f"wirecheck_store={db}",
+            "--set",
+            "wirecheck_tap=engine",
+            "--set",
+            "wirecheck_stream_all=false",
+        ),
+    ):
+        for i in range(8):
+            httpx.post(
+                f"http://127.0.0.1:{port}/v1/chat/completions",
+                json=wire.tool_req(
+                    stream=i % 2 == 0, messages=[{"role": "user", "content": f"Weather in Kobe {i}?"}]
+                ),
+                timeout=10,
+            )
     chat = lambda exs: [e for e in exs if e.request.path.endswith("/chat/completions")]  # noqa: E731
     from_flows = chat(list(load_mitm(flows, tap="engine")))
     store = open_store(db)
@@ -184,47 +164,26 @@ def test_replay_to_a_clean_target_and_side_by_side_with_a_faulty_one(demo_captur
 def test_replay_cli_dry_run_and_header(demo_capture: Path) -> None:
     sim = create_app(SimConfig(family="kimi_k3", time_scale=0.001, api_key="sk-new"))
     with serve(sim) as url:
-        dry = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "wirecheck",
-                "replay",
-                str(demo_capture / "wirecheck.db"),
-                "--target",
-                url,
-                "--dry-run",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
+        dry = run_wirecheck(
+            "replay", str(demo_capture / "wirecheck.db"), "--target", url, "--dry-run", timeout=60
         )
         assert (
             dry.returncode == 0
             and dry.stdout.count("POST ") == callers(demo_capture)
             and sim.state.sim.engine.steps == 0
         )
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "wirecheck",
-                "replay",
-                str(demo_capture / "capture.jsonl"),
-                "--target",
-                url,
-                "--header",
-                "Authorization: Bearer sk-new",
-                "--format",
-                "json",
-                "--progress-every",
-                "0",
-            ],
-            capture_output=True,
-            text=True,
+        out = run_wirecheck(
+            "replay",
+            str(demo_capture / "capture.jsonl"),
+            "--target",
+            url,
+            "--header",
+            "Authorization: Bearer sk-new",
+            "--format",
+            "json",
+            "--progress-every",
+            "0",
             timeout=120,
-            check=False,
         )
     res = json.loads(out.stdout)
     # issue 14: progress lines on stderr in a CI log (no terminal): sent of N, failures so far, ETA

@@ -6,8 +6,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.recording import RecordingTransport, StreamingASGITransport
 from wirecheck.contracts import Exchange
+from wirecheck.record import RecordingTransport, StreamingASGITransport
 from wirecheck.sim import (
     GatewayConfig,
     GroundTruth,

@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from tests import wire
-from tests.servers import serve
+from wirecheck.record import serve
 from wirecheck.sim import SimConfig, create_app, parse_faults
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers import run_wirecheck
 from tests.wire import call, completion, exchange, message, tool_req
 from wirecheck.cli import EXAMPLE, main
 from wirecheck.contracts import write_exchanges
@@ -91,12 +92,7 @@ def test_missing_file_and_no_file_exit_2(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_two_taps_pair_automatically_by_correlation() -> None:
     # the shipped example is a dual-tap capture with one fault of each kind the README names
-    out = subprocess.run(
-        [sys.executable, "-m", "wirecheck", "check", "--example", "--format", "json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    out = run_wirecheck("check", "--example", "--format", "json")
     assert out.returncode == 1, out.stderr
     res = json.loads(out.stdout)
     got = sorted((f["rule"], f["fault"], f["tap"]) for f in res["findings"])

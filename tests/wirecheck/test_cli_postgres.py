@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 
 from tests import wire
-from tests.servers import free_port
-from tests.wirecheck.test_cli_sim import running, wait_up
+from tests.servers import run_wirecheck, sim_behind_gateway, wait_up
+from wirecheck.record import free_port
 
 N = 40
 
@@ -53,26 +53,13 @@ def _proxy(upstream: str, port: int, tap: str, store: str, admin: int) -> subpro
 
 
 def _wc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "wirecheck", *args], capture_output=True, text=True, timeout=120, check=False
-    )
+    return run_wirecheck(*args, timeout=120)
 
 
 def test_two_caller_replicas_and_an_engine_tap_share_one_postgres_store(pg_url: str, tmp_path: Path) -> None:
     sp, gp, ep, r1, r2 = (free_port() for _ in range(5))
     admins = [free_port() for _ in range(3)]
-    with (
-        running("sim", "--port", str(sp), "--time-scale", "0.001", "--faults", "model.undeclared_tool"),
-        running(
-            "sim-gateway",
-            "--upstream",
-            f"http://127.0.0.1:{ep}",
-            "--port",
-            str(gp),
-            "--faults",
-            "reasoning_dropped",
-        ),
-    ):
+    with sim_behind_gateway(sp, gp, ep):
         procs = [
             _proxy(f"http://127.0.0.1:{sp}", ep, "engine", pg_url, admins[0]),
             _proxy(f"http://127.0.0.1:{gp}", r1, "caller", pg_url, admins[1]),

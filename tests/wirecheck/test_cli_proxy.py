@@ -3,58 +3,25 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 
 from tests import wire
-from tests.servers import free_port
-from tests.wirecheck.test_cli_sim import running, wait_up
+from tests.servers import dual_tap, run_wirecheck, running, sim_behind_gateway, stop, wait_up
+from wirecheck.record import free_port
 
 
 def test_dual_tap_process_records_checks_and_flushes_on_sigterm(tmp_path: Path) -> None:
     db = tmp_path / "wc.db"
     sp, gp, cp, ep, ap = free_port(), free_port(), free_port(), free_port(), free_port()
     with (
-        running("sim", "--port", str(sp), "--time-scale", "0.001", "--faults", "model.undeclared_tool"),
+        sim_behind_gateway(sp, gp, ep),
         running(
-            "sim-gateway",
-            "--upstream",
-            f"http://127.0.0.1:{ep}",
-            "--port",
-            str(gp),
-            "--faults",
-            "reasoning_dropped",
-        ),
+            *dual_tap(gp, cp, engine_upstream=f"http://127.0.0.1:{sp}", engine=ep, store=str(db), admin=ap)
+        ) as proxy,
     ):
-        proxy = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "wirecheck",
-                "proxy",
-                "--upstream",
-                f"http://127.0.0.1:{gp}",
-                "--listen",
-                f"127.0.0.1:{cp}",
-                "--engine-upstream",
-                f"http://127.0.0.1:{sp}",
-                "--engine-listen",
-                f"127.0.0.1:{ep}",
-                "--store",
-                str(db),
-                "--settle",
-                "0.2",
-                "--admin",
-                f"127.0.0.1:{ap}",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
         try:
             for url in (
                 f"http://127.0.0.1:{ap}/wirecheck/health",
@@ -79,45 +46,26 @@ def test_dual_tap_process_records_checks_and_flushes_on_sigterm(tmp_path: Path) 
             assert ("tool-call-undeclared", "model", "engine") in rules
             assert ("gateway-reasoning-dropped", "gateway", "caller") in rules
         finally:
-            proxy.send_signal(signal.SIGTERM)
-            _out, err = proxy.communicate(timeout=30)
+            _out, err = stop(proxy)
         assert proxy.returncode == 0, err
-    check = subprocess.run(
-        [sys.executable, "-m", "wirecheck", "check", str(db), "--format", "json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    check = run_wirecheck("check", str(db), "--format", "json")
     res = json.loads(check.stdout)
     # 10 chat exchanges, and the gateway's /health probes that reached the engine tap (one, or more
     # when wait_up's 0.5 s probe timed out on a loaded machine and it asked again)
     assert res["exchanges"] >= 11 and res["summary"]["pairs"] == 5
     assert res["summary"]["by_fault"] == {"gateway": 5, "model": 5}
     har = tmp_path / "cap.har"
-    exp = subprocess.run(
-        [sys.executable, "-m", "wirecheck", "export", str(db), "--format", "har", "-o", str(har)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    exp = run_wirecheck("export", str(db), "--format", "har", "-o", str(har))
     assert exp.returncode == 0, exp.stderr
     entries = json.loads(har.read_text())["log"]["entries"]
     assert len(entries) == res["exchanges"] and {e["_wirecheck"]["tap"] for e in entries} == {
         "caller",
         "engine",
     }
-    jsonl = subprocess.run(
-        [sys.executable, "-m", "wirecheck", "export", str(db)], capture_output=True, text=True, check=False
-    )
+    jsonl = run_wirecheck("export", str(db))
     assert len(jsonl.stdout.splitlines()) == res["exchanges"]
 
 
 def test_proxy_rejects_a_bad_listen_address() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "wirecheck", "proxy", "--upstream", "http://127.0.0.1:1", "--listen", "nope"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    out = run_wirecheck("proxy", "--upstream", "http://127.0.0.1:1", "--listen", "nope", timeout=30)
     assert out.returncode == 2 and "HOST:PORT" in out.stderr

@@ -2,57 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
 from tests import wire
-from tests.servers import free_port
-
-
-@contextmanager
-def running(*args: str) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "wirecheck", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        yield proc
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=10)  # reaps the process and closes its pipes
-
-
-def wait_up(url: str) -> None:
-    # mitmdump took over 20 s to start with the load at 10 on 2 cores (measured): a start, not a bound under test
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url, timeout=0.5)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    raise AssertionError(f"{url} did not come up")
+from tests.servers import run_wirecheck, running, sim_behind_gateway, wait_up
+from wirecheck.record import free_port
 
 
 def test_sim_and_gateway_processes_serve_and_inject_faults() -> None:
     sp, gp = free_port(), free_port()
-    with (
-        running("sim", "--port", str(sp), "--time-scale", "0.001", "--faults", "model.undeclared_tool"),
-        running(
-            "sim-gateway",
-            "--upstream",
-            f"http://127.0.0.1:{sp}",
-            "--port",
-            str(gp),
-            "--faults",
-            "finish_reason_changed",
-        ),
-    ):
+    with sim_behind_gateway(sp, gp, sp, gateway_faults="finish_reason_changed"):
         wait_up(f"http://127.0.0.1:{sp}/health")
         wait_up(f"http://127.0.0.1:{gp}/health")
         direct = httpx.post(
@@ -71,21 +32,9 @@ def test_sim_and_gateway_processes_serve_and_inject_faults() -> None:
 
 
 def test_unknown_fault_is_a_clear_error() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "wirecheck", "sim", "--faults", "model.nope"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    out = run_wirecheck("sim", "--faults", "model.nope", timeout=30)
     assert out.returncode == 2 and "unknown fault 'model.nope'" in out.stderr
-    listing = subprocess.run(
-        [sys.executable, "-m", "wirecheck", "sim-gateway", "--list-faults"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    listing = run_wirecheck("sim-gateway", "--list-faults", timeout=30)
     assert listing.returncode == 0 and "stream_buffered" in listing.stdout
 
 
@@ -96,15 +45,10 @@ def test_sim_writes_its_evidence_and_accept_reads_it(tmp_path: Path) -> None:
     ):
         url = f"http://127.0.0.1:{port}"
         wait_up(url + "/health")
-        proc = subprocess.run(
-            [
-                sys.executable, "-m", "wirecheck", "accept", "--target", url, "--engine-url", url,
+        proc = run_wirecheck("accept", "--target", url, "--engine-url", url,
                 "--host-info", str(ev / "nvidia-smi.xml"), str(ev / "nvidia-smi.txt"),
                 "--container-info", str(ev / "container.json"), "--startup-log", str(ev / "startup.log"),
-                "--official-image", "--reviewer", "ci", "--on-call", "ci-oncall", "--phases", "compat,cache", "--out", str(tmp_path / "out"), "--quiet",
-            ],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+                "--official-image", "--reviewer", "ci", "--on-call", "ci-oncall", "--phases", "compat,cache", "--out", str(tmp_path / "out"), "--quiet", timeout=120)  # fmt: skip
     # compat and cache pass on the simulated deployment; two phases are not a go-live decision
     assert proc.returncode == 1 and "verdict: go (partial" in proc.stdout, proc.stdout + proc.stderr
     assert "[SIMULATED evidence" in proc.stdout  # the simulator marks its evidence (issue 15)

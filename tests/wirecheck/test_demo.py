@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.servers import run_wirecheck
 
 
 def test_demo_runs_accept_through_the_taps_and_attributes_faults_to_every_side(tmp_path: Path) -> None:
     out = tmp_path / "demo"
-    proc = subprocess.run(
-        [sys.executable, "-m", "wirecheck", "demo", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    proc = run_wirecheck("demo", "--out", str(out), timeout=240)
     assert proc.returncode == 0, proc.stderr
     for name in (
         "report.html",

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import serve
 from tests.wire import call, completion, exchange, message, tool_req
 from wirecheck.contracts import write_exchanges
+from wirecheck.record import serve
 from wirecheck.sim import SimConfig, create_app, parse_faults
 
 

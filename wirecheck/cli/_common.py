@@ -47,7 +47,7 @@ def load(files: Sequence[str], notes: list[Finding] | None = None) -> list[Excha
     """Exchanges from stores, exchange JSONL, HAR and mitmproxy flow files, told apart by content.
     Stores are opened read-only; what a store says it lost (gap rows) or set aside (live checks
     skipped) is added to ``notes`` as findings, so that a report counts it (issue 11, points 3, 6)."""
-    from wirecheck.proxy import is_store, open_store, store_notes
+    from wirecheck.record import is_store, open_store, store_notes
     from wirecheck.replay import load_capture
 
     out: list[Exchange] = []

@@ -237,7 +237,7 @@ def _accept(args: argparse.Namespace) -> int:
     import asyncio
 
     from wirecheck.acceptance import AcceptanceResult, InterfaceResult, Progress, run_acceptance, via_taps
-    from wirecheck.proxy import Store
+    from wirecheck.record import Store
 
     opts = options(args)
     progress = Progress(quiet=args.quiet)

@@ -86,7 +86,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from wirecheck.proxy import open_store, write_har, write_jsonl
+    from wirecheck.proxy import write_har, write_jsonl
+    from wirecheck.record import open_store
 
     policy = redaction(args)
     store = open_store(args.store)

@@ -98,7 +98,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _proxy(args: argparse.Namespace) -> int:
-    from wirecheck.proxy import ADMIN_TOKEN_ENV, ProxyRun, TapConfig, correlation_secret, run_proxy
+    from wirecheck.proxy import ADMIN_TOKEN_ENV, ProxyRun, TapConfig, run_proxy
+    from wirecheck.record import correlation_secret
 
     redact = redaction(args)
     limit = size(args.body_limit)

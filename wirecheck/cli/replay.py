@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from wirecheck.proxy import Store, is_store
+    from wirecheck.record import Store, is_store
     from wirecheck.replay import detect_format, replay
 
     headers = headers_arg(args.header)

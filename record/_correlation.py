@@ -20,8 +20,11 @@ import os
 import secrets
 from collections import OrderedDict
 
-__all__ = ["SECRET_ENV", "Correlator", "correlation_secret", "mint_correlation"]
+__all__ = ["CORRELATION_HEADER", "SECRET_ENV", "Correlator", "correlation_secret", "mint_correlation"]
 
+#: the header both taps read and the caller tap sets; gateways may drop it (pairing then falls back to
+#: the request fingerprint)
+CORRELATION_HEADER = "x-wirecheck-id"
 SECRET_ENV = "WIRECHECK_CORRELATION_SECRET"
 _PROCESS_SECRET = secrets.token_bytes(32)
 _NONCE_HEX = 24
@@ -79,3 +82,20 @@ class Correlator:
                 self._seen.popitem(last=False)
             return incoming
         return self.mint()
+
+    def stamp(
+        self, headers: list[tuple[str, str]], *, caller: bool
+    ) -> tuple[list[tuple[str, str]], str | None]:
+        """One tap's rule on a request's headers: the headers to send on, and the correlation id to
+        record. The caller tap sends exactly one id, its own unless the caller's verifies and is new
+        (issue 11, point 5); the engine tap sends the headers as they are and records the id only when
+        it verifies (a forged one correlates nothing: pairing falls back to the fingerprint)."""
+        ids = [v for k, v in headers if k.lower() == CORRELATION_HEADER]
+        sent = ids[0] if len(ids) == 1 else None
+        if not caller:
+            return headers, sent if self.verifies(sent) else None
+        corr = self.for_caller(sent)
+        return [
+            *((k, v) for k, v in headers if k.lower() != CORRELATION_HEADER),
+            (CORRELATION_HEADER, corr),
+        ], corr

@@ -20,13 +20,10 @@ several writers, every row says which replica wrote it; checking workers claim r
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import queue
-import re
 import socket
-import sqlite3
 import sys
 import threading
 import time
@@ -37,97 +34,20 @@ from typing import Any
 
 from wirecheck.contracts import Exchange, Fault, Finding, InputError, Severity, dump_exchange, load_exchange
 
-__all__ = ["SCHEMA_VERSION", "Store", "StoreStats", "is_store", "open_store", "store_notes"]
+from ._backend import SCHEMA_VERSION, Backend
+from ._postgres import PostgresBackend, is_postgres
+from ._sqlite import SQLITE_MAGIC, SqliteBackend
 
-SCHEMA_VERSION = 2
-_MIGRATIONS: dict[int, str] = {
-    1: """
-    CREATE TABLE exchanges (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        id TEXT NOT NULL UNIQUE,
-        tap TEXT NOT NULL,
-        correlation TEXT,
-        started_at TEXT,
-        ended_mono REAL,
-        method TEXT,
-        path TEXT,
-        status INTEGER,
-        error TEXT,
-        checked INTEGER NOT NULL DEFAULT 0,
-        doc TEXT NOT NULL
-    );
-    CREATE INDEX exchanges_correlation ON exchanges(correlation);
-    CREATE INDEX exchanges_checked ON exchanges(checked, seq);
-    CREATE TABLE findings (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        exchange_id TEXT NOT NULL,
-        tap TEXT NOT NULL,
-        rule TEXT NOT NULL,
-        severity TEXT NOT NULL,
-        fault TEXT NOT NULL,
-        message TEXT NOT NULL,
-        evidence TEXT NOT NULL
-    );
-    CREATE INDEX findings_exchange ON findings(exchange_id);
-    CREATE TABLE gaps (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        dropped INTEGER NOT NULL,
-        first_at TEXT NOT NULL,
-        last_at TEXT NOT NULL
-    );
-    """,
-    # 2: many writers: wall-clock end (monotonic clocks differ between hosts), claims, the replica
-    2: """
-    ALTER TABLE exchanges ADD COLUMN ended_at REAL;
-    ALTER TABLE exchanges ADD COLUMN claimed_at REAL;
-    ALTER TABLE exchanges ADD COLUMN replica TEXT;
-    ALTER TABLE gaps ADD COLUMN replica TEXT;
-    """,
-}
-#: the same migrations, spelled for PostgreSQL
-_PG_MIGRATIONS: dict[int, str] = {
-    1: """
-    CREATE TABLE exchanges (
-        seq BIGSERIAL PRIMARY KEY,
-        id TEXT NOT NULL UNIQUE,
-        tap TEXT NOT NULL,
-        correlation TEXT,
-        started_at TEXT,
-        ended_mono DOUBLE PRECISION,
-        method TEXT,
-        path TEXT,
-        status INTEGER,
-        error TEXT,
-        checked INTEGER NOT NULL DEFAULT 0,
-        doc TEXT NOT NULL
-    );
-    CREATE INDEX exchanges_correlation ON exchanges(correlation);
-    CREATE INDEX exchanges_checked ON exchanges(checked, seq);
-    CREATE TABLE findings (
-        seq BIGSERIAL PRIMARY KEY,
-        exchange_id TEXT NOT NULL,
-        tap TEXT NOT NULL,
-        rule TEXT NOT NULL,
-        severity TEXT NOT NULL,
-        fault TEXT NOT NULL,
-        message TEXT NOT NULL,
-        evidence TEXT NOT NULL
-    );
-    CREATE INDEX findings_exchange ON findings(exchange_id);
-    CREATE TABLE gaps (
-        seq BIGSERIAL PRIMARY KEY,
-        dropped INTEGER NOT NULL,
-        first_at TEXT NOT NULL,
-        last_at TEXT NOT NULL
-    );
-    """,
-    2: """
-    ALTER TABLE exchanges ADD COLUMN ended_at DOUBLE PRECISION;
-    ALTER TABLE exchanges ADD COLUMN claimed_at DOUBLE PRECISION;
-    ALTER TABLE exchanges ADD COLUMN replica TEXT;
-    ALTER TABLE gaps ADD COLUMN replica TEXT;
-    """,
-}
+__all__ = [
+    "LIVE_CHECK_SKIPPED",
+    "SCHEMA_VERSION",
+    "Store",
+    "StoreStats",
+    "is_store",
+    "open_store",
+    "store_notes",
+]
+
 _COLUMNS = "id, tap, correlation, started_at, ended_mono, ended_at, replica, method, path, status, error, doc"
 #: one spelling for both backends (SQLite >= 3.24): a re-written id keeps its row and place, and is
 #: checked again
@@ -139,16 +59,6 @@ _UPSERT = (
 )
 #: a claim left by a checking worker that died is taken over after this long
 CLAIM_TIMEOUT_S = 60.0
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-def is_postgres(path: str | Path) -> bool:
-    return isinstance(path, str) and path.startswith(("postgresql://", "postgres://"))
-
-
-def redact_url(url: str) -> str:
-    """A connection URL without its password, for messages and evidence."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
 
 
 def is_store(path: str | Path) -> bool:
@@ -156,130 +66,9 @@ def is_store(path: str | Path) -> bool:
         return True
     try:
         with open(path, "rb") as fh:
-            return fh.read(16) == _SQLITE_MAGIC
+            return fh.read(16) == SQLITE_MAGIC
     except OSError:
         return False
-
-
-def _connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
-    if readonly:
-        # read-only at the SQLite level (issue 11, point 7): reading never migrates, never switches the
-        # journal mode, never adds a table; the URI form keeps odd characters in the path literal
-        # A WAL database opened with mode=ro still gets a -wal and -shm file created beside it. With
-        # no -wal file there, no connection has the database open in WAL mode and nothing is left
-        # un-checkpointed, so it is read as immutable (no locks, no side files); with one, a writer
-        # may be live, and mode=ro reads its WAL through the -shm it keeps.
-        target = Path(path).resolve()
-        live = Path(f"{target}-wal").exists()
-        uri = target.as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
-        conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA busy_timeout=10000")
-        return conn
-    conn = sqlite3.connect(path, timeout=10, check_same_thread=False, isolation_level=None)
-    try:
-        _refuse_foreign(conn, path)  # before WAL: switching the journal mode writes the file
-    except BaseException:
-        conn.close()
-        raise
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA busy_timeout=10000")
-    return conn
-
-
-def _refuse_foreign(conn: sqlite3.Connection, name: str) -> None:
-    """Another program's database (tables, but not wirecheck's schema) is never written to."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
-        raise InputError(
-            f"store schema version {version} is newer than this wirecheck ({SCHEMA_VERSION})", source=name
-        )
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if (version == 0 and tables) or (version > 0 and "exchanges" not in tables):
-        raise InputError(
-            "not a wirecheck store: an SQLite database with other tables (left as it is)", source=name
-        )
-
-
-def _check_readable(conn: sqlite3.Connection, name: str) -> None:
-    """A store opened for reading must already be a wirecheck store: anything else is bad input."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if version == 0 or not {"exchanges", "gaps", "findings"} <= tables:
-        raise InputError(
-            "not a wirecheck store: an SQLite database without wirecheck's tables (left as it is)",
-            source=name,
-        )
-    if version > SCHEMA_VERSION:
-        raise InputError(
-            f"store schema version {version} is newer than this wirecheck ({SCHEMA_VERSION})", source=name
-        )
-
-
-def _migrate(conn: sqlite3.Connection, name: str) -> None:
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
-        raise InputError(
-            f"store schema version {version} is newer than this wirecheck ({SCHEMA_VERSION})", source=name
-        )
-    for v in range(version + 1, SCHEMA_VERSION + 1):
-        # one transaction per step: a crash mid-migration leaves the previous version intact
-        try:
-            conn.executescript(f"BEGIN IMMEDIATE;\n{_MIGRATIONS[v]}\nPRAGMA user_version={v};\nCOMMIT;")
-        except sqlite3.Error:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-
-
-def _connect_pg(url: str) -> Any:
-    try:
-        import psycopg
-    except ImportError:
-        raise InputError(
-            "a PostgreSQL store needs psycopg 3: pip install 'wirecheck[postgres]'", source=redact_url(url)
-        ) from None
-    try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=10)
-    except psycopg.Error as exc:
-        raise InputError(
-            f"cannot connect to the PostgreSQL store ({str(exc).strip()})", source=redact_url(url)
-        ) from None
-
-
-def _migrate_pg(conn: Any, name: str) -> None:
-    with conn.transaction():
-        # one migrator at a time: replicas that start together must not race on the DDL
-        conn.execute("SELECT pg_advisory_xact_lock(7303730373)")
-        conn.execute("CREATE TABLE IF NOT EXISTS wirecheck_schema (version INTEGER NOT NULL)")
-        row = conn.execute("SELECT version FROM wirecheck_schema").fetchone()
-        version = row[0] if row else 0
-        if row is None:
-            conn.execute("INSERT INTO wirecheck_schema(version) VALUES (0)")
-        if version > SCHEMA_VERSION:
-            raise InputError(
-                f"store schema version {version} is newer than this wirecheck ({SCHEMA_VERSION})", source=name
-            )
-        for v in range(version + 1, SCHEMA_VERSION + 1):
-            for stmt in (x.strip() for x in _PG_MIGRATIONS[v].split(";")):
-                if stmt:
-                    conn.execute(stmt)
-            conn.execute("UPDATE wirecheck_schema SET version = %s", (v,))
-
-
-def _check_readable_pg(conn: Any, name: str) -> None:
-    """Reading a PostgreSQL store runs no DDL: the session is read-only and the schema must be there."""
-    conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
-    if conn.execute("SELECT to_regclass('wirecheck_schema')").fetchone()[0] is None:
-        raise InputError("not a wirecheck store: the database has no wirecheck tables", source=name)
-    row = conn.execute("SELECT version FROM wirecheck_schema").fetchone()
-    version = row[0] if row else 0
-    if version == 0:
-        raise InputError("not a wirecheck store: its schema was never created", source=name)
-    if version > SCHEMA_VERSION:
-        raise InputError(
-            f"store schema version {version} is newer than this wirecheck ({SCHEMA_VERSION})", source=name
-        )
 
 
 def _replica() -> str:
@@ -312,34 +101,16 @@ class Store:
         if readonly and writer:
             raise ValueError("a store opened read-only has no writer")
         self.pg = is_postgres(path)
+        self._db: Backend = (
+            PostgresBackend(str(path), readonly=readonly)
+            if self.pg
+            else SqliteBackend(str(path), readonly=readonly)
+        )
         self.url = str(path)
-        self.path = redact_url(self.url) if self.pg else str(path)
+        self.path = self._db.path
         self.readonly = readonly
         self.replica = _replica()
         self.stats = StoreStats()
-        if self.pg:
-            self._conn = _connect_pg(self.url)
-            try:
-                if readonly:
-                    _check_readable_pg(self._conn, self.path)
-                else:
-                    _migrate_pg(self._conn, self.path)
-            except BaseException:
-                self._conn.close()
-                raise
-        else:
-            try:
-                self._conn = _connect(self.path, readonly=readonly)
-                try:
-                    if readonly:
-                        _check_readable(self._conn, self.path)
-                    else:
-                        _migrate(self._conn, self.path)
-                except BaseException:
-                    self._conn.close()
-                    raise
-            except sqlite3.DatabaseError as exc:
-                raise InputError(f"not a usable wirecheck store ({exc})", source=self.path) from None
         self._lock = threading.Lock()
         self._queue: queue.Queue[Exchange | None] = queue.Queue(maxsize=queue_size)
         self._batch = batch_size
@@ -441,46 +212,14 @@ class Store:
 
     def _reconnect(self) -> None:
         with self._lock:
-            with contextlib.suppress(Exception):  # the old connection is already broken
-                self._conn.close()
-            with contextlib.suppress(InputError, sqlite3.Error):  # still down: the next attempt retries
-                self._conn = _connect_pg(self.url) if self.pg else _connect(self.path)
-
-    # --- SQL on either backend --------------------------------------------------------------------
-
-    def _q(self, sql: str) -> str:
-        return sql.replace("?", "%s") if self.pg else sql
+            self._db.reconnect()
 
     def _exec(self, sql: str, args: tuple[Any, ...] | list[Any] = ()) -> Any:
-        return self._conn.execute(self._q(sql), args)
+        return self._db.conn.execute(self._db.q(sql), args)
 
-    @contextlib.contextmanager
-    def _tx(self, immediate: bool = False) -> Iterator[None]:
-        """One transaction (call with ``self._lock`` held)."""
-        if self.pg:
-            with self._conn.transaction():
-                yield
-            return
-        self._conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
-        try:
-            yield
-        except BaseException:
-            # SQLITE_FULL (a full disk) rolls the transaction back itself: a second ROLLBACK would
-            # raise "no transaction is active" and hide the real error (issue 11, point 6)
-            if self._conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
-
-    def _many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
-        if not rows:
-            return
-        if self.pg:
-            with self._conn.cursor() as cur:
-                cur.executemany(self._q(sql), rows)
-        else:
-            self._conn.executemany(sql, rows)
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return list(self._exec(sql, args).fetchall())
 
     def _write(self, batch: list[Exchange]) -> None:
         with self._gap_lock:
@@ -488,7 +227,7 @@ class Store:
         if not batch and not gap:
             return
         try:
-            with self._lock, self._tx():
+            with self._lock, self._db.tx():
                 self._insert(batch)
                 if gap:
                     self._exec(
@@ -531,11 +270,11 @@ class Store:
                     json.dumps(doc, ensure_ascii=False, separators=(",", ":")),
                 )
             )
-        self._many(_UPSERT, rows)
+        self._db.many(_UPSERT, rows)
 
     def write_now(self, exchanges: Iterable[Exchange]) -> None:
         """Write synchronously (imports, tests), bypassing the queue."""
-        with self._lock, self._tx():
+        with self._lock, self._db.tx():
             self._insert(exchanges)
 
     def flush(self, timeout: float = 30.0) -> None:
@@ -556,7 +295,7 @@ class Store:
         if not self.readonly:
             self._write_safely([], stopping=True)
         with self._lock:
-            self._conn.close()
+            self._db.conn.close()
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -585,10 +324,7 @@ class Store:
 
     def replicas(self) -> dict[str, int]:
         """How many exchanges each writer (host:pid) wrote."""
-        with self._lock:
-            rows = self._exec(
-                "SELECT COALESCE(replica, ''), COUNT(*) FROM exchanges GROUP BY replica"
-            ).fetchall()
+        rows = self._rows("SELECT COALESCE(replica, ''), COUNT(*) FROM exchanges GROUP BY replica")
         return {str(r[0]): int(r[1]) for r in rows}
 
     def gap_unwritten(self) -> int:
@@ -598,23 +334,20 @@ class Store:
             return int(self._gap[0]) if self._gap else 0
 
     def gaps(self) -> list[tuple[int, str, str]]:
-        with self._lock:
-            return [
-                (int(r[0]), str(r[1]), str(r[2]))
-                for r in self._exec("SELECT dropped, first_at, last_at FROM gaps ORDER BY seq").fetchall()
-            ]
+        rows = self._rows("SELECT dropped, first_at, last_at FROM gaps ORDER BY seq")
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     def add_findings(self, findings: Iterable[Finding], checked_ids: Iterable[str]) -> None:
         rows = [
             (f.exchange_id, f.tap, f.rule, str(f.severity), str(f.fault), f.message, json.dumps(f.evidence))
             for f in findings
         ]
-        with self._lock, self._tx(immediate=True):
-            self._many(
+        with self._lock, self._db.tx(immediate=True):
+            self._db.many(
                 "INSERT INTO findings(exchange_id, tap, rule, severity, fault, message, evidence) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
-            self._many("UPDATE exchanges SET checked = 1 WHERE id = ?", [(i,) for i in checked_ids])
+            self._db.many("UPDATE exchanges SET checked = 1 WHERE id = ?", [(i,) for i in checked_ids])
 
     def findings(self, **filters: Any) -> list[dict[str, Any]]:
         """Stored findings; filters: rule, fault, severity, tap, exchange_id (exact), limit."""
@@ -634,13 +367,10 @@ class Store:
         return [{**dict(zip(keys, r, strict=True)), "evidence": json.loads(r[6])} for r in rows]
 
     def finding_counts(self) -> list[tuple[str, str, str, int]]:
-        with self._lock:
-            return [
-                (str(r[0]), str(r[1]), str(r[2]), int(r[3]))
-                for r in self._exec(
-                    "SELECT rule, fault, severity, COUNT(*) FROM findings GROUP BY rule, fault, severity"
-                ).fetchall()
-            ]
+        rows = self._rows(
+            "SELECT rule, fault, severity, COUNT(*) FROM findings GROUP BY rule, fault, severity"
+        )
+        return [(str(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows]
 
     # --- reading for the live view (issue 18): plain SELECTs from a row position -----------------
 
@@ -654,33 +384,21 @@ class Store:
     def exchange_rows_after(self, seq: int, limit: int) -> list[tuple[Any, ...]]:
         """(seq, id, tap, correlation, started_at, method, path, status, error, request body text)
         of the exchanges after row ``seq``, in row order."""
-        with self._lock:
-            return list(
-                self._exec(
-                    "SELECT seq, id, tap, correlation, started_at, method, path, status, error, "
-                    f"{self._body_text('doc')} FROM exchanges WHERE seq > ? ORDER BY seq LIMIT ?",
-                    (seq, limit),
-                ).fetchall()
-            )
+        return self._rows(
+            "SELECT seq, id, tap, correlation, started_at, method, path, status, error, "
+            f"{self._db.body_text('doc')} FROM exchanges WHERE seq > ? ORDER BY seq LIMIT ?",
+            (seq, limit),
+        )
 
     def finding_rows_after(self, seq: int, limit: int) -> list[tuple[Any, ...]]:
         """(seq, exchange_id, tap, rule, severity, fault, message, evidence JSON, request body text)
         of the findings after row ``seq``, in row order."""
-        with self._lock:
-            return list(
-                self._exec(
-                    "SELECT f.seq, f.exchange_id, f.tap, f.rule, f.severity, f.fault, f.message, f.evidence, "
-                    f"{self._body_text('e.doc')} FROM findings f LEFT JOIN exchanges e ON e.id = f.exchange_id "
-                    "WHERE f.seq > ? ORDER BY f.seq LIMIT ?",
-                    (seq, limit),
-                ).fetchall()
-            )
-
-    def _body_text(self, doc: str) -> str:
-        # the request body only, not the whole document (responses with their chunks are the bulk)
-        if self.pg:
-            return f"(({doc})::json -> 'request' ->> 'body_text')"
-        return f"json_extract({doc}, '$.request.body_text')"
+        return self._rows(
+            "SELECT f.seq, f.exchange_id, f.tap, f.rule, f.severity, f.fault, f.message, f.evidence, "
+            f"{self._db.body_text('e.doc')} FROM findings f LEFT JOIN exchanges e ON e.id = f.exchange_id "
+            "WHERE f.seq > ? ORDER BY f.seq LIMIT ?",
+            (seq, limit),
+        )
 
     def exchange_doc(self, exchange_id: str) -> dict[str, Any] | None:
         """One exchange in its interchange form, or None."""
@@ -690,25 +408,17 @@ class Store:
 
     def recent_taps(self, limit: int) -> list[tuple[str, str | None]]:
         """(tap, correlation) of the last ``limit`` exchanges, newest first."""
-        with self._lock:
-            return [
-                (str(r[0]), r[1])
-                for r in self._exec(
-                    "SELECT tap, correlation FROM exchanges ORDER BY seq DESC LIMIT ?", (limit,)
-                ).fetchall()
-            ]
+        rows = self._rows("SELECT tap, correlation FROM exchanges ORDER BY seq DESC LIMIT ?", (limit,))
+        return [(str(r[0]), r[1]) for r in rows]
 
     def unchecked(self, settle_s: float, limit: int = 500) -> list[tuple[str, str | None]]:
         """(id, correlation) of exchanges that ended at least ``settle_s`` ago and are not checked."""
         cutoff = time.time() - settle_s
-        with self._lock:
-            return [
-                (r[0], r[1])
-                for r in self._exec(
-                    "SELECT id, correlation FROM exchanges WHERE checked = 0 AND COALESCE(ended_at, 0) <= ? ORDER BY seq LIMIT ?",
-                    (cutoff, limit),
-                ).fetchall()
-            ]
+        rows = self._rows(
+            "SELECT id, correlation FROM exchanges WHERE checked = 0 AND COALESCE(ended_at, 0) <= ? ORDER BY seq LIMIT ?",
+            (cutoff, limit),
+        )
+        return [(r[0], r[1]) for r in rows]
 
     def claim_unchecked(self, settle_s: float, limit: int = 500) -> list[tuple[str, str | None]]:
         """Like :meth:`unchecked`, but the rows are claimed for this worker (``checked = 2``), so that
@@ -720,22 +430,8 @@ class Store:
             "SELECT id FROM exchanges WHERE (checked = 0 OR (checked = 2 AND claimed_at < ?)) "
             "AND COALESCE(ended_at, 0) <= ? ORDER BY seq LIMIT ?"
         )
-        with self._lock, self._tx(immediate=True):
-            if self.pg:
-                rows = self._exec(
-                    f"UPDATE exchanges SET checked = 2, claimed_at = ? WHERE id IN ({pick} FOR UPDATE SKIP LOCKED) "
-                    "RETURNING id, correlation, seq",
-                    (now, stale, cutoff, limit),
-                ).fetchall()
-                rows.sort(key=lambda r: r[2])
-            else:
-                rows = self._exec(
-                    pick.replace("SELECT id", "SELECT id, correlation"), (stale, cutoff, limit)
-                ).fetchall()
-                self._conn.executemany(
-                    "UPDATE exchanges SET checked = 2, claimed_at = ? WHERE id = ?",
-                    [(now, r[0]) for r in rows],
-                )
+        with self._lock, self._db.tx(immediate=True):
+            rows = self._db.claim(pick, now, stale, cutoff, limit)
         return [(r[0], r[1]) for r in rows]
 
 

@@ -1,0 +1,42 @@
+"""wirecheck.record: recording, once (issue 12, part 1). The sink protocol, the recording client (per
+chunk timing and one map of error kinds), the store over its SQLite and PostgreSQL backends, the
+``x-wirecheck-id`` correlation, in-process taps, and serving on loopback for taps and tests.
+
+It imports only ``wirecheck.contracts``; the proxy, replay, the generators, acceptance and the tests
+record through it."""
+
+from ._client import HOP_HEADERS, error_of, record_async, record_sync
+from ._correlation import CORRELATION_HEADER, Correlator, correlation_secret, mint_correlation
+from ._correlation import SECRET_ENV as CORRELATION_SECRET_ENV
+from ._serve import StreamingASGITransport, free_port, read_body, serve
+from ._sink import MemorySink, Sink
+from ._store import LIVE_CHECK_SKIPPED, SCHEMA_VERSION, Store, StoreStats, is_store, open_store, store_notes
+from ._tap import RecordingTransport, TapApp, dual_taps
+
+__all__ = [
+    "CORRELATION_HEADER",
+    "CORRELATION_SECRET_ENV",
+    "HOP_HEADERS",
+    "LIVE_CHECK_SKIPPED",
+    "SCHEMA_VERSION",
+    "Correlator",
+    "MemorySink",
+    "RecordingTransport",
+    "Sink",
+    "Store",
+    "StoreStats",
+    "StreamingASGITransport",
+    "TapApp",
+    "correlation_secret",
+    "dual_taps",
+    "error_of",
+    "free_port",
+    "is_store",
+    "mint_correlation",
+    "open_store",
+    "read_body",
+    "record_async",
+    "record_sync",
+    "serve",
+    "store_notes",
+]

@@ -1,0 +1,138 @@
+"""Serving on loopback, once: a free port, an ASGI app on a real socket (uvicorn in a thread), and an
+httpx transport that runs an ASGI app in process while handing each body chunk on as it is sent."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
+from typing import Any
+
+import httpx
+import uvicorn
+
+__all__ = ["StreamingASGITransport", "free_port", "read_body", "serve"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve(app: Any, port: int | None = None, *, log_level: str = "warning") -> Iterator[str]:
+    """Run ``app`` on ``127.0.0.1:port`` (a free one when None) until the block ends; yields its URL."""
+    port = port or free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level, lifespan="auto")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError(f"uvicorn did not start on port {port}")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+async def read_body(receive: Callable[[], Awaitable[MutableMapping[str, Any]]]) -> bytes:
+    """The whole request body of an ASGI request (what a caller sent before a disconnect, if any)."""
+    body = b""
+    while True:
+        msg = await receive()
+        body += bytes(msg.get("body", b""))
+        if msg["type"] != "http.request" or not msg.get("more_body", False):
+            return body
+
+
+class _QueueStream(httpx.AsyncByteStream):
+    def __init__(self, queue: asyncio.Queue[bytes | BaseException | None], task: asyncio.Task[None]) -> None:
+        self.queue, self.task = queue, task
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while True:
+            item = await self.queue.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise httpx.RemoteProtocolError(f"peer closed the connection: {item}") from item
+            yield item
+
+    async def aclose(self) -> None:
+        if not self.task.done():
+            self.task.cancel()
+
+
+class StreamingASGITransport(httpx.AsyncBaseTransport):
+    """Like httpx.ASGITransport, but hands each body chunk on as the app sends it (httpx's own
+    buffers the whole response), so per-chunk timing and cancellation work in-process. An app that
+    raises mid-body looks to the client like a connection closed mid-stream."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = await request.aread()
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": request.method,
+            "headers": [(k.lower(), v) for k, v in request.headers.raw],
+            "scheme": request.url.scheme,
+            "path": request.url.path,
+            "raw_path": request.url.raw_path.split(b"?")[0],
+            "query_string": request.url.query,
+            "server": (request.url.host, request.url.port or 80),
+            "client": ("127.0.0.1", 123),
+            "root_path": "",
+        }
+        queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
+        started: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        sent_request = False
+        done = asyncio.Event()
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent_request
+            if not sent_request:
+                sent_request = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await done.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                started.set_result((message["status"], list(message.get("headers", []))))
+            elif message["type"] == "http.response.body":
+                if message.get("body"):
+                    queue.put_nowait(message["body"])
+                if not message.get("more_body", False):
+                    queue.put_nowait(None)
+
+        async def run() -> None:
+            try:
+                await self.app(scope, receive, send)
+            except BaseException as exc:
+                if not started.done():
+                    started.set_exception(exc)
+                else:
+                    queue.put_nowait(exc if isinstance(exc, Exception) else RuntimeError("cancelled"))
+                if not isinstance(exc, Exception):
+                    raise
+            finally:
+                done.set()
+
+        task = asyncio.get_running_loop().create_task(run())
+        status, headers = await started
+        return httpx.Response(status, headers=headers, stream=_QueueStream(queue, task))
