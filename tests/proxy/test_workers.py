@@ -119,7 +119,7 @@ def test_two_workers_record_every_request_once_and_pair_across_workers(tmp_path:
     store = Store(db)
     try:
         exchanges = list(store.exchanges())
-        rows = store._conn.execute("SELECT id, tap, correlation, replica, checked FROM exchanges").fetchall()
+        rows = store._rows("SELECT id, tap, correlation, replica, checked FROM exchanges")
         gaps = store.gaps()
     finally:
         store.close()
