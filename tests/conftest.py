@@ -2,9 +2,12 @@ import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.real_vllm import chain
 
 pytest_plugins = ["pytester"]
 
@@ -27,10 +30,43 @@ _db_names = itertools.count(1)
 _REAL_VLLM = Path(__file__).resolve().parent / "real_vllm"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def _in_tier(item: pytest.Item) -> bool:
+    return _REAL_VLLM in Path(str(item.fspath)).parents
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The real_vllm tier runs last: its servers start in the background when collection ends
-    (tests/real_vllm/conftest.py), so the rest of the suite runs while they install and start."""
-    items.sort(key=lambda item: _REAL_VLLM in Path(str(item.fspath)).parents)
+    (tests/real_vllm/chain.py), so the rest of the suite runs while they install and start. Under
+    pytest-xdist the tier is one group (``--dist loadgroup``): its tests share two servers and read
+    their counters, so they run one after the other on one worker."""
+    items.sort(key=_in_tier)
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            if _in_tier(item):
+                item.add_marker(pytest.mark.xdist_group("real_vllm"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # a plain run starts the tier's servers itself; an xdist worker leaves them to the controller
+    if getattr(session.config, "workerinput", None) is None and any(_in_tier(i) for i in session.items):
+        chain.start_chain(session.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist's controller tells each worker where the servers' outcome is written."""
+    node.workerinput["real_vllm_status"] = str(chain.status_dir(node.config))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """xdist's controller collects nothing itself: it starts the servers when a worker collected the tier."""
+    if any(i.startswith("tests/real_vllm/") for i in ids):
+        chain.start_chain(node.config)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    chain.stop_chain(session.config)
 
 
 @pytest.fixture(scope="session")

@@ -77,6 +77,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
                 "--store",
                 str(tmp / "wc.db"),
                 "--no-live-checks",
+                "--admin",
+                "off",  # not the default 127.0.0.1:8102: tests run side by side (pytest-xdist)
                 ready=port_open(caller_port),
                 ready_s=60,
                 logs=tmp / "proxy",
