@@ -24,6 +24,7 @@ from wirecheck.contracts import Chunk, Exchange, ExchangeError, HttpRequest, Htt
 from wirecheck.proxy import CORRELATION_HEADER, mint_correlation
 
 __all__ = [
+    "REQUEST_READ_TIMEOUT_S",
     "Metrics",
     "MetricsSampler",
     "Sample",
@@ -33,6 +34,11 @@ __all__ = [
     "scrape",
     "summarize",
 ]
+
+#: the capacity clients' read timeout (in process and on Locust workers): the longest a streamed
+#: answer may stay silent; a Locust worker with no new sample for longer than this, plus slack,
+#: fails its step
+REQUEST_READ_TIMEOUT_S = 600.0
 
 
 @dataclass(slots=True)

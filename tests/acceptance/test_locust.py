@@ -9,6 +9,7 @@ within 25% (+0.01). Both drivers time requests with the same code; what differs 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -85,8 +86,12 @@ def test_an_open_loop_rate_is_split_over_workers_started_elsewhere(tmp_path: Pat
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
+                # the second worker says ready again only 2 s after each step's stop, as a worker
+                # process kept off the CPU does on a loaded machine: a step started without it, and
+                # its late return made Locust re-dispatch users mid-step, losing samples (the CI hang)
+                env={**os.environ, "LOCUST_WORKER_ADDITIONAL_WAIT_BEFORE_READY_AFTER_STOP": str(2 * i)},
             )
-            for _ in range(2)
+            for i in range(2)
         ]
         try:
             plan = _plan(open_loop_rates=[10.0, 40.0], open_loop_requests=12)
