@@ -252,7 +252,7 @@ def _busy(runner: MasterRunner) -> list[str]:
     return [w.id for w in runner.clients.values() if w.state != STATE_INIT]
 
 
-def _settle(runner: MasterRunner, expect: int, label: str, timeout: float = SETTLE_S) -> None:
+def _settle(runner: MasterRunner, expect: int) -> None:
     """Wait until every expected worker is back and ready before a step starts.
 
     After a step's ``stop`` a worker sends ``client_stopped`` (the master forgets it) and then
@@ -260,31 +260,41 @@ def _settle(runner: MasterRunner, expect: int, label: str, timeout: float = SETT
     all users to the other workers, and when the late worker came back Locust re-dispatched the users
     in the middle of the step, killing users in the middle of a request: their samples never arrived
     and the step waited for a ``wirecheck_done`` that could not come (the hang seen in CI)."""
+    lost = _Lost(runner)
     try:
-        _wait(lambda: len(runner.clients.ready) >= expect and not _busy(runner), timeout, "")
+        _wait(
+            lambda: lost.check() and len(runner.clients.ready) >= expect and not _busy(runner),
+            SETTLE_S,
+            "",
+        )
     except TimeoutError:
         states = {w.id: w.state for w in runner.clients.values()}
         raise StepFailed(
-            f"step {label}: {len(runner.clients.ready)} of {expect} Locust workers ready after "
-            f"{timeout:.0f} s (workers: {states or 'none'})"
+            f"{len(runner.clients.ready)} of {expect} Locust workers ready after "
+            f"{SETTLE_S:.0f} s (workers: {states or 'none'})"
         ) from None
 
 
-def _spawn(runner: MasterRunner, users: int, label: str) -> list[Any]:
+def _spawn(runner: MasterRunner, users: int) -> list[Any]:
     """Start ``users`` users and wait until the workers report them all: Locust's own wait for the
     reports is one second, after which it calls spawning complete with counts that may still be 0."""
     runner.start(users, spawn_rate=max(users * 50, 100))
+    lost = _Lost(runner)
     try:
         _wait(
-            lambda: runner.spawning_completed and runner.user_count == users and not _missing(runner),
+            lambda: (
+                lost.check()
+                and runner.spawning_completed
+                and runner.user_count == users
+                and not _missing(runner)
+            ),
             SETTLE_S,
             "",
         )
     except TimeoutError:
         got = {w.id: w.user_count for w in runner.clients.values()}
         raise StepFailed(
-            f"step {label}: Locust workers reported {runner.user_count} of {users} users after "
-            f"{SETTLE_S:.0f} s ({got})"
+            f"Locust workers reported {runner.user_count} of {users} users after {SETTLE_S:.0f} s ({got})"
         ) from None
     # Pin the users where they are for this step: with no dispatcher, a worker that comes back from
     # missing or connects late is not given users taken from the others (a re-dispatch kills users
@@ -297,35 +307,47 @@ def _missing(runner: MasterRunner) -> bool:
     return any(w.state == STATE_MISSING for w in runner.clients.values())
 
 
-def _await_reports(
-    runner: MasterRunner, watch: _Watch, shares: dict[str, int], label: str, idle_s: float
-) -> None:
+class _Lost:
+    """Fails the step when a worker stays missing (no heartbeat) past MISSING_GRACE_S; with ``got``
+    (the workers still owing samples and how far each came), only a worker that still owes counts."""
+
+    def __init__(self, runner: MasterRunner) -> None:
+        self.runner = runner
+        self.since: dict[str, float] = {}
+
+    def check(self, got: dict[str, str] | None = None) -> bool:
+        now = time.monotonic()
+        for w in list(self.runner.clients.values()):
+            if w.state != STATE_MISSING or (got is not None and w.id not in got):
+                self.since.pop(w.id, None)
+            elif now - self.since.setdefault(w.id, now) > MISSING_GRACE_S:
+                more = f" ({got[w.id]})" if got else ""
+                raise StepFailed(
+                    f"Locust worker {w.id} went missing: no heartbeat for over "
+                    f"{MISSING_GRACE_S + 3:.0f} s{more}"
+                )
+        return True
+
+
+def _await_reports(runner: MasterRunner, watch: _Watch, shares: dict[str, int], idle_s: float) -> None:
     """Wait for every worker's ``wirecheck_done``; fail when one leaves, stays missing past
     MISSING_GRACE_S, or sends no sample for ``idle_s`` (the client's request timeout plus slack)."""
-    missing_since: dict[str, float] = {}
+    lost = _Lost(runner)
     while True:
         left = [w for w in shares if w not in watch.done]
         if not left:
             return
         now = time.monotonic()
+        got = {w: f"{watch.seen[w][0]} of {shares[w]} samples reported" for w in left}
+        lost.check(got)
         for wid in left:
-            count, at = watch.seen[wid]
-            where = f"step {label}: Locust worker {wid}"
-            got = f"{count} of {shares[wid]} samples reported"
-            node = runner.clients.get(wid)
-            if node is None:
-                raise StepFailed(f"{where} left in the middle of the step ({got})")
-            if node.state == STATE_MISSING:
-                since = missing_since.setdefault(wid, now)
-                if now - since > MISSING_GRACE_S:
-                    raise StepFailed(
-                        f"{where} went missing: no heartbeat for over {MISSING_GRACE_S + 3:.0f} s ({got})"
-                    )
-            else:
-                missing_since.pop(wid, None)
+            at = watch.seen[wid][1]
+            if runner.clients.get(wid) is None:
+                raise StepFailed(f"Locust worker {wid} left in the middle of the step ({got[wid]})")
             if now - at > idle_s:
                 raise StepFailed(
-                    f"{where} sent no sample for {idle_s:.0f} s, the client's request timeout plus slack ({got})"
+                    f"Locust worker {wid} sent no sample for {idle_s:.0f} s, "
+                    f"the client's request timeout plus slack ({got[wid]})"
                 )
         gevent.sleep(0.05)
 
@@ -340,8 +362,8 @@ def _run_step(runner: MasterRunner, watch: _Watch, cmd: dict[str, Any], expect: 
     rate = cmd.get("rate")
     label = str(cmd["label"])
     users = max(1, min(len(specs), 512) if rate else int(cmd["users"]))
-    _settle(runner, expect, label)
-    workers = _spawn(runner, users, label)
+    _settle(runner, expect)
+    workers = _spawn(runner, users)
     slots = [w.id for w in workers for _ in range(w.user_count)]
     shares: dict[str, list[dict[str, Any]]] = {w.id: [] for w in workers}
     for j, sp in enumerate(specs):
@@ -363,9 +385,7 @@ def _run_step(runner: MasterRunner, watch: _Watch, cmd: dict[str, Any], expect: 
             },
             client_id=w.id,
         )
-    _await_reports(
-        runner, watch, {w: len(v) for w, v in shares.items()}, label, float(cmd.get("idle_s", 660))
-    )
+    _await_reports(runner, watch, {w: len(v) for w, v in shares.items()}, float(cmd.get("idle_s", 660)))
     _stop(runner, 60)
     samples = [raw for w in shares for raw in watch.done[w]["samples"]]
     watch.step = None
@@ -440,13 +460,14 @@ def master_main() -> None:
             what = str(exc) if isinstance(exc, StepFailed) else f"{type(exc).__name__}: {exc}"
             _emit({"event": "error", "step": cmd.get("step"), "message": what})
             watch.step = None
-            # leave the workers stopped for a next step or quit; a missing worker never reports
-            # stopped, so this wait is short and its failure is not the step's error
+            # leave the workers stopped for a next step or quit. Not waiting for Locust's stopped
+            # state: with a worker missing it never comes, and the next step waits for its workers.
             with contextlib.suppress(Exception):
-                _stop(runner, 10)
+                runner.stop()
     ticker.kill()
     # Locust sends ``quit`` only to the workers it knows: one still between ``client_stopped`` and
     # ``client_ready`` after the last step would be left waiting 60 s for a master that is gone
-    with contextlib.suppress(StepFailed):
-        _settle(runner, args.workers, "quit", timeout=15)
+    # (a missing worker counts as known: it may be dead, and waiting for it helps nothing)
+    with contextlib.suppress(TimeoutError):
+        _wait(lambda: len(runner.clients.ready) + len(runner.clients.missing) >= args.workers, 15, "")
     runner.quit()

@@ -12,7 +12,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 from tests.servers import free_port, serve
 from wirecheck.acceptance import AcceptOptions, CapacityPlan, Progress, accept, locustfile_path
@@ -65,34 +68,49 @@ def test_two_locust_workers_give_the_in_process_figures(tmp_path: Path) -> None:
     assert dist["data"]["long_input"][0]["ok"] and dist["data"]["soak"]["requests"] == 8
 
 
+def _worker(port: int, late_ready_s: int = 0) -> subprocess.Popen[bytes]:
+    """A plain ``locust --worker`` as a team starts it on a load machine."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            locustfile_path(),
+            "--worker",
+            "--master-host",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            "--loglevel",
+            "ERROR",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "LOCUST_WORKER_ADDITIONAL_WAIT_BEFORE_READY_AFTER_STOP": str(late_ready_s)},
+    )
+
+
+def _masters_on(port: int) -> list[int]:
+    """Pids of wirecheck Locust masters still listening on ``port``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(b"master_main" in a for a in args) and str(port).encode() in args:
+            found.append(int(proc.name))
+    return found
+
+
 def test_an_open_loop_rate_is_split_over_workers_started_elsewhere(tmp_path: Path) -> None:
     port = free_port()
     with serve(create_app(SimConfig(**CFG))) as url:  # type: ignore[arg-type]
-        workers = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "locust",
-                    "-f",
-                    locustfile_path(),
-                    "--worker",
-                    "--master-host",
-                    "127.0.0.1",
-                    "--master-port",
-                    str(port),
-                    "--loglevel",
-                    "ERROR",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                # the second worker says ready again only 2 s after each step's stop, as a worker
-                # process kept off the CPU does on a loaded machine: a step started without it, and
-                # its late return made Locust re-dispatch users mid-step, losing samples (the CI hang)
-                env={**os.environ, "LOCUST_WORKER_ADDITIONAL_WAIT_BEFORE_READY_AFTER_STOP": str(2 * i)},
-            )
-            for i in range(2)
-        ]
+        # the second worker says ready again only 2 s after each step's stop, as a worker process
+        # kept off the CPU does on a loaded machine: a step started without it, and its late return
+        # made Locust re-dispatch users mid-step, losing samples (the CI hang)
+        workers = [_worker(port), _worker(port, late_ready_s=2)]
         try:
             plan = _plan(open_loop_rates=[10.0, 40.0], open_loop_requests=12)
             ph = _capacity(
@@ -151,3 +169,64 @@ def test_the_locustfile_runs_under_a_plain_locust_and_writes_raw_measurements(tm
     assert len(rows) >= 4 and all(r["ok"] for r in rows)
     assert all(r["ttft_s"] is not None and 0 < r["ttft_s"] <= r["e2e_s"] for r in rows)
     assert "agent sample" in proc.stdout + proc.stderr  # Locust's own statistics name the requests
+
+
+def test_a_worker_killed_mid_step_fails_the_phase_in_bounded_time(tmp_path: Path) -> None:
+    port = free_port()
+    app = create_app(SimConfig(**CFG))  # type: ignore[arg-type]
+    chats: list[float] = []
+    busy = threading.Event()
+
+    async def counting(scope: Any, receive: Any, send: Any) -> None:
+        # the first chat request is the in-process warm-up, the others the ramp step's 40 on the
+        # Locust workers: at the sixth, both workers are in the middle of the step
+        if scope["type"] == "http" and scope["path"].endswith("/chat/completions"):
+            chats.append(time.monotonic())
+            if len(chats) == 6:
+                busy.set()
+        await app(scope, receive, send)
+
+    workers = [_worker(port), _worker(port)]
+    killed_at: list[float] = []
+
+    def kill_one() -> None:
+        if busy.wait(120):
+            workers[0].kill()  # SIGKILL: no goodbye to the master, only heartbeats that stop
+            killed_at.append(time.monotonic())
+
+    killer = threading.Thread(target=kill_one, daemon=True)
+    try:
+        with serve(counting) as url:
+            killer.start()
+            opts = AcceptOptions(
+                target=url,
+                engine_url=url,
+                reviewer="ci",
+                out=tmp_path / "killed",
+                phases=["capacity"],
+                plan=_plan(ramp=[4], min_requests=40, long_input_turns=[]),
+                load_engine="locust",
+                locust_master=f"127.0.0.1:{port}",
+                locust_expect_workers=2,
+            )
+            res = accept(opts, Progress(quiet=True))
+            returned = time.monotonic()
+    finally:
+        killer.join(timeout=5)
+        for w in workers:
+            if w.poll() is None:
+                try:
+                    w.wait(timeout=30)
+                finally:
+                    w.kill()
+    assert killed_at, "the ramp step never reached the Locust workers"
+    error = res.phases[0].error
+    assert error is not None and error.startswith("TransportError: Locust step ramp c=4: Locust worker ")
+    assert "went missing: no heartbeat for over 18 s" in error and "samples reported" in error, error
+    # Locust marks the worker missing after ~4 s, the step fails 15 s later; the old wait was 3600 s
+    assert returned - killed_at[0] < 60, returned - killed_at[0]
+    # the phase's error reaches the report, and nothing is left running
+    report = Path(res.files["json"]).read_text()
+    assert "went missing" in report
+    assert workers[1].returncode == 0  # the master told the surviving worker to quit
+    assert _masters_on(port) == []
