@@ -66,6 +66,9 @@ class LocustLoad:
         #: no sample from a worker for this long fails the step: the capacity client's request
         #: (read) timeout plus slack
         self.idle_s = request_timeout_s + IDLE_SLACK_S
+        #: no line (tick or answer) from the master for this long fails the step
+        self.silent_s = SILENT_S
+        self._silent = False
         self.info: dict[str, Any] = {}
 
     async def start(self, target: str) -> None:
@@ -151,15 +154,19 @@ class LocustLoad:
         way (no tick for SILENT_S, or no new sample for the request timeout plus slack), so a stuck or
         dead master cannot keep the acceptance run waiting for hours."""
         seen, gained = -1, time.monotonic()
-        bound = self.idle_s + SILENT_S
+        bound = self.idle_s + self.silent_s
         while True:
-            left = min(SILENT_S, gained + bound - time.monotonic())
+            left = min(self.silent_s, gained + bound - time.monotonic())
             why = (
                 f"step {label}: no new sample for {bound:.0f} s"
-                if left < SILENT_S
-                else f"step {label}: silent for {SILENT_S:.0f} s"
+                if left < self.silent_s
+                else f"step {label}: silent for {self.silent_s:g} s"
             )
-            obj = await self._line(left, why)
+            try:
+                obj = await self._line(left, why)
+            except TransportError:
+                self._silent = True  # close() kills it rather than waiting for it to quit
+                raise
             if obj.get("event") != "tick":
                 return obj
             if int(obj.get("samples") or 0) > seen:
@@ -197,19 +204,26 @@ class LocustLoad:
         return [Sample.from_raw(raw) for raw in reply["samples"]]
 
     async def close(self) -> None:
+        """Stop the master and the local workers; whatever does not exit in time is killed. A master
+        that went silent gets no ``quit`` (it would not read it) and its workers none either."""
+        quit_sent = False
         if self.master is not None and self.master.returncode is None:
-            with contextlib.suppress(OSError, AttributeError):
-                assert self.master.stdin is not None
-                self.master.stdin.write(b'{"cmd": "quit"}\n')
-                await self.master.stdin.drain()
+            if not self._silent:
+                with contextlib.suppress(OSError, AttributeError):
+                    assert self.master.stdin is not None
+                    self.master.stdin.write(b'{"cmd": "quit"}\n')
+                    await self.master.stdin.drain()
+                    quit_sent = True
             try:
-                await asyncio.wait_for(self.master.wait(), 20)
+                await asyncio.wait_for(self.master.wait(), 20 if quit_sent else 0.1)
             except TimeoutError:
+                quit_sent = False
                 self.master.kill()
                 await self.master.wait()
         for w in self.workers:
             try:
-                await asyncio.wait_for(w.wait(), 20)
+                # a worker hears "quit" from a master that quit cleanly; otherwise nobody tells it
+                await asyncio.wait_for(w.wait(), 20 if quit_sent else 0.1)
             except TimeoutError:
                 w.kill()
                 await w.wait()

@@ -8,8 +8,10 @@ within 25% (+0.01). Both drivers time requests with the same code; what differs 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -17,8 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.servers import free_port, serve
-from wirecheck.acceptance import AcceptOptions, CapacityPlan, Progress, accept, locustfile_path
+from wirecheck import TransportError
+from wirecheck.acceptance import AcceptOptions, CapacityPlan, LocustLoad, Progress, accept, locustfile_path
 from wirecheck.sim import SimConfig, create_app, create_dcgm_app
 
 CFG = {"family": "kimi_k3", "time_scale": 0.05}
@@ -232,3 +237,25 @@ def test_a_worker_killed_mid_step_fails_the_phase_in_bounded_time(tmp_path: Path
     assert "went missing" in report
     assert workers[1].returncode == 0  # the master told the surviving worker to quit
     assert _masters_on(port) == []
+
+
+def test_the_acceptance_run_gives_up_on_a_silent_master_and_leaves_no_process() -> None:
+    async def go(url: str) -> tuple[float, LocustLoad]:
+        load = LocustLoad(workers=1)
+        load.silent_s = 3.0  # the master ticks every 2 s; 60 s in real runs
+        await load.start(url)
+        assert load.master is not None
+        os.kill(load.master.pid, signal.SIGSTOP)  # a master that hangs: alive, says nothing
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(TransportError, match="step stalled: silent for 3 s"):
+                await load.step("stalled", [], url=url + "/v1/chat/completions", headers={}, users=1)
+            return time.monotonic() - t0, load
+        finally:
+            await load.close()
+
+    with serve(create_app(SimConfig(**CFG))) as url:  # type: ignore[arg-type]
+        took, load = asyncio.run(go(url))
+    assert took < 10, took
+    assert load.master is not None and load.master.returncode == -signal.SIGKILL
+    assert [w.returncode for w in load.workers] == [-signal.SIGKILL]
