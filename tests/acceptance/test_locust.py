@@ -24,6 +24,7 @@ import pytest
 from tests.servers import free_port, serve
 from wirecheck import TransportError
 from wirecheck.acceptance import AcceptOptions, CapacityPlan, LocustLoad, Progress, accept, locustfile_path
+from wirecheck.acceptance._workload import spec
 from wirecheck.sim import SimConfig, create_app, create_dcgm_app
 
 CFG = {"family": "kimi_k3", "time_scale": 0.05}
@@ -259,3 +260,37 @@ def test_the_acceptance_run_gives_up_on_a_silent_master_and_leaves_no_process() 
     assert took < 10, took
     assert load.master is not None and load.master.returncode == -signal.SIGKILL
     assert [w.returncode for w in load.workers] == [-signal.SIGKILL]
+
+
+def test_a_worker_stuck_on_a_request_fails_the_step_after_the_idle_bound() -> None:
+    app = create_app(SimConfig(**CFG))  # type: ignore[arg-type]
+
+    async def stuck(scope: Any, receive: Any, send: Any) -> None:
+        # chat requests never get an answer: the worker stays alive and silent (heartbeats go on)
+        if scope["type"] == "http" and scope["path"].endswith("/chat/completions"):
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            return
+        await app(scope, receive, send)
+
+    async def go(url: str) -> tuple[float, LocustLoad]:
+        load = LocustLoad(workers=1)
+        load.idle_s = 3.0  # the request timeout (600 s) plus 60 s in real runs
+        await load.start(url)
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(
+                TransportError, match=r"Locust step stuck: Locust worker \S+ sent no sample for 3 s"
+            ):
+                await load.step(
+                    "stuck", [spec("varied", 1)], url=url + "/v1/chat/completions", headers={}, users=1
+                )
+            return time.monotonic() - t0, load
+        finally:
+            await load.close()
+
+    with serve(stuck) as url:
+        took, load = asyncio.run(go(url))
+    assert took < 30, took
+    assert load.master is not None and load.master.returncode == 0  # it quit when asked
+    assert [w.returncode for w in load.workers] == [0]  # told to quit by the master
