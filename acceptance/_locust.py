@@ -148,13 +148,13 @@ class LocustLoad:
                 obj: dict[str, Any] = json.loads(line)
                 return obj
 
-    async def _answer(self, label: str) -> dict[str, Any]:
+    async def _answer(self, label: str, idle_s: float) -> dict[str, Any]:
         """The step's answer. The master ticks every couple of seconds with the step's sample count and
         fails the step itself when a worker is lost or silent; this side bounds its own wait the same
         way (no tick for SILENT_S, or no new sample for the request timeout plus slack), so a stuck or
         dead master cannot keep the acceptance run waiting for hours."""
         seen, gained = -1, time.monotonic()
-        bound = self.idle_s + self.silent_s
+        bound = idle_s + self.silent_s
         while True:
             left = min(self.silent_s, gained + bound - time.monotonic())
             why = (
@@ -198,7 +198,8 @@ class LocustLoad:
         }
         self.master.stdin.write((json.dumps(cmd) + "\n").encode())
         await self.master.stdin.drain()
-        reply = await self._answer(label)
+        # an open-loop step sends nothing between its due times: one interval more
+        reply = await self._answer(label, self.idle_s + (1 / rate if rate else 0.0))
         if reply.get("event") != "done":
             raise TransportError(f"Locust step {label}: {reply.get('message', reply)}")
         return [Sample.from_raw(raw) for raw in reply["samples"]]

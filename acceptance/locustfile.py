@@ -385,8 +385,13 @@ def _run_step(runner: MasterRunner, watch: _Watch, cmd: dict[str, Any], expect: 
             },
             client_id=w.id,
         )
-    _await_reports(runner, watch, {w: len(v) for w, v in shares.items()}, float(cmd.get("idle_s", 660)))
-    _stop(runner, 60)
+    idle_s = float(cmd.get("idle_s", 660))
+    if rate:  # an open-loop worker is idle on purpose between its sends
+        idle_s += total / (rate * min(w.user_count for w in workers))
+    _await_reports(runner, watch, {w: len(v) for w, v in shares.items()}, idle_s)
+    # every sample is in: a worker slow to stop (or gone since) is the next step's concern (_settle)
+    with contextlib.suppress(TimeoutError):
+        _stop(runner, 30)
     samples = [raw for w in shares for raw in watch.done[w]["samples"]]
     watch.step = None
     return {
