@@ -32,7 +32,14 @@ from typing import Any
 import gevent
 import httpx
 from locust import User, constant, events, task
-from locust.runners import STATE_INIT, STATE_MISSING, STATE_STOPPED, MasterRunner, WorkerRunner
+from locust.runners import (
+    STATE_INIT,
+    STATE_MISSING,
+    STATE_STOPPED,
+    STATE_STOPPING,
+    MasterRunner,
+    WorkerRunner,
+)
 
 from wirecheck.acceptance._client import REQUEST_READ_TIMEOUT_S, Sample, measure_sync
 from wirecheck.acceptance._workload import capacity_body, spec
@@ -340,6 +347,13 @@ def _await_reports(runner: MasterRunner, watch: _Watch, shares: dict[str, int], 
         now = time.monotonic()
         got = {w: f"{watch.seen[w][0]} of {shares[w]} samples reported" for w in left}
         lost.check(got)
+        if runner.state in (STATE_STOPPING, STATE_STOPPED):
+            # Locust stops the test itself when its last worker goes missing or quits; the stopped
+            # users will send nothing more, so waiting for the idle bound would only waste it
+            raise StepFailed(
+                "Locust stopped the test in the middle of the step: every worker went missing or quit "
+                f"({'; '.join(f'{w}: {g}' for w, g in got.items())})"
+            )
         for wid in left:
             at = watch.seen[wid][1]
             if runner.clients.get(wid) is None:

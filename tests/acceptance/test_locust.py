@@ -294,3 +294,41 @@ def test_a_worker_stuck_on_a_request_fails_the_step_after_the_idle_bound() -> No
     assert took < 30, took
     assert load.master is not None and load.master.returncode == 0  # it quit when asked
     assert [w.returncode for w in load.workers] == [0]  # told to quit by the master
+
+
+def test_the_step_fails_at_once_when_locust_stops_the_test_for_its_last_worker() -> None:
+    app = create_app(SimConfig(**CFG))  # type: ignore[arg-type]
+
+    asked = threading.Event()
+
+    async def stuck(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].endswith("/chat/completions"):
+            asked.set()
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            return
+        await app(scope, receive, send)
+
+    async def go(url: str) -> tuple[float, LocustLoad]:
+        load = LocustLoad(workers=1)
+        await load.start(url)
+        step = asyncio.ensure_future(
+            load.step("alone", [spec("varied", 1)], url=url + "/v1/chat/completions", headers={}, users=1)
+        )
+        assert await asyncio.to_thread(asked.wait, 120)  # the worker is in its request
+        load.workers[0].kill()
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(
+                TransportError, match="Locust step alone: Locust stopped the test in the middle"
+            ):
+                await step
+            return time.monotonic() - t0, load
+        finally:
+            await load.close()
+
+    with serve(stuck) as url:
+        took, load = asyncio.run(go(url))
+    # Locust marks the only worker missing after ~4 s and stops the test; the idle bound is 660 s
+    assert took < 30, took
+    assert load.master is not None and load.master.returncode == 0
