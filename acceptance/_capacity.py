@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from ._client import Metrics, MetricsSampler, Sample, delta, scrape, summarize
+from ._client import REQUEST_READ_TIMEOUT_S, Metrics, MetricsSampler, Sample, delta, scrape, summarize
 from ._drive import (
     CapacityPlan,
     LoadCtx,
@@ -535,7 +535,7 @@ async def run_capacity(
     ``workload``: the team's requests (``--samples``) for the long-input and ramp stages."""
     ph = CapacityResult("capacity")
     async with httpx.AsyncClient(
-        timeout=httpx.Timeout(600, connect=10), limits=httpx.Limits(max_connections=1024)
+        timeout=httpx.Timeout(REQUEST_READ_TIMEOUT_S, connect=10), limits=httpx.Limits(max_connections=1024)
     ) as client:
         ctx = LoadCtx(
             client,

@@ -24,6 +24,7 @@ from wirecheck.contracts import Exchange, HttpRequest, build_view
 from wirecheck.record import CORRELATION_HEADER, mint_correlation, record_async, record_sync
 
 __all__ = [
+    "REQUEST_READ_TIMEOUT_S",
     "Metrics",
     "MetricsSampler",
     "Sample",
@@ -34,6 +35,11 @@ __all__ = [
     "scrape",
     "summarize",
 ]
+
+#: the capacity clients' read timeout (in process and on Locust workers): the longest a streamed
+#: answer may stay silent; a Locust worker with no new sample for longer than this, plus slack,
+#: fails its step
+REQUEST_READ_TIMEOUT_S = 600.0
 
 
 @dataclass(slots=True)

@@ -21,11 +21,17 @@ from wirecheck._errors import TransportError
 from wirecheck.contracts import ConfigError
 from wirecheck.record import free_port
 
-from ._client import Sample
+from ._client import REQUEST_READ_TIMEOUT_S, Sample
 
 __all__ = ["LocustLoad", "locustfile_path"]
 
 _MASTER = "from gevent import monkey; monkey.patch_all(); from wirecheck.acceptance.locustfile import master_main; master_main()"
+
+
+#: slack over the request timeout before a worker without a new sample fails the step
+IDLE_SLACK_S = 60.0
+#: the master ticks every 2 s; this long without a line from it means it is stuck
+SILENT_S = 60.0
 
 
 def locustfile_path() -> str:
@@ -38,7 +44,12 @@ def locustfile_path() -> str:
 
 class LocustLoad:
     def __init__(
-        self, *, workers: int = 2, master: str | None = None, expect_workers: int | None = None
+        self,
+        *,
+        workers: int = 2,
+        master: str | None = None,
+        expect_workers: int | None = None,
+        request_timeout_s: float = REQUEST_READ_TIMEOUT_S,
     ) -> None:
         if workers < 1 and master is None:
             raise ConfigError("--locust-workers must be at least 1")
@@ -52,6 +63,12 @@ class LocustLoad:
         self.master: asyncio.subprocess.Process | None = None
         self.workers: list[asyncio.subprocess.Process] = []
         self._steps = 0
+        #: no sample from a worker for this long fails the step: the capacity client's request
+        #: (read) timeout plus slack
+        self.idle_s = request_timeout_s + IDLE_SLACK_S
+        #: no line (tick or answer) from the master for this long fails the step
+        self.silent_s = SILENT_S
+        self._silent = False
         self.info: dict[str, Any] = {}
 
     async def start(self, target: str) -> None:
@@ -91,7 +108,11 @@ class LocustLoad:
                     stderr=asyncio.subprocess.DEVNULL,
                 )
             )
-        ready = await self._read(timeout=180)
+        try:
+            ready = await self._read(timeout=180)
+        except BaseException:  # a master that never answers: leave no process behind
+            await self.close()
+            raise
         if ready.get("event") != "ready":
             await self.close()
             raise TransportError(f"Locust: {ready.get('message', ready)}")
@@ -103,18 +124,53 @@ class LocustLoad:
         }
 
     async def _read(self, timeout: float) -> dict[str, Any]:
-        assert self.master is not None and self.master.stdout is not None
+        """The master's next answer (ticks skipped), waiting at most ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
+        while True:
+            obj = await self._line(deadline - time.monotonic(), "no answer in time")
+            if obj.get("event") != "tick":
+                return obj
+
+    async def _line(self, wait: float, why: str) -> dict[str, Any]:
+        assert self.master is not None and self.master.stdout is not None
+        deadline = time.monotonic() + wait
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TransportError("Locust master: no answer in time")
-            line = await asyncio.wait_for(self.master.stdout.readline(), left)
+                raise TransportError(f"Locust master: {why}")
+            try:
+                line = await asyncio.wait_for(self.master.stdout.readline(), left)
+            except TimeoutError:
+                continue  # the loop raises with the reason
             if not line:
                 raise TransportError(f"Locust master exited (status {await self.master.wait()})")
             if line.startswith(b"{"):
                 obj: dict[str, Any] = json.loads(line)
                 return obj
+
+    async def _answer(self, label: str, idle_s: float) -> dict[str, Any]:
+        """The step's answer. The master ticks every couple of seconds with the step's sample count and
+        fails the step itself when a worker is lost or silent; this side bounds its own wait the same
+        way (no tick for SILENT_S, or no new sample for the request timeout plus slack), so a stuck or
+        dead master cannot keep the acceptance run waiting for hours."""
+        seen, gained = -1, time.monotonic()
+        bound = idle_s + self.silent_s
+        while True:
+            left = min(self.silent_s, gained + bound - time.monotonic())
+            why = (
+                f"step {label}: no new sample for {bound:.0f} s"
+                if left < self.silent_s
+                else f"step {label}: silent for {self.silent_s:g} s"
+            )
+            try:
+                obj = await self._line(left, why)
+            except TransportError:
+                self._silent = True  # close() kills it rather than waiting for it to quit
+                raise
+            if obj.get("event") != "tick":
+                return obj
+            if int(obj.get("samples") or 0) > seen:
+                seen, gained = int(obj.get("samples") or 0), time.monotonic()
 
     async def step(
         self,
@@ -137,28 +193,38 @@ class LocustLoad:
             "headers": headers,
             "users": users,
             "rate": rate,
+            # the master fails the step when a worker sends no sample for this long
+            "idle_s": self.idle_s,
         }
         self.master.stdin.write((json.dumps(cmd) + "\n").encode())
         await self.master.stdin.drain()
-        reply = await self._read(timeout=7200)
+        # an open-loop step sends nothing between its due times: one interval more
+        reply = await self._answer(label, self.idle_s + (1 / rate if rate else 0.0))
         if reply.get("event") != "done":
             raise TransportError(f"Locust step {label}: {reply.get('message', reply)}")
         return [Sample.from_raw(raw) for raw in reply["samples"]]
 
     async def close(self) -> None:
+        """Stop the master and the local workers; whatever does not exit in time is killed. A master
+        that went silent gets no ``quit`` (it would not read it) and its workers none either."""
+        quit_sent = False
         if self.master is not None and self.master.returncode is None:
-            with contextlib.suppress(OSError, AttributeError):
-                assert self.master.stdin is not None
-                self.master.stdin.write(b'{"cmd": "quit"}\n')
-                await self.master.stdin.drain()
+            if not self._silent:
+                with contextlib.suppress(OSError, AttributeError):
+                    assert self.master.stdin is not None
+                    self.master.stdin.write(b'{"cmd": "quit"}\n')
+                    await self.master.stdin.drain()
+                    quit_sent = True
             try:
-                await asyncio.wait_for(self.master.wait(), 20)
+                await asyncio.wait_for(self.master.wait(), 20 if quit_sent else 0.1)
             except TimeoutError:
+                quit_sent = False
                 self.master.kill()
                 await self.master.wait()
         for w in self.workers:
             try:
-                await asyncio.wait_for(w.wait(), 20)
+                # a worker hears "quit" from a master that quit cleanly; otherwise nobody tells it
+                await asyncio.wait_for(w.wait(), 20 if quit_sent else 0.1)
             except TimeoutError:
                 w.kill()
                 await w.wait()

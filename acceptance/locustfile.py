@@ -19,6 +19,7 @@ only ever imported by Locust processes, never by the acceptance run itself.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -31,12 +32,29 @@ from typing import Any
 import gevent
 import httpx
 from locust import User, constant, events, task
-from locust.runners import STATE_STOPPED, MasterRunner, WorkerRunner
+from locust.runners import (
+    STATE_INIT,
+    STATE_MISSING,
+    STATE_STOPPED,
+    STATE_STOPPING,
+    MasterRunner,
+    WorkerRunner,
+)
 
-from wirecheck.acceptance._client import Sample, measure_sync
+from wirecheck.acceptance._client import REQUEST_READ_TIMEOUT_S, Sample, measure_sync
 from wirecheck.acceptance._workload import capacity_body, spec
 
 __all__ = ["WirecheckUser"]
+
+#: a worker reports its step's progress at most this often (seconds)
+PROGRESS_EVERY_S = 0.5
+#: Locust marks a worker missing after about 4 s without a heartbeat. On a loaded machine a worker can
+#: miss a few and come back, so a step fails only when one stays missing this long (seconds).
+MISSING_GRACE_S = 15.0
+#: how often the master tells the acceptance run that it is alive, with the step's sample count
+TICK_S = 2.0
+#: the longest the master waits for its workers to be back and ready, or to report their users
+SETTLE_S = 120.0
 
 
 class _Plan:
@@ -54,6 +72,7 @@ class _Plan:
         self.samples: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.runner: WorkerRunner | None = None
+        self.last_progress = 0.0
 
     def load(self, data: dict[str, Any]) -> None:
         with self.lock:
@@ -78,9 +97,19 @@ class _Plan:
     def record(self, sample: Sample) -> None:
         with self.lock:
             self.samples.append(sample.to_raw())
-            finished = len(self.samples) == self.total
+            count, step = len(self.samples), self.step
+            finished = count == self.total
+            # the master fails a step whose worker sends nothing for the client's request timeout plus
+            # slack: tell it how far this worker has come, at most twice a second (a message per request
+            # would be too many on a large run)
+            now = time.monotonic()
+            beat = not finished and now - self.last_progress >= PROGRESS_EVERY_S
+            if beat:
+                self.last_progress = now
         if finished:
             self._finish()
+        elif beat and self.runner is not None and step is not None:
+            self.runner.send_message("wirecheck_progress", {"step": step, "samples": count})
 
     def _finish(self) -> None:
         with self.lock:
@@ -131,7 +160,7 @@ class WirecheckUser(User):
     wait_time = constant(0)
 
     def on_start(self) -> None:
-        self.client = httpx.Client(timeout=httpx.Timeout(600, connect=10))
+        self.client = httpx.Client(timeout=httpx.Timeout(REQUEST_READ_TIMEOUT_S, connect=10))
 
     def on_stop(self) -> None:
         self.client.close()
@@ -195,28 +224,173 @@ def _wait(cond: Any, timeout: float, what: str) -> None:
         gevent.sleep(0.02)
 
 
-def _run_step(
-    runner: MasterRunner, done: dict[str, list[dict[str, Any]]], cmd: dict[str, Any]
-) -> dict[str, Any]:
+class StepFailed(Exception):
+    """A step that cannot finish: its message goes to the acceptance run as the phase's error."""
+
+
+class _Watch:
+    """What the master has heard about the step in flight: each worker's ``wirecheck_done`` and its
+    last progress (sample count, when), so that a lost or silent worker fails the step in bounded time."""
+
+    def __init__(self) -> None:
+        self.step: str | None = None
+        self.done: dict[str, dict[str, Any]] = {}
+        self.seen: dict[str, tuple[int, float]] = {}
+
+    def begin(self, step: str, workers: list[str]) -> None:
+        now = time.monotonic()
+        self.step, self.done, self.seen = step, {}, {w: (0, now) for w in workers}
+
+    def on_done(self, node: str, data: dict[str, Any]) -> None:
+        if data.get("step") == self.step:  # a late report of a failed step is not this step's
+            self.done[node] = data
+            self.seen[node] = (len(data.get("samples", [])), time.monotonic())
+
+    def on_progress(self, node: str, data: dict[str, Any]) -> None:
+        if data.get("step") == self.step and node in self.seen:
+            self.seen[node] = (int(data.get("samples", 0)), time.monotonic())
+
+    def samples(self) -> int:
+        return sum(n for n, _ in self.seen.values())
+
+
+def _busy(runner: MasterRunner) -> list[str]:
+    """Workers that are neither ready nor gone: still stopping from the last step, or missing."""
+    return [w.id for w in runner.clients.values() if w.state != STATE_INIT]
+
+
+def _settle(runner: MasterRunner, expect: int) -> None:
+    """Wait until every expected worker is back and ready before a step starts.
+
+    After a step's ``stop`` a worker sends ``client_stopped`` (the master forgets it) and then
+    ``client_ready``; on a loaded machine the second can come late. A step started in between gave
+    all users to the other workers, and when the late worker came back Locust re-dispatched the users
+    in the middle of the step, killing users in the middle of a request: their samples never arrived
+    and the step waited for a ``wirecheck_done`` that could not come (the hang seen in CI)."""
+    lost = _Lost(runner)
+    try:
+        _wait(
+            lambda: lost.check() and len(runner.clients.ready) >= expect and not _busy(runner),
+            SETTLE_S,
+            "",
+        )
+    except TimeoutError:
+        states = {w.id: w.state for w in runner.clients.values()}
+        raise StepFailed(
+            f"{len(runner.clients.ready)} of {expect} Locust workers ready after "
+            f"{SETTLE_S:.0f} s (workers: {states or 'none'})"
+        ) from None
+
+
+def _spawn(runner: MasterRunner, users: int) -> list[Any]:
+    """Start ``users`` users and wait until the workers report them all: Locust's own wait for the
+    reports is one second, after which it calls spawning complete with counts that may still be 0."""
+    runner.start(users, spawn_rate=max(users * 50, 100))
+    lost = _Lost(runner)
+    try:
+        _wait(
+            lambda: (
+                lost.check()
+                and runner.spawning_completed
+                and runner.user_count == users
+                and not _missing(runner)
+            ),
+            SETTLE_S,
+            "",
+        )
+    except TimeoutError:
+        got = {w.id: w.user_count for w in runner.clients.values()}
+        raise StepFailed(
+            f"Locust workers reported {runner.user_count} of {users} users after {SETTLE_S:.0f} s ({got})"
+        ) from None
+    # Pin the users where they are for this step: with no dispatcher, a worker that comes back from
+    # missing or connects late is not given users taken from the others (a re-dispatch kills users
+    # mid-request, see _settle). ``stop`` clears the dispatcher too, and ``start`` makes a new one.
+    runner._users_dispatcher = None
+    return [w for w in runner.clients.values() if w.user_count > 0]
+
+
+def _missing(runner: MasterRunner) -> bool:
+    return any(w.state == STATE_MISSING for w in runner.clients.values())
+
+
+class _Lost:
+    """Fails the step when a worker stays missing (no heartbeat) past MISSING_GRACE_S; with ``got``
+    (the workers still owing samples and how far each came), only a worker that still owes counts."""
+
+    def __init__(self, runner: MasterRunner) -> None:
+        self.runner = runner
+        self.since: dict[str, float] = {}
+
+    def check(self, got: dict[str, str] | None = None) -> bool:
+        now = time.monotonic()
+        for w in list(self.runner.clients.values()):
+            if w.state != STATE_MISSING or (got is not None and w.id not in got):
+                self.since.pop(w.id, None)
+            elif now - self.since.setdefault(w.id, now) > MISSING_GRACE_S:
+                more = f" ({got[w.id]})" if got else ""
+                raise StepFailed(
+                    f"Locust worker {w.id} went missing: no heartbeat for over "
+                    f"{MISSING_GRACE_S + 3:.0f} s{more}"
+                )
+        return True
+
+
+def _await_reports(runner: MasterRunner, watch: _Watch, shares: dict[str, int], idle_s: float) -> None:
+    """Wait for every worker's ``wirecheck_done``; fail when one leaves, stays missing past
+    MISSING_GRACE_S, or sends no sample for ``idle_s`` (the client's request timeout plus slack)."""
+    lost = _Lost(runner)
+    while True:
+        left = [w for w in shares if w not in watch.done]
+        if not left:
+            return
+        now = time.monotonic()
+        got = {w: f"{watch.seen[w][0]} of {shares[w]} samples reported" for w in left}
+        lost.check(got)
+        if runner.state in (STATE_STOPPING, STATE_STOPPED):
+            # Locust stops the test itself when its last worker goes missing or quits; the stopped
+            # users will send nothing more, so waiting for the idle bound would only waste it
+            raise StepFailed(
+                "Locust stopped the test in the middle of the step: every worker went missing or quit "
+                f"({'; '.join(f'{w}: {g}' for w, g in got.items())})"
+            )
+        for wid in left:
+            at = watch.seen[wid][1]
+            if runner.clients.get(wid) is None:
+                raise StepFailed(f"Locust worker {wid} left in the middle of the step ({got[wid]})")
+            if now - at > idle_s:
+                raise StepFailed(
+                    f"Locust worker {wid} sent no sample for {idle_s:.0f} s, "
+                    f"the client's request timeout plus slack ({got[wid]})"
+                )
+        gevent.sleep(0.05)
+
+
+def _stop(runner: MasterRunner, timeout: float) -> None:
+    runner.stop()
+    _wait(lambda: runner.state == STATE_STOPPED, timeout, "Locust workers did not stop")
+
+
+def _run_step(runner: MasterRunner, watch: _Watch, cmd: dict[str, Any], expect: int) -> dict[str, Any]:
     specs = cmd["specs"]
     rate = cmd.get("rate")
+    label = str(cmd["label"])
     users = max(1, min(len(specs), 512) if rate else int(cmd["users"]))
-    runner.start(users, spawn_rate=max(users * 50, 100))
-    _wait(lambda: runner.spawning_completed, 120, "Locust workers did not finish spawning users")
-    workers = [w for w in runner.clients.values() if w.user_count > 0]
+    _settle(runner, expect)
+    workers = _spawn(runner, users)
     slots = [w.id for w in workers for _ in range(w.user_count)]
     shares: dict[str, list[dict[str, Any]]] = {w.id: [] for w in workers}
     for j, sp in enumerate(specs):
         shares[slots[j % len(slots)]].append(sp)
     total = sum(w.user_count for w in workers)
     step = cmd["step"]
-    done[step] = []
+    watch.begin(step, list(shares))
     for w in workers:
         runner.send_message(
             "wirecheck_step",
             {
                 "step": step,
-                "label": cmd["label"],
+                "label": label,
                 "url": cmd["url"],
                 "headers": cmd.get("headers") or {},
                 "specs": shares[w.id],
@@ -225,14 +399,15 @@ def _run_step(
             },
             client_id=w.id,
         )
-    _wait(
-        lambda: len(done[step]) >= len(workers),
-        float(cmd.get("timeout_s", 3600)),
-        f"step {cmd['label']}: a worker did not report",
-    )
-    runner.stop()
-    _wait(lambda: runner.state == STATE_STOPPED, 60, "Locust workers did not stop")
-    samples = [raw for part in done.pop(step) for raw in part["samples"]]
+    idle_s = float(cmd.get("idle_s", 660))
+    if rate:  # an open-loop worker is idle on purpose between its sends
+        idle_s += total / (rate * min(w.user_count for w in workers))
+    _await_reports(runner, watch, {w: len(v) for w, v in shares.items()}, idle_s)
+    # every sample is in: a worker slow to stop (or gone since) is the next step's concern (_settle)
+    with contextlib.suppress(TimeoutError):
+        _stop(runner, 30)
+    samples = [raw for w in shares for raw in watch.done[w]["samples"]]
+    watch.step = None
     return {
         "event": "done",
         "step": step,
@@ -242,9 +417,20 @@ def _run_step(
     }
 
 
+def _ticker(watch: _Watch) -> None:
+    """Tell the acceptance run, every TICK_S, that the master is alive and how far the step is: it
+    bounds its own wait on these (a master stuck or gone is noticed without waiting for hours)."""
+    while True:
+        gevent.sleep(TICK_S)
+        try:
+            _emit({"event": "tick", "step": watch.step, "samples": watch.samples()})
+        except OSError:  # the acceptance run is gone: stdin's end of file ends the master
+            return
+
+
 def master_main() -> None:
     """A Locust master under a line protocol on stdin/stdout (JSON): ``step`` and ``quit`` in,
-    ``ready``, ``done`` and ``error`` out. Run with gevent patched first."""
+    ``ready``, ``tick``, ``done`` and ``error`` out. Run with gevent patched first."""
     import argparse
 
     from gevent.fileobject import FileObjectPosix
@@ -259,12 +445,13 @@ def master_main() -> None:
     args = ap.parse_args()
     env = Environment(user_classes=[WirecheckUser], events=events, host=args.target)
     runner = env.create_master_runner(master_bind_host=args.bind_host, master_bind_port=args.port)
-    done: dict[str, list[dict[str, Any]]] = {}
-
-    def on_done(environment: Any, msg: Any, **kw: Any) -> None:
-        done.setdefault(msg.data["step"], []).append(msg.data)
-
-    runner.register_message("wirecheck_done", on_done)
+    watch = _Watch()
+    runner.register_message(
+        "wirecheck_done", lambda environment, msg, **kw: watch.on_done(msg.node_id, msg.data)
+    )
+    runner.register_message(
+        "wirecheck_progress", lambda environment, msg, **kw: watch.on_progress(msg.node_id, msg.data)
+    )
     try:
         _wait(
             lambda: runner.worker_count >= args.workers,
@@ -276,6 +463,7 @@ def master_main() -> None:
         runner.quit()
         return
     _emit({"event": "ready", "workers": runner.worker_count})
+    ticker = gevent.spawn(_ticker, watch)
     stdin = FileObjectPosix(sys.stdin.fileno(), "rb")
     for raw in stdin:
         try:
@@ -286,7 +474,19 @@ def master_main() -> None:
         if cmd.get("cmd") == "quit":
             break
         try:
-            _emit(_run_step(runner, done, cmd))
+            _emit(_run_step(runner, watch, cmd, args.workers))
         except Exception as exc:
-            _emit({"event": "error", "step": cmd.get("step"), "message": f"{type(exc).__name__}: {exc}"})
+            what = str(exc) if isinstance(exc, StepFailed) else f"{type(exc).__name__}: {exc}"
+            _emit({"event": "error", "step": cmd.get("step"), "message": what})
+            watch.step = None
+            # leave the workers stopped for a next step or quit. Not waiting for Locust's stopped
+            # state: with a worker missing it never comes, and the next step waits for its workers.
+            with contextlib.suppress(Exception):
+                runner.stop()
+    ticker.kill()
+    # Locust sends ``quit`` only to the workers it knows: one still between ``client_stopped`` and
+    # ``client_ready`` after the last step would be left waiting 60 s for a master that is gone
+    # (a missing worker counts as known: it may be dead, and waiting for it helps nothing)
+    with contextlib.suppress(TimeoutError):
+        _wait(lambda: len(runner.clients.ready) + len(runner.clients.missing) >= args.workers, 15, "")
     runner.quit()

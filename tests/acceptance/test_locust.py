@@ -8,14 +8,25 @@ within 25% (+0.01). Both drivers time requests with the same code; what differs 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
-from wirecheck.acceptance import AcceptOptions, CapacityPlan, Progress, accept, locustfile_path
+import httpx
+import pytest
+
+from wirecheck import TransportError
+from wirecheck.acceptance import AcceptOptions, CapacityPlan, LocustLoad, Progress, accept, locustfile_path
+from wirecheck.acceptance._workload import spec
 from wirecheck.record import free_port, serve
-from wirecheck.sim import SimConfig, create_app, create_dcgm_app
+from wirecheck.sim import SimConfig, create_app
 
 CFG = {"family": "kimi_k3", "time_scale": 0.05}
 
@@ -38,10 +49,35 @@ def _capacity(url: str, out: Path, **kw: object) -> dict[str, object]:
     return json.loads(Path(res.files["json"]).read_text())["phases"][0]
 
 
+def _wait_up(url: str) -> None:
+    deadline = time.monotonic() + 60  # a process start on a loaded 2-core machine, not a bound under test
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url, timeout=0.5)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    raise AssertionError(f"{url} did not come up")
+
+
 def test_two_locust_workers_give_the_in_process_figures(tmp_path: Path) -> None:
-    app = create_app(SimConfig(**CFG))  # type: ignore[arg-type]
-    # issue 15: capacity passes only with GPU memory measured (the simulated DCGM exporter here)
-    with serve(app) as url, serve(create_dcgm_app(app)) as dcgm:
+    # The simulator runs in its own process (``wirecheck sim``): served from the test process it shared
+    # the interpreter lock with the in-process driver, and on a loaded machine that alone moved the
+    # in-process TTFT and e2e by over 100 ms, in either direction against the Locust workers.
+    sp, dp = free_port(), free_port()
+    sim = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "wirecheck", "sim", "--port", str(sp), "--dcgm-port", str(dp)),
+            *("--family", str(CFG["family"]), "--time-scale", str(CFG["time_scale"])),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url, dcgm = f"http://127.0.0.1:{sp}", f"http://127.0.0.1:{dp}"
+        _wait_up(url + "/health")
+        _wait_up(dcgm + "/metrics")
+        # issue 15: capacity passes only with GPU memory measured (the simulated DCGM exporter here)
         gpu = [dcgm + "/metrics"]
         local = _capacity(url, tmp_path / "local", plan=_plan(), gpu_metrics_urls=gpu)
         dist = _capacity(
@@ -52,6 +88,9 @@ def test_two_locust_workers_give_the_in_process_figures(tmp_path: Path) -> None:
             locust_workers=2,
             gpu_metrics_urls=gpu,
         )
+    finally:
+        sim.terminate()
+        sim.wait(timeout=30)
     assert dist["data"]["load_engine"]["engine"] == "locust" and dist["data"]["load_engine"]["workers"] == 2
     assert [c["id"] for c in dist["checks"]] == [c["id"] for c in local["checks"]]  # the same report sections
     assert dist["status"] == local["status"] == "pass"
@@ -64,30 +103,49 @@ def test_two_locust_workers_give_the_in_process_figures(tmp_path: Path) -> None:
     assert dist["data"]["long_input"][0]["ok"] and dist["data"]["soak"]["requests"] == 8
 
 
+def _worker(port: int, late_ready_s: int = 0) -> subprocess.Popen[bytes]:
+    """A plain ``locust --worker`` as a team starts it on a load machine."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            locustfile_path(),
+            "--worker",
+            "--master-host",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            "--loglevel",
+            "ERROR",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "LOCUST_WORKER_ADDITIONAL_WAIT_BEFORE_READY_AFTER_STOP": str(late_ready_s)},
+    )
+
+
+def _masters_on(port: int) -> list[int]:
+    """Pids of wirecheck Locust masters still listening on ``port``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(b"master_main" in a for a in args) and str(port).encode() in args:
+            found.append(int(proc.name))
+    return found
+
+
 def test_an_open_loop_rate_is_split_over_workers_started_elsewhere(tmp_path: Path) -> None:
     port = free_port()
     with serve(create_app(SimConfig(**CFG))) as url:  # type: ignore[arg-type]
-        workers = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "locust",
-                    "-f",
-                    locustfile_path(),
-                    "--worker",
-                    "--master-host",
-                    "127.0.0.1",
-                    "--master-port",
-                    str(port),
-                    "--loglevel",
-                    "ERROR",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            for _ in range(2)
-        ]
+        # the second worker says ready again only 2 s after each step's stop, as a worker process
+        # kept off the CPU does on a loaded machine: a step started without it, and its late return
+        # made Locust re-dispatch users mid-step, losing samples (the CI hang)
+        workers = [_worker(port), _worker(port, late_ready_s=2)]
         try:
             plan = _plan(open_loop_rates=[10.0, 40.0], open_loop_requests=12)
             ph = _capacity(
@@ -124,10 +182,12 @@ def test_the_locustfile_runs_under_a_plain_locust_and_writes_raw_measurements(tm
                 "--headless",
                 "-u",
                 "2",
+                # all users at once, and a run long enough for a loaded machine: Locust's clock starts
+                # before its users are spawned (CI saw them ready 0.4 s before a 3 s limit)
                 "-r",
-                "2",
+                "100",
                 "-t",
-                "3s",
+                "15s",
                 "--host",
                 url,
                 "--wirecheck-out",
@@ -146,3 +206,158 @@ def test_the_locustfile_runs_under_a_plain_locust_and_writes_raw_measurements(tm
     assert len(rows) >= 4 and all(r["ok"] for r in rows)
     assert all(r["ttft_s"] is not None and 0 < r["ttft_s"] <= r["e2e_s"] for r in rows)
     assert "agent sample" in proc.stdout + proc.stderr  # Locust's own statistics name the requests
+
+
+def test_a_worker_killed_mid_step_fails_the_phase_in_bounded_time(tmp_path: Path) -> None:
+    port = free_port()
+    app = create_app(SimConfig(**CFG))  # type: ignore[arg-type]
+    chats: list[float] = []
+    busy = threading.Event()
+
+    async def counting(scope: Any, receive: Any, send: Any) -> None:
+        # the first chat request is the in-process warm-up, the others the ramp step's 40 on the
+        # Locust workers: at the sixth, both workers are in the middle of the step
+        if scope["type"] == "http" and scope["path"].endswith("/chat/completions"):
+            chats.append(time.monotonic())
+            if len(chats) == 6:
+                busy.set()
+        await app(scope, receive, send)
+
+    workers = [_worker(port), _worker(port)]
+    killed_at: list[float] = []
+
+    def kill_one() -> None:
+        if busy.wait(120):
+            workers[0].kill()  # SIGKILL: no goodbye to the master, only heartbeats that stop
+            killed_at.append(time.monotonic())
+
+    killer = threading.Thread(target=kill_one, daemon=True)
+    try:
+        with serve(counting) as url:
+            killer.start()
+            opts = AcceptOptions(
+                target=url,
+                engine_url=url,
+                reviewer="ci",
+                out=tmp_path / "killed",
+                phases=["capacity"],
+                plan=_plan(ramp=[4], min_requests=40, long_input_turns=[]),
+                load_engine="locust",
+                locust_master=f"127.0.0.1:{port}",
+                locust_expect_workers=2,
+            )
+            res = accept(opts, Progress(quiet=True))
+            returned = time.monotonic()
+    finally:
+        killer.join(timeout=5)
+        for w in workers:
+            if w.poll() is None:
+                try:
+                    w.wait(timeout=30)
+                finally:
+                    w.kill()
+    assert killed_at, "the ramp step never reached the Locust workers"
+    error = res.phases[0].error
+    assert error is not None and error.startswith("TransportError: Locust step ramp c=4: Locust worker ")
+    assert "went missing: no heartbeat for over 18 s" in error and "samples reported" in error, error
+    # Locust marks the worker missing after ~4 s, the step fails 15 s later; the old wait was 3600 s
+    assert returned - killed_at[0] < 60, returned - killed_at[0]
+    # the phase's error reaches the report, and nothing is left running
+    report = Path(res.files["json"]).read_text()
+    assert "went missing" in report
+    assert workers[1].returncode == 0  # the master told the surviving worker to quit
+    assert _masters_on(port) == []
+
+
+def test_the_acceptance_run_gives_up_on_a_silent_master_and_leaves_no_process() -> None:
+    async def go(url: str) -> tuple[float, LocustLoad]:
+        load = LocustLoad(workers=1)
+        load.silent_s = 3.0  # the master ticks every 2 s; 60 s in real runs
+        await load.start(url)
+        assert load.master is not None
+        os.kill(load.master.pid, signal.SIGSTOP)  # a master that hangs: alive, says nothing
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(TransportError, match="step stalled: silent for 3 s"):
+                await load.step("stalled", [], url=url + "/v1/chat/completions", headers={}, users=1)
+            return time.monotonic() - t0, load
+        finally:
+            await load.close()
+
+    with serve(create_app(SimConfig(**CFG))) as url:  # type: ignore[arg-type]
+        took, load = asyncio.run(go(url))
+    assert took < 10, took
+    assert load.master is not None and load.master.returncode == -signal.SIGKILL
+    assert [w.returncode for w in load.workers] == [-signal.SIGKILL]
+
+
+def test_a_worker_stuck_on_a_request_fails_the_step_after_the_idle_bound() -> None:
+    app = create_app(SimConfig(**CFG))  # type: ignore[arg-type]
+
+    async def stuck(scope: Any, receive: Any, send: Any) -> None:
+        # chat requests never get an answer: the worker stays alive and silent (heartbeats go on)
+        if scope["type"] == "http" and scope["path"].endswith("/chat/completions"):
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            return
+        await app(scope, receive, send)
+
+    async def go(url: str) -> tuple[float, LocustLoad]:
+        load = LocustLoad(workers=1)
+        load.idle_s = 3.0  # the request timeout (600 s) plus 60 s in real runs
+        await load.start(url)
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(
+                TransportError, match=r"Locust step stuck: Locust worker \S+ sent no sample for 3 s"
+            ):
+                await load.step(
+                    "stuck", [spec("varied", 1)], url=url + "/v1/chat/completions", headers={}, users=1
+                )
+            return time.monotonic() - t0, load
+        finally:
+            await load.close()
+
+    with serve(stuck) as url:
+        took, load = asyncio.run(go(url))
+    assert took < 30, took
+    assert load.master is not None and load.master.returncode == 0  # it quit when asked
+    assert [w.returncode for w in load.workers] == [0]  # told to quit by the master
+
+
+def test_the_step_fails_at_once_when_locust_stops_the_test_for_its_last_worker() -> None:
+    app = create_app(SimConfig(**CFG))  # type: ignore[arg-type]
+
+    asked = threading.Event()
+
+    async def stuck(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].endswith("/chat/completions"):
+            asked.set()
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            return
+        await app(scope, receive, send)
+
+    async def go(url: str) -> tuple[float, LocustLoad]:
+        load = LocustLoad(workers=1)
+        await load.start(url)
+        step = asyncio.ensure_future(
+            load.step("alone", [spec("varied", 1)], url=url + "/v1/chat/completions", headers={}, users=1)
+        )
+        assert await asyncio.to_thread(asked.wait, 120)  # the worker is in its request
+        load.workers[0].kill()
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(
+                TransportError, match="Locust step alone: Locust stopped the test in the middle"
+            ):
+                await step
+            return time.monotonic() - t0, load
+        finally:
+            await load.close()
+
+    with serve(stuck) as url:
+        took, load = asyncio.run(go(url))
+    # Locust marks the only worker missing after ~4 s and stops the test; the idle bound is 660 s
+    assert took < 30, took
+    assert load.master is not None and load.master.returncode == 0
