@@ -28,6 +28,9 @@ from wirecheck.contracts import CheckConfig, Exchange, build_view, check_exchang
 from wirecheck.proxy import check_pending
 from wirecheck.record import Store, free_port
 
+# both tests share one LiteLLM start (a module fixture, ~25 s): one pytest-xdist worker runs them
+pytestmark = pytest.mark.xdist_group("litellm")
+
 K2 = "moonshotai/Kimi-K2-Thinking"
 # both of LiteLLM's providers for a vLLM upstream: hosted_vllm keeps "stream": false, openai drops it
 MODELS = {"kimi": f"hosted_vllm/{K2}", "kimi-oa": f"openai/{K2}"}
