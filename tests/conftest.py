@@ -35,18 +35,13 @@ def _in_tier(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The real_vllm tier runs last (mid-way under xdist): its servers start in the background when collection ends
+    """The real_vllm tier runs last: its servers start in the background when collection ends
     (tests/real_vllm/chain.py), so the rest of the suite runs while they install and start. Under
     pytest-xdist the tier is one group (``--dist loadgroup``): its tests share two servers and read
     their counters, so they run one after the other on one worker."""
-    tier = [i for i in items if _in_tier(i)]
-    rest = [i for i in items if not _in_tier(i)]
-    if getattr(config, "workerinput", None) is not None:
-        # an xdist worker: the tier's group in the middle of the order, so that one worker runs it
-        # while the other goes on with the rest (last, it left one worker idle for its ~90 s)
-        items[:] = rest[: len(rest) // 2] + tier + rest[len(rest) // 2 :]
-    else:
-        items[:] = rest + tier
+    # last, also under xdist: mid-way, a worker reached the tier while vLLM was still installing
+    # (591 s on a busy clean clone) and sat waiting, which cost more than the idle tail it saved
+    items.sort(key=_in_tier)
     if config.pluginmanager.hasplugin("xdist"):
         for item in items:
             if _in_tier(item):
