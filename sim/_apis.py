@@ -36,7 +36,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ._app import SimState, _Reject, _stream, _validate, admit, read_json, unauthorized, whole_body
+from ._app import SimState, _Reject, _stream, admitted, unauthorized, whole_body
 
 __all__ = ["responses"]
 
@@ -255,9 +255,7 @@ async def responses(request: Request) -> Response:
     if denied is not None:
         return denied
     try:
-        raw = await read_json(request)
-        req = _validate(state.cfg, responses_to_chat(raw))
-        reply, seqreq = admit(state, req, request)
+        raw, req, reply, seqreq = await admitted(request, responses_to_chat)
     except _Reject as rej:
         return rej.response()
     rid = "resp_" + _hex32(reply.id)

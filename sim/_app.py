@@ -13,7 +13,7 @@ import hashlib
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -313,14 +313,26 @@ async def read_json(request: Request) -> Any:
         raise _Reject(400, f"JSON decode error: {exc}", "Bad Request", "body") from None
 
 
+async def admitted(
+    request: Request, to_chat: Callable[[Any], Any] | None = None
+) -> tuple[Any, dict[str, Any], _Reply, SeqRequest]:
+    """Read the body, turn it into a chat request (``to_chat``: how vLLM maps /v1/responses and
+    /v1/messages onto chat), validate it and queue it: the body as sent, the chat request, the reply
+    and the engine's request, or ``_Reject``. The one way in for every endpoint."""
+    state: SimState = request.app.state.sim
+    raw = await read_json(request)
+    req = _validate(state.cfg, to_chat(raw) if to_chat else raw)
+    reply, seqreq = admit(state, req, request)
+    return raw, req, reply, seqreq
+
+
 async def chat_completions(request: Request) -> Response:
     state: SimState = request.app.state.sim
     denied = unauthorized(request)
     if denied is not None:
         return denied
     try:
-        req = _validate(state.cfg, await read_json(request))
-        reply, seqreq = admit(state, req, request)
+        _, req, reply, seqreq = await admitted(request)
     except _Reject as rej:
         return rej.response()
     if req.get("stream"):

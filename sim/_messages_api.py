@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ._apis import _chat_frames, _hex32, _sse, _text_of
-from ._app import SimState, _Reject, _stream, _validate, admit, read_json, unauthorized, whole_body
+from ._app import SimState, _Reject, _stream, admitted, unauthorized, whole_body
 
 __all__ = ["messages"]
 
@@ -160,9 +160,7 @@ async def messages(request: Request) -> Response:
     if denied is not None:
         return denied
     try:
-        raw = await read_json(request)
-        req = _validate(state.cfg, messages_to_chat(raw))
-        reply, seqreq = admit(state, req, request)
+        _, req, reply, seqreq = await admitted(request, messages_to_chat)
     except _Reject as rej:
         return _anthropic_error(rej.status, rej.type, rej.message)
     if req.get("stream"):
