@@ -42,9 +42,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # last, also under xdist: mid-way, a worker reached the tier while vLLM was still installing
     # (591 s on a busy clean clone) and sat waiting, which cost more than the idle tail it saved
     items.sort(key=_in_tier)
-    if config.pluginmanager.hasplugin("xdist"):
-        for item in items:
-            if _in_tier(item):
+    xdist = config.pluginmanager.hasplugin("xdist")
+    for item in items:
+        if _in_tier(item):
+            item.add_marker(pytest.mark.real_vllm)
+            item.add_marker(pytest.mark.slow)
+            if xdist:
                 item.add_marker(pytest.mark.xdist_group("real_vllm"))
 
 

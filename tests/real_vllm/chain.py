@@ -21,7 +21,6 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
 INSTALL_TIMEOUT_S = 900
 START_TIMEOUT_S = 240
 # how long a test waits for the background chain: install, then two starts, on a busy machine

@@ -15,24 +15,9 @@ prefix-caching-off test then needs WIRECHECK_REAL_VLLM_NO_PREFIX_CACHING_URL too
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.real_vllm.chain import wait_for
-
-HERE = Path(__file__).resolve().parent
-
-
-def in_tier(item: pytest.Item) -> bool:
-    return HERE in Path(str(item.fspath)).parents
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if in_tier(item):
-            item.add_marker(pytest.mark.real_vllm)
-            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
