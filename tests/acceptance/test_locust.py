@@ -79,11 +79,14 @@ def test_two_locust_workers_give_the_in_process_figures(tmp_path: Path) -> None:
         _wait_up(dcgm + "/metrics")
         # issue 15: capacity passes only with GPU memory measured (the simulated DCGM exporter here)
         gpu = [dcgm + "/metrics"]
-        local = _capacity(url, tmp_path / "local", plan=_plan(), gpu_metrics_urls=gpu)
+        # 12 requests a step, so that each p50 compared below is a median and not one of four requests
+        # (with four, one slow request on a busy machine moved a step's p50 by 60 %)
+        plan = {"min_requests": 12}
+        local = _capacity(url, tmp_path / "local", plan=_plan(**plan), gpu_metrics_urls=gpu)
         dist = _capacity(
             url,
             tmp_path / "locust",
-            plan=_plan(),
+            plan=_plan(**plan),
             load_engine="locust",
             locust_workers=2,
             gpu_metrics_urls=gpu,
