@@ -52,8 +52,8 @@ def check_ids(store: Store, ids: list[str], *, config: CheckConfig | None = None
     corrs = sorted({e.correlation for e in own if e.correlation})
     exchanges = store.exchanges_for(ids, corrs) if corrs else own
     exchanges += _neighbours(store, exchanges)
-    result = check_exchanges(exchanges, config or CheckConfig())
     wanted = set(ids)
+    result = check_exchanges(exchanges, config or CheckConfig(), focus=wanted)
     store.add_findings([f for f in result.findings if f.exchange_id in wanted], ids)
     return len(ids)
 
@@ -76,8 +76,8 @@ def check_pending(
         announce(ids)
     exchanges = store.exchanges_for(ids, corrs)
     exchanges += _neighbours(store, exchanges)
-    result = check_exchanges(exchanges, config or CheckConfig())
     wanted = set(ids)
+    result = check_exchanges(exchanges, config or CheckConfig(), focus=wanted)
     store.add_findings([f for f in result.findings if f.exchange_id in wanted], ids)
     if announce is not None:
         announce(None)
