@@ -12,7 +12,7 @@ An engine-side request finding the caller side lacks means the gateway broke the
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,12 +135,14 @@ def check_exchanges(
     config: CheckConfig | None = None,
     *,
     focus: Collection[str] | None = None,
+    view_of: Callable[[Exchange], ExchangeView] = build_view,
 ) -> CheckResult:
     """Check every exchange, pairing the two taps of a request and the streamed and non-streamed
     twins. ``focus``: the ids whose findings are wanted; the others are there only as possible
     partners, and only those that pair with a focused exchange are checked themselves (the live
     checker passes each batch with the exchanges recorded around it: issue 17 found it checking every
-    neighbour again in every batch, about 40 times per exchange at 256 streams)."""
+    neighbour again in every batch, about 40 times per exchange at 256 streams). ``view_of``: how an
+    exchange is read (the live checker keeps the views of recent exchanges between batches)."""
     ctx = config or CheckConfig()
     views: list[ExchangeView] = []
     unreadable: list[Finding] = []
@@ -148,7 +150,7 @@ def check_exchanges(
     for ex in exchanges:
         count += 1
         try:
-            views.append(build_view(ex))
+            views.append(view_of(ex))
         except Exception as exc:  # a view that cannot be built is one exchange not judged, not a crash
             unreadable.append(crashed(ex.id, ex.tap, "reading the exchange", exc))
     result = CheckResult(exchanges=count, taps=sorted({v.tap for v in views}))

@@ -27,7 +27,16 @@ from datetime import UTC, datetime
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from wirecheck.contracts import CheckConfig, Exchange, Fault, Finding, Severity, check_exchanges
+from wirecheck.contracts import (
+    CheckConfig,
+    Exchange,
+    ExchangeView,
+    Fault,
+    Finding,
+    Severity,
+    build_view,
+    check_exchanges,
+)
 from wirecheck.record import LIVE_CHECK_SKIPPED, Store
 
 from ._lifeline import guard
@@ -42,6 +51,44 @@ CRASH_MEMORY_S = 30.0
 #: seconds around a batch whose exchanges are loaded as possible partners (a pair starts within
 #: the caller's request time; a long stream is paired from its start)
 NEIGHBOUR_S = 5.0
+#: views the checker keeps between batches at the most (see :class:`Recent`)
+RECENT_MAX = 20_000
+
+
+class Recent:
+    """The views of the exchanges recorded around the last batch, kept for the next one.
+
+    Each batch is checked with everything recorded ``NEIGHBOUR_S`` around it, and consecutive batches
+    share most of those exchanges: reading them from the store and parsing them again in every batch
+    was two thirds of the checker's CPU at 128 streams (issue 17). A stored exchange never changes,
+    so its view can be reused; views that started before the last batch's window are let go, which
+    keeps about what one batch held at once anyway, and never more than ``limit``."""
+
+    def __init__(self, limit: int = RECENT_MAX) -> None:
+        self.limit = limit
+        self._views: dict[str, tuple[float, ExchangeView]] = {}
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def exchange(self, exchange_id: str) -> Exchange | None:
+        held = self._views.get(exchange_id)
+        return None if held is None else held[1].ex
+
+    def view(self, ex: Exchange) -> ExchangeView:
+        held = self._views.get(ex.id)
+        if held is not None:
+            return held[1]
+        view = build_view(ex)
+        start = _epoch(ex.started_at)
+        if start is not None:  # without a time it can never be a neighbour again: not kept
+            self._views[ex.id] = (start, view)
+            if len(self._views) > self.limit:
+                del self._views[next(iter(self._views))]  # the first kept
+        return view
+
+    def forget_before(self, t: float) -> None:
+        self._views = {k: v for k, v in self._views.items() if v[0] >= t}
 
 
 def check_ids(store: Store, ids: list[str], *, config: CheckConfig | None = None) -> int:
@@ -64,9 +111,11 @@ def check_pending(
     settle_s: float = 1.0,
     config: CheckConfig | None = None,
     announce: Any = None,
+    recent: Recent | None = None,
 ) -> int:
     """Check every settled, unchecked exchange once; returns how many were checked. ``announce``
-    (a callable) hears the ids before they are checked, and ``None`` after."""
+    (a callable) hears the ids before they are checked, and ``None`` after. ``recent``: views kept
+    from the last batch (the worker's; none: every exchange is read from the store)."""
     pending = store.claim_unchecked(settle_s)
     if not pending:
         return 0
@@ -75,16 +124,25 @@ def check_pending(
     if announce is not None:
         announce(ids)
     exchanges = store.exchanges_for(ids, corrs)
-    exchanges += _neighbours(store, exchanges)
+    exchanges += _neighbours(store, exchanges, recent)
     wanted = set(ids)
-    result = check_exchanges(exchanges, config or CheckConfig(), focus=wanted)
+    result = check_exchanges(
+        exchanges,
+        config or CheckConfig(),
+        focus=wanted,
+        view_of=recent.view if recent is not None else build_view,
+    )
+    if recent is not None:
+        starts = [t for ex in exchanges if ex.id in wanted and (t := _epoch(ex.started_at)) is not None]
+        if starts:
+            recent.forget_before(min(starts) - NEIGHBOUR_S)
     store.add_findings([f for f in result.findings if f.exchange_id in wanted], ids)
     if announce is not None:
         announce(None)
     return len(ids)
 
 
-def _neighbours(store: Store, batch: list[Exchange]) -> list[Exchange]:
+def _neighbours(store: Store, batch: list[Exchange], recent: Recent | None = None) -> list[Exchange]:
     """Exchanges recorded around this batch, checked before or not yet settled: a partner without the
     correlation id (a gateway that drops it) pairs by completion id or fingerprint only when it is
     there to be seen, the same as in an offline ``wirecheck check`` (issue 14)."""
@@ -100,11 +158,26 @@ def _neighbours(store: Store, batch: list[Exchange]) -> list[Exchange]:
     lo = datetime.fromtimestamp(times[0] - NEIGHBOUR_S, UTC).isoformat()
     hi = datetime.fromtimestamp(times[-1] + NEIGHBOUR_S, UTC).isoformat()
     have = {ex.id for ex in batch}
-    return [
-        ex
-        for ex in store.exchanges(where="WHERE started_at >= ? AND started_at <= ?", args=(lo, hi))
-        if ex.id not in have
-    ]
+    if recent is None:
+        return [
+            ex
+            for ex in store.exchanges(where="WHERE started_at >= ? AND started_at <= ?", args=(lo, hi))
+            if ex.id not in have
+        ]
+    # only what the last batch did not hold is read from the store; the order stays the write order
+    # (the twins of one request pair first with first)
+    ids = [i for i in store.ids_between(lo, hi) if i not in have]
+    missing = [i for i in ids if recent.exchange(i) is None]
+    loaded: dict[str, Exchange] = {}
+    for k in range(0, len(missing), 500):  # bounded statements (SQLite's variable limit)
+        loaded.update((ex.id, ex) for ex in store.exchanges_for(missing[k : k + 500], []))
+    out: list[Exchange] = []
+    for i in ids:
+        held = recent.exchange(i)
+        got = held if held is not None else loaded.get(i)
+        if got is not None:  # None: a row that is not an exchange any more (never deleted today)
+            out.append(got)
+    return out
 
 
 def _epoch(started_at: str | None) -> float | None:
@@ -136,6 +209,7 @@ def run_checker(
         status.send(("batch", ids) if ids is not None else ("done", None))
 
     store: Store | None = None
+    recent = Recent()
     delay = interval_s
     while not stop.is_set():
         try:
@@ -146,7 +220,7 @@ def run_checker(
                 check_ids(store, [one])
                 announce(None)
             isolate = None
-            if check_pending(store, settle_s=settle_s, announce=announce) == 0:
+            if check_pending(store, settle_s=settle_s, announce=announce, recent=recent) == 0:
                 stop.wait(interval_s)
             delay = interval_s
         except Exception as exc:  # the database failed (full disk, lost server): wait, reopen, go on

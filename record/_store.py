@@ -318,6 +318,14 @@ class Store:
             )
         )
 
+    def ids_between(self, lo: str, hi: str) -> list[str]:
+        """The ids of the exchanges that started between these two ISO times, in write order (the
+        live checker loads only those it does not hold already: issue 17)."""
+        rows = self._rows(
+            "SELECT id FROM exchanges WHERE started_at >= ? AND started_at <= ? ORDER BY seq", (lo, hi)
+        )
+        return [str(r[0]) for r in rows]
+
     def count(self) -> int:
         with self._lock:
             return int(self._exec("SELECT COUNT(*) FROM exchanges").fetchone()[0])

@@ -13,7 +13,7 @@ GOOD = completion(message(None, tool_calls=[call()]), "tool_calls")
 ERR = {"error": {"message": "boom", "type": "InternalServerError", "param": None, "code": 500}}
 
 
-def _capture() -> list[Exchange]:
+def dual_tap_capture() -> list[Exchange]:
     """Dual-tap pairs (by correlation and by fingerprint), a gateway retry, twins, a gateway fault, a
     model fault at both taps and an unpaired caller-side exchange, with distinct ids."""
     exs = [
@@ -49,16 +49,16 @@ def _key(f: Finding) -> tuple[str, str, str, str, str]:
 
 
 def test_each_focused_exchange_gets_the_findings_of_the_whole_check() -> None:
-    whole = check_exchanges(_capture(), CheckConfig())
+    whole = check_exchanges(dual_tap_capture(), CheckConfig())
     assert {f.exchange_id for f in whole.findings} >= {"c1", "e2", "c3", "c4", "t-plain"}  # a rich capture
     assert whole.pairs == 4 and whole.retries == 1 and whole.twins == 1
-    for ex in _capture():
-        focused = check_exchanges(_capture(), CheckConfig(), focus={ex.id})
+    for ex in dual_tap_capture():
+        focused = check_exchanges(dual_tap_capture(), CheckConfig(), focus={ex.id})
         mine = sorted(_key(f) for f in focused.findings if f.exchange_id == ex.id)
         assert mine == sorted(_key(f) for f in whole.findings if f.exchange_id == ex.id), ex.id
     # a batch of several, as the live checker claims them
     batch = {"c1", "e3a", "t-stream"}
-    focused = check_exchanges(_capture(), CheckConfig(), focus=batch)
+    focused = check_exchanges(dual_tap_capture(), CheckConfig(), focus=batch)
     assert sorted(_key(f) for f in focused.findings if f.exchange_id in batch) == sorted(
         _key(f) for f in whole.findings if f.exchange_id in batch
     )

@@ -1,0 +1,67 @@
+"""The live checker keeps the views of recent exchanges between batches (issue 17): checked in
+batches with them, a store gets exactly the findings it gets when every batch reads its neighbours
+from the store again, and the neighbours are not read again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tests.contracts.test_focus import dual_tap_capture
+from wirecheck.contracts import Exchange
+from wirecheck.proxy import check_pending
+from wirecheck.proxy._live import Recent
+from wirecheck.record import Store
+
+ROUNDS = [["c1", "e1", "c2"], ["e2", "c3", "e3a"], ["e3b", "c4", "e4", "t-plain", "t-stream"]]
+
+
+def _checked(path: Path, recent: Recent | None, reads: list[int]) -> list[tuple[Any, ...]]:
+    by_id = {ex.id: ex for ex in dual_tap_capture()}
+    store = Store(path)
+    loads = store.exchanges
+
+    def counted(**kw: Any) -> Iterator[Exchange]:
+        for ex in loads(**kw):  # every read of an exchange from the store passes here
+            reads.append(1)
+            yield ex
+
+    store.exchanges = counted  # type: ignore[method-assign]
+    try:
+        for ids in ROUNDS:
+            store.write_now([by_id[i] for i in ids])
+            assert check_pending(store, settle_s=0, recent=recent) == len(ids)
+        rows = store.findings()
+    finally:
+        store.close()
+    return sorted((f["exchange_id"], f["rule"], f["fault"], f["severity"], f["message"]) for f in rows)
+
+
+def test_batches_with_kept_views_give_the_findings_of_batches_without(tmp_path: Path) -> None:
+    recent = Recent()
+    kept_reads: list[int] = []
+    plain_reads: list[int] = []
+    kept = _checked(tmp_path / "kept.db", recent, kept_reads)
+    plain = _checked(tmp_path / "plain.db", None, plain_reads)
+    assert kept == plain
+    assert {r[1] for r in kept} >= {
+        "tool-call-args-invalid-json",
+        "gateway-tool-calls-changed",
+        "tool-call-undeclared",
+    }
+    assert len(recent) > 0
+    # every exchange is read once when kept (its batch, or as a neighbour first); not kept, the
+    # neighbours are read again by every batch
+    assert sum(kept_reads) < sum(plain_reads)
+
+
+def test_views_are_let_go_by_time_and_by_count() -> None:
+    recent = Recent(limit=3)
+    exs = dual_tap_capture()
+    for ex in exs:
+        recent.view(ex)
+    assert len(recent) == 3 and recent.exchange(exs[-1].id) is exs[-1]  # the last kept stay
+    assert recent.exchange(exs[0].id) is None
+    recent.forget_before(float("inf"))
+    assert len(recent) == 0
