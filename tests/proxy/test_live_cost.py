@@ -1,17 +1,22 @@
-"""The live checker keeps the views of recent exchanges between batches (issue 17): checked in
-batches with them, a store gets exactly the findings it gets when every batch reads its neighbours
-from the store again, and the neighbours are not read again."""
+"""What the live checker costs the request path (issue 17): it keeps the views of recent exchanges
+between batches (checked in batches with them, a store gets exactly the findings it gets when every
+batch reads its neighbours from the store again, and the neighbours are not read again), and it runs
+at a lower CPU priority than the forwarding."""
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.contracts.test_focus import dual_tap_capture
 from wirecheck.contracts import Exchange
 from wirecheck.proxy import check_pending
-from wirecheck.proxy._live import Recent
+from wirecheck.proxy._live import CHECKER_NICE, CHECKER_NICE_ENV, Recent, start_checker
 from wirecheck.record import Store
 
 ROUNDS = [["c1", "e1", "c2"], ["e2", "c3", "e3a"], ["e3b", "c4", "e4", "t-plain", "t-stream"]]
@@ -65,3 +70,29 @@ def test_views_are_let_go_by_time_and_by_count() -> None:
     assert recent.exchange(exs[0].id) is None
     recent.forget_before(float("inf"))
     assert len(recent) == 0
+
+
+def _checker_nice(path: Path) -> int:
+    store = Store(path, writer=True)
+    checker = start_checker(store)
+    try:
+        proc = checker._proc
+        assert proc is not None and proc.pid is not None
+        deadline = time.monotonic() + 30  # a process start on a loaded machine, not a bound under test
+        while time.monotonic() < deadline:  # the worker lowers its own priority once it runs
+            nice = os.getpriority(os.PRIO_PROCESS, proc.pid)
+            if nice != os.getpriority(os.PRIO_PROCESS, 0):
+                return nice - os.getpriority(os.PRIO_PROCESS, 0)
+            time.sleep(0.05)
+        return 0
+    finally:
+        checker.stop()
+        store.close()
+
+
+def test_the_checker_runs_below_the_forwarding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.getpriority(os.PRIO_PROCESS, 0) > 19 - CHECKER_NICE:
+        pytest.fail("this test needs a process niceness of at most 9 to see the checker's own")
+    assert _checker_nice(tmp_path / "a.db") == CHECKER_NICE
+    monkeypatch.setenv(CHECKER_NICE_ENV, "3")
+    assert _checker_nice(tmp_path / "b.db") == 3
