@@ -19,7 +19,7 @@ family: docs/rules.md, "Adding a family".
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
@@ -31,6 +31,7 @@ __all__ = [
     "GENERIC",
     "Family",
     "detect_family",
+    "rows_saying",
     "unknown_family_note",
 ]
 
@@ -335,6 +336,12 @@ def detect_family(model: str | None, call_ids: Iterable[str | None] = ()) -> str
             if call_id and pattern.match(call_id):
                 return family
     return GENERIC
+
+
+def rows_saying(say: Callable[[Family], str | None]) -> str:
+    """What the rows that have something to say about one trait say, in table order, joined by
+    "; ": how rule docs cite family facts without naming a family themselves (issue 12)."""
+    return "; ".join(text for f in _ROWS if (text := say(f)))
 
 
 def unknown_family_note(model: str | None) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ._assembly import AssembledChoice
-from ._families import FAMILIES
+from ._families import rows_saying
 from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
 from ._rules_content import output_constraint
 from ._rules_message import _stopped_by_length
@@ -79,10 +79,8 @@ def _reasoning_unclosed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 
 
 # which parsers drop malformed calls silently is the family table's to say (issue 12)
-_SILENT_DROPS = "; ".join(
-    f"vLLM's {f.tool_parser} parser drops {f.silent_call_drop}"
-    for f in FAMILIES.values()
-    if f.silent_call_drop
+_SILENT_DROPS = rows_saying(
+    lambda f: f"vLLM's {f.tool_parser} parser drops {f.silent_call_drop}" if f.silent_call_drop else None
 )
 
 

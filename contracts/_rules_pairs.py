@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._assembly import AssembledChoice
-from ._families import FAMILIES
+from ._families import rows_saying
 from ._json import loads as bounded_loads
 from ._pairs import CALLER, ENGINE, TapPair, TapSet, TwinPair, request_default
 from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
@@ -509,10 +509,12 @@ def _twin_structure(streamed: list[Any], plain: list[Any], ptr: str) -> Iterator
 
 
 # the known streaming mis-parses are the family table's to list (issue 12)
-_MISPARSES = "; ".join(
-    f"{f.name} streaming mis-parses: vllm " + ", ".join(f"#{n}" for n in f.stream_misparse_issues)
-    for f in FAMILIES.values()
-    if f.stream_misparse_issues
+_MISPARSES = rows_saying(
+    lambda f: (
+        f"{f.name} streaming mis-parses: vllm " + ", ".join(f"#{n}" for n in f.stream_misparse_issues)
+        if f.stream_misparse_issues
+        else None
+    )
 )
 
 
