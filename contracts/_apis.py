@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ._assembly import AssembledCall, AssembledChoice, StreamAnomaly
+from ._assembly import AssembledCall, AssembledChoice, StreamAnomaly, _excerpt
 
 if TYPE_CHECKING:
     from ._view import ExchangeView
@@ -52,11 +52,6 @@ def endpoint_of(method: str, path: str) -> str | None:
     if p.endswith("/messages"):
         return "messages"
     return None
-
-
-def _excerpt(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 200 else text[:200] + "…"
 
 
 def _text(content: Any) -> str:
@@ -244,22 +239,26 @@ def take_api_body(view: ExchangeView, endpoint: str) -> None:
     body = view.body
     choice = AssembledChoice(0, role="assistant")
     choice.reasoning_fields.add("reasoning")
+    # a Responses object lists its output items, a Messages message its content blocks
+    key, part_name, problem, take = (
+        ("output", "output item", "a response needs an object with an output list", _take_output_item)
+        if endpoint == "responses"
+        else ("content", "content block", "a message needs an object with a content list", _take_block)
+    )
+    if not isinstance(body, dict) or not isinstance(body.get(key), list):
+        view.body_problem = problem
+        view.kind = "other"
+        return
+    for i, part in enumerate(body[key]):
+        if isinstance(part, dict):
+            take(view, choice, part, f"/{key}/{i}")
+        else:
+            view.anomalies.append(
+                StreamAnomaly("bad-shape", f"{part_name} is not an object", -1, f"/{key}/{i}")
+            )
     if endpoint == "responses":
-        if not isinstance(body, dict) or not isinstance(body.get("output"), list):
-            view.body_problem = "a response needs an object with an output list"
-            view.kind = "other"
-            return
-        for i, item in enumerate(body["output"]):
-            _take_output_item(view, choice, item, f"/output/{i}")
-        status = body.get("status")
-        choice.finish_reason = _responses_finish(status, choice)
+        choice.finish_reason = _responses_finish(body.get("status"), choice)
     else:
-        if not isinstance(body, dict) or not isinstance(body.get("content"), list):
-            view.body_problem = "a message needs an object with a content list"
-            view.kind = "other"
-            return
-        for i, block in enumerate(body["content"]):
-            _take_block(view, choice, block, f"/content/{i}")
         sr = body.get("stop_reason")
         choice.finish_reason = _MESSAGES_STOP.get(sr, sr) if isinstance(sr, str) else None
         choice.stop_reason = body.get("stop_sequence")
@@ -283,10 +282,34 @@ def _append(old: str | None, new: str) -> str:
     return new if old is None else old + new
 
 
-def _take_output_item(view: ExchangeView, choice: AssembledChoice, item: Any, ptr: str) -> None:
-    if not isinstance(item, dict):
-        view.anomalies.append(StreamAnomaly("bad-shape", "output item is not an object", -1, ptr))
-        return
+def add_call(
+    choice: AssembledChoice,
+    call_id: Any,
+    name: Any,
+    arguments: str,
+    pointer: str,
+    *,
+    has_arguments_key: bool = True,
+    first_event: int = 0,
+) -> AssembledCall:
+    """Append a function call read from a Responses ``function_call`` item or a Messages ``tool_use``
+    block, whole or streamed: an id or a name that is not a string counts as absent, as on the chat
+    wire (tool-call-shape and tool-call-id-missing report it)."""
+    call = AssembledCall(
+        index=len(choice.calls),
+        id=call_id if isinstance(call_id, str) else None,
+        type="function",
+        name=name if isinstance(name, str) else "",
+        arguments=arguments,
+        first_event=first_event,
+        has_arguments_key=has_arguments_key,
+        pointer=pointer,
+    )
+    choice.calls.append(call)
+    return call
+
+
+def _take_output_item(view: ExchangeView, choice: AssembledChoice, item: dict[str, Any], ptr: str) -> None:
     kind = item.get("type")
     if kind == "reasoning":
         text = _text(item.get("content")) or _text(item.get("summary"))
@@ -301,24 +324,12 @@ def _take_output_item(view: ExchangeView, choice: AssembledChoice, item: Any, pt
                 StreamAnomaly("arguments-not-string", _excerpt(args), -1, ptr + "/arguments")
             )
             args = json.dumps(args, ensure_ascii=False)
-        name = item.get("name")
-        choice.calls.append(
-            AssembledCall(
-                index=len(choice.calls),
-                id=item.get("call_id") if isinstance(item.get("call_id"), str) else None,
-                type="function",
-                name=name if isinstance(name, str) else "",
-                arguments=args,
-                has_arguments_key="arguments" in item,
-                pointer=ptr,
-            )
+        add_call(
+            choice, item.get("call_id"), item.get("name"), args, ptr, has_arguments_key="arguments" in item
         )
 
 
-def _take_block(view: ExchangeView, choice: AssembledChoice, block: Any, ptr: str) -> None:
-    if not isinstance(block, dict):
-        view.anomalies.append(StreamAnomaly("bad-shape", "content block is not an object", -1, ptr))
-        return
+def _take_block(view: ExchangeView, choice: AssembledChoice, block: dict[str, Any], ptr: str) -> None:
     kind = block.get("type")
     if kind == "thinking":
         if isinstance(block.get("thinking"), str):
@@ -332,15 +343,5 @@ def _take_block(view: ExchangeView, choice: AssembledChoice, block: Any, ptr: st
             view.anomalies.append(
                 StreamAnomaly("bad-shape", f"tool_use input is {_excerpt(inp)}", -1, ptr + "/input")
             )
-        name = block.get("name")
-        choice.calls.append(
-            AssembledCall(
-                index=len(choice.calls),
-                id=block.get("id") if isinstance(block.get("id"), str) else None,
-                type="function",
-                name=name if isinstance(name, str) else "",
-                arguments=json.dumps(inp, ensure_ascii=False),
-                has_arguments_key="input" in block,
-                pointer=ptr,
-            )
-        )
+        args = json.dumps(inp, ensure_ascii=False)
+        add_call(choice, block.get("id"), block.get("name"), args, ptr, has_arguments_key="input" in block)

@@ -11,10 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._apis import _MESSAGES_STOP, _RESPONSES_TERMINAL, _append, _excerpt, _responses_finish, _text
-from ._assembly import AssembledCall, AssembledChoice, AssembledStream, StreamAnomaly
-from ._json import JsonLimitError
-from ._json import loads as bounded_loads
+from ._apis import _MESSAGES_STOP, _RESPONSES_TERMINAL, _append, _responses_finish, _text, add_call
+from ._assembly import AssembledCall, AssembledChoice, AssembledStream, StreamAnomaly, _excerpt, frame_object
 from ._sse import SSEEvent
 
 __all__ = ["assemble_api_stream"]
@@ -56,18 +54,9 @@ class _Assembler:
             # the chat terminator is not part of these endpoints (no [DONE] in vLLM's api_router)
             self.flag("api-order", "data: [DONE] on a typed event stream", n)
             return
-        try:
-            obj = bounded_loads(ev.data)
-        except JsonLimitError as exc:
-            st.anomalies.append(StreamAnomaly("json-limit", str(exc), n))
+        obj = frame_object(st, ev.data, n)
+        if obj is None:
             return
-        except ValueError as exc:
-            st.anomalies.append(StreamAnomaly("not-json", f"{exc}: {_excerpt(ev.data)}", n))
-            return
-        if not isinstance(obj, dict):
-            st.anomalies.append(StreamAnomaly("not-object", _excerpt(ev.data), n))
-            return
-        st.frames += 1
         kind = obj.get("type")
         if not isinstance(kind, str):
             self.flag("api-order", "event data has no type", n, "/type")
@@ -230,18 +219,9 @@ class _Assembler:
         kind = item.get("type")
         call = None
         if kind == "function_call":
-            name = item.get("name")
-            call = AssembledCall(
-                index=len(self.choice.calls),
-                id=item.get("call_id") if isinstance(item.get("call_id"), str) else None,
-                type="function",
-                name=name if isinstance(name, str) else "",
-                arguments=str(item["arguments"]) if isinstance(item.get("arguments"), str) else "",
-                first_event=n,
-                has_arguments_key=True,
-                pointer=f"/output/{len(self.items)}",
-            )
-            self.choice.calls.append(call)
+            args = str(item["arguments"]) if isinstance(item.get("arguments"), str) else ""
+            ptr = f"/output/{len(self.items)}"
+            call = add_call(self.choice, item.get("call_id"), item.get("name"), args, ptr, first_event=n)
         self.items[item["id"]] = [oi if isinstance(oi, int) else len(self.items), kind, "", True, call]
 
     def compare_final(self, resp: dict[str, Any], n: int) -> None:
@@ -297,20 +277,11 @@ class _Assembler:
             btype = block.get("type") if isinstance(block, dict) else None
             call = None
             if btype == "tool_use" and isinstance(block, dict):
-                name = block.get("name")
                 inp = block.get("input")
-                call = AssembledCall(
-                    index=len(self.choice.calls),
-                    id=block.get("id") if isinstance(block.get("id"), str) else None,
-                    type="function",
-                    name=name if isinstance(name, str) else "",
-                    # the SDK starts from the block's input; vLLM sends {} and streams the JSON text
-                    arguments="" if inp in (None, {}) else json.dumps(inp, ensure_ascii=False),
-                    first_event=n,
-                    has_arguments_key=True,
-                    pointer=f"/content/{idx}",
-                )
-                self.choice.calls.append(call)
+                # the SDK starts from the block's input; vLLM sends {} and streams the JSON text
+                args = "" if inp in (None, {}) else json.dumps(inp, ensure_ascii=False)
+                ptr = f"/content/{idx}"
+                call = add_call(self.choice, block.get("id"), block.get("name"), args, ptr, first_event=n)
             elif btype == "text" and isinstance(block, dict) and block.get("text"):
                 self.choice.content = _append(self.choice.content, str(block["text"]))
             elif btype == "thinking" and isinstance(block, dict) and block.get("thinking"):

@@ -104,11 +104,28 @@ _STANDARD_DELTA_KEYS = frozenset(
 )
 
 
+def frame_object(st: AssembledStream, data: str, n: int) -> dict[str, Any] | None:
+    """One event's data as the JSON object every frame of chat, /v1/responses and /v1/messages
+    streams is, counted as a frame; None, with the anomaly recorded, when it is not one."""
+    try:
+        obj = bounded_loads(data)
+    except JsonLimitError as exc:
+        st.anomalies.append(StreamAnomaly("json-limit", str(exc), n))
+        return None
+    except ValueError as exc:
+        st.anomalies.append(StreamAnomaly("not-json", f"{exc}: {_excerpt(data)}", n))
+        return None
+    if not isinstance(obj, dict):
+        st.anomalies.append(StreamAnomaly("not-object", _excerpt(data), n))
+        return None
+    st.frames += 1
+    return obj
+
+
 def assemble_stream(events: list[SSEEvent]) -> AssembledStream:
     """Assemble decoded SSE events into per-choice messages, recording every anomaly."""
     st = AssembledStream()
     st.events = len(events)
-    loads = bounded_loads
     for ev in events:
         n = ev.index
         data = ev.data
@@ -126,18 +143,9 @@ def assemble_stream(events: list[SSEEvent]) -> AssembledStream:
             st.done = 1
             st.done_event = n
             continue
-        try:
-            obj = loads(data)
-        except JsonLimitError as exc:
-            st.anomalies.append(StreamAnomaly("json-limit", str(exc), n))
+        obj = frame_object(st, data, n)
+        if obj is None:
             continue
-        except ValueError as exc:
-            st.anomalies.append(StreamAnomaly("not-json", f"{exc}: {_excerpt(data)}", n))
-            continue
-        if not isinstance(obj, dict):
-            st.anomalies.append(StreamAnomaly("not-object", _excerpt(data), n))
-            continue
-        st.frames += 1
         if "error" in obj and "choices" not in obj:
             st.error_frames.append((n, obj["error"]))
             continue

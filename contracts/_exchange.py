@@ -98,6 +98,17 @@ class Exchange:
     error: ExchangeError | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def started_epoch(self) -> float | None:
+        """``started_at`` (ISO 8601, ``Z`` or an offset) as POSIX seconds; None when absent or not
+        a time. The one reading of it for pairing by time and for the live checker's windows."""
+        if not self.started_at:
+            return None
+        try:
+            return datetime.fromisoformat(self.started_at.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+
 
 def _header(headers: Headers, name: str) -> str | None:
     name = name.lower()

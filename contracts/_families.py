@@ -19,7 +19,7 @@ family: docs/rules.md, "Adding a family".
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
@@ -31,6 +31,7 @@ __all__ = [
     "GENERIC",
     "Family",
     "detect_family",
+    "rows_saying",
     "unknown_family_note",
 ]
 
@@ -75,6 +76,12 @@ class Family:
     #: the model mixes linear and full attention, so vLLM's prefix cache is hybrid and keeps only
     #: prompt ends (Kimi K3's KDA layers; issue 15: judged from the family, not a sim-only label)
     hybrid_kv_cache: bool = False
+    #: what the tool parser drops without a trace when the model's markup is malformed (the message
+    #: is then empty with ``stop``: rule answer-empty); None: nothing known
+    silent_call_drop: str | None = None
+    #: vLLM issues in which the streaming tool parser read calls otherwise than the whole-response
+    #: parser (rule stream-nonstream-mismatch)
+    stream_misparse_issues: tuple[int, ...] = ()
 
     @property
     def recipe_flags(self) -> Mapping[str, object]:
@@ -122,6 +129,7 @@ _ROWS = (
         tool_parser="kimi_k2",
         reasoning_parser="kimi_k2",
         thinks_by_default=True,
+        silent_call_drop="a call whose header is not ``NAME:IDX`` (``functions.get_weather`` without ``:0``)",
     ),
     # vLLM --tool-call-parser kimi_k3 --reasoning-parser kimi_k3: "XTML" channels
     # <|open|>X<|sep|>...<|close|>X<|sep|>; ids minted; on an exception content = the raw output;
@@ -294,6 +302,7 @@ _ROWS = (
         tool_parser="hermes",
         reasoning_parser="qwen3",
         thinks_by_default=False,
+        stream_misparse_issues=(9693, 28806),
     ),
 )
 
@@ -327,6 +336,12 @@ def detect_family(model: str | None, call_ids: Iterable[str | None] = ()) -> str
             if call_id and pattern.match(call_id):
                 return family
     return GENERIC
+
+
+def rows_saying(say: Callable[[Family], str | None]) -> str:
+    """What the rows that have something to say about one trait say, in table order, joined by
+    "; ": how rule docs cite family facts without naming a family themselves (issue 12)."""
+    return "; ".join(text for f in _ROWS if (text := say(f)))
 
 
 def unknown_family_note(model: str | None) -> str:

@@ -24,7 +24,6 @@ import contextlib
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from ._json import loads as bounded_loads
@@ -178,16 +177,6 @@ class _Side:
     completion_id: str | None
 
 
-def _ts(view: ExchangeView) -> float | None:
-    s = view.ex.started_at
-    if not s:
-        return None
-    try:
-        return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def _duration_s(view: ExchangeView) -> float:
     ms = 0.0
     resp = view.ex.response
@@ -207,7 +196,7 @@ def _completion_id(view: ExchangeView) -> str | None:
 
 
 def _side(view: ExchangeView) -> _Side:
-    start = _ts(view)
+    start = view.ex.started_epoch
     msgs = view.req.get("messages") if view.req else None
     last_user = None
     if isinstance(msgs, list):

@@ -135,7 +135,10 @@ def rule(
     severity: Severity = Severity.ERROR,
     scope: str = "exchange",
     area: str = "response",
+    doc: str | None = None,
 ) -> Callable[[RuleFunc], RuleFunc]:
+    """Register a rule. Its doc (the catalogue's "why") is the function's docstring, or ``doc`` for a
+    rule built from a table, where one function serves several rules (issue 12)."""
     if not _ID.match(rule_id):
         raise ValueError(f"rule id {rule_id!r} is not kebab-case")
     if scope not in _SCOPES:
@@ -144,8 +147,8 @@ def rule(
     def register(func: RuleFunc) -> RuleFunc:
         if rule_id in REGISTRY:
             raise ValueError(f"rule {rule_id!r} is registered twice")
-        doc = " ".join((func.__doc__ or "").split())
-        REGISTRY[rule_id] = Rule(rule_id, summary, severity, fault, scope, func, area, doc)
+        text = " ".join(((func.__doc__ if doc is None else doc) or "").split())
+        REGISTRY[rule_id] = Rule(rule_id, summary, severity, fault, scope, func, area, text)
         return func
 
     return register

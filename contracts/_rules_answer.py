@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ._assembly import AssembledChoice
+from ._families import rows_saying
 from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
 from ._rules_content import output_constraint
 from ._rules_message import _stopped_by_length
@@ -77,17 +78,22 @@ def _reasoning_unclosed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
+# which parsers drop malformed calls silently is the family table's to say (issue 12)
+_SILENT_DROPS = rows_saying(
+    lambda f: f"vLLM's {f.tool_parser} parser drops {f.silent_call_drop}" if f.silent_call_drop else None
+)
+
+
 @rule(
     "answer-empty",
     fault=Fault.MODEL,
     area="tools",
     summary="The answer ends with stop but carries no content and no tool call.",
+    doc=f"""An agent gets nothing to act on. When usage shows tokens written after the reasoning, the
+    parser dropped them: {_SILENT_DROPS} without a trace, which is the model's malformed markup.
+    Without usage the cause cannot be told (fault unknown).""",
 )
 def _answer_empty(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """An agent gets nothing to act on. When usage shows tokens written after the reasoning, the
-    parser dropped them: vLLM's kimi_k2 parser drops a call whose header is not ``NAME:IDX``
-    (``functions.get_weather`` without ``:0``) without a trace, which is the model's malformed
-    markup. Without usage the cause cannot be told (fault unknown)."""
     if not view.ok or _judged(view):
         return
     outside = _outside_reasoning(view)

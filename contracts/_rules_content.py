@@ -77,6 +77,17 @@ def _finish_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 # --- markup in text --------------------------------------------------------------------------------
 
 
+def _markup_left(view: ExchangeView, markup: re.Pattern[str], field: str, message: str) -> Iterator[Hit]:
+    """Markup a parser should have mapped, left in ``content`` or ``reasoning`` of a choice: the
+    rules below differ only in the markup, the field and the message (issue 12)."""
+    if not view.ok:
+        return
+    for ch in view.choices:
+        m = find_markup(markup, ch.content if field == "content" else ch.reasoning)
+        if m:
+            yield hit(message, f"/choices/{ch.index}/message/{field}", m[1])
+
+
 @rule(
     "tool-markup-in-content",
     fault=Fault.PARSER,
@@ -86,16 +97,9 @@ def _finish_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 def _tool_markup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The model wrote a call and the tool parser did not map it (vllm #39056, #42021, #51073), or no
     tool parser is configured."""
-    if not view.ok:
-        return
-    for ch in view.choices:
-        m = find_markup(TOOL_MARKUP, ch.content)
-        if m:
-            yield hit(
-                "tool-call markup in content: the tool parser did not map the call",
-                f"/choices/{ch.index}/message/content",
-                m[1],
-            )
+    yield from _markup_left(
+        view, TOOL_MARKUP, "content", "tool-call markup in content: the tool parser did not map the call"
+    )
 
 
 @rule(
@@ -106,16 +110,9 @@ def _tool_markup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 )
 def _tool_in_reasoning(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A call written before ``</think>`` lands in reasoning, where no tool parser looks."""
-    if not view.ok:
-        return
-    for ch in view.choices:
-        m = find_markup(TOOL_MARKUP, ch.reasoning)
-        if m:
-            yield hit(
-                "tool-call markup inside reasoning: a call before </think> closed",
-                f"/choices/{ch.index}/message/reasoning",
-                m[1],
-            )
+    yield from _markup_left(
+        view, TOOL_MARKUP, "reasoning", "tool-call markup inside reasoning: a call before </think> closed"
+    )
 
 
 @rule(
@@ -126,16 +123,12 @@ def _tool_in_reasoning(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 )
 def _reasoning_markup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The reasoning parser did not split reasoning from the answer."""
-    if not view.ok:
-        return
-    for ch in view.choices:
-        m = find_markup(REASONING_MARKUP, ch.content)
-        if m:
-            yield hit(
-                "reasoning markup in content: the reasoning parser did not split it",
-                f"/choices/{ch.index}/message/content",
-                m[1],
-            )
+    yield from _markup_left(
+        view,
+        REASONING_MARKUP,
+        "content",
+        "reasoning markup in content: the reasoning parser did not split it",
+    )
 
 
 @rule(

@@ -185,6 +185,21 @@ def _calls(view: ExchangeView) -> Iterator[tuple[AssembledChoice, AssembledCall]
             yield ch, c
 
 
+def _call_hit(
+    view: ExchangeView,
+    ch: AssembledChoice,
+    c: AssembledCall,
+    where: str,
+    message: str,
+    *,
+    excerpt: str | None = None,
+    fault: Fault | None = None,
+) -> Hit:
+    """A finding on one call: the pointer to ``where`` in it, on whichever wire it came (chat,
+    Responses, Messages), and the event its first delta arrived in."""
+    return hit(message, view.call_pointer(ch, c, where), excerpt, event=c.first_event, fault=fault)
+
+
 # --- tool calls ------------------------------------------------------------------------------------
 
 
@@ -206,12 +221,8 @@ def _undeclared(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 # max_tokens, reported by tool-call-args-truncated (issue 13, seen on vLLM 0.32)
                 continue
             declared = ", ".join(sorted(view.tools)) or "none"
-            yield hit(
-                f"tool {c.name!r} was not declared (declared: {declared})",
-                view.call_pointer(ch, c, "/function/name"),
-                c.name,
-                event=c.first_event,
-            )
+            message = f"tool {c.name!r} was not declared (declared: {declared})"
+            yield _call_hit(view, ch, c, "/function/name", message, excerpt=c.name)
 
 
 @rule(
@@ -224,17 +235,9 @@ def _shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Each call is ``{"id", "type": "function", "function": {"name", "arguments": <string>}}``."""
     for ch, c in _calls(view):
         if not c.name:
-            yield hit(
-                "tool call has no function name",
-                view.call_pointer(ch, c, "/function/name"),
-                event=c.first_event,
-            )
+            yield _call_hit(view, ch, c, "/function/name", "tool call has no function name")
         if c.type not in ("function", None) or (c.type is None and view.kind == "json"):
-            yield hit(
-                f"tool call type is {c.type!r}, expected 'function'",
-                view.call_pointer(ch, c, "/type"),
-                event=c.first_event,
-            )
+            yield _call_hit(view, ch, c, "/type", f"tool call type is {c.type!r}, expected 'function'")
     for a in view.anomalies:
         if a.kind == "arguments-not-string":
             yield hit(
@@ -265,24 +268,15 @@ def _args_json(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         except JsonLimitError:
             continue  # reported by json-limit
         except json.JSONDecodeError as exc:
-            ptr = view.call_pointer(ch, c, "/function/arguments")
+            where = "/function/arguments"
             if not c.arguments:
-                yield hit(f"{c.name}: empty arguments", ptr, event=c.first_event)
+                yield _call_hit(view, ch, c, where, f"{c.name}: empty arguments")
             elif exc.pos >= len(c.arguments.rstrip()) or _cut_json(c.arguments):
-                yield hit(
-                    f"{c.name}: arguments end mid-document ({exc.msg}): cut short by the parser",
-                    ptr,
-                    c.arguments,
-                    event=c.first_event,
-                    fault=Fault.PARSER,
-                )
+                message = f"{c.name}: arguments end mid-document ({exc.msg}): cut short by the parser"
+                yield _call_hit(view, ch, c, where, message, excerpt=c.arguments, fault=Fault.PARSER)
             else:
-                yield hit(
-                    f"{c.name}: arguments are not JSON ({exc.msg} at {exc.pos})",
-                    ptr,
-                    c.arguments,
-                    event=c.first_event,
-                )
+                message = f"{c.name}: arguments are not JSON ({exc.msg} at {exc.pos})"
+                yield _call_hit(view, ch, c, where, message, excerpt=c.arguments)
     yield from _aborted_args(view)
 
 
@@ -308,12 +302,8 @@ def _aborted_args(view: ExchangeView) -> Iterator[Hit]:
             except JsonLimitError:
                 continue
             except json.JSONDecodeError as exc:
-                yield hit(
-                    f"{c.name}: arguments are not JSON ({exc.msg} at {exc.pos}); the caller closed the stream there",
-                    view.call_pointer(ch, c, "/function/arguments"),
-                    c.arguments,
-                    event=c.first_event,
-                )
+                message = f"{c.name}: arguments are not JSON ({exc.msg} at {exc.pos}); the caller closed the stream there"
+                yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments)
 
 
 @rule(
@@ -339,13 +329,8 @@ def _args_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         )
         if _stopped_by_length(ch, view) and incomplete:
             fault, why = _cap_fault(view)
-            yield hit(
-                f"{c.name}: arguments incomplete; {why}",
-                view.call_pointer(ch, c, "/function/arguments"),
-                c.arguments,
-                fault=fault,
-                event=c.first_event,
-            )
+            message = f"{c.name}: arguments incomplete; {why}"
+            yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments, fault=fault)
 
 
 @rule(
@@ -366,12 +351,8 @@ def _args_object(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                         extra = " (a JSON string holding an object: double-encoded)"
                 except ValueError:
                     pass
-            yield hit(
-                f"{c.name}: arguments are a JSON {type(value).__name__}{extra}",
-                view.call_pointer(ch, c, "/function/arguments"),
-                c.arguments,
-                event=c.first_event,
-            )
+            message = f"{c.name}: arguments are a JSON {type(value).__name__}{extra}"
+            yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments)
 
 
 @rule(
@@ -394,11 +375,8 @@ def _args_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _not_validated(f"{c.name}: {exc}", view.call_pointer(ch, c, "/function/arguments"))
             continue
         if errors:
-            yield hit(
-                f"{c.name}: " + "; ".join(errors),
-                view.call_pointer(ch, c, "/function/arguments"),
-                c.arguments,
-                event=c.first_event,
+            yield _call_hit(
+                view, ch, c, "/function/arguments", f"{c.name}: " + "; ".join(errors), excerpt=c.arguments
             )
 
 
@@ -407,7 +385,7 @@ def _id_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Without an id the tool result cannot be linked back (``tool_call_id``)."""
     for ch, c in _calls(view):
         if not c.id:
-            yield hit(f"{c.name or 'tool call'}: no id", view.call_pointer(ch, c, "/id"), event=c.first_event)
+            yield _call_hit(view, ch, c, "/id", f"{c.name or 'tool call'}: no id")
 
 
 @rule(
@@ -422,12 +400,7 @@ def _id_dup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         seen: dict[str, AssembledCall] = {}
         for c in ch.calls:
             if c.id and c.id in seen:
-                yield hit(
-                    f"id {c.id!r} used by two calls",
-                    view.call_pointer(ch, c, "/id"),
-                    c.id,
-                    event=c.first_event,
-                )
+                yield _call_hit(view, ch, c, "/id", f"id {c.id!r} used by two calls", excerpt=c.id)
             elif c.id:
                 seen[c.id] = c
 
@@ -456,20 +429,11 @@ def _id_format(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         m = pattern.match(c.id)
         if m is None:
             shape = near[1] if near and _compiled(near[0]).match(c.id) else "not that shape"
-            yield hit(
-                f"id {c.id!r} is {shape} (expected {family.id_shape})",
-                view.call_pointer(ch, c, "/id"),
-                c.id,
-                event=c.first_event,
-            )
+            message = f"id {c.id!r} is {shape} (expected {family.id_shape})"
+            yield _call_hit(view, ch, c, "/id", message, excerpt=c.id)
         elif c.name and m["name"] != c.name:
-            yield hit(
-                f"id {c.id!r} names {m['name']!r} but the call names {c.name!r}",
-                view.call_pointer(ch, c, "/id"),
-                c.id,
-                fault=Fault.PARSER,
-                event=c.first_event,
-            )
+            message = f"id {c.id!r} names {m['name']!r} but the call names {c.name!r}"
+            yield _call_hit(view, ch, c, "/id", message, excerpt=c.id, fault=Fault.PARSER)
 
 
 @rule(

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._assembly import AssembledChoice
+from ._families import rows_saying
 from ._json import loads as bounded_loads
 from ._pairs import CALLER, ENGINE, TapPair, TapSet, TwinPair, request_default
 from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
@@ -507,18 +508,28 @@ def _twin_structure(streamed: list[Any], plain: list[Any], ptr: str) -> Iterator
             )
 
 
+# the known streaming mis-parses are the family table's to list (issue 12)
+_MISPARSES = rows_saying(
+    lambda f: (
+        f"{f.name} streaming mis-parses: vllm " + ", ".join(f"#{n}" for n in f.stream_misparse_issues)
+        if f.stream_misparse_issues
+        else None
+    )
+)
+
+
 @rule(
     "stream-nonstream-mismatch",
     fault=Fault.PARSER,
     scope="twins",
     area="stream",
     summary="A streamed and a non-streamed response to the same request disagree in meaning.",
+    doc=f"""The streaming parser and the whole-response parser must agree ({_MISPARSES}). Always
+    compared: the reasoning field used, and per call how its id is made (structure, which sampling
+    does not change; validity is judged per side). With greedy decoding (temperature 0) also: tool
+    call names and arguments, content, reasoning text, finish_reason.""",
 )
 def _twins(pair: TwinPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """The streaming parser and the whole-response parser must agree (hermes streaming mis-parses:
-    vllm #9693, #28806). Always compared: the reasoning field used, and per call how its id is made
-    (structure, which sampling does not change; validity is judged per side). With
-    greedy decoding (temperature 0) also: tool call names and arguments, content, reasoning text, finish_reason."""
     s, p = pair.streamed, pair.plain
     pc = {ch.index: ch for ch in p.choices}
     strict = _deterministic(s.req)

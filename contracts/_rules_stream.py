@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ._assembly import AssembledStream, StreamAnomaly
 from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
 from ._view import ExchangeView
 
@@ -25,8 +26,20 @@ _SSE_FRAMING = {
 }
 
 
-def _stream(view: ExchangeView) -> bool:
-    return view.kind == "stream" and view.stream is not None
+def _stream(view: ExchangeView) -> AssembledStream | None:
+    """The assembled stream, or None when the response is not one (nothing for these rules)."""
+    return view.stream if view.kind == "stream" else None
+
+
+def _anomalies(view: ExchangeView, *kinds: str) -> list[StreamAnomaly]:
+    """The assembler's anomalies of these kinds, in stream order; none when it is not a stream."""
+    st = _stream(view)
+    return [] if st is None else [a for a in st.anomalies if a.kind in kinds]
+
+
+def _at_event(a: StreamAnomaly, message: str | None = None) -> Hit:
+    """A finding on the event where the assembler saw the anomaly (its detail unless told)."""
+    return hit(a.detail if message is None else message, f"/events/{a.event}{a.pointer}", event=a.event)
 
 
 @rule(
@@ -39,11 +52,11 @@ def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Each event's data is one chunk object. Split or joined frames (litellm #30224, envoy #45437),
     a missing ``data: `` prefix (opik PR #5149) and cut streams all land here. At most three findings
     per kind, with the count."""
-    if not _stream(view):
+    st = _stream(view)
+    if st is None:
         return
-    assert view.stream is not None
     counts: dict[str, int] = {}
-    for a in view.stream.anomalies:
+    for a in st.anomalies:
         if a.kind in _FRAMING:
             counts[a.kind] = counts.get(a.kind, 0) + 1
             if counts[a.kind] <= 3:
@@ -73,25 +86,28 @@ def _done_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     cut by the transport is reported by ``transport-error``."""
     if view.endpoint in ("responses", "messages"):
         return  # their streams end with a typed event, not [DONE]: api-stream-order judges them
-    if _stream(view) and view.stream is not None and not view.stream.done and view.ex.error is None:
-        yield hit("no data: [DONE] at the end of the stream", f"/events/{view.stream.events}")
+    st = _stream(view)
+    if st is not None and not st.done and view.ex.error is None:
+        yield hit("no data: [DONE] at the end of the stream", f"/events/{st.events}")
 
 
 @rule("stream-done-repeated", fault=Fault.ENGINE, area="stream", summary="data: [DONE] sent more than once.")
 def _done_repeated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A second ``[DONE]`` (litellm #1255) confuses clients that read past the first."""
-    if _stream(view) and view.stream is not None and view.stream.done > 1:
-        first = view.stream.anomaly("done-repeated")[0]
-        yield hit(f"[DONE] sent {view.stream.done} times", f"/events/{first.event}", event=first.event)
+    st = _stream(view)
+    if st is not None and st.done > 1:
+        first = st.anomaly("done-repeated")[0]
+        yield hit(f"[DONE] sent {st.done} times", f"/events/{first.event}", event=first.event)
 
 
 @rule("stream-data-after-done", fault=Fault.ENGINE, area="stream", summary="Events after data: [DONE].")
 def _after_done(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Nothing follows ``[DONE]``; clients stop reading there and lose it."""
-    if _stream(view) and view.stream is not None and view.stream.after_done:
-        first = view.stream.anomaly("data-after-done")[0]
+    st = _stream(view)
+    if st is not None and st.after_done:
+        first = st.anomaly("data-after-done")[0]
         yield hit(
-            f"{view.stream.after_done} event(s) after [DONE]",
+            f"{st.after_done} event(s) after [DONE]",
             f"/events/{first.event}",
             first.detail,
             event=first.event,
@@ -106,9 +122,10 @@ def _after_done(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 )
 def _error_frame(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """How vLLM reports an engine failure after the stream started."""
-    if not _stream(view) or view.stream is None:
+    st = _stream(view)
+    if st is None:
         return
-    for n, err in view.stream.error_frames:
+    for n, err in st.error_frames:
         msg = err.get("message") if isinstance(err, dict) else err
         yield hit(f"error inside the stream: {msg}", f"/events/{n}/error", err, event=n)
 
@@ -121,11 +138,8 @@ def _error_frame(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 )
 def _index_gap(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Clients index calls by ``index``: the first call is 0, the next 1 (agentgateway #2965)."""
-    if not _stream(view) or view.stream is None:
-        return
-    for a in view.stream.anomalies:
-        if a.kind in ("tool-index-gap", "tool-index-missing"):
-            yield hit(a.detail, f"/events/{a.event}{a.pointer}", event=a.event)
+    for a in _anomalies(view, "tool-index-gap", "tool-index-missing"):
+        yield _at_event(a)
 
 
 @rule(
@@ -136,10 +150,8 @@ def _index_gap(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 )
 def _index_reuse(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Every call at ``index: 0`` merges parallel calls into ``{..}{..}`` on the client (litellm #33678)."""
-    if not _stream(view) or view.stream is None:
-        return
-    for a in view.stream.anomaly("tool-index-reuse"):
-        yield hit(a.detail, f"/events/{a.event}{a.pointer}", event=a.event)
+    for a in _anomalies(view, "tool-index-reuse"):
+        yield _at_event(a)
 
 
 @rule(
@@ -151,16 +163,11 @@ def _index_reuse(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 def _id_repeated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Clients concatenate ``id`` and ``function.name`` across deltas, so each is sent once per call
     (litellm #20480). A summary chunk repeating the whole call makes the client append it twice."""
-    if not _stream(view) or view.stream is None:
-        return
     seen: set[str] = set()
-    for a in view.stream.anomalies:
-        if (
-            a.kind in ("tool-id-repeated", "tool-name-repeated", "tool-call-repeated")
-            and a.kind + a.pointer not in seen
-        ):
+    for a in _anomalies(view, "tool-id-repeated", "tool-name-repeated", "tool-call-repeated"):
+        if a.kind + a.pointer not in seen:
             seen.add(a.kind + a.pointer)
-            yield hit(a.detail, f"/events/{a.event}{a.pointer}", event=a.event)
+            yield _at_event(a)
 
 
 @rule(
@@ -172,10 +179,11 @@ def _id_repeated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 def _usage_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """With ``include_usage`` the last chunk before ``[DONE]`` has ``"choices": []`` and ``usage``
     (dropped by some gateways: OmniRoute #9750)."""
-    if not _stream(view) or view.stream is None or not view.ok:
+    st = _stream(view)
+    if st is None or not view.ok:
         return
     so = view.req.get("stream_options")
-    if isinstance(so, dict) and so.get("include_usage") is True and view.stream.usage is None:
+    if isinstance(so, dict) and so.get("include_usage") is True and st.usage is None:
         yield hit("include_usage was asked but no chunk carried usage", "/events")
 
 
@@ -188,18 +196,10 @@ def _usage_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 def _after_finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A choice ends with its finish chunk; later text, reasoning or calls are output of a second
     attempt (a gateway's mid-stream retry: nuguard #455) or a framing bug."""
-    if not _stream(view) or view.stream is None:
-        return
-    for a in view.stream.anomaly("output-after-finish")[:1]:
-        yield hit(
-            f"output after the choice finished ({a.detail})", f"/events/{a.event}{a.pointer}", event=a.event
-        )
-    for a in view.stream.anomaly("finish-reason-repeated")[:1]:
-        yield hit(
-            f"finish_reason changed within the stream: {a.detail}",
-            f"/events/{a.event}{a.pointer}",
-            event=a.event,
-        )
+    for a in _anomalies(view, "output-after-finish")[:1]:
+        yield _at_event(a, f"output after the choice finished ({a.detail})")
+    for a in _anomalies(view, "finish-reason-repeated")[:1]:
+        yield _at_event(a, f"finish_reason changed within the stream: {a.detail}")
 
 
 @rule(
@@ -211,11 +211,9 @@ def _after_finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 )
 def _inconsistent(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """All chunks of a stream share ``id`` and ``model``; a change means two streams were spliced."""
-    if not _stream(view) or view.stream is None:
-        return
     for kind in ("chunk-id-changed", "model-changed"):
-        for a in view.stream.anomaly(kind)[:1]:
-            yield hit(a.detail, f"/events/{a.event}{a.pointer}", event=a.event)
+        for a in _anomalies(view, kind)[:1]:
+            yield _at_event(a)
 
 
 @rule(
@@ -227,7 +225,7 @@ def _inconsistent(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 )
 def _content_type(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """vLLM sends ``text/event-stream``; proxies decide whether to buffer by it."""
-    if _stream(view) and not view.content_type.lower().startswith("text/event-stream"):
+    if _stream(view) is not None and not view.content_type.lower().startswith("text/event-stream"):
         yield hit(f"Content-Type is {view.content_type or 'absent'!r}", "/response/headers/content-type")
 
 
