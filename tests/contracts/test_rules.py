@@ -21,6 +21,8 @@ from tests.wire import (
     role_chunk,
     streamed,
     tool_req,
+    tool_turn,
+    usage_counts,
 )
 from wirecheck.contracts import CheckConfig, Exchange, ExchangeError, Finding, check_exchanges, rules
 
@@ -57,11 +59,7 @@ def tool_msg(*calls: dict[str, Any], finish: str = "tool_calls", **kw: Any) -> d
 
 OK_TOOL = one(tool_req(), tool_msg(call()))
 OK_TEXT = one(req(), completion())
-HISTORY = [
-    {"role": "user", "content": "weather?"},
-    {"role": "assistant", "content": None, "tool_calls": [call()]},
-    {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sunny"},
-]
+HISTORY = tool_turn("weather?", "sunny")
 JSON_SCHEMA = {
     "type": "json_schema",
     "json_schema": {
@@ -243,12 +241,7 @@ CASES: dict[str, tuple[Case, Case, str]] = {
             tool_req(),
             completion(
                 message(None, reasoning="I call tools."),
-                usage={
-                    "prompt_tokens": 186,
-                    "total_tokens": 210,
-                    "completion_tokens": 24,
-                    "completion_tokens_details": {"reasoning_tokens": 4},
-                },
+                usage=usage_counts(186, 24, completion_tokens_details={"reasoning_tokens": 4}),
             ),
         ),
         one(tool_req(), completion(message("Sunny.", reasoning="I answer."))),
@@ -259,12 +252,7 @@ CASES: dict[str, tuple[Case, Case, str]] = {
             req(),
             completion(
                 message(None, reasoning="Thinking forever"),
-                usage={
-                    "prompt_tokens": 17,
-                    "total_tokens": 25,
-                    "completion_tokens": 8,
-                    "completion_tokens_details": {"reasoning_tokens": 7},
-                },
+                usage=usage_counts(17, 8, completion_tokens_details={"reasoning_tokens": 7}),
             ),
         ),
         one(req(), completion(message("Hello", reasoning="Thinking"))),
