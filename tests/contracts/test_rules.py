@@ -57,6 +57,16 @@ def tool_msg(*calls: dict[str, Any], finish: str = "tool_calls", **kw: Any) -> d
     return completion(message(None, tool_calls=list(calls)), finish, **kw)
 
 
+def reasoning_only(
+    reasoning: str, prompt: int, completion_tokens: int, *, reasoning_tokens: int
+) -> dict[str, Any]:
+    """An answer of reasoning and no content, whose usage says how many tokens were made (and how many
+    of them were reasoning): what issue 13's two real cases looked like."""
+    details = {"reasoning_tokens": reasoning_tokens}
+    usage = usage_counts(prompt, completion_tokens, completion_tokens_details=details)
+    return completion(message(None, reasoning=reasoning), usage=usage)
+
+
 OK_TOOL = one(tool_req(), tool_msg(call()))
 OK_TEXT = one(req(), completion())
 HISTORY = tool_turn("weather?", "sunny")
@@ -237,24 +247,12 @@ CASES: dict[str, tuple[Case, Case, str]] = {
     # issue 13, seen on a real vLLM 0.32: a header without :N dropped silently (usage shows the
     # tokens), and a thinking that never closed (usage: reasoning only, plus EOS)
     "answer-empty": (
-        one(
-            tool_req(),
-            completion(
-                message(None, reasoning="I call tools."),
-                usage=usage_counts(186, 24, completion_tokens_details={"reasoning_tokens": 4}),
-            ),
-        ),
+        one(tool_req(), reasoning_only("I call tools.", 186, 24, reasoning_tokens=4)),
         one(tool_req(), completion(message("Sunny.", reasoning="I answer."))),
         "model",
     ),
     "reasoning-unclosed": (
-        one(
-            req(),
-            completion(
-                message(None, reasoning="Thinking forever"),
-                usage=usage_counts(17, 8, completion_tokens_details={"reasoning_tokens": 7}),
-            ),
-        ),
+        one(req(), reasoning_only("Thinking forever", 17, 8, reasoning_tokens=7)),
         one(req(), completion(message("Hello", reasoning="Thinking"))),
         "model",
     ),

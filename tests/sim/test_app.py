@@ -14,11 +14,7 @@ from tests.recording import post
 from wirecheck.contracts import CheckConfig, check_exchanges
 from wirecheck.sim import FAULTS
 
-HISTORY_OK = [
-    {"role": "user", "content": "What is the weather in Tokyo?"},
-    {"role": "assistant", "content": None, "tool_calls": [wire.call()]},
-    {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": '{"temp_c": 21, "sky": "sunny"}'},
-]
+HISTORY_OK = wire.tool_turn("What is the weather in Tokyo?", '{"temp_c": 21, "sky": "sunny"}')
 HISTORY_ERR = [
     *HISTORY_OK[:2],
     {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "error: upstream timeout"},

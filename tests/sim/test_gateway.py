@@ -37,21 +37,7 @@ BODIES: list[dict[str, Any]] = [
 # the tool failed: a model retries the call, or (model.no_tool_retry) gives up in text
 FAILED_TOOL: dict[str, Any] = {
     "model": K2,
-    "messages": [
-        {"role": "user", "content": "Weather in Osaka"},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "functions.get_weather:0",
-                    "type": "function",
-                    "function": {"name": "get_weather", "arguments": '{"city": "Osaka"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "error: upstream timeout"},
-    ],
+    "messages": wire.tool_turn("Weather in Osaka", "error: upstream timeout", args='{"city": "Osaka"}'),
     "tools": [wire.WEATHER],
 }
 
