@@ -153,23 +153,24 @@ QUESTION_1 = "Where is order 1? " + "It left the Tokyo warehouse on Monday. " * 
 QUESTION_2 = "Cancel order 2. " + "The customer in Osaka asked twice already. " * 6
 
 
-async def test_hybrid_cache_hits_only_at_retained_prompt_ends(sim_client: Callable[..., Any]) -> None:
-    c = sim_client(family="kimi_k3", hybrid_cache=True)
+async def _two_questions(c: httpx.AsyncClient) -> tuple[dict[str, Any], dict[str, float], dict[str, float]]:
+    """K3 asked QUESTION_1, then QUESTION_2 under the same long system prompt: the first request,
+    and the metrics after each."""
     first = wire.req(
         model="moonshotai/Kimi-K3",
         messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION_1}],
     )
     await post(c, first)
     m1 = await scrape(c)
+    second = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION_2}]
+    await post(c, {**first, "messages": second})
+    return first, m1, await scrape(c)
+
+
+async def test_hybrid_cache_hits_only_at_retained_prompt_ends(sim_client: Callable[..., Any]) -> None:
+    c = sim_client(family="kimi_k3", hybrid_cache=True)
     # same system, other question: the shared prefix is long, but no state was kept inside it
-    await post(
-        c,
-        {
-            **first,
-            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION_2}],
-        },
-    )
-    m2 = await scrape(c)
+    first, m1, m2 = await _two_questions(c)
     assert m2["vllm:prefix_cache_hits_total"] == m1["vllm:prefix_cache_hits_total"]
     # the next turn extends the first conversation: it hits up to the first prompt's end
     turn2 = {
@@ -190,20 +191,7 @@ async def test_hybrid_retention_interval_keeps_state_inside_the_prompt(
     sim_client: Callable[..., Any],
 ) -> None:
     c = sim_client(family="kimi_k3", hybrid_cache=True, prefix_cache_retention_interval=64)
-    first = wire.req(
-        model="moonshotai/Kimi-K3",
-        messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION_1}],
-    )
-    await post(c, first)
-    m1 = await scrape(c)
-    await post(
-        c,
-        {
-            **first,
-            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION_2}],
-        },
-    )
-    m2 = await scrape(c)
+    _, m1, m2 = await _two_questions(c)
     hits = m2["vllm:prefix_cache_hits_total"] - m1["vllm:prefix_cache_hits_total"]
     assert hits > 0 and hits % 64 == 0
 
