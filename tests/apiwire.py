@@ -119,6 +119,12 @@ def responses_body(args: str = ARGS) -> dict[str, Any]:
     return response_object([reasoning_item(), call_item(args)])
 
 
+def _part_event(kind: str, item_id: str, output_index: int, **fields: Any) -> dict[str, Any]:
+    """An event about the first content part of an output item (its text deltas, its end), keys
+    in vLLM's order."""
+    return {"type": kind, "item_id": item_id, "output_index": output_index, "content_index": 0, **fields}
+
+
 def responses_events(
     args_pieces: tuple[str, ...] = ('{"city": ', '"Tokyo"}'),
     reasoning: tuple[str, ...] = ("I should call ", "the weather tool."),
@@ -149,34 +155,10 @@ def responses_events(
                 "part": {"text": "", "type": "reasoning_text"},
             }
         )
-        ev += [
-            {
-                "type": "response.reasoning_text.delta",
-                "item_id": "rs_1",
-                "output_index": oi,
-                "content_index": 0,
-                "delta": d,
-            }
-            for d in reasoning
-        ]
-        ev.append(
-            {
-                "type": "response.reasoning_text.done",
-                "item_id": "rs_1",
-                "output_index": oi,
-                "content_index": 0,
-                "text": text,
-            }
-        )
-        ev.append(
-            {
-                "type": "response.content_part.done",
-                "item_id": "rs_1",
-                "output_index": oi,
-                "content_index": 0,
-                "part": {"text": text, "type": "reasoning_text"},
-            }
-        )
+        ev += [_part_event("response.reasoning_text.delta", "rs_1", oi, delta=d) for d in reasoning]
+        ev.append(_part_event("response.reasoning_text.done", "rs_1", oi, text=text))
+        part = {"text": text, "type": "reasoning_text"}
+        ev.append(_part_event("response.content_part.done", "rs_1", oi, part=part))
         item = reasoning_item(text) | {"status": "completed"}
         ev.append({"type": "response.output_item.done", "output_index": oi, "item": item})
         out.append(item)
@@ -196,27 +178,8 @@ def responses_events(
                 },
             }
         )
-        ev += [
-            {
-                "type": "response.output_text.delta",
-                "item_id": "msg_1",
-                "output_index": oi,
-                "content_index": 0,
-                "delta": d,
-                "logprobs": [],
-            }
-            for d in content
-        ]
-        ev.append(
-            {
-                "type": "response.output_text.done",
-                "item_id": "msg_1",
-                "output_index": oi,
-                "content_index": 0,
-                "text": text,
-                "logprobs": [],
-            }
-        )
+        ev += [_part_event("response.output_text.delta", "msg_1", oi, delta=d, logprobs=[]) for d in content]
+        ev.append(_part_event("response.output_text.done", "msg_1", oi, text=text, logprobs=[]))
         item = {
             "id": "msg_1",
             "type": "message",

@@ -57,6 +57,16 @@ def tool_msg(*calls: dict[str, Any], finish: str = "tool_calls", **kw: Any) -> d
     return completion(message(None, tool_calls=list(calls)), finish, **kw)
 
 
+def two_calls(*, second_index: int) -> list[dict[str, Any]]:
+    """A stream of two whole calls, get_weather at index 0 and search at ``second_index``."""
+    return [
+        role_chunk(),
+        chunk({"tool_calls": [{"index": 0, **call()}]}),
+        chunk({"tool_calls": [{"index": second_index, **call("search", {"q": "x"}, idx=1)}]}),
+        chunk({}, "tool_calls"),
+    ]
+
+
 def reasoning_only(
     reasoning: str, prompt: int, completion_tokens: int, *, reasoning_tokens: int
 ) -> dict[str, Any]:
@@ -335,24 +345,8 @@ CASES: dict[str, tuple[Case, Case, str]] = {
         "parser",
     ),
     "stream-tool-index-reuse": (
-        sse(
-            tool_req(),
-            [
-                role_chunk(),
-                chunk({"tool_calls": [{"index": 0, **call()}]}),
-                chunk({"tool_calls": [{"index": 0, **call("search", {"q": "x"}, idx=1)}]}),
-                chunk({}, "tool_calls"),
-            ],
-        ),
-        sse(
-            tool_req(),
-            [
-                role_chunk(),
-                chunk({"tool_calls": [{"index": 0, **call()}]}),
-                chunk({"tool_calls": [{"index": 1, **call("search", {"q": "x"}, idx=1)}]}),
-                chunk({}, "tool_calls"),
-            ],
-        ),
+        sse(tool_req(), two_calls(second_index=0)),
+        sse(tool_req(), two_calls(second_index=1)),
         "parser",
     ),
     "stream-tool-id-repeated": (

@@ -196,12 +196,16 @@ async def test_hybrid_retention_interval_keeps_state_inside_the_prompt(
     assert hits > 0 and hits % 64 == 0
 
 
+async def _prompt_tokens(probe: httpx.AsyncClient, body: dict[str, Any]) -> int:
+    """How many tokens ``body``'s prompt (messages and tools) takes, by the simulator's /tokenize."""
+    r = await probe.post("/tokenize", json={"messages": body["messages"], "tools": body["tools"]})
+    count: int = r.json()["count"]
+    return count
+
+
 async def test_small_kv_budget_queues_and_preempts(sim_client: Callable[..., Any]) -> None:
     body = _agent_input("Be brief. " * 30, "Ship order to Tokyo?")
-    probe = sim_client()
-    prompt_len = (
-        await probe.post("/tokenize", json={"messages": body["messages"], "tools": body["tools"]})
-    ).json()["count"]
+    prompt_len = await _prompt_tokens(sim_client(), body)
     per_seq = -(-(prompt_len + 1) // 16)
     # room for two prompts and one block to grow: decoding must preempt; no prefix caching, so the
     # prompts share no blocks and the budget really binds
@@ -264,10 +268,7 @@ async def test_client_disconnect_aborts_and_frees_the_kv_cache(sim_client: Calla
 
 async def test_lru_eviction_forgets_the_oldest_prefix(sim_client: Callable[..., Any]) -> None:
     body_a = _agent_input("Alpha team rules. " * 40, "Order 1?")
-    probe = sim_client()
-    n = (
-        await probe.post("/tokenize", json={"messages": body_a["messages"], "tools": body_a["tools"]})
-    ).json()["count"]
+    n = await _prompt_tokens(sim_client(), body_a)
     c = sim_client(num_gpu_blocks=-(-n // 16) + 8)  # room for about one prompt's blocks
     await post(c, body_a)
     await post(c, _agent_input("Beta team rules. " * 40, "Order 1?"))  # evicts most of A
