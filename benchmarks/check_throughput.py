@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_output import write_json
+
 from wirecheck.contracts import CheckConfig, Chunk, Exchange, HttpRequest, HttpResponse, check_exchanges
 
 MODEL = "moonshotai/Kimi-K2-Thinking"
@@ -220,30 +222,25 @@ def main(argv: list[str] | None = None) -> int:
     ratio = t_check / t_parse
     verdict = "met" if ratio <= args.target else "MISSED"
     print(f"target: checked within {args.target:.1f}x of the bare parse: {ratio:.2f}x, {verdict}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "benchmark": "check_throughput",
-                "python": platform.python_version(),
-                "machine": platform.machine(),
-                "cpu_count": os.cpu_count(),
-                "streams": len(exchanges),
-                "frames": len(payloads),
-                "bytes": size,
-                "repeat": args.repeat,
-                "baseline_seconds": t_parse,
-                "checked_seconds": t_check,
-                "baseline_mb_per_s": mb / t_parse,
-                "checked_mb_per_s": mb / t_check,
-                "ratio": ratio,
-                "target_ratio": args.target,
-                "met": ratio <= args.target,
-            },
-            indent=2,
-        )
-        + "\n"
+    out = write_json(
+        args.out,
+        {
+            "benchmark": "check_throughput",
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "streams": len(exchanges),
+            "frames": len(payloads),
+            "bytes": size,
+            "repeat": args.repeat,
+            "baseline_seconds": t_parse,
+            "checked_seconds": t_check,
+            "baseline_mb_per_s": mb / t_parse,
+            "checked_mb_per_s": mb / t_check,
+            "ratio": ratio,
+            "target_ratio": args.target,
+            "met": ratio <= args.target,
+        },
     )
     print(f"wrote {out}")
     return 0 if ratio <= args.target else 1

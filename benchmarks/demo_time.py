@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_output import write_json
+
 BUDGET_S = 90.0
 
 
@@ -91,20 +93,15 @@ def main() -> int:
         )
     met = worst < BUDGET_S
     print(f"target: under {BUDGET_S:.0f} s on 2 cores: {'met' if met else 'NOT met'} (worst {worst:.1f} s)")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "budget_s": BUDGET_S,
-                "cpus": len(cpus) or len(avail),
-                "phases": args.phases,
-                "rows": rows,
-                "met": met,
-            },
-            indent=2,
-        )
-        + "\n"
+    write_json(
+        args.out,
+        {
+            "budget_s": BUDGET_S,
+            "cpus": len(cpus) or len(avail),
+            "phases": args.phases,
+            "rows": rows,
+            "met": met,
+        },
     )
     return 0 if met else 1
 

@@ -33,6 +33,10 @@ deployed: recording into a store with the live-check worker on. nginx runs with
 
     python benchmarks/proxy_overhead.py [--levels 1,16,64,256] [--proxies direct,wirecheck,nginx,mitmproxy]
                                         [--viewers 10]
+
+This script starts the proxies, follows their processes' memory and CPU, and runs the levels; the
+upstream, the viewers and the client are in ``overhead_load.py``, the rows, table and targets in
+``overhead_report.py`` (run as a script, this folder is on ``sys.path``).
 """
 
 from __future__ import annotations
@@ -40,7 +44,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import itertools
 import json
 import os
 import platform
@@ -55,161 +58,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench_output import write_json
+from overhead_load import level as run_level
+from overhead_load import upstream, viewers
+from overhead_report import print_table, row, targets
+
 from wirecheck.record import free_port
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 
-# --- the paced SSE upstream (run with --role upstream) -------------------------------------------
-
-
-async def _upstream(port: int, events: int, interval_ms: float) -> None:
-    frame = b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok"},"finish_reason":null}]}\n\n'
-    chunk = b"%x\r\n%s\r\n" % (len(frame), frame)
-    done = b"data: [DONE]\n\n"
-    done_chunk = b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done)
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                if length:
-                    await reader.readexactly(length)
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-                )
-                for _ in range(events):
-                    await asyncio.sleep(interval_ms / 1000)
-                    writer.write(chunk)
-                    await writer.drain()
-                writer.write(done_chunk)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024)
-    async with server:
-        await server.serve_forever()
-
-
-# --- live-view viewers (run with --role viewers) ------------------------------------------------
-
-
-async def _viewers(port: int, n: int) -> None:
-    """``n`` event-stream readers on the proxy's live view, until SIGTERM; then prints how many
-    events they received (JSON on stdout)."""
-    received = [0] * n
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    connected = [asyncio.Event() for _ in range(n)]
-
-    async def viewer(i: int) -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(
-            b"GET /wirecheck/events?backlog=0 HTTP/1.1\r\nhost: bench\r\naccept: text/event-stream\r\n\r\n"
-        )
-        await writer.drain()
-        with contextlib.suppress(ConnectionError):
-            while data := await reader.read(65536):
-                connected[i].set()
-                received[i] += data.count(b"\nevent: ")
-
-    tasks = [asyncio.ensure_future(viewer(i)) for i in range(n)]
-    await asyncio.gather(*(c.wait() for c in connected))
-    print("ready", flush=True)  # every viewer has its stream open
-    await stop.wait()
-    for t in tasks:
-        t.cancel()
-    print(json.dumps({"viewers": n, "events": sum(received), "per_viewer": received}), flush=True)
-
-
-# --- the client ---------------------------------------------------------------------------------
-
-
-async def _one_stream(port: int, body: bytes) -> tuple[float, list[float]] | None:
-    t0 = time.perf_counter()
-    try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    except OSError:
-        return None
-    writer.write(
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
-        b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
-    )
-    await writer.drain()
-    arrivals: list[float] = []
-    buf = b""
-    try:
-        while True:
-            data = await reader.read(65536)
-            if not data:
-                break
-            now = time.perf_counter()
-            buf += data
-            n = buf.count(b"\n\n")
-            if n:
-                arrivals.extend([now - t0] * n)
-                buf = buf[buf.rfind(b"\n\n") + 2 :]
-            if b"[DONE]" in data:
-                break
-    except ConnectionError:
-        return None
-    finally:
-        writer.close()
-    if not arrivals:
-        return None
-    return arrivals[0], [b - a for a, b in itertools.pairwise(arrivals)]
-
-
-async def _level(port: int, streams: int, duration_s: float, stream_s: float) -> dict[str, Any]:
-    """``streams`` workers keep one stream each in flight for ``duration_s``, back to back, their
-    starts spread over one stream's length (as independent callers are, not in lockstep)."""
-    body = json.dumps(
-        {"model": "bench", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-    ).encode()
-    ttft: list[float] = []
-    gaps: list[float] = []
-    events = 0
-    failed = 0
-    t0 = time.perf_counter()
-    end = t0 + duration_s
-
-    async def worker(i: int) -> None:
-        nonlocal events, failed
-        await asyncio.sleep(stream_s * i / streams)
-        while time.perf_counter() < end:
-            r = await _one_stream(port, body)
-            if r is None:
-                failed += 1
-                continue
-            ttft.append(r[0])
-            gaps.extend(r[1])
-            events += len(r[1]) + 1
-
-    await asyncio.gather(*(worker(i) for i in range(streams)))
-    elapsed = time.perf_counter() - t0
-    return {
-        "ttft": ttft,
-        "gaps": gaps,
-        "events": events,
-        "elapsed_s": elapsed,
-        "events_per_s": events / elapsed,
-        "failed": failed,
-    }
-
-
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
+# --- the proxy's processes: their memory and CPU from /proc ---------------------------------------
 
 
 def _rss_mb(pids: list[int]) -> float:
@@ -389,15 +249,15 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.role == "client":
         t = time.process_time()
-        r = asyncio.run(_level(args.port, args.streams, args.duration, args.stream_s))
+        r = asyncio.run(run_level(args.port, args.streams, args.duration, args.stream_s))
         r["cpu_s"] = time.process_time() - t
         print(json.dumps(r), flush=True)
         return 0
     if args.role == "upstream":
-        asyncio.run(_upstream(args.port, args.events, args.interval_ms))
+        asyncio.run(upstream(args.port, args.events, args.interval_ms))
         return 0
     if args.role == "viewers":
-        asyncio.run(_viewers(args.port, args.viewers))
+        asyncio.run(viewers(args.port, args.viewers))
         return 0
 
     levels = [int(x) for x in args.levels.split(",")]
@@ -448,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                 ):
                     for level in levels_of(kind):
                         stream_s = args.events * args.interval_ms / 1000
-                        asyncio.run(_level(port, min(level, 4), stream_s, stream_s))  # warm the pools
+                        asyncio.run(run_level(port, min(level, 4), stream_s, stream_s))  # warm the pools
                         pid = proc.pid if proc else None
                         cpu0 = _tree_cpu_s(pid)
                         result = asyncio.run(_measure(port, level, args, stream_s, pid))
@@ -456,31 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                         raw[(kind, level)] = result
             for kind in proxies:
                 for level in levels_of(kind):
-                    r, d = raw[(kind, level)], raw[("direct", level)]
-                    rows.append(
-                        {
-                            "proxy": kind,
-                            "streams": level,
-                            "ttft_p50_ms": _pct(r["ttft"], 0.5) * 1000,
-                            "ttft_p99_ms": _pct(r["ttft"], 0.99) * 1000,
-                            "added_ttft_p50_ms": (_pct(r["ttft"], 0.5) - _pct(d["ttft"], 0.5)) * 1000,
-                            "added_ttft_p99_ms": (_pct(r["ttft"], 0.99) - _pct(d["ttft"], 0.99)) * 1000,
-                            "gap_p50_ms": _pct(r["gaps"], 0.5) * 1000,
-                            "gap_p99_ms": _pct(r["gaps"], 0.99) * 1000,
-                            "throughput_ratio": r["events_per_s"] / d["events_per_s"],
-                            "rss_mb": r["rss_mb"],
-                            # CPU of all the proxy's processes (workers, writer, checker) per stream
-                            # and per SSE event the callers received (issue 17)
-                            "cpu_ms_per_stream": r["cpu_s"] * 1000 / max(len(r["ttft"]), 1),
-                            "cpu_us_per_event": r["cpu_s"] * 1e6 / max(r["events"], 1),
-                            "events": r["events"],
-                            # the load generator's busiest process, in percent of one core
-                            "loadgen_cpu_pct": r["loadgen_cpu_pct"],
-                            "loadgen_bound": r["loadgen_cpu_pct"] >= LOADGEN_BOUND_PCT,
-                            "failed_streams": r["failed"],
-                            "samples": len(r["ttft"]),
-                        }
-                    )
+                    rows.append(row(kind, level, raw[(kind, level)], raw[("direct", level)]))
     finally:
         up.send_signal(signal.SIGTERM)
         up.wait(timeout=10)
@@ -488,56 +324,33 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"paced SSE upstream: {args.events} events x {args.interval_ms:g} ms; {args.duration:g} s of load a level; {os.cpu_count()} cores"
     )
-    head = f"{'proxy':12} {'streams':>7} {'+TTFT p50':>10} {'+TTFT p99':>10} {'gap p50':>8} {'gap p99':>8} {'thru x':>7} {'RSS MB':>7} {'cpu/str':>8} {'cpu/ev':>8} {'gen cpu':>7} {'failed':>6}"
-    print(head)
-    for r in rows:
-        print(
-            f"{r['proxy']:12} {r['streams']:7d} {r['added_ttft_p50_ms']:9.2f}ms {r['added_ttft_p99_ms']:9.2f}ms "
-            f"{r['gap_p50_ms']:7.1f}ms {r['gap_p99_ms']:7.1f}ms {r['throughput_ratio']:7.2f} {r['rss_mb']:7.1f} "
-            f"{r['cpu_ms_per_stream']:6.2f}ms {r['cpu_us_per_event']:6.1f}us {r['loadgen_cpu_pct']:6.0f}% {r['failed_streams']:6d}"
-        )
-    bound = [f"{r['proxy']}@{r['streams']}" for r in rows if r["loadgen_bound"]]
-    if bound:
-        print(
-            f"note: the load generator itself was the bottleneck (a client process at >= {LOADGEN_BOUND_PCT:g} % "
-            f"of a core) at {', '.join(bound)}: latency and throughput there measure the generator too; "
-            "try --clients 2"
-        )
+    print_table(rows)
     if viewer_events:
         print(
             f"{viewed}: {viewer_events['viewers']} viewers on /wirecheck/events received "
             f"{viewer_events['events']} events ({viewer_events['per_viewer']})"
         )
-    checks = _targets(rows, levels)
+    checks = targets(rows, levels)
     for name, ok, detail in checks:
         print(f"target {'met   ' if ok else 'MISSED'} {name}: {detail}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "benchmark": "proxy_overhead",
-                "python": platform.python_version(),
-                "cpu_count": os.cpu_count(),
-                "events": args.events,
-                "interval_ms": args.interval_ms,
-                "duration_s": args.duration,
-                "clients": args.clients,
-                "workers": args.workers,
-                "rows": rows,
-                "viewers": viewer_events or None,
-                "targets": [{"target": n, "met": ok, "detail": d} for n, ok, d in checks],
-            },
-            indent=2,
-        )
-        + "\n"
+    out = write_json(
+        args.out,
+        {
+            "benchmark": "proxy_overhead",
+            "python": platform.python_version(),
+            "cpu_count": os.cpu_count(),
+            "events": args.events,
+            "interval_ms": args.interval_ms,
+            "duration_s": args.duration,
+            "clients": args.clients,
+            "workers": args.workers,
+            "rows": rows,
+            "viewers": viewer_events or None,
+            "targets": [{"target": n, "met": ok, "detail": d} for n, ok, d in checks],
+        },
     )
     print(f"wrote {out}")
     return 0
-
-
-#: a client process this busy (percent of one core) is the bottleneck, not the proxy
-LOADGEN_BOUND_PCT = 90.0
 
 
 async def _measure(
@@ -549,7 +362,7 @@ async def _measure(
     rss = 0.0
     t0, cpu0 = time.perf_counter(), time.process_time()
     if args.clients <= 1:
-        task: asyncio.Future[Any] = asyncio.ensure_future(_level(port, level, args.duration, stream_s))
+        task: asyncio.Future[Any] = asyncio.ensure_future(run_level(port, level, args.duration, stream_s))
     else:
         task = asyncio.ensure_future(_clients(port, level, args.clients, args.duration, stream_s))
     while not task.done():
@@ -564,7 +377,7 @@ async def _measure(
 
 
 async def _clients(port: int, level: int, n: int, duration_s: float, stream_s: float) -> dict[str, Any]:
-    """``level`` streams over ``n`` client processes (each runs :func:`_level` on its share)."""
+    """``level`` streams over ``n`` client processes (each runs ``overhead_load.level`` on its share)."""
     shares = [level // n + (1 if i < level % n else 0) for i in range(n)]
     procs = [
         await asyncio.create_subprocess_exec(
@@ -598,72 +411,6 @@ async def _clients(port: int, level: int, n: int, duration_s: float, stream_s: f
         "failed": sum(p["failed"] for p in parts),
         "loadgen_cpu_pct": max(p["cpu_s"] / p["elapsed_s"] * 100 for p in parts),
     }
-
-
-def _targets(rows: list[dict[str, Any]], levels: list[int]) -> list[tuple[str, bool, str]]:
-    by = {(r["proxy"], r["streams"]): r for r in rows}
-    out: list[tuple[str, bool, str]] = []
-    # wirecheck, and wirecheck with live-view viewers open (issue 18): the same targets
-    for kind in sorted({r["proxy"] for r in rows if r["proxy"].startswith("wirecheck")}):
-        tag = "" if kind == "wirecheck" else f" ({kind})"
-        if (kind, 64) in by:
-            w = by[(kind, 64)]
-            out.append(
-                (
-                    f"added TTFT p50 <= 1 ms at 64 streams{tag}",
-                    w["added_ttft_p50_ms"] <= 1.0,
-                    f"{w['added_ttft_p50_ms']:.2f} ms",
-                )
-            )
-            out.append(
-                (
-                    f"added TTFT p99 <= 5 ms at 64 streams{tag}",
-                    w["added_ttft_p99_ms"] <= 5.0,
-                    f"{w['added_ttft_p99_ms']:.2f} ms",
-                )
-            )
-        ratios = [by[(kind, lv)]["throughput_ratio"] for lv in levels if (kind, lv) in by]
-        if ratios:
-            out.append(
-                (
-                    f"throughput >= 0.9x direct at every level{tag}",
-                    min(ratios) >= 0.9,
-                    f"lowest {min(ratios):.2f}x",
-                )
-            )
-    pairs = [
-        (lv, by[("wirecheck", lv)], by[("mitmproxy", lv)])
-        for lv in levels
-        if ("wirecheck", lv) in by and ("mitmproxy", lv) in by
-    ]
-    if pairs:
-        worse = [lv for lv, w, m in pairs if w["added_ttft_p50_ms"] >= m["added_ttft_p50_ms"]]
-        out.append(
-            (
-                "less added TTFT p50 than mitmproxy at every level",
-                not worse,
-                f"not at {worse}" if worse else "at all levels",
-            )
-        )
-    # issue 17: at 256 streams, and for the workers row at every level it ran
-    for kind in sorted(
-        {r["proxy"] for r in rows if r["proxy"] == "wirecheck" or r["proxy"].startswith("wirecheck-w")}
-    ):
-        if (kind, 256) in by:
-            w = by[(kind, 256)]
-            out.append(
-                (
-                    f"at 256 streams ({kind}): added TTFT p50 <= 5 ms, p99 <= 25 ms, throughput >= 0.95x",
-                    w["added_ttft_p50_ms"] <= 5.0
-                    and w["added_ttft_p99_ms"] <= 25.0
-                    and w["throughput_ratio"] >= 0.95,
-                    f"{w['added_ttft_p50_ms']:.1f} / {w['added_ttft_p99_ms']:.1f} ms, {w['throughput_ratio']:.2f}x",
-                )
-            )
-    if ("wirecheck", 256) in by:
-        rss = by[("wirecheck", 256)]["rss_mb"]
-        out.append(("RSS <= 150 MB at 256 streams", rss <= 150, f"{rss:.0f} MB (proxy and its worker)"))
-    return out
 
 
 if __name__ == "__main__":

@@ -119,6 +119,17 @@ def responses_body(args: str = ARGS) -> dict[str, Any]:
     return response_object([reasoning_item(), call_item(args)])
 
 
+def _item_event(kind: str, output_index: int, item: dict[str, Any]) -> dict[str, Any]:
+    """An output item's start or end, with the item as it stands then."""
+    return {"type": kind, "output_index": output_index, "item": item}
+
+
+def _part_event(kind: str, item_id: str, output_index: int, **fields: Any) -> dict[str, Any]:
+    """An event about the first content part of an output item (its text deltas, its end), keys
+    in vLLM's order."""
+    return {"type": kind, "item_id": item_id, "output_index": output_index, "content_index": 0, **fields}
+
+
 def responses_events(
     args_pieces: tuple[str, ...] = ('{"city": ', '"Tokyo"}'),
     reasoning: tuple[str, ...] = ("I should call ", "the weather tool."),
@@ -133,13 +144,8 @@ def responses_events(
     oi = 0
     if reasoning:
         text = "".join(reasoning)
-        ev.append(
-            {
-                "type": "response.output_item.added",
-                "output_index": oi,
-                "item": {"id": "rs_1", "type": "reasoning", "summary": [], "status": "in_progress"},
-            }
-        )
+        added = {"id": "rs_1", "type": "reasoning", "summary": [], "status": "in_progress"}
+        ev.append(_item_event("response.output_item.added", oi, added))
         ev.append(
             {
                 "type": "response.content_part.added",
@@ -149,74 +155,26 @@ def responses_events(
                 "part": {"text": "", "type": "reasoning_text"},
             }
         )
-        ev += [
-            {
-                "type": "response.reasoning_text.delta",
-                "item_id": "rs_1",
-                "output_index": oi,
-                "content_index": 0,
-                "delta": d,
-            }
-            for d in reasoning
-        ]
-        ev.append(
-            {
-                "type": "response.reasoning_text.done",
-                "item_id": "rs_1",
-                "output_index": oi,
-                "content_index": 0,
-                "text": text,
-            }
-        )
-        ev.append(
-            {
-                "type": "response.content_part.done",
-                "item_id": "rs_1",
-                "output_index": oi,
-                "content_index": 0,
-                "part": {"text": text, "type": "reasoning_text"},
-            }
-        )
+        ev += [_part_event("response.reasoning_text.delta", "rs_1", oi, delta=d) for d in reasoning]
+        ev.append(_part_event("response.reasoning_text.done", "rs_1", oi, text=text))
+        part = {"text": text, "type": "reasoning_text"}
+        ev.append(_part_event("response.content_part.done", "rs_1", oi, part=part))
         item = reasoning_item(text) | {"status": "completed"}
-        ev.append({"type": "response.output_item.done", "output_index": oi, "item": item})
+        ev.append(_item_event("response.output_item.done", oi, item))
         out.append(item)
         oi += 1
     if content:
         text = "".join(content)
-        ev.append(
-            {
-                "type": "response.output_item.added",
-                "output_index": oi,
-                "item": {
-                    "id": "msg_1",
-                    "type": "message",
-                    "role": "assistant",
-                    "content": [],
-                    "status": "in_progress",
-                },
-            }
-        )
-        ev += [
-            {
-                "type": "response.output_text.delta",
-                "item_id": "msg_1",
-                "output_index": oi,
-                "content_index": 0,
-                "delta": d,
-                "logprobs": [],
-            }
-            for d in content
-        ]
-        ev.append(
-            {
-                "type": "response.output_text.done",
-                "item_id": "msg_1",
-                "output_index": oi,
-                "content_index": 0,
-                "text": text,
-                "logprobs": [],
-            }
-        )
+        added = {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "status": "in_progress",
+        }
+        ev.append(_item_event("response.output_item.added", oi, added))
+        ev += [_part_event("response.output_text.delta", "msg_1", oi, delta=d, logprobs=[]) for d in content]
+        ev.append(_part_event("response.output_text.done", "msg_1", oi, text=text, logprobs=[]))
         item = {
             "id": "msg_1",
             "type": "message",
@@ -224,14 +182,12 @@ def responses_events(
             "status": "completed",
             "content": [{"type": "output_text", "text": text, "annotations": []}],
         }
-        ev.append({"type": "response.output_item.done", "output_index": oi, "item": item})
+        ev.append(_item_event("response.output_item.done", oi, item))
         out.append(item)
         oi += 1
     if args_pieces:
         args = "".join(args_pieces)
-        ev.append(
-            {"type": "response.output_item.added", "output_index": oi, "item": call_item("", "in_progress")}
-        )
+        ev.append(_item_event("response.output_item.added", oi, call_item("", "in_progress")))
         ev += [
             {
                 "type": "response.function_call_arguments.delta",
@@ -250,7 +206,7 @@ def responses_events(
                 "name": "get_weather",
             }
         )
-        ev.append({"type": "response.output_item.done", "output_index": oi, "item": call_item(args)})
+        ev.append(_item_event("response.output_item.done", oi, call_item(args)))
         out.append(call_item(args))
     ev.append({"type": "response.completed", "response": response_object(out)})
     return number(ev)

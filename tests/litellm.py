@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
-from tests.servers import process
+from tests.servers import process, run_dev
 from wirecheck.record import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,14 +35,7 @@ def litellm_gateway(
 def _install() -> None:
     if "WIRECHECK_LITELLM" in os.environ:
         return
-    proc = subprocess.run(
-        [str(ROOT / "dev"), "litellm-install"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=INSTALL_TIMEOUT_S,
-        check=False,
-    )
+    proc = run_dev("litellm-install", timeout=INSTALL_TIMEOUT_S)
     if proc.returncode != 0:
         raise RuntimeError(
             f"./dev litellm-install failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"

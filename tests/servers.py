@@ -184,15 +184,24 @@ def sim_behind_gateway(
         yield
 
 
+def run_to_end(
+    cmd: list[str], *, timeout: float, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``cmd`` run once to the end: its exit code, stdout and stderr (a non-zero exit is the
+    caller's to judge; only ``timeout`` raises)."""
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+
+
 def run_wirecheck(*args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
     """``wirecheck ARGS`` run once to the end, as a user runs it: its exit code, stdout and stderr."""
-    return subprocess.run(
-        [sys.executable, "-m", "wirecheck", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_to_end([sys.executable, "-m", "wirecheck", *args], timeout=timeout)
+
+
+def run_dev(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``./dev ARGS`` in the repository root, run once to the end: how a tier installs what it needs
+    (LiteLLM, the CPU build of vLLM) the way a fresh machine does."""
+    root = Path(__file__).resolve().parents[1]
+    return run_to_end([str(root / "dev"), *args], timeout=timeout, cwd=root)
 
 
 async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:

@@ -68,6 +68,36 @@ def call(
     }
 
 
+def tool_turn(question: str, result: str, *, args: str = '{"city": "Tokyo"}') -> list[dict[str, Any]]:
+    """A history in which the assistant called get_weather (id ``functions.get_weather:0``) and the
+    tool answered ``result``: what a caller sends back for the next turn."""
+    return [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": None, "tool_calls": [call(args=args)]},
+        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": result},
+    ]
+
+
+def call_delta(
+    name: str = "get_weather", args: str | None = '{"city": "Tokyo"}', *, id: str, index: int = 0
+) -> dict[str, Any]:
+    """A tool call as one stream delta announces it: index, id, type and name, and its arguments
+    whole (K3, a whole call per delta) or none yet (``args=None``: hermes sends the name first)."""
+    fn = {"name": name} if args is None else {"name": name, "arguments": args}
+    return {"index": index, "id": id, "type": "function", "function": fn}
+
+
+def usage_counts(prompt: int, completion_tokens: int, **details: Any) -> dict[str, Any]:
+    """vLLM's usage object: the three counts (the total is their sum), then ``details`` as given
+    (``prompt_tokens_details``, ``completion_tokens_details``)."""
+    return {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion_tokens,
+        "completion_tokens": completion_tokens,
+        **details,
+    }
+
+
 def message(
     content: str | None = None,
     *,
@@ -114,16 +144,22 @@ def completion(
         ],
         "service_tier": None,
         "system_fingerprint": FP,
-        "usage": usage
-        or {
-            "prompt_tokens": 12,
-            "total_tokens": 32,
-            "completion_tokens": 20,
-            "prompt_tokens_details": None,
-            "completion_tokens_details": None,
-        },
+        "usage": usage or usage_counts(12, 20, prompt_tokens_details=None, completion_tokens_details=None),
         "prompt_logprobs": None,
         "kv_transfer_params": None,
+    }
+
+
+def _chunk_frame(model: str, choices: list[dict[str, Any]], **rest: Any) -> dict[str, Any]:
+    """What every chat.completion.chunk starts with (id, object, created, model, choices), then the
+    fields that kind of chunk carries, in vLLM's order."""
+    return {
+        "id": CID,
+        "object": "chat.completion.chunk",
+        "created": 1796199188,
+        "model": model,
+        "choices": choices,
+        **rest,
     }
 
 
@@ -144,51 +180,18 @@ def chunk(
     if finish is not None:
         ch["stop_reason"] = None
     ch["token_ids"] = None
-    obj: dict[str, Any] = {
-        "id": CID,
-        "object": "chat.completion.chunk",
-        "created": 1796199188,
-        "model": model,
-        "choices": [ch],
-    }
-    obj["kv_transfer_params"] = None
-    obj.update(top)
-    return obj
+    return _chunk_frame(model, [ch], **({"kv_transfer_params": None} | top))
 
 
 def role_chunk(model: str = K2) -> dict[str, Any]:
-    return {
-        "id": CID,
-        "object": "chat.completion.chunk",
-        "created": 1796199188,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "delta": {"role": "assistant", "content": ""},
-                "logprobs": None,
-                "finish_reason": None,
-            }
-        ],
-        "prompt_token_ids": None,
-        "prompt_text": None,
-    }
+    # the first chunk: no token_ids in its choice, the prompt fields instead of kv_transfer_params
+    role = {"role": "assistant", "content": ""}
+    choice = {"index": 0, "delta": role, "logprobs": None, "finish_reason": None}
+    return _chunk_frame(model, [choice], prompt_token_ids=None, prompt_text=None)
 
 
 def usage_chunk(prompt: int = 12, completion_tokens: int = 20, model: str = K2) -> dict[str, Any]:
-    return {
-        "id": CID,
-        "object": "chat.completion.chunk",
-        "created": 1796199188,
-        "model": model,
-        "choices": [],
-        "usage": {
-            "prompt_tokens": prompt,
-            "total_tokens": prompt + completion_tokens,
-            "completion_tokens": completion_tokens,
-        },
-        "system_fingerprint": FP,
-    }
+    return _chunk_frame(model, [], usage=usage_counts(prompt, completion_tokens), system_fingerprint=FP)
 
 
 def frames(*objs: Any, done: bool = True, sep: str = "\n\n", prefix: str = "data: ") -> bytes:

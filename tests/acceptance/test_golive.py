@@ -11,9 +11,10 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
+from tests.acceptance.conftest import accept_ci
 from tests.acceptance.test_accept import FAST, checks, run_accept
 from tests.servers import running
-from wirecheck.acceptance import ALL_PHASES, AcceptOptions, Limits, Progress, accept, read_startup_log
+from wirecheck.acceptance import ALL_PHASES, Limits, read_startup_log
 from wirecheck.acceptance._compat import CompatInputs, run_compat
 from wirecheck.acceptance._verdict import checklist, decide
 from wirecheck.cli import main
@@ -155,16 +156,14 @@ def test_a_single_tap_run_through_a_faulty_gateway_blames_nothing_on_the_model(t
             GatewayConfig(upstream=engine, faults=parse_gateway_faults("reasoning_merged,tool_index_zero"))
         )
         with serve(gw) as gateway:
-            opts = AcceptOptions(
-                target=gateway,
+            res = accept_ci(
+                gateway,
+                tmp_path / "out",
+                ["interface"],
                 engine_url=engine,
-                reviewer="ci",
-                out=tmp_path / "out",
-                phases=["interface"],
                 interface_requests=7,
                 scenario_examples=0,
             )
-            res = accept(opts, Progress(quiet=True))
     iface = next(p for p in res.phases if p.name == "interface")
     assert iface.data["errors_by_fault"], "the gateway's faults were seen by the caller"
     assert not {"model", "parser", "engine"} & set(iface.data["errors_by_fault"]), iface.data[
@@ -253,16 +252,13 @@ def test_the_k3_hybrid_cache_is_judged_from_the_family_when_metrics_carry_no_hyb
     with serve(Starlette(routes=[Route("/metrics", real_metrics)])) as plain:
         paths = write_environment(tmp_path / "evidence", cfg)
         with serve(app) as url:
-            opts = AcceptOptions(
-                target=url,
-                engine_url=url,
+            res = accept_ci(
+                url,
+                tmp_path / "out",
+                ["cache"],
                 metrics_urls=[plain + "/metrics"],
-                reviewer="ci",
-                out=tmp_path / "out",
                 startup_log=str(paths["startup_log"]),
-                phases=["cache"],
             )
-            res = accept(opts, Progress(quiet=True))
     cache = next(p for p in res.phases if p.name == "cache")
     assert cache.data["cache_config"] == {} and cache.data["hybrid_from"] == "model family kimi_k3"
     c = checks(res)
@@ -291,15 +287,7 @@ def test_several_metrics_urls_are_never_summed_and_name_the_instance_that_answer
                 json={"messages": [{"role": "user", "content": "hi " * 200}]},
                 timeout=30,
             )
-        opts = AcceptOptions(
-            target=url,
-            engine_url=url,
-            metrics_urls=[other + "/metrics", url + "/metrics"],
-            reviewer="ci",
-            out=tmp_path / "out",
-            phases=["cache"],
-        )
-        res = accept(opts, Progress(quiet=True))
+        res = accept_ci(url, tmp_path / "out", ["cache"], metrics_urls=[other + "/metrics", url + "/metrics"])
     cache = next(p for p in res.phases if p.name == "cache")
     assert {r["instance"] for r in cache.data["probes"].values()} == {url + "/metrics"}
     assert all(r["instances_moved"] == [url + "/metrics"] for r in cache.data["probes"].values())

@@ -16,14 +16,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Awaitable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.acceptance.conftest import accept_ci
 from wirecheck import TransportError
-from wirecheck.acceptance import AcceptOptions, CapacityPlan, LocustLoad, Progress, accept, locustfile_path
+from wirecheck.acceptance import CapacityPlan, LocustLoad, locustfile_path
 from wirecheck.acceptance._workload import spec
 from wirecheck.record import free_port, serve
 from wirecheck.sim import SimConfig, create_app
@@ -43,8 +45,7 @@ def _plan(**kw: object) -> CapacityPlan:
 
 
 def _capacity(url: str, out: Path, **kw: object) -> dict[str, object]:
-    opts = AcceptOptions(target=url, engine_url=url, reviewer="ci", out=out, phases=["capacity"], **kw)  # type: ignore[arg-type]
-    res = accept(opts, Progress(quiet=True))
+    res = accept_ci(url, out, ["capacity"], **kw)
     assert res.phases[0].error is None, res.phases[0].error
     return json.loads(Path(res.files["json"]).read_text())["phases"][0]
 
@@ -238,18 +239,15 @@ def test_a_worker_killed_mid_step_fails_the_phase_in_bounded_time(tmp_path: Path
     try:
         with serve(counting) as url:
             killer.start()
-            opts = AcceptOptions(
-                target=url,
-                engine_url=url,
-                reviewer="ci",
-                out=tmp_path / "killed",
-                phases=["capacity"],
+            res = accept_ci(
+                url,
+                tmp_path / "killed",
+                ["capacity"],
                 plan=_plan(ramp=[4], min_requests=40, long_input_turns=[]),
                 load_engine="locust",
                 locust_master=f"127.0.0.1:{port}",
                 locust_expect_workers=2,
             )
-            res = accept(opts, Progress(quiet=True))
             returned = time.monotonic()
     finally:
         killer.join(timeout=5)
@@ -272,6 +270,23 @@ def test_a_worker_killed_mid_step_fails_the_phase_in_bounded_time(tmp_path: Path
     assert _masters_on(port) == []
 
 
+def _chat_step(load: LocustLoad, url: str, name: str, specs: list[Any]) -> Coroutine[Any, Any, Any]:
+    """One capacity step of ``specs`` at one user, against ``url``'s chat endpoint."""
+    return load.step(name, specs, url=url + "/v1/chat/completions", headers={}, users=1)
+
+
+async def _seconds_to_fail(load: LocustLoad, step: Awaitable[Any], match: str) -> float:
+    """How long ``step`` took to fail with a TransportError that matches ``match``; the load is
+    closed afterwards, however the step ended."""
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(TransportError, match=match):
+            await step
+        return time.monotonic() - t0
+    finally:
+        await load.close()
+
+
 def test_the_acceptance_run_gives_up_on_a_silent_master_and_leaves_no_process() -> None:
     async def go(url: str) -> tuple[float, LocustLoad]:
         load = LocustLoad(workers=1)
@@ -279,13 +294,8 @@ def test_the_acceptance_run_gives_up_on_a_silent_master_and_leaves_no_process() 
         await load.start(url)
         assert load.master is not None
         os.kill(load.master.pid, signal.SIGSTOP)  # a master that hangs: alive, says nothing
-        t0 = time.monotonic()
-        try:
-            with pytest.raises(TransportError, match="step stalled: silent for 3 s"):
-                await load.step("stalled", [], url=url + "/v1/chat/completions", headers={}, users=1)
-            return time.monotonic() - t0, load
-        finally:
-            await load.close()
+        step = _chat_step(load, url, "stalled", [])
+        return await _seconds_to_fail(load, step, "step stalled: silent for 3 s"), load
 
     with serve(create_app(SimConfig(**CFG))) as url:  # type: ignore[arg-type]
         took, load = asyncio.run(go(url))
@@ -294,32 +304,34 @@ def test_the_acceptance_run_gives_up_on_a_silent_master_and_leaves_no_process() 
     assert [w.returncode for w in load.workers] == [-signal.SIGKILL]
 
 
-def test_a_worker_stuck_on_a_request_fails_the_step_after_the_idle_bound() -> None:
+def _chat_never_answered(asked: threading.Event | None = None) -> Any:
+    """The simulator, but chat requests never get an answer: the worker that sent one stays alive
+    and silent (its heartbeats go on). ``asked`` is set when the first one arrives."""
     app = create_app(SimConfig(**CFG))  # type: ignore[arg-type]
 
     async def stuck(scope: Any, receive: Any, send: Any) -> None:
-        # chat requests never get an answer: the worker stays alive and silent (heartbeats go on)
         if scope["type"] == "http" and scope["path"].endswith("/chat/completions"):
+            if asked is not None:
+                asked.set()
             while (await receive())["type"] != "http.disconnect":
                 pass
             return
         await app(scope, receive, send)
 
+    return stuck
+
+
+def test_a_worker_stuck_on_a_request_fails_the_step_after_the_idle_bound() -> None:
+    stuck = _chat_never_answered()
+
     async def go(url: str) -> tuple[float, LocustLoad]:
         load = LocustLoad(workers=1)
         load.idle_s = 3.0  # the request timeout (600 s) plus 60 s in real runs
         await load.start(url)
-        t0 = time.monotonic()
-        try:
-            with pytest.raises(
-                TransportError, match=r"Locust step stuck: Locust worker \S+ sent no sample for 3 s"
-            ):
-                await load.step(
-                    "stuck", [spec("varied", 1)], url=url + "/v1/chat/completions", headers={}, users=1
-                )
-            return time.monotonic() - t0, load
-        finally:
-            await load.close()
+        step = _chat_step(load, url, "stuck", [spec("varied", 1)])
+        return await _seconds_to_fail(
+            load, step, r"Locust step stuck: Locust worker \S+ sent no sample for 3 s"
+        ), load
 
     with serve(stuck) as url:
         took, load = asyncio.run(go(url))
@@ -329,35 +341,18 @@ def test_a_worker_stuck_on_a_request_fails_the_step_after_the_idle_bound() -> No
 
 
 def test_the_step_fails_at_once_when_locust_stops_the_test_for_its_last_worker() -> None:
-    app = create_app(SimConfig(**CFG))  # type: ignore[arg-type]
-
     asked = threading.Event()
-
-    async def stuck(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"].endswith("/chat/completions"):
-            asked.set()
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            return
-        await app(scope, receive, send)
+    stuck = _chat_never_answered(asked)
 
     async def go(url: str) -> tuple[float, LocustLoad]:
         load = LocustLoad(workers=1)
         await load.start(url)
-        step = asyncio.ensure_future(
-            load.step("alone", [spec("varied", 1)], url=url + "/v1/chat/completions", headers={}, users=1)
-        )
+        step = asyncio.ensure_future(_chat_step(load, url, "alone", [spec("varied", 1)]))
         assert await asyncio.to_thread(asked.wait, 120)  # the worker is in its request
         load.workers[0].kill()
-        t0 = time.monotonic()
-        try:
-            with pytest.raises(
-                TransportError, match="Locust step alone: Locust stopped the test in the middle"
-            ):
-                await step
-            return time.monotonic() - t0, load
-        finally:
-            await load.close()
+        return await _seconds_to_fail(
+            load, step, "Locust step alone: Locust stopped the test in the middle"
+        ), load
 
     with serve(stuck) as url:
         took, load = asyncio.run(go(url))

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from tests.acceptance.test_accept import FAST, ROOT, checks, run_accept
+from tests.servers import run_wirecheck
 from wirecheck.acceptance import AcceptanceResult, CapacityPlan, Limits
 from wirecheck.acceptance._client import Sample, measure
 from wirecheck.acceptance._samples import load_workload, workload_data, workload_line
@@ -270,25 +269,17 @@ def test_the_cli_refuses_a_bad_samples_file_with_exit_2_before_sending_anything(
     for case in ("no chat requests",):
         path, message = bad[case]
         # the target does not answer: the samples error comes first, so nothing was sent anywhere
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "wirecheck",
-                "accept",
-                "--target",
-                "http://127.0.0.1:9",
-                "--reviewer",
-                "ci",
-                "--out",
-                str(tmp_path / case.replace(" ", "-")),
-                "--samples",
-                str(path),
-            ],
-            capture_output=True,
-            text=True,
+        proc = run_wirecheck(
+            "accept",
+            "--target",
+            "http://127.0.0.1:9",
+            "--reviewer",
+            "ci",
+            "--out",
+            str(tmp_path / case.replace(" ", "-")),
+            "--samples",
+            str(path),
             timeout=60,
-            check=False,
         )
         assert proc.returncode == 2, (case, proc.stderr)
         lines = proc.stderr.strip().splitlines()

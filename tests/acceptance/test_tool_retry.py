@@ -10,13 +10,25 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.acceptance.test_accept import FAST, checks, run_accept
-from wirecheck.acceptance import Limits
+from wirecheck.acceptance import AcceptanceResult, Limits
 from wirecheck.acceptance._interface import interface_requests
 from wirecheck.acceptance._toolretry import failed_tool
 from wirecheck.sim import SimConfig, parse_faults
 
 #: two tool-failure requests (the 4th and 11th of the interface set)
 REQUESTS = 14
+
+
+def _interface_run(tmp_path: Path, cfg: SimConfig) -> AcceptanceResult:
+    """The interface phase alone over the 14-request set, no scenarios, with an owner for limits."""
+    return run_accept(
+        tmp_path,
+        cfg,
+        phases=("interface",),
+        interface_requests=REQUESTS,
+        scenario_examples=0,
+        limits=Limits(owner="ci"),
+    )
 
 
 def test_the_interface_set_holds_tool_failures_and_names_the_failed_tool() -> None:
@@ -30,14 +42,7 @@ def test_the_interface_set_holds_tool_failures_and_names_the_failed_tool() -> No
 
 
 def test_a_model_that_retries_the_failed_tool_passes(tmp_path: Path) -> None:
-    res = run_accept(
-        tmp_path,
-        SimConfig(**FAST),  # type: ignore[arg-type]
-        phases=("interface",),
-        interface_requests=REQUESTS,
-        scenario_examples=0,
-        limits=Limits(owner="ci"),
-    )
+    res = _interface_run(tmp_path, SimConfig(**FAST))  # type: ignore[arg-type]
     c = checks(res)["interface.tool-retry"]
     assert c.status == "pass" and c.evidence["retried"] == [4, 11] and not c.evidence["gave_up"], c.detail
     assert c.detail.startswith("2 of 2 tool-failure requests retried the failed tool")
@@ -50,14 +55,7 @@ def test_a_model_that_never_retries_a_failed_tool_is_rework_though_every_answer_
     tmp_path: Path,
 ) -> None:
     cfg = SimConfig(**FAST, faults=parse_faults("model.no_tool_retry"))  # type: ignore[arg-type]
-    res = run_accept(
-        tmp_path,
-        cfg,
-        phases=("interface",),
-        interface_requests=REQUESTS,
-        scenario_examples=0,
-        limits=Limits(owner="ci"),
-    )
+    res = _interface_run(tmp_path, cfg)
     c = checks(res)
     # the format checks alone would have said go: every answer keeps the contracts
     assert c["interface.contracts"].status == "pass", c["interface.contracts"].detail
@@ -77,14 +75,7 @@ def test_a_model_that_never_retries_a_failed_tool_is_rework_though_every_answer_
 def test_a_model_that_sometimes_gives_up_is_limited_a_bounded_fault(tmp_path: Path) -> None:
     # seed 2: the fault fires for the 4th request and not for the 11th (the simulator's hash)
     cfg = SimConfig(**FAST, faults=parse_faults("model.no_tool_retry=0.5", seed=2))  # type: ignore[arg-type]
-    res = run_accept(
-        tmp_path,
-        cfg,
-        phases=("interface",),
-        interface_requests=REQUESTS,
-        scenario_examples=0,
-        limits=Limits(owner="ci"),
-    )
+    res = _interface_run(tmp_path, cfg)
     retry = checks(res)["interface.tool-retry"]
     assert (retry.status, retry.leads_to) == ("fail", "limited"), retry.detail
     assert (retry.evidence["retried"], retry.evidence["gave_up"]) == ([11], [4])

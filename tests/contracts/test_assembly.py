@@ -61,18 +61,7 @@ def test_both_reasoning_names_with_one_value_count_once() -> None:
 def test_id_repeated_on_every_delta_is_recorded_with_what_a_client_holds() -> None:
     objs = [
         wire.role_chunk(),
-        wire.chunk(
-            {
-                "tool_calls": [
-                    {
-                        "index": 0,
-                        "id": "c1",
-                        "type": "function",
-                        "function": {"name": "get_weather", "arguments": '{"city"'},
-                    }
-                ]
-            }
-        ),
+        wire.chunk({"tool_calls": [wire.call_delta(args='{"city"', id="c1")]}),
         wire.chunk({"tool_calls": [{"index": 0, "id": "c1", "function": {"arguments": ': "x"}'}}]}),
         wire.chunk({}, "tool_calls"),
     ]
@@ -87,30 +76,8 @@ def test_id_repeated_on_every_delta_is_recorded_with_what_a_client_holds() -> No
 def test_two_calls_at_one_index_are_split_and_recorded() -> None:
     objs = [
         wire.role_chunk(),
-        wire.chunk(
-            {
-                "tool_calls": [
-                    {
-                        "index": 0,
-                        "id": "a",
-                        "type": "function",
-                        "function": {"name": "get_weather", "arguments": '{"city": "A"}'},
-                    }
-                ]
-            }
-        ),
-        wire.chunk(
-            {
-                "tool_calls": [
-                    {
-                        "index": 0,
-                        "id": "b",
-                        "type": "function",
-                        "function": {"name": "search", "arguments": '{"q": "B"}'},
-                    }
-                ]
-            }
-        ),
+        wire.chunk({"tool_calls": [wire.call_delta(args='{"city": "A"}', id="a")]}),
+        wire.chunk({"tool_calls": [wire.call_delta("search", '{"q": "B"}', id="b")]}),
         wire.chunk({}, "tool_calls"),
     ]
     st_ = assemble(objs)
@@ -121,18 +88,7 @@ def test_two_calls_at_one_index_are_split_and_recorded() -> None:
 def test_index_gap_is_recorded() -> None:
     objs = [
         wire.role_chunk(),
-        wire.chunk(
-            {
-                "tool_calls": [
-                    {
-                        "index": 1,
-                        "id": "a",
-                        "type": "function",
-                        "function": {"name": "get_weather", "arguments": "{}"},
-                    }
-                ]
-            }
-        ),
+        wire.chunk({"tool_calls": [wire.call_delta(args="{}", id="a", index=1)]}),
         wire.chunk({}, "tool_calls"),
     ]
     assert len(assemble(objs).anomaly("tool-index-gap")) == 1
@@ -179,24 +135,11 @@ def legal_streams(draw: st.DrawFn) -> list[dict[str, Any]]:
         args = json.dumps(draw(_args))
         cid = f"functions.{name}:{i}" if style == "k2" else f"chatcmpl-tool-{i:016x}"
         if style == "k3":
-            objs.append(
-                wire.chunk(
-                    {
-                        "tool_calls": [
-                            {
-                                "index": i,
-                                "id": cid,
-                                "type": "function",
-                                "function": {"name": name, "arguments": args},
-                            }
-                        ]
-                    }
-                )
-            )
+            objs.append(wire.chunk({"tool_calls": [wire.call_delta(name, args, id=cid, index=i)]}))
             continue
-        head: dict[str, Any] = {"index": i, "id": cid, "type": "function", "function": {"name": name}}
+        # K2 sends the first fragment with the name, hermes the name alone
+        head = wire.call_delta(name, args[:1] if style == "k2" else None, id=cid, index=i)
         if style == "k2":
-            head["function"]["arguments"] = args[:1]
             args = args[1:]
         cuts = sorted(draw(st.lists(st.integers(0, len(args)), max_size=4)))
         frags = [args[a:b] for a, b in zip([0, *cuts], [*cuts, len(args)], strict=True)]

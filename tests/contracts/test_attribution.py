@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests import wire
-from tests.wire import call, completion, exchange, message, req, tool_req
+from tests.wire import call, completion, exchange, message, req, tool_req, tool_turn
 from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
 
 BAD_ARGS = completion(message(None, tool_calls=[call(args='{"city": Tokyo}')]), "tool_calls")
@@ -61,11 +61,7 @@ def test_parser_leak_at_both_taps_is_the_parser() -> None:
 
 
 def test_request_broken_on_the_way_in_is_the_gateways() -> None:
-    history = [
-        {"role": "user", "content": "weather?"},
-        {"role": "assistant", "content": None, "tool_calls": [call()]},
-        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sunny"},
-    ]
+    history = tool_turn("weather?", "sunny")
     dropped = [history[0], history[2]]  # the gateway dropped the assistant turn
     found = by_rule(
         correlated(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests import wire
-from tests.wire import call, chunk, completion, exchange, message, req, role_chunk, tool_req
+from tests.wire import call, call_delta, chunk, completion, exchange, message, req, role_chunk, tool_req
 from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
 
 DATA = Path(__file__).with_name("data")
@@ -62,19 +62,7 @@ def test_reference_frames_split_byte_by_byte() -> None:
 
 NAME_FIRST = [  # hermes and the 0.15 Kimi parser: name first with no arguments key, content null
     role_chunk(),
-    chunk(
-        {
-            "content": None,
-            "tool_calls": [
-                {
-                    "index": 0,
-                    "id": "chatcmpl-tool-a1b2c3d4e5f60718",
-                    "type": "function",
-                    "function": {"name": "get_weather"},
-                }
-            ],
-        }
-    ),
+    chunk({"content": None, "tool_calls": [call_delta(args=None, id="chatcmpl-tool-a1b2c3d4e5f60718")]}),
     chunk({"content": None, "tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]}),
     chunk({"content": None, "tool_calls": [{"index": 0, "function": {"arguments": '"Tokyo"}'}}]}),
     chunk({}, "tool_calls"),
@@ -85,12 +73,7 @@ SAME_INDEX_TWICE = [
         {
             "content": None,
             "tool_calls": [
-                {
-                    "index": 0,
-                    "id": "chatcmpl-tool-a1b2c3d4e5f60718",
-                    "type": "function",
-                    "function": {"name": "get_weather"},
-                },
+                call_delta(args=None, id="chatcmpl-tool-a1b2c3d4e5f60718"),
                 {"index": 0, "function": {"arguments": '{"city": "Tokyo"}'}},
             ],
         }
@@ -100,28 +83,11 @@ SAME_INDEX_TWICE = [
 K3_WHOLE = [
     role_chunk(wire.K3),
     chunk({"reasoning": "Weather and a search."}, model=wire.K3),
+    chunk({"tool_calls": [call_delta(id="chatcmpl-tool-0123456789abcdef")]}, model=wire.K3),
     chunk(
         {
             "tool_calls": [
-                {
-                    "index": 0,
-                    "id": "chatcmpl-tool-0123456789abcdef",
-                    "type": "function",
-                    "function": {"name": "get_weather", "arguments": '{"city": "Tokyo"}'},
-                }
-            ]
-        },
-        model=wire.K3,
-    ),
-    chunk(
-        {
-            "tool_calls": [
-                {
-                    "index": 1,
-                    "id": "chatcmpl-tool-fedcba9876543210",
-                    "type": "function",
-                    "function": {"name": "search", "arguments": '{"q": "Tokyo"}'},
-                }
+                call_delta("search", '{"q": "Tokyo"}', id="chatcmpl-tool-fedcba9876543210", index=1)
             ]
         },
         model=wire.K3,

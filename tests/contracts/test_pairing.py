@@ -53,11 +53,7 @@ def test_identical_concurrent_requests_pair_by_completion_id() -> None:
 
 
 def test_the_fingerprint_ignores_what_gateways_legitimately_rewrite() -> None:
-    history = [
-        {"role": "user", "content": "weather?"},
-        {"role": "assistant", "content": None, "tool_calls": [wire.call()]},
-        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sunny"},
-    ]
+    history = wire.tool_turn("weather?", "sunny")
     caller = at(
         exchange(
             tool_req(messages=history, model="my-alias", stream=False, temperature=None, n=1),

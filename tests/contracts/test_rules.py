@@ -21,6 +21,8 @@ from tests.wire import (
     role_chunk,
     streamed,
     tool_req,
+    tool_turn,
+    usage_counts,
 )
 from wirecheck.contracts import CheckConfig, Exchange, ExchangeError, Finding, check_exchanges, rules
 
@@ -55,13 +57,29 @@ def tool_msg(*calls: dict[str, Any], finish: str = "tool_calls", **kw: Any) -> d
     return completion(message(None, tool_calls=list(calls)), finish, **kw)
 
 
+def two_calls(*, second_index: int) -> list[dict[str, Any]]:
+    """A stream of two whole calls, get_weather at index 0 and search at ``second_index``."""
+    return [
+        role_chunk(),
+        chunk({"tool_calls": [{"index": 0, **call()}]}),
+        chunk({"tool_calls": [{"index": second_index, **call("search", {"q": "x"}, idx=1)}]}),
+        chunk({}, "tool_calls"),
+    ]
+
+
+def reasoning_only(
+    reasoning: str, prompt: int, completion_tokens: int, *, reasoning_tokens: int
+) -> dict[str, Any]:
+    """An answer of reasoning and no content, whose usage says how many tokens were made (and how many
+    of them were reasoning): what issue 13's two real cases looked like."""
+    details = {"reasoning_tokens": reasoning_tokens}
+    usage = usage_counts(prompt, completion_tokens, completion_tokens_details=details)
+    return completion(message(None, reasoning=reasoning), usage=usage)
+
+
 OK_TOOL = one(tool_req(), tool_msg(call()))
 OK_TEXT = one(req(), completion())
-HISTORY = [
-    {"role": "user", "content": "weather?"},
-    {"role": "assistant", "content": None, "tool_calls": [call()]},
-    {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sunny"},
-]
+HISTORY = tool_turn("weather?", "sunny")
 JSON_SCHEMA = {
     "type": "json_schema",
     "json_schema": {
@@ -239,34 +257,12 @@ CASES: dict[str, tuple[Case, Case, str]] = {
     # issue 13, seen on a real vLLM 0.32: a header without :N dropped silently (usage shows the
     # tokens), and a thinking that never closed (usage: reasoning only, plus EOS)
     "answer-empty": (
-        one(
-            tool_req(),
-            completion(
-                message(None, reasoning="I call tools."),
-                usage={
-                    "prompt_tokens": 186,
-                    "total_tokens": 210,
-                    "completion_tokens": 24,
-                    "completion_tokens_details": {"reasoning_tokens": 4},
-                },
-            ),
-        ),
+        one(tool_req(), reasoning_only("I call tools.", 186, 24, reasoning_tokens=4)),
         one(tool_req(), completion(message("Sunny.", reasoning="I answer."))),
         "model",
     ),
     "reasoning-unclosed": (
-        one(
-            req(),
-            completion(
-                message(None, reasoning="Thinking forever"),
-                usage={
-                    "prompt_tokens": 17,
-                    "total_tokens": 25,
-                    "completion_tokens": 8,
-                    "completion_tokens_details": {"reasoning_tokens": 7},
-                },
-            ),
-        ),
+        one(req(), reasoning_only("Thinking forever", 17, 8, reasoning_tokens=7)),
         one(req(), completion(message("Hello", reasoning="Thinking"))),
         "model",
     ),
@@ -349,24 +345,8 @@ CASES: dict[str, tuple[Case, Case, str]] = {
         "parser",
     ),
     "stream-tool-index-reuse": (
-        sse(
-            tool_req(),
-            [
-                role_chunk(),
-                chunk({"tool_calls": [{"index": 0, **call()}]}),
-                chunk({"tool_calls": [{"index": 0, **call("search", {"q": "x"}, idx=1)}]}),
-                chunk({}, "tool_calls"),
-            ],
-        ),
-        sse(
-            tool_req(),
-            [
-                role_chunk(),
-                chunk({"tool_calls": [{"index": 0, **call()}]}),
-                chunk({"tool_calls": [{"index": 1, **call("search", {"q": "x"}, idx=1)}]}),
-                chunk({}, "tool_calls"),
-            ],
-        ),
+        sse(tool_req(), two_calls(second_index=0)),
+        sse(tool_req(), two_calls(second_index=1)),
         "parser",
     ),
     "stream-tool-id-repeated": (

@@ -11,18 +11,13 @@ from typing import Any
 
 import pytest
 
-from tests.wire import call, completion, exchange, message, tool_req
+from tests.wire import call, completion, exchange, message, tool_req, usage_counts
 from wirecheck.contracts import CheckConfig, check_exchanges
 
 
 def _usage(completion_tokens: int) -> dict[str, Any]:
-    return {
-        "prompt_tokens": 186,
-        "total_tokens": 186 + completion_tokens,
-        "completion_tokens": completion_tokens,
-        "prompt_tokens_details": None,
-        "completion_tokens_details": {"reasoning_tokens": 4},
-    }
+    details = {"reasoning_tokens": 4}
+    return usage_counts(186, completion_tokens, prompt_tokens_details=None, completion_tokens_details=details)
 
 
 def _found(cap_key: str, cap: int, used: int, the_call: dict[str, Any]) -> list[tuple[str, str]]:

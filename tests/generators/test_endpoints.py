@@ -7,21 +7,15 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import settings
 
+from tests.generators.test_generators import FIND_ONLY as GENERATOR_FIND_ONLY
 from wirecheck.generators import run_scenarios
 from wirecheck.record import serve
 from wirecheck.sim import SimConfig, create_app, parse_faults
 
-FIND_ONLY = settings(
-    max_examples=30,
-    stateful_step_count=6,
-    deadline=None,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-    phases=[Phase.explicit, Phase.generate],
-    print_blob=False,
-)
+#: the fault-finding settings of the generator tests (no shrinking), with 30 examples
+FIND_ONLY = settings(GENERATOR_FIND_ONLY, max_examples=30)
 
 
 # /v1/messages runs clean through the CLI below: one run per endpoint keeps the suite's budget

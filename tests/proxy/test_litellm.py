@@ -34,21 +34,7 @@ pytestmark = pytest.mark.xdist_group("litellm")
 K2 = "moonshotai/Kimi-K2-Thinking"
 # both of LiteLLM's providers for a vLLM upstream: hosted_vllm keeps "stream": false, openai drops it
 MODELS = {"kimi": f"hosted_vllm/{K2}", "kimi-oa": f"openai/{K2}"}
-HISTORY = [
-    {"role": "user", "content": "Weather in Tokyo?"},
-    {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": "functions.get_weather:0",
-                "type": "function",
-                "function": {"name": "get_weather", "arguments": '{"city": "Tokyo"}'},
-            }
-        ],
-    },
-    {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sunny, 24 C"},
-]
+HISTORY = wire.tool_turn("Weather in Tokyo?", "sunny, 24 C")
 
 
 class Gateway:

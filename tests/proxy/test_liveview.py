@@ -68,21 +68,7 @@ def _retry_with(url: str, args_text: str) -> None:
     body = wire.req(
         stream=True,
         tools=[wire.WEATHER],
-        messages=[
-            {"role": "user", "content": "Weather in Osaka?"},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "functions.get_weather:0",
-                        "type": "function",
-                        "function": {"name": "get_weather", "arguments": args_text},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "error: upstream timeout"},
-        ],
+        messages=wire.tool_turn("Weather in Osaka?", "error: upstream timeout", args=args_text),
     )
     assert httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30).status_code == 200
 

@@ -20,6 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.servers import run_dev
+
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL_TIMEOUT_S = 900
 START_TIMEOUT_S = 240
@@ -48,14 +50,7 @@ def install() -> str | None:
     """Run ``./dev vllm-install``; None when it worked, else what went wrong."""
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(
-            [str(ROOT / "dev"), "vllm-install"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=INSTALL_TIMEOUT_S,
-            check=False,
-        )
+        proc = run_dev("vllm-install", timeout=INSTALL_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return f"installing the CPU build of vLLM took over {INSTALL_TIMEOUT_S} s"
     if proc.returncode != 0:

@@ -18,58 +18,39 @@ from wirecheck.record import Store
 
 TOKYO = ("functions.get_weather:0", '{"city": "Tokyo"}')
 
-# name -> (script, extra request fields, {(rule, fault)} expected whole, expected streamed)
-SEEN: dict[str, tuple[str, dict[str, Any], set[tuple[str, str]], set[tuple[str, str]]]] = {
-    "invalid-json": (
-        k2_calls(("functions.get_weather:0", '{"city": Tokyo}')),
-        {},
-        {("tool-call-args-invalid-json", "model")},
-        {("tool-call-args-invalid-json", "model")},
+#: a scripted fault: (script, extra request fields, {(rule, fault)} expected whole, expected streamed)
+Case = tuple[str, dict[str, Any], set[tuple[str, str]], set[tuple[str, str]]]
+
+
+def _alike(script: str, rule: str, fault: str, **extra: Any) -> Case:
+    """A fault that gives the same one finding whole and streamed."""
+    return (script, extra, {(rule, fault)}, {(rule, fault)})
+
+
+SEEN: dict[str, Case] = {
+    "invalid-json": _alike(
+        k2_calls(("functions.get_weather:0", '{"city": Tokyo}')), "tool-call-args-invalid-json", "model"
     ),
-    "schema-violation": (
-        k2_calls(("functions.get_weather:0", '{"days": 3}')),
-        {},
-        {("tool-call-args-schema", "model")},
-        {("tool-call-args-schema", "model")},
+    "schema-violation": _alike(
+        k2_calls(("functions.get_weather:0", '{"days": 3}')), "tool-call-args-schema", "model"
     ),
-    "undeclared-tool": (
-        k2_calls(("functions.delete_all:0", "{}")),
-        {},
-        {("tool-call-undeclared", "model")},
-        {("tool-call-undeclared", "model")},
-    ),
+    "undeclared-tool": _alike(k2_calls(("functions.delete_all:0", "{}")), "tool-call-undeclared", "model"),
     # the real parser drops a header without :N silently: only usage shows the lost tokens
-    "header-without-index": (
-        k2_calls(("functions.get_weather", '{"city": "Tokyo"}')),
-        {},
-        {("answer-empty", "model")},
-        {("answer-empty", "model")},
+    "header-without-index": _alike(
+        k2_calls(("functions.get_weather", '{"city": "Tokyo"}')), "answer-empty", "model"
     ),
-    "unclosed-think": (
-        "Thinking forever and never closing",
-        {},
-        {("reasoning-unclosed", "model")},
-        {("reasoning-unclosed", "model")},
-    ),
-    "think-markup-in-content": (
-        "ok</think>Hello <think>more</think> there",
-        {},
-        {("reasoning-markup-in-content", "parser")},
-        {("reasoning-markup-in-content", "parser")},
+    "unclosed-think": _alike("Thinking forever and never closing", "reasoning-unclosed", "model"),
+    "think-markup-in-content": _alike(
+        "ok</think>Hello <think>more</think> there", "reasoning-markup-in-content", "parser"
     ),
     # non-streamed finish_reason is tool_calls here, streamed length: both are the caller's max_tokens
-    "cut-in-arguments": (
+    "cut-in-arguments": _alike(
         k2_calls(("functions.get_weather:0", '{"city": "Tokyo", "days": 3}')),
-        {"max_tokens": 14},
-        {("tool-call-args-truncated", "caller")},
-        {("tool-call-args-truncated", "caller")},
+        "tool-call-args-truncated",
+        "caller",
+        max_tokens=14,
     ),
-    "cut-in-header": (
-        k2_calls(TOKYO),
-        {"max_tokens": 9},
-        {("tool-call-args-truncated", "caller")},
-        {("tool-call-args-truncated", "caller")},
-    ),
+    "cut-in-header": _alike(k2_calls(TOKYO), "tool-call-args-truncated", "caller", max_tokens=9),
     # non-streamed arguments are coerced to the schema's types (42 -> "42"), streamed ones are not:
     # only the stream shows the model's mistake
     "wrong-type-coerced": (

@@ -11,14 +11,10 @@ import pytest
 
 from tests import wire
 from tests.recording import post
-from wirecheck.contracts import CheckConfig, check_exchanges
+from wirecheck.contracts import CheckConfig, CheckResult, check_exchanges
 from wirecheck.sim import FAULTS
 
-HISTORY_OK = [
-    {"role": "user", "content": "What is the weather in Tokyo?"},
-    {"role": "assistant", "content": None, "tool_calls": [wire.call()]},
-    {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": '{"temp_c": 21, "sky": "sunny"}'},
-]
+HISTORY_OK = wire.tool_turn("What is the weather in Tokyo?", '{"temp_c": 21, "sky": "sunny"}')
 HISTORY_ERR = [
     *HISTORY_OK[:2],
     {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "error: upstream timeout"},
@@ -108,14 +104,19 @@ FAMILY_MODELS = {
 }
 
 
+async def _battery_checked(c: Any, family: str) -> CheckResult:
+    """The battery for ``family``'s model through the simulator client ``c``, checked as a direct
+    connection (one tap: the simulator is the engine)."""
+    await drive(c, battery(FAMILY_MODELS[family]))
+    return check_exchanges(c.exchanges, CheckConfig(direct=True))
+
+
 @pytest.mark.parametrize("dialect", ["vllm-0.33", "vllm-0.15"])
 @pytest.mark.parametrize("family", sorted(FAMILY_MODELS))
 async def test_without_faults_every_response_passes_the_contracts(
     sim_client: Callable[..., Any], family: str, dialect: str
 ) -> None:
-    c = sim_client(family=family, dialect=dialect)
-    await drive(c, battery(FAMILY_MODELS[family]))
-    res = check_exchanges(c.exchanges, CheckConfig(direct=True))
+    res = await _battery_checked(sim_client(family=family, dialect=dialect), family)
     assert res.exchanges == 22
     assert [(f.rule, f.message) for f in res.findings] == []
     assert res.twins == 11  # every request streamed and not, and they agree
@@ -194,9 +195,7 @@ def _applies(fault: str, family: str) -> bool:
 async def test_each_fault_alone_is_found_with_the_right_class(
     sim_client: Callable[..., Any], fault: str, family: str
 ) -> None:
-    c = sim_client(family=family, faults=fault)
-    await drive(c, battery(FAMILY_MODELS[family]))
-    res = check_exchanges(c.exchanges, CheckConfig(direct=True))
+    res = await _battery_checked(sim_client(family=family, faults=fault), family)
     rule_id, fault_class = EXPECTED[fault]
     hits = [f for f in res.findings if f.rule == rule_id]
     assert hits, (fault, sorted({f.rule for f in res.findings}))

@@ -153,23 +153,24 @@ QUESTION_1 = "Where is order 1? " + "It left the Tokyo warehouse on Monday. " * 
 QUESTION_2 = "Cancel order 2. " + "The customer in Osaka asked twice already. " * 6
 
 
-async def test_hybrid_cache_hits_only_at_retained_prompt_ends(sim_client: Callable[..., Any]) -> None:
-    c = sim_client(family="kimi_k3", hybrid_cache=True)
+async def _two_questions(c: httpx.AsyncClient) -> tuple[dict[str, Any], dict[str, float], dict[str, float]]:
+    """K3 asked QUESTION_1, then QUESTION_2 under the same long system prompt: the first request,
+    and the metrics after each."""
     first = wire.req(
         model="moonshotai/Kimi-K3",
         messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION_1}],
     )
     await post(c, first)
     m1 = await scrape(c)
+    second = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION_2}]
+    await post(c, {**first, "messages": second})
+    return first, m1, await scrape(c)
+
+
+async def test_hybrid_cache_hits_only_at_retained_prompt_ends(sim_client: Callable[..., Any]) -> None:
+    c = sim_client(family="kimi_k3", hybrid_cache=True)
     # same system, other question: the shared prefix is long, but no state was kept inside it
-    await post(
-        c,
-        {
-            **first,
-            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION_2}],
-        },
-    )
-    m2 = await scrape(c)
+    first, m1, m2 = await _two_questions(c)
     assert m2["vllm:prefix_cache_hits_total"] == m1["vllm:prefix_cache_hits_total"]
     # the next turn extends the first conversation: it hits up to the first prompt's end
     turn2 = {
@@ -190,30 +191,21 @@ async def test_hybrid_retention_interval_keeps_state_inside_the_prompt(
     sim_client: Callable[..., Any],
 ) -> None:
     c = sim_client(family="kimi_k3", hybrid_cache=True, prefix_cache_retention_interval=64)
-    first = wire.req(
-        model="moonshotai/Kimi-K3",
-        messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION_1}],
-    )
-    await post(c, first)
-    m1 = await scrape(c)
-    await post(
-        c,
-        {
-            **first,
-            "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION_2}],
-        },
-    )
-    m2 = await scrape(c)
+    _, m1, m2 = await _two_questions(c)
     hits = m2["vllm:prefix_cache_hits_total"] - m1["vllm:prefix_cache_hits_total"]
     assert hits > 0 and hits % 64 == 0
 
 
+async def _prompt_tokens(probe: httpx.AsyncClient, body: dict[str, Any]) -> int:
+    """How many tokens ``body``'s prompt (messages and tools) takes, by the simulator's /tokenize."""
+    r = await probe.post("/tokenize", json={"messages": body["messages"], "tools": body["tools"]})
+    count: int = r.json()["count"]
+    return count
+
+
 async def test_small_kv_budget_queues_and_preempts(sim_client: Callable[..., Any]) -> None:
     body = _agent_input("Be brief. " * 30, "Ship order to Tokyo?")
-    probe = sim_client()
-    prompt_len = (
-        await probe.post("/tokenize", json={"messages": body["messages"], "tools": body["tools"]})
-    ).json()["count"]
+    prompt_len = await _prompt_tokens(sim_client(), body)
     per_seq = -(-(prompt_len + 1) // 16)
     # room for two prompts and one block to grow: decoding must preempt; no prefix caching, so the
     # prompts share no blocks and the budget really binds
@@ -276,10 +268,7 @@ async def test_client_disconnect_aborts_and_frees_the_kv_cache(sim_client: Calla
 
 async def test_lru_eviction_forgets_the_oldest_prefix(sim_client: Callable[..., Any]) -> None:
     body_a = _agent_input("Alpha team rules. " * 40, "Order 1?")
-    probe = sim_client()
-    n = (
-        await probe.post("/tokenize", json={"messages": body_a["messages"], "tools": body_a["tools"]})
-    ).json()["count"]
+    n = await _prompt_tokens(sim_client(), body_a)
     c = sim_client(num_gpu_blocks=-(-n // 16) + 8)  # room for about one prompt's blocks
     await post(c, body_a)
     await post(c, _agent_input("Beta team rules. " * 40, "Order 1?"))  # evicts most of A

@@ -37,21 +37,7 @@ BODIES: list[dict[str, Any]] = [
 # the tool failed: a model retries the call, or (model.no_tool_retry) gives up in text
 FAILED_TOOL: dict[str, Any] = {
     "model": K2,
-    "messages": [
-        {"role": "user", "content": "Weather in Osaka"},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "functions.get_weather:0",
-                    "type": "function",
-                    "function": {"name": "get_weather", "arguments": '{"city": "Osaka"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "error: upstream timeout"},
-    ],
+    "messages": wire.tool_turn("Weather in Osaka", "error: upstream timeout", args='{"city": "Osaka"}'),
     "tools": [wire.WEATHER],
 }
 
@@ -106,21 +92,31 @@ async def test_each_gateway_fault_is_blamed_on_the_gateway(dual_tap: Callable[..
     ]
 
 
-@pytest.mark.parametrize("fault", sorted(EXPECTED))
-async def test_each_gateway_fault_scores_one_against_its_ground_truth(
-    dual_tap: Callable[..., Any], fault: str, tmp_path: Path
-) -> None:
-    """Issue 14: the gateway writes what it changed; every finding is explained by it and every
-    change it wrote is found (the demo's scoring, over the whole catalogue)."""
+async def _scored_alone(
+    tap: Callable[[GroundTruth], Any], tmp_path: Path, fault: str, bodies: list[dict[str, Any]]
+) -> tuple[Any, list[dict[str, Any]]]:
+    """Drive ``bodies`` through ``tap(truth)`` (a dual tap that writes ground truth) and score the
+    findings against the truth (issue 14): only ``fault`` is in it and the score is perfect. Returns
+    the one fault class's score and the truth's lines."""
     truth = GroundTruth(tmp_path / "truth.jsonl")
-    c = dual_tap(fault, truth=truth)
-    await drive(c, BODIES)
+    c = tap(truth)
+    await drive(c, bodies)
     truth.close()
     lines = read_truth(tmp_path / "truth.jsonl")
     assert lines and {f["fault"] for line in lines for f in line["faults"]} == {fault}
     s = score_truth(c.exchanges, check_exchanges(c.exchanges).findings, lines)
     assert s.perfect, s.to_dict()
     (cls,) = s.classes
+    return cls, lines
+
+
+@pytest.mark.parametrize("fault", sorted(EXPECTED))
+async def test_each_gateway_fault_scores_one_against_its_ground_truth(
+    dual_tap: Callable[..., Any], fault: str, tmp_path: Path
+) -> None:
+    """Issue 14: the gateway writes what it changed; every finding is explained by it and every
+    change it wrote is found (the demo's scoring, over the whole catalogue)."""
+    cls, lines = await _scored_alone(lambda truth: dual_tap(fault, truth=truth), tmp_path, fault, BODIES)
     assert cls.injected == len(lines) and cls.found == cls.injected
 
 
@@ -129,16 +125,9 @@ async def test_each_simulator_fault_scores_one_against_its_ground_truth(
     dual_tap: Callable[..., Any], fault: str, tmp_path: Path
 ) -> None:
     """Issue 14: the simulator writes the model, parser and engine faults that reached the wire."""
-    truth = GroundTruth(tmp_path / "truth.jsonl")
-    c = dual_tap(truth=truth, faults=fault)
     required = {**BODIES[1], "tools": [wire.WEATHER], "tool_choice": "required"}
-    await drive(c, [*BODIES, required, FAILED_TOOL])
-    truth.close()
-    lines = read_truth(tmp_path / "truth.jsonl")
-    assert lines and {f["fault"] for line in lines for f in line["faults"]} == {fault}
-    s = score_truth(c.exchanges, check_exchanges(c.exchanges).findings, lines)
-    assert s.perfect, s.to_dict()
-    (cls,) = s.classes
+    bodies = [*BODIES, required, FAILED_TOOL]
+    cls, _ = await _scored_alone(lambda truth: dual_tap(truth=truth, faults=fault), tmp_path, fault, bodies)
     assert cls.found == cls.injected
     # only a late first token and a model that gives up in plain text are invisible to a contract
     # check (the second is the interface phase's tool-retry check, issue 15); each says why

@@ -1,0 +1,163 @@
+"""The load side of ``proxy_overhead.py``: the paced SSE upstream, the live-view viewers and the
+streaming client. Each runs as a ``--role`` of ``proxy_overhead.py`` in its own process (or, for the
+client, in the bench process itself), so that the proxy's CPU and latency are not mixed with theirs.
+
+Raw asyncio on both ends, no HTTP library: the upstream and the client must cost far less than the
+proxies they frame, or the benchmark measures itself (issue 17).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import signal
+import time
+from typing import Any
+
+# --- the paced SSE upstream (--role upstream) ----------------------------------------------------
+
+
+async def upstream(port: int, events: int, interval_ms: float) -> None:
+    """``events`` chat chunks per request, one every ``interval_ms``, then ``[DONE]``; forever."""
+    frame = b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok"},"finish_reason":null}]}\n\n'
+    chunk = b"%x\r\n%s\r\n" % (len(frame), frame)
+    done = b"data: [DONE]\n\n"
+    done_chunk = b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                if length:
+                    await reader.readexactly(length)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                )
+                for _ in range(events):
+                    await asyncio.sleep(interval_ms / 1000)
+                    writer.write(chunk)
+                    await writer.drain()
+                writer.write(done_chunk)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
+# --- live-view viewers (--role viewers) ----------------------------------------------------------
+
+
+async def viewers(port: int, n: int) -> None:
+    """``n`` event-stream readers on the proxy's live view, until SIGTERM; then prints how many
+    events they received (JSON on stdout)."""
+    received = [0] * n
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    connected = [asyncio.Event() for _ in range(n)]
+
+    async def viewer(i: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            b"GET /wirecheck/events?backlog=0 HTTP/1.1\r\nhost: bench\r\naccept: text/event-stream\r\n\r\n"
+        )
+        await writer.drain()
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.read(65536):
+                connected[i].set()
+                received[i] += data.count(b"\nevent: ")
+
+    tasks = [asyncio.ensure_future(viewer(i)) for i in range(n)]
+    await asyncio.gather(*(c.wait() for c in connected))
+    print("ready", flush=True)  # every viewer has its stream open
+    await stop.wait()
+    for t in tasks:
+        t.cancel()
+    print(json.dumps({"viewers": n, "events": sum(received), "per_viewer": received}), flush=True)
+
+
+# --- the client (--role client, or in the bench process) -----------------------------------------
+
+
+async def one_stream(port: int, body: bytes) -> tuple[float, list[float]] | None:
+    """One streamed request: (time to the first SSE event, the gaps between events), or None when
+    the connection failed or brought no event."""
+    t0 = time.perf_counter()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return None
+    writer.write(
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+    )
+    await writer.drain()
+    arrivals: list[float] = []
+    buf = b""
+    try:
+        while True:
+            data = await reader.read(65536)
+            if not data:
+                break
+            now = time.perf_counter()
+            buf += data
+            n = buf.count(b"\n\n")
+            if n:
+                arrivals.extend([now - t0] * n)
+                buf = buf[buf.rfind(b"\n\n") + 2 :]
+            if b"[DONE]" in data:
+                break
+    except ConnectionError:
+        return None
+    finally:
+        writer.close()
+    if not arrivals:
+        return None
+    return arrivals[0], [b - a for a, b in itertools.pairwise(arrivals)]
+
+
+async def level(port: int, streams: int, duration_s: float, stream_s: float) -> dict[str, Any]:
+    """``streams`` workers keep one stream each in flight for ``duration_s``, back to back, their
+    starts spread over one stream's length (as independent callers are, not in lockstep)."""
+    body = json.dumps(
+        {"model": "bench", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    ).encode()
+    ttft: list[float] = []
+    gaps: list[float] = []
+    events = 0
+    failed = 0
+    t0 = time.perf_counter()
+    end = t0 + duration_s
+
+    async def worker(i: int) -> None:
+        nonlocal events, failed
+        await asyncio.sleep(stream_s * i / streams)
+        while time.perf_counter() < end:
+            r = await one_stream(port, body)
+            if r is None:
+                failed += 1
+                continue
+            ttft.append(r[0])
+            gaps.extend(r[1])
+            events += len(r[1]) + 1
+
+    await asyncio.gather(*(worker(i) for i in range(streams)))
+    elapsed = time.perf_counter() - t0
+    return {
+        "ttft": ttft,
+        "gaps": gaps,
+        "events": events,
+        "elapsed_s": elapsed,
+        "events_per_s": events / elapsed,
+        "failed": failed,
+    }
