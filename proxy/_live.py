@@ -83,7 +83,7 @@ class Recent:
         if held is not None:
             return held[1]
         view = build_view(ex)
-        start = _epoch(ex.started_at)
+        start = ex.started_epoch
         if start is not None:  # without a time it can never be a neighbour again: not kept
             self._views[ex.id] = (start, view)
             if len(self._views) > self.limit:
@@ -136,7 +136,7 @@ def check_pending(
         view_of=recent.view if recent is not None else build_view,
     )
     if recent is not None:
-        starts = [t for ex in exchanges if ex.id in wanted and (t := _epoch(ex.started_at)) is not None]
+        starts = [t for ex in exchanges if ex.id in wanted and (t := ex.started_epoch) is not None]
         if starts:
             recent.forget_before(min(starts) - NEIGHBOUR_S)
     store.add_findings([f for f in result.findings if f.exchange_id in wanted], ids)
@@ -155,7 +155,7 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent | None = Non
             sides.setdefault(ex.correlation, set()).add(ex.tap)
     if all(ex.correlation and len(sides[ex.correlation]) > 1 for ex in batch):
         return []  # every exchange has its partner by correlation: nothing more to load
-    times = sorted(t for ex in batch if (t := _epoch(ex.started_at)) is not None)
+    times = sorted(t for ex in batch if (t := ex.started_epoch) is not None)
     if not times:
         return []
     lo = datetime.fromtimestamp(times[0] - NEIGHBOUR_S, UTC).isoformat()
@@ -181,15 +181,6 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent | None = Non
         if got is not None:  # None: a row that is not an exchange any more (never deleted today)
             out.append(got)
     return out
-
-
-def _epoch(started_at: str | None) -> float | None:
-    if not started_at:
-        return None
-    try:
-        return datetime.fromisoformat(started_at.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def run_checker(
