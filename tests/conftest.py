@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests import schedule
 from tests.real_vllm import chain
 
 pytest_plugins = ["pytester"]
@@ -38,9 +39,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The real_vllm tier runs last: its servers start in the background when collection ends
     (tests/real_vllm/chain.py), so the rest of the suite runs while they install and start. Under
     pytest-xdist the tier is one group (``--dist loadgroup``): its tests share two servers and read
-    their counters, so they run one after the other on one worker."""
-    # last, also under xdist: mid-way, a worker reached the tier while vLLM was still installing
-    # (591 s on a busy clean clone) and sat waiting, which cost more than the idle tail it saved
+    their counters, so they run one after the other on one worker, which takes them as soon as the
+    servers are up (tests/schedule.py), the other worker going on with the rest."""
+    # last in a plain run, and under xdist until its servers are up: mid-way, a worker reached the
+    # tier while vLLM was still installing (591 s on a busy clean clone) and sat waiting
     items.sort(key=_in_tier)
     xdist = config.pluginmanager.hasplugin("xdist")
     for item in items:
@@ -48,7 +50,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.real_vllm)
             item.add_marker(pytest.mark.slow)
             if xdist:
-                item.add_marker(pytest.mark.xdist_group("real_vllm"))
+                item.add_marker(pytest.mark.xdist_group(schedule.TIER))
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        # the groups, for the controller's scheduler (tests/schedule.py: xdist cannot see them)
+        schedule.write_groups(items, Path(workerinput["real_vllm_status"]), workerinput["workerid"])
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -59,8 +65,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """xdist's controller tells each worker where the servers' outcome is written."""
+    """xdist's controller tells each worker where the servers' outcome is written (and where to
+    write its tests' groups, tests/schedule.py)."""
     node.workerinput["real_vllm_status"] = str(chain.status_dir(node.config))
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` as tests/schedule.py explains: groups that work, the tier when ready."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return schedule.TierWhenReady(config, log, chain.status_dir(config), lambda: chain.published(config))
 
 
 @pytest.hookimpl(optionalhook=True)
