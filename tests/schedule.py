@@ -7,6 +7,7 @@ Two things xdist's own ``loadgroup`` no longer does here, and one it never did:
   appears and every test is its own unit (the real_vllm tier's 49 tests ran on both workers at once,
   reading the same servers' counters, and each LiteLLM test started its own LiteLLM). The workers
   write each marked test's group to a file (``write_groups``); the controller reads them here.
+  Tests that share a module-scoped fixture are grouped by module the same way.
 - Units are handed out largest first (``--loadscope-reorder``, on by default), which put the tier's
   group FIRST: a worker would sit in it for the whole vLLM install. Here they keep collection order.
 - The tier waits for its servers: it is handed out as soon as the background chain has published
@@ -29,8 +30,18 @@ TIER = "real_vllm"
 _GROUPS = "xdist-groups-{}.json"
 
 
+def _shared_fixture_scope(item: pytest.Item) -> bool:
+    """The test uses a fixture set up once per module, class or package (not per session: each
+    worker has its own session)."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
+    return any(d[-1].scope in ("module", "class", "package") for d in defs.values() if d)
+
+
 def write_groups(items: list[pytest.Item], folder: Path, worker: str) -> None:
-    """On a worker: each ``xdist_group``-marked test's group, for the controller's scheduler."""
+    """On a worker: each ``xdist_group``-marked test's group, for the controller's scheduler. Tests
+    of one module that share a module-scoped fixture are a group too: spread over both workers, each
+    worker set the fixture up again (the report-parity run, 22 s, ran twice)."""
     groups = {}
     for item in items:
         names = sorted(
@@ -41,6 +52,8 @@ def write_groups(items: list[pytest.Item], folder: Path, worker: str) -> None:
         )
         if names:
             groups[item.nodeid] = "_".join(names)
+        elif _shared_fixture_scope(item):
+            groups[item.nodeid] = item.nodeid.split("::", 1)[0]
     tmp = folder / f".{_GROUPS.format(worker)}"
     tmp.write_text(json.dumps(groups))
     tmp.replace(folder / _GROUPS.format(worker))

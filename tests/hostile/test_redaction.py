@@ -9,8 +9,6 @@ forwarded (and that replay's ``--header`` took the place of the redacted one), w
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from tests import wire
+from tests.cli_batch import wirecheck_batch
 from tests.servers import dual_tap, running, stop, wait_up
 from wirecheck.contracts import Exchange
 from wirecheck.proxy import ProxyApp, TapConfig
@@ -93,48 +92,6 @@ def _files_holding(root: Path, needle: str) -> list[str]:
     return sorted(
         str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and low in p.read_bytes().lower()
     )
-
-
-#: Runs wirecheck commands one after the other in ONE process, each with its stdout and stderr (the
-#: file descriptors, so logging and anything else written there is caught too) in its own log files:
-#: a process per command cost ~2 s of imports each, 15 of them most of this test's time.
-_BATCH = """
-import json, os, sys
-from wirecheck.cli import main
-jobs, rcs = json.loads(sys.argv[1]), {}
-for name, out, err, argv in jobs:
-    sys.stdout.flush(); sys.stderr.flush()
-    saved, sys.argv = (os.dup(1), os.dup(2)), ["wirecheck", *argv]
-    with open(out, "wb") as o, open(err, "wb") as e:
-        os.dup2(o.fileno(), 1); os.dup2(e.fileno(), 2)
-        try:
-            rcs[name] = main(argv)
-        except SystemExit as exc:
-            rcs[name] = exc.code if isinstance(exc.code, int) else 1
-        finally:
-            sys.stdout.flush(); sys.stderr.flush()
-            os.dup2(saved[0], 1); os.dup2(saved[1], 2)
-            os.close(saved[0]); os.close(saved[1])
-print(json.dumps(rcs))
-"""
-
-
-def _cli_batch(logs: Path, jobs: dict[str, list[str]], timeout: float) -> dict[str, int]:
-    """Run ``wirecheck ARGS`` for each named job, in order, in one process; their exit codes by name.
-    Each job's output is kept as ``logs/NAME.stdout`` and ``.stderr`` (grepped for the canary too)."""
-    spec = [
-        [name, str(logs / f"{name}.stdout"), str(logs / f"{name}.stderr"), args]
-        for name, args in jobs.items()
-    ]
-    done = subprocess.run(
-        [sys.executable, "-c", _BATCH, json.dumps(spec)], capture_output=True, timeout=timeout, check=False
-    )
-    (logs / "batch.stdout").write_bytes(done.stdout)
-    (logs / "batch.stderr").write_bytes(done.stderr)
-    assert done.returncode == 0, done.stderr[-3000:]
-    rcs: dict[str, int] = json.loads(done.stdout)
-    assert list(rcs) == list(jobs), (rcs, done.stderr[-3000:])
-    return rcs
 
 
 def test_a_canary_credential_sent_every_way_reaches_no_byte_of_any_artefact(tmp_path: Path) -> None:
@@ -217,7 +174,7 @@ def test_a_canary_credential_sent_every_way_reaches_no_byte_of_any_artefact(tmp_
             f"x-odd-name: {CANARY}",
             "--quiet",
         ]
-        rcs = _cli_batch(logs, jobs, timeout=420)
+        rcs = wirecheck_batch(logs, jobs, timeout=420)
     # the key assertion: not one byte of any file holds the canary
     assert _files_holding(tmp_path, CANARY) == []
     # ... and that is because the credentials were redacted, not because nothing happened
