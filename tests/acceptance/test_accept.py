@@ -21,6 +21,7 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from tests.chromium import count_color, render
+from tests.cli_batch import wirecheck_batch
 from tests.servers import run_wirecheck
 from wirecheck.acceptance import (
     ALL_PHASES,
@@ -394,47 +395,46 @@ def test_the_cli_gives_exit_codes_and_clear_errors(tmp_path: Path) -> None:
         assert proc.returncode == 1, proc.stderr
         assert "verdict: rework (partial" in proc.stdout and "compat.driver" in proc.stdout
         assert json.loads((tmp_path / "out" / "report.json").read_text())["verdict"]["decision"] == "rework"
-        missing = subprocess.run(
-            [*base, "--out", str(tmp_path / "o2"), "--host-info", str(tmp_path / "nope.xml")],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
+        # the usage errors and the probe run in one process (tests/cli_batch.py: ~2-3 s of imports per
+        # start); the run above is the installed entry point's exit code
+        logs = tmp_path / "logs"
+        logs.mkdir()
+        out = tmp_path / "probe.json"
+        rcs = wirecheck_batch(
+            logs,
+            {
+                "missing": [
+                    *base[3:],
+                    "--out",
+                    str(tmp_path / "o2"),
+                    "--host-info",
+                    str(tmp_path / "nope.xml"),
+                ],
+                "bad": [*base[3:], "--out", str(tmp_path / "o3"), "--phases", "compat,speed"],
+                "dead": [
+                    "accept",
+                    "--target",
+                    "http://127.0.0.1:9",
+                    "--reviewer",
+                    "ci",
+                    "--out",
+                    str(tmp_path / "o4"),
+                ],
+                "probe": ["probe", "--image", "vllm/vllm-openai:kimi-k3", "--out", str(out)],
+                # for a container without wirecheck: the probe as a stdlib-only script, run by a bare python3
+                "script": ["probe", "--script"],
+            },
+            timeout=180,
         )
-        assert missing.returncode == 2 and "nope.xml: no such file" in missing.stderr
-        bad = subprocess.run(
-            [*base, "--out", str(tmp_path / "o3"), "--phases", "compat,speed"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert bad.returncode == 2 and "speed" in bad.stderr
-    dead = run_wirecheck(
-        "accept",
-        "--target",
-        "http://127.0.0.1:9",
-        "--reviewer",
-        "ci",
-        "--out",
-        str(tmp_path / "o4"),
-        timeout=60,
-    )
-    assert dead.returncode == 2 and "does not answer" in dead.stderr
-    out = tmp_path / "probe.json"
-    probe = run_wirecheck("probe", "--image", "vllm/vllm-openai:kimi-k3", "--out", str(out), timeout=60)
-    assert probe.returncode == 0 and json.loads(out.read_text())["image"] == "vllm/vllm-openai:kimi-k3"
-    # for a container without wirecheck: the probe as a stdlib-only script, run by a bare python3
-    script = subprocess.run(
-        [sys.executable, "-m", "wirecheck", "probe", "--script"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    said = {name: (logs / f"{name}.stderr").read_text() for name in rcs}
+    assert rcs["missing"] == 2 and "nope.xml: no such file" in said["missing"], said
+    assert rcs["bad"] == 2 and "speed" in said["bad"], said
+    assert rcs["dead"] == 2 and "does not answer" in said["dead"], said
+    assert rcs["probe"] == 0 and json.loads(out.read_text())["image"] == "vllm/vllm-openai:kimi-k3"
+    assert rcs["script"] == 0, said
     bare = subprocess.run(
         [sys.executable, "-I", "-", "--image", "img:1"],
-        input=script,
+        input=(logs / "script.stdout").read_text(),
         capture_output=True,
         text=True,
         timeout=60,

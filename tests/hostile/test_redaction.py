@@ -9,8 +9,6 @@ forwarded (and that replay's ``--header`` took the place of the redacted one), w
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from tests import wire
+from tests.cli_batch import wirecheck_batch
 from tests.servers import dual_tap, running, stop, wait_up
 from wirecheck.contracts import Exchange
 from wirecheck.proxy import ProxyApp, TapConfig
@@ -95,16 +94,6 @@ def _files_holding(root: Path, needle: str) -> list[str]:
     )
 
 
-def _cli(logs: Path, name: str, *args: str, timeout: float = 120) -> int:
-    """Run one wirecheck command with its stdout and stderr kept as log files (grepped too)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "wirecheck", *args], capture_output=True, timeout=timeout, check=False
-    )
-    (logs / f"{name}.stdout").write_bytes(done.stdout)
-    (logs / f"{name}.stderr").write_bytes(done.stderr)
-    return done.returncode
-
-
 def test_a_canary_credential_sent_every_way_reaches_no_byte_of_any_artefact(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -143,31 +132,23 @@ def test_a_canary_credential_sent_every_way_reaches_no_byte_of_any_artefact(tmp_
             stop(proxy)
         proxy_rc = proxy.returncode
         # 2. every reader and writer of that store
-        rcs = {
-            "export-jsonl": _cli(logs, "export-jsonl", "export", str(db), "-o", str(tmp_path / "exp.jsonl")),
-            "export-har": _cli(
-                logs, "export-har", "export", str(db), "--format", "har", "-o", str(tmp_path / "exp.har")
-            ),
-            "export-stdout": _cli(logs, "export-stdout", "export", str(db)),
+        jobs: dict[str, list[str]] = {
+            "export-jsonl": ["export", str(db), "-o", str(tmp_path / "exp.jsonl")],
+            "export-har": ["export", str(db), "--format", "har", "-o", str(tmp_path / "exp.har")],
+            "export-stdout": ["export", str(db)],
         }
         for fmt in ("text", "json", "junit", "html"):
-            rcs[f"check-{fmt}"] = _cli(
-                logs, f"check-{fmt}", "check", str(db), "--format", fmt, "-o", str(tmp_path / f"report.{fmt}")
-            )
-            rcs[f"check-{fmt}-stdout"] = _cli(logs, f"check-{fmt}-stdout", "check", str(db), "--format", fmt)
+            jobs[f"check-{fmt}"] = ["check", str(db), "--format", fmt, "-o", str(tmp_path / f"report.{fmt}")]
+            jobs[f"check-{fmt}-stdout"] = ["check", str(db), "--format", fmt]
         # 3. replay with the operator's credential, answers stored, and exported in turn
         replay_args = ["replay", str(db), "--target", sim, "--header", f"authorization: Bearer {CANARY}"]
         replay_args += ["--header", f"x-odd-name: {CANARY}", "--store", str(tmp_path / "replay.db")]
-        rcs["replay"] = _cli(logs, "replay", *replay_args, "--format", "json")
-        rcs["replay-text"] = _cli(logs, "replay-text", *replay_args[:-2])
-        rcs["replay-dry"] = _cli(logs, "replay-dry", *replay_args[:-2], "--dry-run")
-        rcs["replay-export"] = _cli(
-            logs, "replay-export", "export", str(tmp_path / "replay.db"), "-o", str(tmp_path / "replay.jsonl")
-        )
+        jobs["replay"] = [*replay_args, "--format", "json"]
+        jobs["replay-text"] = replay_args[:-2]
+        jobs["replay-dry"] = [*replay_args[:-2], "--dry-run"]
+        jobs["replay-export"] = ["export", str(tmp_path / "replay.db"), "-o", str(tmp_path / "replay.jsonl")]
         # 4. accept through its own taps, with the credential and an oddly named one as --header
-        rcs["accept"] = _cli(
-            logs,
-            "accept",
+        jobs["accept"] = [
             "accept",
             "--target",
             f"http://127.0.0.1:{gp2}",
@@ -192,8 +173,8 @@ def test_a_canary_credential_sent_every_way_reaches_no_byte_of_any_artefact(tmp_
             "--header",
             f"x-odd-name: {CANARY}",
             "--quiet",
-            timeout=180,
-        )
+        ]
+        rcs = wirecheck_batch(logs, jobs, timeout=420)
     # the key assertion: not one byte of any file holds the canary
     assert _files_holding(tmp_path, CANARY) == []
     # ... and that is because the credentials were redacted, not because nothing happened

@@ -196,6 +196,14 @@ def stop_chain(config: pytest.Config) -> None:
         chain.stop()
 
 
+def published(config: pytest.Config) -> bool:
+    """Every server's start has ended (up or failed), or the tier uses servers already running."""
+    if os.environ.get("WIRECHECK_REAL_VLLM_URL"):
+        return True
+    status = status_dir(config)
+    return all((status / f"{s.name}.json").exists() for s in SLOTS)
+
+
 def wait_for(config: pytest.Config, slot: str, env: str) -> str:
     if url := os.environ.get(env):
         return url

@@ -1,0 +1,86 @@
+"""Which tests a pytest-xdist worker gets next under ``./dev test`` (``-n 2 --dist loadgroup``).
+
+Two things xdist's own ``loadgroup`` no longer does here, and one it never did:
+
+- ``xdist_group`` marks are ignored: xdist 3.8 groups tests by appending ``@group`` to
+  ``item._nodeid``, and pytest 9.2 derives ``nodeid`` from ``item._id`` instead, so the suffix never
+  appears and every test is its own unit (the real_vllm tier's 49 tests ran on both workers at once,
+  reading the same servers' counters, and each LiteLLM test started its own LiteLLM). The workers
+  write each marked test's group to a file (``write_groups``); the controller reads them here.
+  Tests that share a module-scoped fixture are grouped by module the same way.
+- Units are handed out largest first (``--loadscope-reorder``, on by default), which put the tier's
+  group FIRST: a worker would sit in it for the whole vLLM install. Here they keep collection order.
+- The tier waits for its servers: it is handed out as soon as the background chain has published
+  both servers (tests/real_vllm/chain.py), not before (a worker would sit waiting) and not only at
+  the end (the other worker would sit idle for the tier's ~90 s). Only when nothing else is left does
+  a worker take it early and wait.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from xdist.scheduler import LoadGroupScheduling
+
+TIER = "real_vllm"
+_GROUPS = "xdist-groups-{}.json"
+
+
+def _shared_fixture_scope(item: pytest.Item) -> bool:
+    """The test uses a fixture set up once per module, class or package (not per session: each
+    worker has its own session)."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
+    return any(d[-1].scope in ("module", "class", "package") for d in defs.values() if d)
+
+
+def write_groups(items: list[pytest.Item], folder: Path, worker: str) -> None:
+    """On a worker: each ``xdist_group``-marked test's group, for the controller's scheduler. Tests
+    of one module that share a module-scoped fixture are a group too: spread over both workers, each
+    worker set the fixture up again (the report-parity run, 22 s, ran twice)."""
+    groups = {}
+    for item in items:
+        names = sorted(
+            {
+                str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                for m in item.iter_markers("xdist_group")
+            }
+        )
+        if names:
+            groups[item.nodeid] = "_".join(names)
+        elif _shared_fixture_scope(item):
+            groups[item.nodeid] = item.nodeid.split("::", 1)[0]
+    tmp = folder / f".{_GROUPS.format(worker)}"
+    tmp.write_text(json.dumps(groups))
+    tmp.replace(folder / _GROUPS.format(worker))
+
+
+class TierWhenReady(LoadGroupScheduling):
+    """``loadgroup`` with the groups read from the workers' files, collection order kept, and the
+    tier handed out once ``ready()`` says its servers are up (or failed to come up)."""
+
+    def __init__(self, config: pytest.Config, log: Any, folder: Path, ready: Callable[[], bool]) -> None:
+        super().__init__(config, log)
+        # collection order: the conftest sorts the tier last, and this class moves it when ready
+        config.option.loadscopereorder = False
+        self.folder, self.ready = folder, ready
+        self.groups: dict[str, str] | None = None
+
+    def _split_scope(self, nodeid: str) -> str:
+        if self.groups is None:  # every worker has collected (and written) by the time units are made
+            self.groups = {}
+            for f in sorted(self.folder.glob(_GROUPS.format("*"))):
+                self.groups.update(json.loads(f.read_text()))
+        if nodeid in self.groups:
+            return self.groups[nodeid]
+        return super()._split_scope(nodeid)
+
+    def _assign_work_unit(self, node: Any) -> None:
+        if TIER in self.workqueue and len(self.workqueue) > 1:
+            # front once its servers are up, else behind everything else
+            self.workqueue.move_to_end(TIER, last=not self.ready())
+        super()._assign_work_unit(node)
