@@ -405,11 +405,8 @@ def write_k2(plan: Plan) -> str:
             )
             + "<|tool_calls_section_end|>"
         )
-    if plan.reasoning is None:
-        return plan.content + tools
-    if plan.call_in_think:
-        return f"{plan.reasoning}{tools}</think>{plan.content}"
-    return f"{plan.reasoning}</think>{plan.content}{tools}"
+    # the chat template's generation prompt already opened <think> (vllm-wire.md section 3)
+    return _around_thinking(plan, tools, answer=plan.content, opening="", closing="</think>")
 
 
 def write_channels(plan: Plan) -> str:
@@ -423,11 +420,9 @@ def write_channels(plan: Plan) -> str:
             body += f'<|open|>call tool="{c.name}" index="{i}"<|sep|>{_k3_args(c.args_text, args)}<|close|>call<|sep|>'
         tools = f"<|open|>tools<|sep|>{body}<|close|>tools<|sep|>"
     response = f"<|open|>response<|sep|>{plan.content}<|close|>response<|sep|>" if plan.content else ""
-    if plan.reasoning is None:
-        return response + tools
-    if plan.call_in_think:
-        return f"<|open|>think<|sep|>{plan.reasoning}{tools}<|close|>think<|sep|>{response}"
-    return f"<|open|>think<|sep|>{plan.reasoning}<|close|>think<|sep|>{response}{tools}"
+    return _around_thinking(
+        plan, tools, answer=response, opening="<|open|>think<|sep|>", closing="<|close|>think<|sep|>"
+    )
 
 
 def _xml_params(c: PlannedCall) -> dict[str, str]:
@@ -436,12 +431,18 @@ def _xml_params(c: PlannedCall) -> dict[str, str]:
     return {k: v if isinstance(v, str) else json.dumps(v) for k, v in c.args.items()}
 
 
-def _think_tags(plan: Plan, tools: str) -> str:
+def _around_thinking(plan: Plan, tools: str, *, answer: str, opening: str, closing: str) -> str:
+    """The thinking block (``opening`` reasoning ``closing``), then the answer, then the calls; under
+    model.call_in_think the calls are written before the thinking closes. No reasoning: no block."""
     if plan.reasoning is None:
-        return plan.content + tools
+        return answer + tools
     if plan.call_in_think:
-        return f"<think>{plan.reasoning}{tools}</think>{plan.content}"
-    return f"<think>{plan.reasoning}</think>{plan.content}{tools}"
+        return f"{opening}{plan.reasoning}{tools}{closing}{answer}"
+    return f"{opening}{plan.reasoning}{closing}{answer}{tools}"
+
+
+def _think_tags(plan: Plan, tools: str) -> str:
+    return _around_thinking(plan, tools, answer=plan.content, opening="<think>", closing="</think>")
 
 
 def write_xml_functions(plan: Plan) -> str:
@@ -529,8 +530,4 @@ def write_tool_call_tags(plan: Plan) -> str:
     tools = "".join(
         f'<tool_call>{{"name": "{c.name}", "arguments": {c.args_text}}}</tool_call>' for c in plan.calls
     )
-    if plan.reasoning is None:
-        return plan.content + tools
-    if plan.call_in_think:
-        return f"<think>{plan.reasoning}{tools}</think>{plan.content}"
-    return f"<think>{plan.reasoning}</think>{plan.content}{tools}"
+    return _think_tags(plan, tools)

@@ -33,10 +33,10 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ._app import SimState, _Reject, _stream, admitted, unauthorized, whole_body
+from ._admission import Admitted, _Reject, endpoint
+from ._chat import chat_stream, whole_body
 
 __all__ = ["responses"]
 
@@ -249,22 +249,13 @@ def _call_item(item_id: str, call_id: str, name: str, args: str, status: str) ->
     }
 
 
-async def responses(request: Request) -> Response:
-    state: SimState = request.app.state.sim
-    denied = unauthorized(request)
-    if denied is not None:
-        return denied
-    try:
-        raw, req, reply, seqreq = await admitted(request, responses_to_chat)
-    except _Reject as rej:
-        return rej.response()
+async def _answer(admitted: Admitted) -> Response:
+    raw, reply = admitted.raw, admitted.reply
     rid = "resp_" + _hex32(reply.id)
-    if req.get("stream"):
-        events = _responses_events(raw, rid, reply.created, _stream(state, reply, seqreq, request))
+    if admitted.req.get("stream"):
+        events = _responses_events(raw, rid, reply.created, chat_stream(admitted))
         return StreamingResponse(events, media_type="text/event-stream")
-    body = await whole_body(state, reply, seqreq)
-    if isinstance(body, _Reject):
-        return body.response()
+    body = await whole_body(admitted)
     choice = body["choices"][0]
     msg = choice["message"]
     output: list[dict[str, Any]] = []
@@ -295,6 +286,9 @@ async def responses(request: Request) -> Response:
             usage=_resp_usage(body["usage"]),
         )
     )
+
+
+responses = endpoint(_answer, to_chat=responses_to_chat)
 
 
 class _ResponsesStream:

@@ -155,21 +155,35 @@ def _new_id(old: str, seq: int) -> str:
     return "call_" + hashlib.sha256(f"{seq}:{old}".encode()).hexdigest()[:24]
 
 
+def _rewrite_reasoning(part: dict[str, Any], f: _Faults, *, keep_key: bool) -> None:
+    """The reasoning faults on a non-streamed message (``keep_key``: it declares every field, so a
+    dropped reasoning stays as null) or on a stream delta (the key goes)."""
+    reasoning = part.get("reasoning")
+    if reasoning is None:
+        return
+
+    def clear() -> None:
+        if keep_key:
+            part["reasoning"] = None
+        else:
+            part.pop("reasoning")
+
+    if "reasoning_dropped" in f:
+        clear()
+    elif "reasoning_renamed" in f:
+        part["reasoning_content"] = part.pop("reasoning")
+    elif "reasoning_reshaped" in f:
+        part.pop("reasoning")
+        part["reasoning_details"] = [{"type": "reasoning.text", "text": reasoning}]
+    elif "reasoning_merged" in f:
+        part["content"] = reasoning + (part.get("content") or "")
+        clear()
+    _did_reasoning(f, reasoning)
+
+
 def _rewrite_message(msg: dict[str, Any], f: _Faults) -> None:
     """Non-streamed message."""
-    reasoning = msg.get("reasoning")
-    if reasoning is not None:
-        if "reasoning_dropped" in f:
-            msg["reasoning"] = None
-        elif "reasoning_renamed" in f:
-            msg["reasoning_content"] = msg.pop("reasoning")
-        elif "reasoning_reshaped" in f:
-            msg.pop("reasoning")
-            msg["reasoning_details"] = [{"type": "reasoning.text", "text": reasoning}]
-        elif "reasoning_merged" in f:
-            msg["content"] = reasoning + (msg.get("content") or "")
-            msg["reasoning"] = None
-        _did_reasoning(f, reasoning)
+    _rewrite_reasoning(msg, f, keep_key=True)
     if "retry_duplicates" in f and isinstance(msg.get("content"), str) and msg["content"]:
         msg["content"] = msg["content"] + msg["content"]
         f.did("retry_duplicates")
@@ -184,7 +198,7 @@ def _rewrite_message(msg: dict[str, Any], f: _Faults) -> None:
 
 
 def _did_reasoning(f: _Faults, reasoning: Any) -> None:
-    # the first reasoning fault wins (the if/elif chains above); only text that was there is changed
+    # the first reasoning fault wins (the if/elif chain of _rewrite_reasoning); only text that was there is changed
     for name in ("reasoning_dropped", "reasoning_renamed", "reasoning_reshaped", "reasoning_merged"):
         if name in f:
             if reasoning:
@@ -260,19 +274,7 @@ class _StreamRewriter:
                 u["total_tokens"] = u.get("prompt_tokens", 0) + u["completion_tokens"]
         for ch in obj.get("choices") or []:
             delta = ch.get("delta") or {}
-            r = delta.get("reasoning")
-            if r is not None:
-                if "reasoning_dropped" in f:
-                    delta.pop("reasoning")
-                elif "reasoning_renamed" in f:
-                    delta["reasoning_content"] = delta.pop("reasoning")
-                elif "reasoning_reshaped" in f:
-                    delta.pop("reasoning")
-                    delta["reasoning_details"] = [{"type": "reasoning.text", "text": r}]
-                elif "reasoning_merged" in f:
-                    delta.pop("reasoning")
-                    delta["content"] = r + (delta.get("content") or "")
-                _did_reasoning(f, r)
+            _rewrite_reasoning(delta, f, keep_key=False)
             if isinstance(delta.get("content"), str):
                 self.content.append(delta["content"])
             for tc in delta.get("tool_calls") or []:

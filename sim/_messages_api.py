@@ -12,11 +12,11 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from ._admission import Admitted, _Reject, endpoint
 from ._apis import _chat_frames, _hex32, _sse, _text_of
-from ._app import SimState, _Reject, _stream, admitted, unauthorized, whole_body
+from ._chat import chat_stream, whole_body
 
 __all__ = ["messages"]
 
@@ -24,6 +24,10 @@ __all__ = ["messages"]
 def _anthropic_error(status: int, type_: str, message: str) -> JSONResponse:
     # translate_error_response (anthropic/api_router.py)
     return JSONResponse({"type": "error", "error": {"type": type_, "message": message}}, status_code=status)
+
+
+def _anthropic_reject(rej: _Reject) -> JSONResponse:
+    return _anthropic_error(rej.status, rej.type, rej.message)
 
 
 def messages_to_chat(raw: Any) -> dict[str, Any]:
@@ -154,22 +158,11 @@ def _msg_usage(u: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-async def messages(request: Request) -> Response:
-    state: SimState = request.app.state.sim
-    denied = unauthorized(request)
-    if denied is not None:
-        return denied
-    try:
-        _, req, reply, seqreq = await admitted(request, messages_to_chat)
-    except _Reject as rej:
-        return _anthropic_error(rej.status, rej.type, rej.message)
-    if req.get("stream"):
-        return StreamingResponse(
-            _messages_events(_stream(state, reply, seqreq, request)), media_type="text/event-stream"
-        )
-    body = await whole_body(state, reply, seqreq)
-    if isinstance(body, _Reject):
-        return _anthropic_error(body.status, body.type, body.message)
+async def _answer(admitted: Admitted) -> Response:
+    reply = admitted.reply
+    if admitted.req.get("stream"):
+        return StreamingResponse(_messages_events(chat_stream(admitted)), media_type="text/event-stream")
+    body = await whole_body(admitted)
     choice = body["choices"][0]
     msg = choice["message"]
     content: list[dict[str, Any]] = []
@@ -199,6 +192,9 @@ async def messages(request: Request) -> Response:
         "usage": _msg_usage(body["usage"]),
     }
     return JSONResponse(out)
+
+
+messages = endpoint(_answer, to_chat=messages_to_chat, on_reject=_anthropic_reject)
 
 
 class _MessagesStream:

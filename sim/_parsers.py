@@ -107,6 +107,17 @@ def _typed(value: str) -> str:
     return json.dumps(parsed)
 
 
+def _call_section(rest: str, out: Parsed, start: str) -> str:
+    """Set the content to the text before the first ``start`` and return the call section from it
+    on; without ``start`` all of ``rest`` is content and the section is empty."""
+    first = rest.find(start)
+    if first < 0:
+        out.content = rest
+        return ""
+    out.content = rest[:first]
+    return rest[first:]
+
+
 def _kv_calls(
     rest: str,
     out: Parsed,
@@ -117,12 +128,7 @@ def _kv_calls(
     mint: Callable[[str, int], str],
     start: str = "<tool_call>",
 ) -> Parsed:
-    first = rest.find(start)
-    if first < 0:
-        out.content = rest
-        return out
-    out.content = rest[:first]
-    for i, m in enumerate(call.finditer(rest[first:])):
+    for i, m in enumerate(call.finditer(_call_section(rest, out, start))):
         name, body, closed = m.group(1).strip(), m.group(2), bool(m.group(3))
         # only whole parameters, so that the arguments string only grows while it streams
         parts = [f"{json.dumps(k.strip())}: {_typed(v)}" for k, v in arg.findall(body)]
@@ -139,26 +145,18 @@ def parse_xml_functions(rest: str, out: Parsed, id_seed: str) -> Parsed:
 
 def parse_full_width(rest: str, out: Parsed, id_seed: str) -> Parsed:
     """DeepSeek V3.1's calls: name, the sep token, and the argument JSON passed through as written."""
-    first = rest.find(_DS_CALLS)
-    if first < 0:
-        out.content = rest
-        return out
-    out.content = rest[:first]
-    for i, m in enumerate(_DS_CALL.finditer(rest[first:])):
+    for i, m in enumerate(_DS_CALL.finditer(_call_section(rest, out, _DS_CALLS))):
         out.calls.append(ParsedCall(mint_id(id_seed, i), m.group(1), m.group(2), bool(m.group(3))))
     return out
 
 
 def parse_invokes(rest: str, out: Parsed, id_seed: str) -> Parsed:
     """MiniMax M2's ``<invoke name=...>`` calls inside ``<minimax:tool_call>``."""
-    first = rest.find(_MM_START)
-    if first < 0:
-        out.content = rest
-        return out
-    out = _kv_calls(
-        rest[first:], out, id_seed, call=_MM_INVOKE, arg=_MM_PARAM, mint=mint_call_id, start="<invoke"
-    )
-    out.content = rest[:first]  # the wrapper and what is inside it are the call section's
+    section = _call_section(rest, out, _MM_START)
+    if section:
+        content = out.content
+        _kv_calls(section, out, id_seed, call=_MM_INVOKE, arg=_MM_PARAM, mint=mint_call_id, start="<invoke")
+        out.content = content  # the wrapper and what is inside it are the call section's
     return out
 
 
@@ -260,12 +258,7 @@ def parse_k2_calls(rest: str, out: Parsed, id_seed: str) -> Parsed:
 
 
 def parse_tool_call_tags(rest: str, out: Parsed, id_seed: str) -> Parsed:
-    first = rest.find("<tool_call>")
-    if first < 0:
-        out.content = rest
-        return out
-    out.content = rest[:first]
-    for i, m in enumerate(_HERMES_CALL.finditer(rest[first:])):
+    for i, m in enumerate(_HERMES_CALL.finditer(_call_section(rest, out, "<tool_call>"))):
         body, closed = m.group(1), bool(m.group(2))
         nm = re.search(r'"name"\s*:\s*"([^"]*)"', body)
         if nm is None:

