@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wirecheck.contracts import FAMILIES, InputError
+from wirecheck.contracts import FAMILIES, InputError, detect_family
 
 from ._evidence import (
     ContainerFacts,
@@ -37,8 +37,9 @@ __all__ = ["SELF_BUILT_FIELDS", "CompatInputs", "run_compat"]
 MIN_DRIVER = "580.65.06"
 MIN_VLLM = "0.27.1"
 OFFICIAL_IMAGE = "vllm/vllm-openai:kimi-k3"
-#: the family the recipe (and the demo's simulator) is written for
-RECIPE_FAMILY = "kimi_k3"
+#: the family the recipe (and the demo's simulator) is written for: the family table's row for the
+#: model the official image's tag names, so that the family's name lives in the table (issue 12)
+RECIPE_FAMILY = detect_family(OFFICIAL_IMAGE.rpartition(":")[2])
 #: what a self-built image's record (--self-built FILE, JSON) must hold
 SELF_BUILT_FIELDS = (
     "build_commit",
@@ -498,6 +499,37 @@ def _memory_flags(log: StartupLog) -> dict[str, Any]:
     }
 
 
+# What the report keeps of each piece of evidence (the compat section and evidence.json read these
+# keys, in this order): attributes of the parsed facts, kept under their own names.
+_HOST_KEYS = (
+    "source",
+    "kind",
+    "timestamp",
+    "driver",
+    "driver_cuda",
+    "gpus",
+    "memory_used_mib",
+    "memory_total_mib",
+)
+_CONTAINER_KEYS = ("image", "cuda_runtime", "torch", "vllm", "nccl", "image_digest")
+_STARTUP_KEYS = (
+    "version",
+    "started",
+    "startup_s",
+    "weight_load_s",
+    "model_load_s",
+    "model_load_gib",
+    "kv_cache_tokens",
+    "max_concurrency",
+    "warnings",
+)
+
+
+def _pick(facts: object, keys: tuple[str, ...], **instead: Any) -> dict[str, Any]:
+    """``keys`` of ``facts`` by attribute, in order; ``instead`` gives some of them another value."""
+    return {k: instead[k] if k in instead else getattr(facts, k) for k in keys}
+
+
 def run_compat(inp: CompatInputs) -> CompatResult:
     ph = CompatResult("compat")
     hosts = inp.hosts if inp.hosts is not None else [read_host(p) for p in inp.host_files]
@@ -527,41 +559,12 @@ def run_compat(inp: CompatInputs) -> CompatResult:
     ph.data = {
         "image_column": "self-built" if record is not None else "official",
         "self_built": record,
-        "hosts": [
-            {
-                "source": h.source,
-                "kind": h.kind,
-                "timestamp": h.timestamp,
-                "driver": h.driver,
-                "driver_cuda": h.driver_cuda,
-                "gpus": len(h.gpus),
-                "memory_used_mib": h.memory_used_mib,
-                "memory_total_mib": h.memory_total_mib,
-            }
-            for h in hosts
-        ],
-        "container": None
-        if container is None
-        else {
-            "image": container.image,
-            "cuda_runtime": container.cuda_runtime,
-            "torch": container.torch,
-            "vllm": container.vllm,
-            "nccl": container.nccl,
-            "image_digest": container.image_digest,
-        },
+        "hosts": [_pick(h, _HOST_KEYS, gpus=len(h.gpus)) for h in hosts],
+        "container": None if container is None else _pick(container, _CONTAINER_KEYS),
         "startup": None
         if log is None
         else {
-            "version": log.version,
-            "started": log.started,
-            "startup_s": log.startup_s,
-            "weight_load_s": log.weight_load_s,
-            "model_load_s": log.model_load_s,
-            "model_load_gib": log.model_load_gib,
-            "kv_cache_tokens": log.kv_cache_tokens,
-            "max_concurrency": log.max_concurrency,
-            "warnings": log.warnings,
+            **_pick(log, _STARTUP_KEYS),
             "key_lines": (log.nccl[:3] + log.cuda[:3] + log.dp[:3]),
             "flags": _memory_flags(log),
         },
