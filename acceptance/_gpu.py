@@ -27,7 +27,7 @@ import httpx
 
 from wirecheck.contracts import ConfigError
 
-from ._client import pages
+from ._client import Periodic, pages
 
 __all__ = ["GPU_SOURCES", "GpuSampler", "GpuSource", "make_gpu_source", "memory_summary"]
 
@@ -178,7 +178,7 @@ def make_gpu_source(kind: str, urls: list[str]) -> GpuSource | None:
 
 
 @dataclass(slots=True)
-class GpuSampler:
+class GpuSampler(Periodic[dict[str, Any]]):
     """Samples every GPU in the background while a step runs: ``[{t, gpus: [{gpu, used_mib, ...}]}]``."""
 
     client: httpx.AsyncClient
@@ -187,6 +187,10 @@ class GpuSampler:
     series: list[dict[str, Any]] = field(default_factory=list)
     _task: asyncio.Task[None] | None = None
     _t0: float = field(default_factory=time.monotonic)
+
+    @property
+    def has_source(self) -> bool:
+        return self.source is not None
 
     async def sample(self) -> list[dict[str, Any]] | None:
         if self.source is None:
@@ -197,23 +201,6 @@ class GpuSampler:
         snap = [r.to_json() for r in rows]
         self.series.append({"t": round(time.monotonic() - self._t0, 3), "gpus": snap})
         return snap
-
-    async def _loop(self) -> None:
-        while True:
-            await self.sample()
-            await asyncio.sleep(self.interval_s)
-
-    def start(self) -> None:
-        if self.source is not None:
-            self._task = asyncio.ensure_future(self._loop())
-
-    async def stop(self) -> list[dict[str, Any]]:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            await self.sample()
-        return self.series
 
 
 def memory_summary(snap: list[dict[str, Any]] | None) -> dict[str, Any] | None:

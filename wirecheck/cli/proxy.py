@@ -9,7 +9,7 @@ from typing import Any
 
 from wirecheck._errors import WirecheckError
 
-from ._common import hostport, redact_option, redaction, size
+from ._common import engine_tap_options, hostport, redact_option, redaction, size
 
 __all__ = ["register"]
 
@@ -24,14 +24,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     x.add_argument("--listen", default="127.0.0.1:8100", metavar="HOST:PORT")
     x.add_argument("--tap", default="caller", help="name of the first listener's tap (default caller)")
-    x.add_argument(
-        "--engine-upstream", metavar="URL", help="dual tap: where the engine listener forwards (vLLM)"
-    )
-    x.add_argument(
-        "--engine-listen",
-        default="127.0.0.1:8101",
-        metavar="HOST:PORT",
-        help="dual tap: point the gateway's upstream here",
+    engine_tap_options(
+        x,
+        "dual tap: point the gateway's upstream here",
+        "dual tap: where the engine listener forwards (vLLM)",
     )
     x.add_argument(
         "--store",
