@@ -437,42 +437,22 @@ def _image_checks(ph: PhaseResult, inp: CompatInputs, c: ContainerFacts | None) 
             )
         )
         return record
-    title = f"Official image {OFFICIAL_IMAGE}"
-    if inp.official_image:
-        if image is None:
-            ph.add(
-                Check(
-                    "compat.image",
-                    title,
-                    "missing",
-                    "--official-image given but no probe output names the image (wirecheck probe --image TAG)",
-                )
-            )
-        elif image.split("@")[0] == OFFICIAL_IMAGE:
-            ph.add(Check("compat.image", title, "pass", image, {"image": image}))
-        else:
-            ph.add(
-                Check(
-                    "compat.image",
-                    title,
-                    "fail",
-                    f"{image} is not {OFFICIAL_IMAGE} (the K3 image is a cu130 build; there is no cu129 tag)",
-                    {"image": image},
-                )
-            )
-        return None
+    # one decision: the image is the official one, or why not (not said, not seen, another image)
+    evidence: dict[str, Any] = {"image": image}
     if image is not None and image.split("@")[0] == OFFICIAL_IMAGE:
-        ph.add(Check("compat.image", title, "pass", image, {"image": image}))
-    else:
-        ph.add(
-            Check(
-                "compat.image",
-                title,
-                "missing",
-                f"image {image or 'unknown'}: say --official-image, or --self-built FILE with the build record",
-                {"image": image},
-            )
+        status, detail = "pass", image
+    elif not inp.official_image:
+        status = "missing"
+        detail = (
+            f"image {image or 'unknown'}: say --official-image, or --self-built FILE with the build record"
         )
+    elif image is None:
+        status, evidence = "missing", {}
+        detail = "--official-image given but no probe output names the image (wirecheck probe --image TAG)"
+    else:
+        status = "fail"
+        detail = f"{image} is not {OFFICIAL_IMAGE} (the K3 image is a cu130 build; there is no cu129 tag)"
+    ph.add(Check("compat.image", f"Official image {OFFICIAL_IMAGE}", status, detail, evidence))
     return None
 
 

@@ -87,12 +87,19 @@ class DcgmSource:
         return rows or None
 
 
-@dataclass(slots=True)
-class NvmlSource:
-    nvml: Any
-    name: str = "nvml"
+@dataclass(slots=True, kw_only=True)
+class _ThisHost:
+    """A source that reads this machine's own GPUs (rows keyed ``host/index``): real devices, never
+    the simulator's exporter."""
+
     simulated: bool = False
     host: str = "localhost"
+
+
+@dataclass(slots=True)
+class NvmlSource(_ThisHost):
+    nvml: Any
+    name: str = "nvml"
 
     async def read(self, client: httpx.AsyncClient) -> list[GpuRow] | None:
         return await asyncio.to_thread(self._read)
@@ -112,11 +119,9 @@ class NvmlSource:
 
 
 @dataclass(slots=True)
-class SmiSource:
+class SmiSource(_ThisHost):
     binary: str
     name: str = "nvidia-smi"
-    simulated: bool = False
-    host: str = "localhost"
 
     async def read(self, client: httpx.AsyncClient) -> list[GpuRow] | None:
         try:
