@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -36,18 +37,16 @@ GPU_SOURCES = ("auto", "dcgm", "nvml", "nvidia-smi", "none")
 
 @dataclass(slots=True)
 class GpuRow:
-    key: str
+    """One GPU's reading; its JSON (the series' ``gpus`` items) is its fields, in this order."""
+
+    #: ``host/index``
+    gpu: str
     used_mib: float
     total_mib: float | None
     util_pct: float | None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "gpu": self.key,
-            "used_mib": self.used_mib,
-            "total_mib": self.total_mib,
-            "util_pct": self.util_pct,
-        }
+        return dataclasses.asdict(self)
 
 
 class GpuSource(Protocol):
