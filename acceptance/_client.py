@@ -7,6 +7,7 @@ e2e runs to the end of the body. The timings come from the same stream assembly 
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import itertools
@@ -27,6 +28,7 @@ __all__ = [
     "REQUEST_READ_TIMEOUT_S",
     "Metrics",
     "MetricsSampler",
+    "Periodic",
     "Sample",
     "measure",
     "measure_sync",
@@ -307,19 +309,54 @@ GAUGES = {
 }
 
 
-class MetricsSampler:
-    """Samples the KV and queue gauges in the background while a step runs."""
+class Periodic[T](abc.ABC):
+    """A background sampler while a capacity step runs: ``sample`` every ``interval_s`` from ``start``,
+    and once more at ``stop``, so that the series reaches the step's end. One loop for the engine's
+    gauges and the GPUs' memory (issue 15)."""
 
-    def __init__(self, client: httpx.AsyncClient, urls: list[str], interval_s: float) -> None:
-        self.client, self.urls, self.interval = client, urls, interval_s
-        self.series: list[dict[str, float | None]] = []
-        self._task: asyncio.Task[None] | None = None
-        self._t0 = time.monotonic()
+    series: list[T]
+    interval_s: float
+    _task: asyncio.Task[None] | None
+
+    @property
+    @abc.abstractmethod
+    def has_source(self) -> bool:
+        """Whether there is anything to sample; without it ``start`` starts nothing."""
+
+    @abc.abstractmethod
+    async def sample(self) -> object:
+        """Take one reading and append it to ``series`` (a failed reading appends nothing)."""
 
     async def _loop(self) -> None:
         while True:
             await self.sample()
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(self.interval_s)
+
+    def start(self) -> None:
+        if self.has_source:
+            self._task = asyncio.ensure_future(self._loop())
+
+    async def stop(self) -> list[T]:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            await self.sample()
+        return self.series
+
+
+class MetricsSampler(Periodic[dict[str, float | None]]):
+    """Samples the KV and queue gauges in the background while a step runs."""
+
+    def __init__(self, client: httpx.AsyncClient, urls: list[str], interval_s: float) -> None:
+        self.client, self.urls, self.interval_s = client, urls, interval_s
+        self.series: list[dict[str, float | None]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._t0 = time.monotonic()
+
+    @property
+    def has_source(self) -> bool:
+        return bool(self.urls)
 
     async def sample(self) -> None:
         m = await scrape(self.client, self.urls) if self.urls else None
@@ -332,15 +369,3 @@ class MetricsSampler:
                 v = v / len(m.labels(name))  # mean over engines
             row[key] = v
         self.series.append(row)
-
-    def start(self) -> None:
-        if self.urls:
-            self._task = asyncio.ensure_future(self._loop())
-
-    async def stop(self) -> list[dict[str, float | None]]:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            await self.sample()
-        return self.series

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wirecheck.contracts import FAMILIES, InputError
+from wirecheck.contracts import FAMILIES, InputError, detect_family
 
 from ._evidence import (
     ContainerFacts,
@@ -37,8 +37,9 @@ __all__ = ["SELF_BUILT_FIELDS", "CompatInputs", "run_compat"]
 MIN_DRIVER = "580.65.06"
 MIN_VLLM = "0.27.1"
 OFFICIAL_IMAGE = "vllm/vllm-openai:kimi-k3"
-#: the family the recipe (and the demo's simulator) is written for
-RECIPE_FAMILY = "kimi_k3"
+#: the family the recipe (and the demo's simulator) is written for: the family table's row for the
+#: model the official image's tag names, so that the family's name lives in the table (issue 12)
+RECIPE_FAMILY = detect_family(OFFICIAL_IMAGE.rpartition(":")[2])
 #: what a self-built image's record (--self-built FILE, JSON) must hold
 SELF_BUILT_FIELDS = (
     "build_commit",
@@ -436,42 +437,22 @@ def _image_checks(ph: PhaseResult, inp: CompatInputs, c: ContainerFacts | None) 
             )
         )
         return record
-    title = f"Official image {OFFICIAL_IMAGE}"
-    if inp.official_image:
-        if image is None:
-            ph.add(
-                Check(
-                    "compat.image",
-                    title,
-                    "missing",
-                    "--official-image given but no probe output names the image (wirecheck probe --image TAG)",
-                )
-            )
-        elif image.split("@")[0] == OFFICIAL_IMAGE:
-            ph.add(Check("compat.image", title, "pass", image, {"image": image}))
-        else:
-            ph.add(
-                Check(
-                    "compat.image",
-                    title,
-                    "fail",
-                    f"{image} is not {OFFICIAL_IMAGE} (the K3 image is a cu130 build; there is no cu129 tag)",
-                    {"image": image},
-                )
-            )
-        return None
+    # one decision: the image is the official one, or why not (not said, not seen, another image)
+    evidence: dict[str, Any] = {"image": image}
     if image is not None and image.split("@")[0] == OFFICIAL_IMAGE:
-        ph.add(Check("compat.image", title, "pass", image, {"image": image}))
-    else:
-        ph.add(
-            Check(
-                "compat.image",
-                title,
-                "missing",
-                f"image {image or 'unknown'}: say --official-image, or --self-built FILE with the build record",
-                {"image": image},
-            )
+        status, detail = "pass", image
+    elif not inp.official_image:
+        status = "missing"
+        detail = (
+            f"image {image or 'unknown'}: say --official-image, or --self-built FILE with the build record"
         )
+    elif image is None:
+        status, evidence = "missing", {}
+        detail = "--official-image given but no probe output names the image (wirecheck probe --image TAG)"
+    else:
+        status = "fail"
+        detail = f"{image} is not {OFFICIAL_IMAGE} (the K3 image is a cu130 build; there is no cu129 tag)"
+    ph.add(Check("compat.image", f"Official image {OFFICIAL_IMAGE}", status, detail, evidence))
     return None
 
 
@@ -496,6 +477,37 @@ def _memory_flags(log: StartupLog) -> dict[str, Any]:
         "pipeline_parallel_size": log.flag("pipeline_parallel_size"),
         "data_parallel_size": log.flag("data_parallel_size"),
     }
+
+
+# What the report keeps of each piece of evidence (the compat section and evidence.json read these
+# keys, in this order): attributes of the parsed facts, kept under their own names.
+_HOST_KEYS = (
+    "source",
+    "kind",
+    "timestamp",
+    "driver",
+    "driver_cuda",
+    "gpus",
+    "memory_used_mib",
+    "memory_total_mib",
+)
+_CONTAINER_KEYS = ("image", "cuda_runtime", "torch", "vllm", "nccl", "image_digest")
+_STARTUP_KEYS = (
+    "version",
+    "started",
+    "startup_s",
+    "weight_load_s",
+    "model_load_s",
+    "model_load_gib",
+    "kv_cache_tokens",
+    "max_concurrency",
+    "warnings",
+)
+
+
+def _pick(facts: object, keys: tuple[str, ...], **instead: Any) -> dict[str, Any]:
+    """``keys`` of ``facts`` by attribute, in order; ``instead`` gives some of them another value."""
+    return {k: instead[k] if k in instead else getattr(facts, k) for k in keys}
 
 
 def run_compat(inp: CompatInputs) -> CompatResult:
@@ -527,41 +539,12 @@ def run_compat(inp: CompatInputs) -> CompatResult:
     ph.data = {
         "image_column": "self-built" if record is not None else "official",
         "self_built": record,
-        "hosts": [
-            {
-                "source": h.source,
-                "kind": h.kind,
-                "timestamp": h.timestamp,
-                "driver": h.driver,
-                "driver_cuda": h.driver_cuda,
-                "gpus": len(h.gpus),
-                "memory_used_mib": h.memory_used_mib,
-                "memory_total_mib": h.memory_total_mib,
-            }
-            for h in hosts
-        ],
-        "container": None
-        if container is None
-        else {
-            "image": container.image,
-            "cuda_runtime": container.cuda_runtime,
-            "torch": container.torch,
-            "vllm": container.vllm,
-            "nccl": container.nccl,
-            "image_digest": container.image_digest,
-        },
+        "hosts": [_pick(h, _HOST_KEYS, gpus=len(h.gpus)) for h in hosts],
+        "container": None if container is None else _pick(container, _CONTAINER_KEYS),
         "startup": None
         if log is None
         else {
-            "version": log.version,
-            "started": log.started,
-            "startup_s": log.startup_s,
-            "weight_load_s": log.weight_load_s,
-            "model_load_s": log.model_load_s,
-            "model_load_gib": log.model_load_gib,
-            "kv_cache_tokens": log.kv_cache_tokens,
-            "max_concurrency": log.max_concurrency,
-            "warnings": log.warnings,
+            **_pick(log, _STARTUP_KEYS),
             "key_lines": (log.nccl[:3] + log.cuda[:3] + log.dp[:3]),
             "flags": _memory_flags(log),
         },

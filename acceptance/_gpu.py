@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ import httpx
 
 from wirecheck.contracts import ConfigError
 
-from ._client import pages
+from ._client import Periodic, pages
 
 __all__ = ["GPU_SOURCES", "GpuSampler", "GpuSource", "make_gpu_source", "memory_summary"]
 
@@ -36,18 +37,16 @@ GPU_SOURCES = ("auto", "dcgm", "nvml", "nvidia-smi", "none")
 
 @dataclass(slots=True)
 class GpuRow:
-    key: str
+    """One GPU's reading; its JSON (the series' ``gpus`` items) is its fields, in this order."""
+
+    #: ``host/index``
+    gpu: str
     used_mib: float
     total_mib: float | None
     util_pct: float | None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "gpu": self.key,
-            "used_mib": self.used_mib,
-            "total_mib": self.total_mib,
-            "util_pct": self.util_pct,
-        }
+        return dataclasses.asdict(self)
 
 
 class GpuSource(Protocol):
@@ -87,12 +86,19 @@ class DcgmSource:
         return rows or None
 
 
-@dataclass(slots=True)
-class NvmlSource:
-    nvml: Any
-    name: str = "nvml"
+@dataclass(slots=True, kw_only=True)
+class _ThisHost:
+    """A source that reads this machine's own GPUs (rows keyed ``host/index``): real devices, never
+    the simulator's exporter."""
+
     simulated: bool = False
     host: str = "localhost"
+
+
+@dataclass(slots=True)
+class NvmlSource(_ThisHost):
+    nvml: Any
+    name: str = "nvml"
 
     async def read(self, client: httpx.AsyncClient) -> list[GpuRow] | None:
         return await asyncio.to_thread(self._read)
@@ -112,11 +118,9 @@ class NvmlSource:
 
 
 @dataclass(slots=True)
-class SmiSource:
+class SmiSource(_ThisHost):
     binary: str
     name: str = "nvidia-smi"
-    simulated: bool = False
-    host: str = "localhost"
 
     async def read(self, client: httpx.AsyncClient) -> list[GpuRow] | None:
         try:
@@ -178,7 +182,7 @@ def make_gpu_source(kind: str, urls: list[str]) -> GpuSource | None:
 
 
 @dataclass(slots=True)
-class GpuSampler:
+class GpuSampler(Periodic[dict[str, Any]]):
     """Samples every GPU in the background while a step runs: ``[{t, gpus: [{gpu, used_mib, ...}]}]``."""
 
     client: httpx.AsyncClient
@@ -187,6 +191,10 @@ class GpuSampler:
     series: list[dict[str, Any]] = field(default_factory=list)
     _task: asyncio.Task[None] | None = None
     _t0: float = field(default_factory=time.monotonic)
+
+    @property
+    def has_source(self) -> bool:
+        return self.source is not None
 
     async def sample(self) -> list[dict[str, Any]] | None:
         if self.source is None:
@@ -197,23 +205,6 @@ class GpuSampler:
         snap = [r.to_json() for r in rows]
         self.series.append({"t": round(time.monotonic() - self._t0, 3), "gpus": snap})
         return snap
-
-    async def _loop(self) -> None:
-        while True:
-            await self.sample()
-            await asyncio.sleep(self.interval_s)
-
-    def start(self) -> None:
-        if self.source is not None:
-            self._task = asyncio.ensure_future(self._loop())
-
-    async def stop(self) -> list[dict[str, Any]]:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            await self.sample()
-        return self.series
 
 
 def memory_summary(snap: list[dict[str, Any]] | None) -> dict[str, Any] | None:

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -259,6 +260,16 @@ def _busy(runner: MasterRunner) -> list[str]:
     return [w.id for w in runner.clients.values() if w.state != STATE_INIT]
 
 
+def _until(runner: MasterRunner, cond: Callable[[], bool], failure: Callable[[], str]) -> None:
+    """Wait up to SETTLE_S for ``cond``, failing the step at once when a worker is lost meanwhile,
+    and with ``failure()`` (what the workers had reached) when the time runs out."""
+    lost = _Lost(runner)
+    try:
+        _wait(lambda: lost.check() and cond(), SETTLE_S, "")
+    except TimeoutError:
+        raise StepFailed(failure()) from None
+
+
 def _settle(runner: MasterRunner, expect: int) -> None:
     """Wait until every expected worker is back and ready before a step starts.
 
@@ -267,42 +278,31 @@ def _settle(runner: MasterRunner, expect: int) -> None:
     all users to the other workers, and when the late worker came back Locust re-dispatched the users
     in the middle of the step, killing users in the middle of a request: their samples never arrived
     and the step waited for a ``wirecheck_done`` that could not come (the hang seen in CI)."""
-    lost = _Lost(runner)
-    try:
-        _wait(
-            lambda: lost.check() and len(runner.clients.ready) >= expect and not _busy(runner),
-            SETTLE_S,
-            "",
-        )
-    except TimeoutError:
+
+    def failure() -> str:
         states = {w.id: w.state for w in runner.clients.values()}
-        raise StepFailed(
+        return (
             f"{len(runner.clients.ready)} of {expect} Locust workers ready after "
             f"{SETTLE_S:.0f} s (workers: {states or 'none'})"
-        ) from None
+        )
+
+    _until(runner, lambda: len(runner.clients.ready) >= expect and not _busy(runner), failure)
 
 
 def _spawn(runner: MasterRunner, users: int) -> list[Any]:
     """Start ``users`` users and wait until the workers report them all: Locust's own wait for the
     reports is one second, after which it calls spawning complete with counts that may still be 0."""
     runner.start(users, spawn_rate=max(users * 50, 100))
-    lost = _Lost(runner)
-    try:
-        _wait(
-            lambda: (
-                lost.check()
-                and runner.spawning_completed
-                and runner.user_count == users
-                and not _missing(runner)
-            ),
-            SETTLE_S,
-            "",
-        )
-    except TimeoutError:
+
+    def failure() -> str:
         got = {w.id: w.user_count for w in runner.clients.values()}
-        raise StepFailed(
-            f"Locust workers reported {runner.user_count} of {users} users after {SETTLE_S:.0f} s ({got})"
-        ) from None
+        return f"Locust workers reported {runner.user_count} of {users} users after {SETTLE_S:.0f} s ({got})"
+
+    _until(
+        runner,
+        lambda: runner.spawning_completed and runner.user_count == users and not _missing(runner),
+        failure,
+    )
     # Pin the users where they are for this step: with no dispatcher, a worker that comes back from
     # missing or connects late is not given users taken from the others (a re-dispatch kills users
     # mid-request, see _settle). ``stop`` clears the dispatcher too, and ``start`` makes a new one.

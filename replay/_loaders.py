@@ -83,6 +83,16 @@ def _har_headers(items: Any) -> list[tuple[str, str]]:
     return out
 
 
+def _har_text(obj: Any, where: str, source: str) -> bytes:
+    """The bytes of a HAR ``postData`` or ``content`` object: ``text``, base64 when ``encoding`` says."""
+    obj = obj or {}
+    if "text" not in obj:
+        return b""
+    if obj.get("encoding") == "base64":
+        return _b64(obj["text"], where, source)
+    return str(obj["text"]).encode("utf-8")
+
+
 def load_har(path: str | Path, *, tap: str = "caller") -> Iterator[Exchange]:
     source = str(path)
     try:
@@ -101,24 +111,10 @@ def load_har(path: str | Path, *, tap: str = "caller") -> Iterator[Exchange]:
         req, resp = e["request"], e.get("response") or {}
         url = urlsplit(str(req.get("url", "/")))
         path_qs = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        post = req.get("postData") or {}
-        body = b""
-        if "text" in post:
-            body = (
-                _b64(post["text"], f"{where}.request.postData", source)
-                if post.get("encoding") == "base64"
-                else str(post["text"]).encode("utf-8")
-            )
+        body = _har_text(req.get("postData"), f"{where}.request.postData", source)
         raw_meta = e.get("_wirecheck")
         meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
-        content = resp.get("content") or {}
-        rbody = b""
-        if "text" in content:
-            rbody = (
-                _b64(content["text"], f"{where}.response.content", source)
-                if content.get("encoding") == "base64"
-                else str(content["text"]).encode("utf-8")
-            )
+        rbody = _har_text(resp.get("content"), f"{where}.response.content", source)
         chunks = None
         if isinstance(meta.get("chunks"), list):
             chunks = []

@@ -15,9 +15,10 @@ from tests.acceptance.conftest import accept_ci
 from tests.acceptance.test_accept import FAST, checks, run_accept
 from tests.servers import running
 from wirecheck.acceptance import ALL_PHASES, Limits, read_startup_log
-from wirecheck.acceptance._compat import CompatInputs, run_compat
+from wirecheck.acceptance._compat import OFFICIAL_IMAGE, RECIPE_FAMILY, CompatInputs, run_compat
 from wirecheck.acceptance._verdict import checklist, decide
 from wirecheck.cli import main
+from wirecheck.contracts import FAMILIES
 from wirecheck.record import serve
 from wirecheck.sim import (
     Environment,
@@ -264,6 +265,13 @@ def test_the_k3_hybrid_cache_is_judged_from_the_family_when_metrics_carry_no_hyb
     c = checks(res)
     assert c["cache.warm-a"].status == "pass" and c["cache.warm-b"].status == "warn", c["cache.warm-b"].detail
     assert "prompt ends" in c["cache.warm-b"].detail
+
+
+def test_the_recipe_family_is_the_family_tables_row_for_the_official_images_model() -> None:
+    """Compat names no family itself (issue 12): the K3 recipe's family comes from the table."""
+    assert RECIPE_FAMILY == "kimi_k3" and OFFICIAL_IMAGE.endswith(":kimi-k3")
+    row = FAMILIES[RECIPE_FAMILY]
+    assert row.hybrid_kv_cache and row.recipe_flags["tool_call_parser"] == "kimi_k3"
 
 
 def test_wirecheck_sim_dcgm_port_serves_the_simulated_exporter() -> None:

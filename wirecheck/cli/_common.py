@@ -11,6 +11,7 @@ from wirecheck.contracts import DEFAULT_REDACTION, Exchange, Finding, Redaction,
 
 __all__ = [
     "PROGRESS_EVERY_S",
+    "engine_tap_options",
     "float_list",
     "headers_arg",
     "hostport",
@@ -19,6 +20,7 @@ __all__ = [
     "redact_option",
     "redaction",
     "size",
+    "via_proxy_options",
 ]
 
 
@@ -132,4 +134,26 @@ def progress_options(p: argparse.ArgumentParser) -> None:
         default=PROGRESS_EVERY_S,
         metavar="S",
         help="without a terminal (CI logs): one progress line every S seconds",
+    )
+
+
+def engine_tap_options(
+    p: argparse.ArgumentParser, listen_help: str, upstream_help: str | None = None
+) -> None:
+    """--engine-listen (and --engine-upstream): the engine side of a dual tap, for ``proxy`` and for
+    the commands that put taps around a gateway (``--via-proxy``)."""
+    if upstream_help is not None:
+        p.add_argument("--engine-upstream", metavar="URL", help=upstream_help)
+    p.add_argument("--engine-listen", default="127.0.0.1:8101", metavar="HOST:PORT", help=listen_help)
+
+
+def via_proxy_options(p: argparse.ArgumentParser, engine_upstream_help: str | None = None) -> None:
+    """--via-proxy and its engine tap, alike for ``accept`` and ``scenarios``."""
+    p.add_argument(
+        "--via-proxy",
+        action="store_true",
+        help="--target is a gateway: put wirecheck's taps on both sides of it",
+    )
+    engine_tap_options(
+        p, "with --via-proxy: the engine tap; point the gateway's upstream here", engine_upstream_help
     )

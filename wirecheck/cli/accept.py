@@ -15,7 +15,7 @@ from wirecheck._errors import WirecheckError
 from wirecheck.acceptance import AcceptOptions, Limits, Slo
 from wirecheck.contracts import FAMILY_NAMES
 
-from ._common import float_list, headers_arg, hostport, redact_option, redaction
+from ._common import float_list, headers_arg, hostport, redact_option, redaction, via_proxy_options
 from ._fields import Opt, add_fields, build
 
 __all__ = ["register"]
@@ -154,17 +154,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="ramp by arrival rates (open loop) instead of concurrency",
     )
     add_fields(a, Limits, LIMIT_FIELDS)
-    a.add_argument(
-        "--via-proxy",
-        action="store_true",
-        help="--target is a gateway: put wirecheck's taps on both sides of it",
-    )
-    a.add_argument(
-        "--engine-listen",
-        default="127.0.0.1:8101",
-        metavar="HOST:PORT",
-        help="with --via-proxy: the engine tap; point the gateway's upstream here",
-    )
+    via_proxy_options(a)
     a.add_argument(
         "--store",
         default=None,

@@ -8,10 +8,27 @@ import sys
 from typing import Any
 
 from wirecheck._errors import WirecheckError
+from wirecheck.proxy import ProxyRun, TapConfig
 
-from ._common import hostport, redact_option, redaction, size
+from ._common import engine_tap_options, hostport, redact_option, redaction, size
+from ._fields import Opt, add_fields, build
 
 __all__ = ["register"]
+
+# Options that are one field of the proxy's config (issue 12, point 4): type and default come from
+# TapConfig and ProxyRun, so the command line cannot drift from them.
+TAP_FIELDS = {
+    "read_timeout_s": Opt("seconds to wait for the upstream's next byte", "--read-timeout"),
+    "request_timeout_s": Opt(
+        "seconds a caller has to send a request head, and again its body (408)", "--request-timeout"
+    ),
+}
+RUN_FIELDS = {
+    "live_checks": Opt("record only; check later with wirecheck check STORE", "--no-live-checks"),
+    "settle_s": Opt("seconds to wait for the other tap before checking an exchange", "--settle"),
+    "idle_timeout_s": Opt("seconds before an idle caller connection is closed", "--idle-timeout"),
+    "workers": Opt("proxy processes sharing the listeners' ports (SO_REUSEPORT) and the store"),
+}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,14 +41,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     x.add_argument("--listen", default="127.0.0.1:8100", metavar="HOST:PORT")
     x.add_argument("--tap", default="caller", help="name of the first listener's tap (default caller)")
-    x.add_argument(
-        "--engine-upstream", metavar="URL", help="dual tap: where the engine listener forwards (vLLM)"
-    )
-    x.add_argument(
-        "--engine-listen",
-        default="127.0.0.1:8101",
-        metavar="HOST:PORT",
-        help="dual tap: point the gateway's upstream here",
+    engine_tap_options(
+        x,
+        "dual tap: point the gateway's upstream here",
+        "dual tap: where the engine listener forwards (vLLM)",
     )
     x.add_argument(
         "--store",
@@ -39,20 +52,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="SQLite file (default wirecheck.db) or postgresql://USER@HOST/DB, shared by several proxy replicas",
     )
     x.add_argument("--no-store", action="store_true", help="forward only, record nothing")
-    x.add_argument(
-        "--no-live-checks", action="store_true", help="record only; check later with wirecheck check STORE"
-    )
     redact_option(x)
     x.add_argument("--body-limit", default="32MiB", help="largest request body (413 past it)")
-    x.add_argument(
-        "--read-timeout", type=float, default=600.0, help="seconds to wait for the upstream's next byte"
-    )
-    x.add_argument(
-        "--settle",
-        type=float,
-        default=1.0,
-        help="seconds to wait for the other tap before checking an exchange",
-    )
+    add_fields(x, TapConfig, TAP_FIELDS)
+    add_fields(x, ProxyRun, RUN_FIELDS)
     x.add_argument(
         "--admin",
         default="127.0.0.1:8102",
@@ -78,46 +81,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="most bytes recorded per request or response body; the rest is forwarded, not kept",
     )
     x.add_argument("--max-header-size", default="64KiB", help="largest request head a caller may send (431)")
-    x.add_argument(
-        "--request-timeout",
-        type=float,
-        default=30.0,
-        help="seconds a caller has to send a request head, and again its body (408)",
-    )
-    x.add_argument(
-        "--idle-timeout", type=float, default=75.0, help="seconds before an idle caller connection is closed"
-    )
-    x.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        metavar="N",
-        help="proxy processes sharing the listeners' ports (SO_REUSEPORT) and the store (default 1)",
-    )
     x.set_defaults(run=_proxy)
 
 
 def _proxy(args: argparse.Namespace) -> int:
-    from wirecheck.proxy import ADMIN_TOKEN_ENV, ProxyRun, TapConfig, run_proxy
+    from wirecheck.proxy import ADMIN_TOKEN_ENV, run_proxy
     from wirecheck.record import correlation_secret
 
     redact = redaction(args)
     limit = size(args.body_limit)
     record_limit = size(args.record_limit, "--record-limit")
     max_head = size(args.max_header_size, "--max-header-size")
-    for name in ("request_timeout", "idle_timeout"):
+    for name in ("request_timeout_s", "idle_timeout_s"):
         if not getattr(args, name) > 0:
-            raise WirecheckError(f"--{name.replace('_', '-')}: must be a positive number of seconds")
+            raise WirecheckError(
+                f"--{name[: -len('_s')].replace('_', '-')}: must be a positive number of seconds"
+            )
     if not 1 <= args.workers <= 256:
         raise WirecheckError(f"--workers: must be a whole number from 1 to 256, not {args.workers}")
     secret = correlation_secret(args.correlation_secret)
     tap_limits: dict[str, Any] = {
         "redact": redact,
         "body_limit": limit,
-        "read_timeout_s": args.read_timeout,
         "record_limit": record_limit,
-        "request_timeout_s": args.request_timeout,
         "correlation_secret": secret,
+        **{name: getattr(args, name) for name in TAP_FIELDS},
     }
     admin = None if args.admin.strip().lower() == "off" else hostport(args.admin, "--admin")
     token = args.admin_token or os.environ.get(ADMIN_TOKEN_ENV) or None
@@ -145,16 +133,15 @@ def _proxy(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     return run_proxy(
-        ProxyRun(
+        build(
+            ProxyRun,
+            args,
+            RUN_FIELDS,
             taps=taps,
             store_path=None if args.no_store else args.store,
-            live_checks=not args.no_live_checks,
-            settle_s=args.settle,
             admin=admin,
             admin_token=token,
             max_head=max_head,
-            head_timeout_s=args.request_timeout,
-            idle_timeout_s=args.idle_timeout,
-            workers=args.workers,
+            head_timeout_s=args.request_timeout_s,
         )
     )

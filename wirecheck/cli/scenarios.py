@@ -8,7 +8,7 @@ import shlex
 
 from wirecheck._errors import WirecheckError
 
-from ._common import headers_arg, hostport, progress_options
+from ._common import headers_arg, hostport, progress_options, via_proxy_options
 
 __all__ = ["register"]
 
@@ -21,20 +21,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sc.add_argument("--stream", choices=("both", "on", "off"), default="both")
     sc.add_argument("--model", default=None, help="model name to send (default: none, the server's)")
     sc.add_argument("--header", action="append", default=[], metavar="K:V")
-    sc.add_argument(
-        "--via-proxy",
-        action="store_true",
-        help="--target is a gateway: put wirecheck's taps on both sides of it",
-    )
-    sc.add_argument(
-        "--engine-upstream", metavar="URL", help="with --via-proxy: the engine (vLLM) behind the gateway"
-    )
-    sc.add_argument(
-        "--engine-listen",
-        default="127.0.0.1:8101",
-        metavar="HOST:PORT",
-        help="with --via-proxy: the engine tap; point the gateway's upstream here",
-    )
+    via_proxy_options(sc, "with --via-proxy: the engine (vLLM) behind the gateway")
     sc.add_argument(
         "--endpoint",
         choices=("chat", "responses", "messages"),
