@@ -20,18 +20,17 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
+from tests.acceptance.runs import FAST, ROOT, checks, run_accept
 from tests.chromium import count_color, render
 from tests.cli_batch import wirecheck_batch
 from tests.servers import run_wirecheck
 from wirecheck.acceptance import (
     ALL_PHASES,
     AcceptanceResult,
-    AcceptOptions,
     CapacityPlan,
     Limits,
     Progress,
     Slo,
-    accept,
 )
 from wirecheck.acceptance._client import measure
 from wirecheck.acceptance._verdict import decide
@@ -40,57 +39,9 @@ from wirecheck.sim import (
     Environment,
     SimConfig,
     create_app,
-    create_dcgm_app,
     parse_faults,
     write_environment,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
-FAST = {"family": "kimi_k3", "time_scale": 0.02}
-
-
-def small_plan() -> CapacityPlan:
-    return CapacityPlan(
-        ramp=[1, 2, 4], long_input_turns=[12], soak_requests=8, soak_windows=2, recover_wait_s=3
-    )
-
-
-def run_accept(
-    tmp: Path,
-    cfg: SimConfig,
-    env: Environment | None = None,
-    *,
-    phases: tuple[str, ...] = ALL_PHASES,
-    metrics_from: str | None = None,
-    **kw: Any,
-) -> AcceptanceResult:
-    paths = write_environment(tmp / "evidence", cfg, env)
-    app = create_app(cfg)
-    # the simulated DCGM exporter beside the engine: its memory follows the simulated KV use
-    with serve(app) as url, serve(create_dcgm_app(app, env)) as dcgm:
-        opts = AcceptOptions(
-            target=url,
-            engine_url=url,
-            gpu_metrics_urls=kw.pop("gpu_metrics_urls", [dcgm + "/metrics"]),
-            metrics_urls=[metrics_from + "/metrics"] if metrics_from else [],
-            reviewer="ci",
-            out=tmp / "out",
-            host_files=[str(paths["host_xml"]), str(paths["host_text"])],
-            container_file=str(paths["container"]),
-            startup_log=str(paths["startup_log"]),
-            topology_files=[str(paths["topology"])],
-            official_image=kw.pop("official_image", True),
-            phases=list(phases),
-            plan=kw.pop("plan", None) or small_plan(),
-            interface_requests=kw.pop("interface_requests", 14),
-            scenario_examples=kw.pop("scenario_examples", 3),
-            **kw,
-        )
-        return accept(opts, Progress(quiet=True))
-
-
-def checks(result: AcceptanceResult) -> dict[str, Any]:
-    return {c.id: c for ph in result.phases for c in ph.checks}
 
 
 @pytest.fixture(scope="module")

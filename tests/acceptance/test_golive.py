@@ -11,8 +11,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from tests.acceptance.conftest import accept_ci
-from tests.acceptance.test_accept import FAST, checks, run_accept
+from tests.acceptance.runs import FAST, accept_ci, checks, run_accept
 from tests.servers import running
 from wirecheck.acceptance import ALL_PHASES, Limits, read_startup_log
 from wirecheck.acceptance._compat import OFFICIAL_IMAGE, RECIPE_FAMILY, CompatInputs, run_compat

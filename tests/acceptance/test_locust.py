@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.acceptance.conftest import accept_ci
+from tests.acceptance.runs import accept_ci
 from wirecheck import TransportError
 from wirecheck.acceptance import CapacityPlan, LocustLoad, locustfile_path
 from wirecheck.acceptance._workload import spec

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.test_accept import FAST, run_accept
+from tests.acceptance.runs import FAST, run_accept
 from tests.acceptance.test_samples import team_bodies, write_bodies
 from wirecheck.acceptance import AcceptanceResult, CapacityPlan, Limits
 from wirecheck.acceptance._report import render_html, render_markdown

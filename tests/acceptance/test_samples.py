@@ -14,7 +14,7 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
-from tests.acceptance.test_accept import FAST, ROOT, checks, run_accept
+from tests.acceptance.runs import FAST, ROOT, checks, run_accept
 from tests.servers import run_wirecheck
 from wirecheck.acceptance import AcceptanceResult, CapacityPlan, Limits
 from wirecheck.acceptance._client import Sample, measure

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.acceptance.test_accept import FAST, checks, run_accept
+from tests.acceptance.runs import FAST, checks, run_accept
 from wirecheck.acceptance import AcceptanceResult, Limits
 from wirecheck.acceptance._interface import interface_requests
 from wirecheck.acceptance._toolretry import failed_tool
