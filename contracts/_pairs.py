@@ -160,9 +160,15 @@ def _hash(obj: Any) -> str:
 def request_fingerprint(view: ExchangeView) -> str:
     """A hash of the request as the engine would act on it: transport-only fields, the model alias,
     null and default-valued fields left out."""
-    if view.req:
-        return _hash(_normal(view.req))
-    return _hash([view.ex.request.method, _path_tail(view), view.ex.request.body.decode("utf-8", "replace")])
+    fp: str | None = view.memo.get("fingerprint")
+    if fp is None:
+        if view.req:
+            fp = _hash(_normal(view.req))
+        else:
+            body = view.ex.request.body.decode("utf-8", "replace")
+            fp = _hash([view.ex.request.method, _path_tail(view), body])
+        view.memo["fingerprint"] = fp
+    return fp
 
 
 @dataclass(slots=True)
@@ -196,6 +202,13 @@ def _completion_id(view: ExchangeView) -> str | None:
 
 
 def _side(view: ExchangeView) -> _Side:
+    side: _Side | None = view.memo.get("side")
+    if side is None:
+        side = view.memo["side"] = _make_side(view)
+    return side
+
+
+def _make_side(view: ExchangeView) -> _Side:
     start = view.ex.started_epoch
     msgs = view.req.get("messages") if view.req else None
     last_user = None

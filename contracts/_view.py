@@ -48,6 +48,9 @@ class ExchangeView:
     model: str | None = None
     #: (pointer, what) of every JSON document over the depth or size bound (the json-limit rule)
     limits: list[tuple[str, str]] = field(default_factory=list)
+    #: what pairing derived from this view (its request fingerprint, its side), worked out once: the
+    #: live checker pairs the same recent views again in every batch (issue 17)
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def id(self) -> str:
