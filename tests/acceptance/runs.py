@@ -16,7 +16,13 @@ FAST = {"family": "kimi_k3", "time_scale": 0.02}
 
 def small_plan() -> CapacityPlan:
     return CapacityPlan(
-        ramp=[1, 2, 4], long_input_turns=[12], soak_requests=8, soak_windows=2, recover_wait_s=3
+        # 8 soak requests a window, so that each window's p50 (the drift check) is a median and not
+        # one of four requests: with four, a busy CI machine read a drift of 1.61x and gave scale-up
+        ramp=[1, 2, 4],
+        long_input_turns=[12],
+        soak_requests=16,
+        soak_windows=2,
+        recover_wait_s=3,
     )
 
 

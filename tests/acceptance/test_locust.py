@@ -20,10 +20,10 @@ from collections.abc import Awaitable, Coroutine
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.acceptance.runs import accept_ci
+from tests.servers import process, wait_up
 from wirecheck import TransportError
 from wirecheck.acceptance import CapacityPlan, LocustLoad, locustfile_path
 from wirecheck.acceptance._workload import spec
@@ -50,15 +50,20 @@ def _capacity(url: str, out: Path, **kw: object) -> dict[str, object]:
     return json.loads(Path(res.files["json"]).read_text())["phases"][0]
 
 
-def _wait_up(url: str) -> None:
-    deadline = time.monotonic() + 60  # a process start on a loaded 2-core machine, not a bound under test
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url, timeout=0.5)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    raise AssertionError(f"{url} did not come up")
+def _steps(runs: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Per ramp step, (in-process, Locust) p50s: each the lowest over the runs."""
+    out = []
+    for i, step in enumerate(runs[0][0]["data"]["ramp"]):
+        a, b = ({"label": step["label"]}, {"label": step["label"]})
+        for key in ("e2e_p50_s", "ttft_p50_s"):
+            a[key] = min(local["data"]["ramp"][i][key] for local, _ in runs)
+            b[key] = min(dist["data"]["ramp"][i][key] for _, dist in runs)
+        out.append((a, b))
+    return out
+
+
+def _agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return 1 / 1.6 <= b["e2e_p50_s"] / a["e2e_p50_s"] <= 1.6 and abs(b["ttft_p50_s"] - a["ttft_p50_s"]) < 0.06
 
 
 def test_two_locust_workers_give_the_in_process_figures(tmp_path: Path) -> None:
@@ -66,44 +71,49 @@ def test_two_locust_workers_give_the_in_process_figures(tmp_path: Path) -> None:
     # the interpreter lock with the in-process driver, and on a loaded machine that alone moved the
     # in-process TTFT and e2e by over 100 ms, in either direction against the Locust workers.
     sp, dp = free_port(), free_port()
-    sim = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "wirecheck", "sim", "--port", str(sp), "--dcgm-port", str(dp)),
-            *("--family", str(CFG["family"]), "--time-scale", str(CFG["time_scale"])),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        url, dcgm = f"http://127.0.0.1:{sp}", f"http://127.0.0.1:{dp}"
-        _wait_up(url + "/health")
-        _wait_up(dcgm + "/metrics")
+    argv = [
+        *(sys.executable, "-m", "wirecheck", "sim", "--port", str(sp), "--dcgm-port", str(dp)),
+        *("--family", str(CFG["family"]), "--time-scale", str(CFG["time_scale"])),
+    ]
+    url, dcgm = f"http://127.0.0.1:{sp}", f"http://127.0.0.1:{dp}"
+    with process(argv, ready=url + "/health", logs=tmp_path / "sim"):
+        wait_up(dcgm + "/metrics")
         # issue 15: capacity passes only with GPU memory measured (the simulated DCGM exporter here)
         gpu = [dcgm + "/metrics"]
         # 12 requests a step, so that each p50 compared below is a median and not one of four requests
         # (with four, one slow request on a busy machine moved a step's p50 by 60 %)
         plan = {"min_requests": 12}
-        local = _capacity(url, tmp_path / "local", plan=_plan(**plan), gpu_metrics_urls=gpu)
-        dist = _capacity(
-            url,
-            tmp_path / "locust",
-            plan=_plan(**plan),
-            load_engine="locust",
-            locust_workers=2,
-            gpu_metrics_urls=gpu,
-        )
-    finally:
-        sim.terminate()
-        sim.wait(timeout=30)
+
+        def both(n: int) -> tuple[dict[str, Any], dict[str, Any]]:
+            local = _capacity(url, tmp_path / f"local{n}", plan=_plan(**plan), gpu_metrics_urls=gpu)
+            dist = _capacity(
+                url,
+                tmp_path / f"locust{n}",
+                plan=_plan(**plan),
+                load_engine="locust",
+                locust_workers=2,
+                gpu_metrics_urls=gpu,
+            )
+            return local, dist
+
+        runs = [both(0)]
+        if not all(_agree(a, b) for a, b in _steps(runs)):
+            # the drivers run one after the other, and the other xdist worker's load slowed one run and
+            # not the other (an in-process c=4 p50 of 0.45 s against Locust's 0.18 s, measured). Both
+            # are measured again, and each step's p50 is the lower of its two: background load only
+            # ever adds time. The tolerances are the same.
+            runs.append(both(1))
+    local, dist = runs[0]
     assert dist["data"]["load_engine"]["engine"] == "locust" and dist["data"]["load_engine"]["workers"] == 2
     assert [c["id"] for c in dist["checks"]] == [c["id"] for c in local["checks"]]  # the same report sections
     assert dist["status"] == local["status"] == "pass"
     for a, b in zip(local["data"]["ramp"], dist["data"]["ramp"], strict=True):
         assert (a["label"], a["requests"], a["errors"]) == (b["label"], b["requests"], b["errors"])
-        assert 1 / 1.6 <= b["e2e_p50_s"] / a["e2e_p50_s"] <= 1.6, (a["label"], a["e2e_p50_s"], b["e2e_p50_s"])
-        assert abs(b["ttft_p50_s"] - a["ttft_p50_s"]) < 0.06, (a["label"], a["ttft_p50_s"], b["ttft_p50_s"])
         assert abs(b["kv_max"] - a["kv_max"]) <= 0.25 * a["kv_max"] + 0.01
         assert b["itl_p95_s"] is not None and b["tpot_p50_s"] is not None  # raw ITL values travelled
+    for a, b in _steps(runs):
+        assert 1 / 1.6 <= b["e2e_p50_s"] / a["e2e_p50_s"] <= 1.6, (a["label"], a["e2e_p50_s"], b["e2e_p50_s"])
+        assert abs(b["ttft_p50_s"] - a["ttft_p50_s"]) < 0.06, (a["label"], a["ttft_p50_s"], b["ttft_p50_s"])
     assert dist["data"]["long_input"][0]["ok"] and dist["data"]["soak"]["requests"] == 8
 
 

@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from tests.hostile._proxyproc import alive, descendants
+from tests.servers import process
 from tests.wire import completion, message
 from wirecheck.record import Store, free_port, serve
 
@@ -51,34 +52,19 @@ def workers_proxy(db: Path, upstream: str) -> Iterator[tuple[subprocess.Popen[st
     """``--workers 2`` in dual tap: the caller tap forwards to the engine tap (both in the same
     workers), which forwards to ``upstream``. Yields the process and the caller tap's URL."""
     port, engine_port, admin = free_port(), free_port(), free_port()
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "wirecheck", "proxy", "--workers", "2"),
-            *("--listen", f"127.0.0.1:{port}", "--upstream", f"http://127.0.0.1:{engine_port}"),
-            *("--engine-listen", f"127.0.0.1:{engine_port}", "--engine-upstream", upstream),
-            *("--store", str(db), "--settle", "0.2", "--admin", f"127.0.0.1:{admin}"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:  # healthy once both workers run
-            try:
-                health = httpx.get(f"http://127.0.0.1:{admin}/wirecheck/health", timeout=2).json()
-                if health["checks"]["workers"]["running"] == 2:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "the proxy did not start"
-            time.sleep(0.1)
+    argv = [
+        *(sys.executable, "-m", "wirecheck", "proxy", "--workers", "2"),
+        *("--listen", f"127.0.0.1:{port}", "--upstream", f"http://127.0.0.1:{engine_port}"),
+        *("--engine-listen", f"127.0.0.1:{engine_port}", "--engine-upstream", upstream),
+        *("--store", str(db), "--settle", "0.2", "--admin", f"127.0.0.1:{admin}"),
+    ]
+
+    def both_workers_run() -> bool:
+        health = httpx.get(f"http://127.0.0.1:{admin}/wirecheck/health", timeout=2).json()
+        return bool(health["checks"]["workers"]["running"] == 2)
+
+    with process(argv, ready=both_workers_run) as proc:
         yield proc, f"http://127.0.0.1:{port}"
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.communicate(timeout=60)
 
 
 async def _callers(url: str) -> dict[str, str]:

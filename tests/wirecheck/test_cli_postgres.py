@@ -4,18 +4,17 @@ duplicated, each exchange checked once, and ``check`` / ``export`` read it like 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 
 from tests import wire
-from tests.servers import run_wirecheck, sim_behind_gateway, wait_up
+from tests.servers import process, run_wirecheck, sim_behind_gateway
 from wirecheck.record import free_port
 
 N = 40
@@ -25,31 +24,12 @@ N = 40
 SECRET = "test-replicas-share-this"
 
 
-def _proxy(upstream: str, port: int, tap: str, store: str, admin: int) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "wirecheck",
-            "proxy",
-            "--upstream",
-            upstream,
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--tap",
-            tap,
-            "--store",
-            store,
-            "--settle",
-            "0.5",
-            "--admin",
-            f"127.0.0.1:{admin}",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "WIRECHECK_CORRELATION_SECRET": SECRET},
-    )
+def _proxy(upstream: str, port: int, tap: str, store: str, admin: int) -> list[str]:
+    return [
+        *(sys.executable, "-m", "wirecheck", "proxy", "--upstream", upstream),
+        *("--listen", f"127.0.0.1:{port}", "--tap", tap, "--store", store, "--settle", "0.5"),
+        *("--admin", f"127.0.0.1:{admin}"),
+    ]
 
 
 def _wc(*args: str) -> subprocess.CompletedProcess[str]:
@@ -59,40 +39,45 @@ def _wc(*args: str) -> subprocess.CompletedProcess[str]:
 def test_two_caller_replicas_and_an_engine_tap_share_one_postgres_store(pg_url: str, tmp_path: Path) -> None:
     sp, gp, ep, r1, r2 = (free_port() for _ in range(5))
     admins = [free_port() for _ in range(3)]
-    with sim_behind_gateway(sp, gp, ep):
+    argvs = [
+        _proxy(f"http://127.0.0.1:{sp}", ep, "engine", pg_url, admins[0]),
+        _proxy(f"http://127.0.0.1:{gp}", r1, "caller", pg_url, admins[1]),
+        _proxy(f"http://127.0.0.1:{gp}", r2, "caller", pg_url, admins[2]),
+    ]
+    logs = [tmp_path / f"proxy{i}" for i in range(3)]
+    with sim_behind_gateway(sp, gp, ep), ExitStack() as stack:
         procs = [
-            _proxy(f"http://127.0.0.1:{sp}", ep, "engine", pg_url, admins[0]),
-            _proxy(f"http://127.0.0.1:{gp}", r1, "caller", pg_url, admins[1]),
-            _proxy(f"http://127.0.0.1:{gp}", r2, "caller", pg_url, admins[2]),
-        ]
-        try:
-            for port in admins:
-                wait_up(f"http://127.0.0.1:{port}/wirecheck/health")
-
-            def send(i: int) -> int:
-                port = (r1, r2)[i % 2]
-                body = wire.tool_req(
-                    messages=[{"role": "user", "content": f"Weather in Kyoto {i}?"}], stream=i % 3 == 0
+            stack.enter_context(
+                process(
+                    argv,
+                    ready=f"http://127.0.0.1:{port}/wirecheck/health",
+                    logs=log,
+                    env={"WIRECHECK_CORRELATION_SECRET": SECRET},
                 )
-                return httpx.post(
-                    f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=30
-                ).status_code
+            )
+            for argv, port, log in zip(argvs, admins, logs, strict=True)
+        ]
 
-            with ThreadPoolExecutor(8) as pool:
-                assert set(pool.map(send, range(N))) == {200}
-            # the live checkers of all three processes share the work: wait until every exchange is checked
-            for _ in range(150):
-                found = httpx.get(
-                    f"http://127.0.0.1:{admins[1]}/wirecheck/findings?limit=1000", timeout=5
-                ).json()
-                if len(found) >= 2 * N:
-                    break
-                subprocess.run(["sleep", "0.1"], check=True)
-        finally:
-            for p in procs:
-                p.send_signal(signal.SIGTERM)
-            errs = [p.communicate(timeout=30)[1] for p in procs]
-        assert all(p.returncode == 0 for p in procs), errs
+        def send(i: int) -> int:
+            port = (r1, r2)[i % 2]
+            body = wire.tool_req(
+                messages=[{"role": "user", "content": f"Weather in Kyoto {i}?"}], stream=i % 3 == 0
+            )
+            return httpx.post(
+                f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=30
+            ).status_code
+
+        with ThreadPoolExecutor(8) as pool:
+            assert set(pool.map(send, range(N))) == {200}
+        # the live checkers of all three processes share the work: wait until every exchange is checked
+        for _ in range(150):
+            found = httpx.get(f"http://127.0.0.1:{admins[1]}/wirecheck/findings?limit=1000", timeout=5).json()
+            if len(found) >= 2 * N:
+                break
+            subprocess.run(["sleep", "0.1"], check=True)
+    # each replica was stopped with SIGTERM on leaving, and ended cleanly
+    errs = [log.with_suffix(".stderr").read_text() for log in logs]
+    assert all(p.returncode == 0 for p in procs), errs
     per = Counter((f["exchange_id"], f["rule"]) for f in found)
     assert per and max(per.values()) == 1, "an exchange was checked twice"
     rules = Counter((f["rule"], f["fault"], f["tap"]) for f in found)
