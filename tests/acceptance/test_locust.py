@@ -97,12 +97,12 @@ def test_two_locust_workers_give_the_in_process_figures(tmp_path: Path) -> None:
             return local, dist
 
         runs = [both(0)]
-        if not all(_agree(a, b) for a, b in _steps(runs)):
+        while len(runs) < 3 and not all(_agree(a, b) for a, b in _steps(runs)):
             # the drivers run one after the other, and the other xdist worker's load slowed one run and
             # not the other (an in-process c=4 p50 of 0.45 s against Locust's 0.18 s, measured). Both
-            # are measured again, and each step's p50 is the lower of its two: background load only
-            # ever adds time. The tolerances are the same.
-            runs.append(both(1))
+            # are measured again (up to three runs), and each step's p50 is the lowest: background load only
+            # ever adds time (a vLLM server starting beside it needed a third). The tolerances are the same.
+            runs.append(both(len(runs)))
     local, dist = runs[0]
     assert dist["data"]["load_engine"]["engine"] == "locust" and dist["data"]["load_engine"]["workers"] == 2
     assert [c["id"] for c in dist["checks"]] == [c["id"] for c in local["checks"]]  # the same report sections

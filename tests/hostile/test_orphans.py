@@ -15,6 +15,14 @@ def test_helpers_exit_when_the_proxy_is_killed(tmp_path: Path) -> None:
         assert chat(base, "hello").status_code == 200
         helpers = descendants(proc.pid)
         assert helpers, "the proxy runs its live-check worker (and multiprocessing's helper) below it"
+        # the worker guards itself once its imports are done (proxy/_lifeline.py): killed before that, it
+        # exits when they end, which on a loaded CI machine took over 5 s. The guarantee under test is
+        # the running worker's, so wait for its lifeline thread (a second thread) first.
+        workers = [p for p in helpers if "spawn_main" in _cmdline(p)]
+        assert workers, "no live-check worker among the proxy's helpers"
+        deadline = time.monotonic() + 60  # a process start on a loaded machine, not a bound under test
+        while not all(_threads(p) >= 2 for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         deadline = time.monotonic() + 5
@@ -24,3 +32,20 @@ def test_helpers_exit_when_the_proxy_is_killed(tmp_path: Path) -> None:
         for p in left:  # do not leave them behind for the next test either
             os.kill(p, signal.SIGKILL)
         assert not left, f"{len(left)} of {len(helpers)} helper process(es) outlived the proxy"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _threads(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
