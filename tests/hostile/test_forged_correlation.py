@@ -52,7 +52,12 @@ def test_forged_and_duplicated_ids_give_no_false_gateway_findings(tmp_path: Path
         ex for ex in recorded(px.store) if ex.request and ex.request.path.endswith("/chat/completions")
     ]
     assert len(exchanges) == 2 * sent, f"sent {sent} through two taps, recorded {len(exchanges)}"
-    check = run_wirecheck("check", str(px.store), "--format", "json", timeout=120)
+    # a forged id can only mispair, which the content, tool-call and request comparisons show; the one
+    # timing rule (gateway-stream-buffered compares chunk gaps at the two taps) is left out: a vLLM
+    # server starting beside this test on a 2-core CI machine once made it read a stream as buffered
+    check = run_wirecheck(
+        "check", str(px.store), "--format", "json", "--disable", "gateway-stream-buffered", timeout=120
+    )
     res = json.loads(check.stdout)
     assert res["summary"]["pairs"] == sent
     assert "gateway" not in res["summary"]["by_fault"], res["summary"]
