@@ -25,13 +25,21 @@ ADDON = Path(__file__).parents[1] / "proxy" / "mitm_addon.py"
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
-def port_open(port: int) -> Callable[[], bool]:
-    """A readiness check: something accepts connections on ``127.0.0.1:port``."""
+def port_open(*ports: int) -> Callable[[], bool]:
+    """A readiness check: something accepts connections on each of ``127.0.0.1:ports``. A tap is
+    transparent (an HTTP probe of it would be forwarded and recorded), so a connection is all that
+    is asked of it. A proxy starts its listeners side by side, so its admin listener answering says
+    nothing about its taps: a loaded CI machine showed it (a caller got 502 from a gateway whose
+    engine tap was not listening yet)."""
 
     def check() -> bool:
-        with socket.socket() as sock:
-            return sock.connect_ex(("127.0.0.1", port)) == 0
+        for port in ports:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) != 0:
+                    return False
+        return True
 
+    check.__qualname__ = f"a listener on each of 127.0.0.1:{','.join(map(str, ports))}"
     return check
 
 
@@ -168,9 +176,19 @@ def sim_behind_gateway(
 ) -> Iterator[None]:
     """``wirecheck sim`` on ``sim`` (it calls a tool the caller did not declare) and ``wirecheck
     sim-gateway`` on ``gateway`` with ``gateway_faults`` (it drops reasoning), forwarding to port
-    ``engine``: the sim's own port, or the port where the test puts the engine tap."""
+    ``engine``: the sim's own port, or the port where the test puts the engine tap. Both answer
+    when this yields."""
     with (
-        running("sim", "--port", str(sim), "--time-scale", "0.001", "--faults", "model.undeclared_tool"),
+        running(
+            "sim",
+            "--port",
+            str(sim),
+            "--time-scale",
+            "0.001",
+            "--faults",
+            "model.undeclared_tool",
+            ready=f"http://127.0.0.1:{sim}/health",
+        ),
         running(
             "sim-gateway",
             "--upstream",
@@ -179,6 +197,7 @@ def sim_behind_gateway(
             str(gateway),
             "--faults",
             gateway_faults,
+            ready=f"http://127.0.0.1:{gateway}/health",
         ),
     ):
         yield

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from tests.servers import running
+from tests.servers import port_open, running
 from tests.wire import call, completion, message
 from wirecheck.record import free_port, read_body, serve
 
@@ -44,7 +44,7 @@ def proxy_process(db: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str]
             *("proxy", "--upstream", up),
             *("--listen", f"127.0.0.1:{port}", "--store", str(db), "--settle", "0.1", *extra),
             *("--admin", f"127.0.0.1:{admin_port}"),
-            ready=f"{admin}/wirecheck/health",
+            ready=port_open(port, admin_port),
         ) as proc:
             yield proc, base, admin
 

@@ -4,14 +4,13 @@ upstreams that misbehave on the wire in ways a well-behaved ASGI app cannot."""
 from __future__ import annotations
 
 import contextlib
-import socket
+import itertools
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.servers import running, stop
+from tests.servers import port_open, running, stop
 from wirecheck.contracts import Exchange
 from wirecheck.record import free_port, open_store
 
@@ -32,17 +31,6 @@ class ProxyProcess:
         raise AssertionError("no VmRSS")
 
 
-def _wait_port(port: int, proc: subprocess.Popen[str], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"the proxy exited early: {proc.communicate()[1][-2000:]}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"port {port} did not come up")
-
-
 @contextlib.contextmanager
 def proxy_process(
     upstream: str, tmp: Path, *args: str, env: dict[str, str] | None = None
@@ -53,9 +41,10 @@ def proxy_process(
     tmp.mkdir(parents=True, exist_ok=True)
     store = tmp / "hostile.db"
     cmd = ["proxy", "--upstream", upstream, "--listen", f"127.0.0.1:{port}", "--store", str(store), *args]
-    with running(*cmd, "--admin", f"127.0.0.1:{admin}", env=env) as proc:
-        _wait_port(port, proc)
-        _wait_port(admin, proc)
+    # every listener, the engine tap's too: they start side by side
+    engine = [int(v.rsplit(":", 1)[1]) for k, v in itertools.pairwise(args) if k == "--engine-listen"]
+    ports = [port, admin, *engine]
+    with running(*cmd, "--admin", f"127.0.0.1:{admin}", env=env, ready=port_open(*ports)) as proc:
         try:
             yield ProxyProcess(proc, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin}", store)
         finally:

@@ -17,7 +17,7 @@ import httpx
 
 from tests import wire
 from tests.cli_batch import wirecheck_batch
-from tests.servers import dual_tap, running, stop, wait_up
+from tests.servers import dual_tap, port_open, running, stop, wait_up
 from wirecheck.contracts import Exchange
 from wirecheck.proxy import ProxyApp, TapConfig
 from wirecheck.record import Store, free_port, open_store, serve
@@ -117,8 +117,7 @@ def test_a_canary_credential_sent_every_way_reaches_no_byte_of_any_artefact(tmp_
         wait_up(f"http://127.0.0.1:{gp2}/health")
         # 1. the dual-tap proxy records what callers send with every credential header and query key
         taps = dual_tap(gp, cp, engine_upstream=sim, engine=ep, store=str(db), admin=ap)
-        with running(*taps, *redact, logs=logs / "proxy") as proxy:
-            wait_up(f"http://127.0.0.1:{ap}/wirecheck/health")
+        with running(*taps, *redact, logs=logs / "proxy", ready=port_open(cp, ep, ap)) as proxy:
             with httpx.Client(base_url=f"http://127.0.0.1:{cp}", timeout=20) as client:
                 for stream in (False, True):
                     r = client.post(

@@ -18,7 +18,7 @@ import pytest
 
 from tests import wire
 from tests.chromium import LivePage
-from tests.servers import dual_tap, running, sim_behind_gateway, stop, wait_up
+from tests.servers import dual_tap, port_open, running, sim_behind_gateway, stop
 from wirecheck.contracts import Exchange, HttpRequest
 from wirecheck.proxy import AdminApp, ProxyApp, TapConfig, check_pending
 from wirecheck.proxy._liveview import LiveView, LiveViewConfig
@@ -363,12 +363,11 @@ def test_the_proxy_process_streams_the_live_checkers_findings_and_stops_with_vie
                 engine=ep,
                 store=str(tmp_path / "wc.db"),
                 admin=ap,
-            )
+            ),
+            ready=port_open(cp, ep, ap),
         ) as proxy,
     ):
         try:
-            for url in (f"http://127.0.0.1:{ap}/wirecheck/health", f"http://127.0.0.1:{gp}/health"):
-                wait_up(url)
             base = f"http://127.0.0.1:{ap}/wirecheck"  # the admin listener
             assert "wirecheck live view" in httpx.get(f"{base}/", timeout=5).text
             with httpx.stream("GET", f"{base}/events?kind=finding", timeout=httpx.Timeout(10, read=5)) as r:

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from tests import wire
-from tests.servers import process, run_wirecheck, sim_behind_gateway
+from tests.servers import port_open, process, run_wirecheck, sim_behind_gateway
 from wirecheck.record import free_port
 
 N = 40
@@ -50,12 +50,12 @@ def test_two_caller_replicas_and_an_engine_tap_share_one_postgres_store(pg_url: 
             stack.enter_context(
                 process(
                     argv,
-                    ready=f"http://127.0.0.1:{port}/wirecheck/health",
+                    ready=port_open(tap, port),
                     logs=log,
                     env={"WIRECHECK_CORRELATION_SECRET": SECRET},
                 )
             )
-            for argv, port, log in zip(argvs, admins, logs, strict=True)
+            for argv, tap, port, log in zip(argvs, (ep, r1, r2), admins, logs, strict=True)
         ]
 
         def send(i: int) -> int:
