@@ -16,6 +16,8 @@ from pathlib import Path
 
 from PIL import Image
 
+from tests.servers import process
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
@@ -83,19 +85,16 @@ class LivePage:
         # Chromium wants the pipe on fds 3 and 4 exactly: bash puts them there before exec (dash's
         # redirections take single-digit fds only)
         script = f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}'
-        self.proc = subprocess.Popen(
-            [
-                "/bin/bash",
-                "-c",
-                script,
-                CHROMIUM,
-                *_flags(f"{self._tmp.name}/profile", size),
-                "--remote-debugging-pipe",
-                url,
-            ],
-            pass_fds=(to_chrome_r, from_chrome_w),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        argv = ["/bin/bash", "-c", script, CHROMIUM, *_flags(f"{self._tmp.name}/profile", size)]
+        self._stack = contextlib.ExitStack()
+        # a group of its own: the browser's renderer and zygote processes stop with it
+        self.proc = self._stack.enter_context(
+            process(
+                [*argv, "--remote-debugging-pipe", url],
+                quiet=True,
+                group=True,
+                pass_fds=(to_chrome_r, from_chrome_w),
+            )
         )
         os.close(to_chrome_r)
         os.close(from_chrome_w)
@@ -182,11 +181,9 @@ class LivePage:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.call("Browser.close")
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        self._stack.close()  # SIGTERM to what is left, then SIGKILL
         for fd in (self._to_chrome, self._from_chrome):
             with contextlib.suppress(OSError):
                 os.close(fd)

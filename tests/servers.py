@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -66,27 +67,48 @@ def wait_up(
             pass
         exited = proc is not None and proc.poll() is not None
         if exited or time.monotonic() > deadline:
-            said = "".join(
-                f.read_text(errors="replace")[-2000:]
-                for f in (logs.with_suffix(".stdout"), logs.with_suffix(".stderr"))
-                if logs is not None and f.exists()
-            )
+            said = tail(logs)
             state = f"the process exited ({proc.returncode if proc else None})" if exited else "timed out"
             raise AssertionError(f"{what} did not come up: {state}. {said}")
         time.sleep(0.05)
 
 
+#: the processes started with ``group=True`` (see :func:`process`), by pid: each leads a group
+_GROUP_LEADERS: set[int] = set()
+
+
+def tail(logs: Path | None, chars: int = 2000) -> str:
+    """The end of what a process started with ``logs`` wrote, stdout then stderr."""
+    return "".join(
+        f.read_text(errors="replace")[-chars:]
+        for f in (logs.with_suffix(".stdout"), logs.with_suffix(".stderr"))
+        if logs is not None and f.exists()
+    )
+
+
 def stop(proc: subprocess.Popen[str], timeout: float = 30.0) -> tuple[str, str]:
-    """SIGTERM, then wait (``timeout`` seconds) and collect what the process wrote; killed when it hangs. Stopping a
-    stopped process again gives empty output."""
+    """SIGTERM, then wait (``timeout`` seconds) and collect what the process wrote; killed when it
+    hangs. A process started with ``group=True`` is signalled with its whole group: the shell and
+    what it started, or a vLLM and its engine. Stopping a stopped process again gives empty output
+    (and kills what its group left behind)."""
+    group = proc.pid in _GROUP_LEADERS
+
+    def signal_it(sig: int) -> None:
+        with suppress(ProcessLookupError):  # (a group outlives its leader while a member is left)
+            if group:
+                os.killpg(proc.pid, sig)
+            elif proc.poll() is None:
+                proc.send_signal(sig)
+
     if proc.returncode is not None and (proc.stderr is None or proc.stderr.closed):
+        if group:
+            signal_it(signal.SIGKILL)
         return "", ""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
+    signal_it(signal.SIGTERM)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        signal_it(signal.SIGKILL)
         out, err = proc.communicate()
     return out or "", err or ""
 
@@ -100,25 +122,45 @@ def process(
     logs: Path | None = None,
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
+    quiet: bool = False,
+    group: bool = False,
+    pass_fds: tuple[int, ...] = (),
 ) -> Iterator[subprocess.Popen[str]]:
     """Run ``argv``; with ``ready`` (see :func:`wait_up`), wait up to ``ready_s`` until it holds.
-    Output is piped, or written to ``logs``.stdout / .stderr (long-running servers, and tests that
-    search everything a run wrote). ``env`` is added to this process's environment. Stopped on
-    leaving."""
+    Output is piped, written to ``logs``.stdout / .stderr (long-running servers, and tests that
+    search everything a run wrote), or with ``quiet`` discarded (a browser, a load worker). ``env``
+    is added to this process's environment. ``group``: the process leads a process group of its own,
+    which is stopped with it. ``pass_fds`` stay open in it. Stopped on leaving."""
     with ExitStack() as files:
-        if logs is None:
+        outs: tuple[Any, Any]
+        if quiet:
+            outs = (subprocess.DEVNULL, subprocess.DEVNULL)
+        elif logs is None:
             outs = (subprocess.PIPE, subprocess.PIPE)
         else:
-            outs = tuple(files.enter_context(logs.with_suffix(s).open("w")) for s in (".stdout", ".stderr"))
+            outs = (
+                files.enter_context(logs.with_suffix(".stdout").open("w")),
+                files.enter_context(logs.with_suffix(".stderr").open("w")),
+            )
         proc = subprocess.Popen(
-            argv, stdout=outs[0], stderr=outs[1], text=True, env={**os.environ, **(env or {})}, cwd=cwd
+            argv,
+            stdout=outs[0],
+            stderr=outs[1],
+            text=True,
+            env={**os.environ, **(env or {})},
+            cwd=cwd,
+            start_new_session=group,
+            pass_fds=pass_fds,
         )
+        if group:
+            _GROUP_LEADERS.add(proc.pid)
         try:
             if ready is not None:
                 wait_up(ready, ready_s, proc=proc, logs=logs)
             yield proc
         finally:
             stop(proc)
+            _GROUP_LEADERS.discard(proc.pid)
 
 
 @contextmanager

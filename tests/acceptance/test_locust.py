@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Coroutine
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,7 @@ def _agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return 1 / 1.6 <= b["e2e_p50_s"] / a["e2e_p50_s"] <= 1.6 and abs(b["ttft_p50_s"] - a["ttft_p50_s"]) < 0.06
 
 
+@pytest.mark.timing  # p50s compared across two drivers run one after the other
 def test_two_locust_workers_give_the_in_process_figures(tmp_path: Path) -> None:
     # The simulator runs in its own process (``wirecheck sim``): served from the test process it shared
     # the interpreter lock with the in-process driver, and on a loaded machine that alone moved the
@@ -117,26 +119,13 @@ def test_two_locust_workers_give_the_in_process_figures(tmp_path: Path) -> None:
     assert dist["data"]["long_input"][0]["ok"] and dist["data"]["soak"]["requests"] == 8
 
 
-def _worker(port: int, late_ready_s: int = 0) -> subprocess.Popen[bytes]:
+def _worker(port: int, late_ready_s: int = 0) -> AbstractContextManager[subprocess.Popen[str]]:
     """A plain ``locust --worker`` as a team starts it on a load machine."""
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "locust",
-            "-f",
-            locustfile_path(),
-            "--worker",
-            "--master-host",
-            "127.0.0.1",
-            "--master-port",
-            str(port),
-            "--loglevel",
-            "ERROR",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "LOCUST_WORKER_ADDITIONAL_WAIT_BEFORE_READY_AFTER_STOP": str(late_ready_s)},
+    argv = [sys.executable, "-m", "locust", "-f", locustfile_path(), "--worker"]
+    return process(
+        [*argv, "--master-host", "127.0.0.1", "--master-port", str(port), "--loglevel", "ERROR"],
+        quiet=True,
+        env={"LOCUST_WORKER_ADDITIONAL_WAIT_BEFORE_READY_AFTER_STOP": str(late_ready_s)},
     )
 
 
@@ -153,26 +142,28 @@ def _masters_on(port: int) -> list[int]:
     return found
 
 
+@pytest.mark.timing  # an achieved rate and late sends
 def test_an_open_loop_rate_is_split_over_workers_started_elsewhere(tmp_path: Path) -> None:
     port = free_port()
-    with serve(create_app(SimConfig(**CFG))) as url:  # type: ignore[arg-type]
-        # the second worker says ready again only 2 s after each step's stop, as a worker process
-        # kept off the CPU does on a loaded machine: a step started without it, and its late return
-        # made Locust re-dispatch users mid-step, losing samples (the CI hang)
-        workers = [_worker(port), _worker(port, late_ready_s=2)]
-        try:
-            plan = _plan(open_loop_rates=[10.0, 40.0], open_loop_requests=12)
-            ph = _capacity(
-                url,
-                tmp_path / "open",
-                plan=plan,
-                load_engine="locust",
-                locust_master=f"127.0.0.1:{port}",
-                locust_expect_workers=2,
-            )
-        finally:
-            for w in workers:
-                w.wait(timeout=30)
+    # the second worker says ready again only 2 s after each step's stop, as a worker process kept
+    # off the CPU does on a loaded machine: a step started without it, and its late return made
+    # Locust re-dispatch users mid-step, losing samples (the CI hang)
+    with (
+        serve(create_app(SimConfig(**CFG))) as url,  # type: ignore[arg-type]
+        _worker(port) as one,
+        _worker(port, late_ready_s=2) as other,
+    ):
+        plan = _plan(open_loop_rates=[10.0, 40.0], open_loop_requests=12)
+        ph = _capacity(
+            url,
+            tmp_path / "open",
+            plan=plan,
+            load_engine="locust",
+            locust_master=f"127.0.0.1:{port}",
+            locust_expect_workers=2,
+        )
+        for w in (one, other):
+            w.wait(timeout=30)  # the workers end with the master's run
     assert ph["data"]["load_engine"]["local_workers"] == 0 and ph["data"]["load_engine"]["workers"] == 2
     rows = ph["data"]["ramp"]
     assert [r["rate_rps"] for r in rows] == [10.0, 40.0]
@@ -237,7 +228,8 @@ def test_a_worker_killed_mid_step_fails_the_phase_in_bounded_time(tmp_path: Path
                 busy.set()
         await app(scope, receive, send)
 
-    workers = [_worker(port), _worker(port)]
+    stack = ExitStack()
+    workers = [stack.enter_context(_worker(port)) for _ in range(2)]
     killed_at: list[float] = []
 
     def kill_one() -> None:
@@ -261,12 +253,7 @@ def test_a_worker_killed_mid_step_fails_the_phase_in_bounded_time(tmp_path: Path
             returned = time.monotonic()
     finally:
         killer.join(timeout=5)
-        for w in workers:
-            if w.poll() is None:
-                try:
-                    w.wait(timeout=30)
-                finally:
-                    w.kill()
+        stack.close()
     assert killed_at, "the ramp step never reached the Locust workers"
     error = res.phases[0].error
     assert error is not None and error.startswith("TransportError: Locust step ramp c=4: Locust worker ")

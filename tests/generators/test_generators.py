@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from jsonschema import Draft202012Validator
 
-from tests.servers import run_wirecheck
+from tests.servers import port_open, process, run_wirecheck
 from wirecheck.contracts import CheckConfig, Exchange, HttpRequest, check_exchanges
 from wirecheck.generators import (
     SAMPLE_SET_VERSION,
@@ -211,16 +209,6 @@ def reasoning_of(text: str) -> str:
     return out
 
 
-def wait_listening(port: int) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"nothing listens on 127.0.0.1:{port}")
-
-
 def test_scenarios_cli_via_proxy_blames_the_gateway() -> None:
     from wirecheck.record import free_port
     from wirecheck.sim import GatewayConfig, create_gateway, parse_gateway_faults
@@ -282,17 +270,13 @@ def test_scenarios_cli_via_proxy_blames_the_gateway() -> None:
             assert curl_line.startswith(f"curl -sN {gw_url}/v1/chat/completions")
             assert line == expected_line, line  # so the run above was this line, run as printed
             # ... and the other two rerun as printed too
-            tap = subprocess.Popen(
-                ["bash", "-c", f"{tap_line} wait"], env=env, start_new_session=True, stderr=subprocess.PIPE
-            )
-            try:
-                wait_listening(engine_port)
+            # the shell in a group of its own: stopping it stops the tap it started, nothing else
+            with process(
+                ["bash", "-c", f"{tap_line} wait"], env=env, group=True, ready=port_open(engine_port)
+            ):
                 answer = subprocess.run(
                     ["bash", "-c", curl_line], env=env, capture_output=True, text=True, timeout=60, check=True
                 ).stdout
-            finally:
-                os.killpg(tap.pid, signal.SIGTERM)  # the shell and the tap it started, nothing else
-                tap.communicate(timeout=20)
             # the shrunk request, sent as printed, shows the finding: the engine reasons, the caller
             # gets no reasoning through the gateway
             argv = shlex.split(curl_line)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
-import subprocess
 import sys
 import textwrap
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers import process
 from wirecheck.contracts import Exchange, HttpRequest, HttpResponse, InputError
 from wirecheck.record import SCHEMA_VERSION, Store, open_store
 
@@ -87,13 +87,12 @@ WRITER = textwrap.dedent(
 
 def test_sigkill_mid_write_never_corrupts_the_store(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    for _ in range(30):  # let it write a few thousand exchanges
-        proc.stdout.readline()
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
-    proc.stdout.close()
+    with process([sys.executable, "-c", WRITER, str(db)]) as proc:
+        assert proc.stdout is not None
+        for _ in range(30):  # let it write a few thousand exchanges
+            proc.stdout.readline()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     rows = conn.execute("SELECT doc FROM exchanges").fetchall()

@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import random
-import signal
 import socket
 import subprocess
 import tempfile
@@ -20,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import run_dev
+from tests.servers import process, run_dev, tail
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL_TIMEOUT_S = 900
@@ -63,32 +62,27 @@ def install() -> str | None:
 
 
 class Server:
-    """One ``serve.py`` process in its own process group; ``wait_up`` polls /health."""
+    """One ``serve.py`` process, leading a process group of its own (the API server, its engine and
+    workers stop together); ``wait_up`` polls /health."""
 
     def __init__(self, flags: tuple[str, ...], log: Path) -> None:
         self.flags, self.log = flags, log
         self.port = quiet_port()
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [str(ROOT / ".venv-vllm/bin/python"), str(ROOT / "scripts/realvllm/serve.py")]
-        with log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [*cmd, "--port", str(self.port), *flags],
-                cwd=ROOT,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self._stack = contextlib.ExitStack()
+        self.proc = self._stack.enter_context(
+            process([*cmd, "--port", str(self.port), *flags], cwd=ROOT, logs=log, group=True)
+        )
 
     def wait_up(self) -> str | None:
         """None once /health answers 200, else why it never will."""
         t0 = time.monotonic()
         while True:
             if self.proc.poll() is not None:
-                return (
-                    f"vLLM exited with {self.proc.returncode} while starting:\n{self.log.read_text()[-4000:]}"
-                )
+                return f"vLLM exited with {self.proc.returncode} while starting:\n{tail(self.log, 4000)}"
             if time.monotonic() - t0 > START_TIMEOUT_S:
-                return f"vLLM did not answer /health in {START_TIMEOUT_S} s:\n{self.log.read_text()[-4000:]}"
+                return f"vLLM did not answer /health in {START_TIMEOUT_S} s:\n{tail(self.log, 4000)}"
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
                     print(
@@ -98,15 +92,8 @@ class Server:
             time.sleep(0.5)
 
     def stop(self) -> None:
-        # SIGTERM to the API server stops its engine and worker processes too
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
+        # SIGTERM to the group, SIGKILL after 30 s (tests/servers.py's stop)
+        self._stack.close()
 
 
 @dataclass
