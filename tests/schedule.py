@@ -14,6 +14,10 @@ Two things xdist's own ``loadgroup`` no longer does here, and one it never did:
   both servers (tests/real_vllm/chain.py), not before (a worker would sit waiting) and not only at
   the end (the other worker would sit idle for the tier's ~90 s). Only when nothing else is left does
   a worker take it early and wait.
+- Tests marked ``timing`` (their assertions compare times: a p50 against another, a drift, a
+  deadline) wait for the same moment: installing and starting the two vLLM servers keeps both cores
+  busy for minutes, and every flaky clean-clone run so far was a timing test that ran then. They are
+  handed out once the servers are published, or earlier only when nothing else is left.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import pytest
 from xdist.scheduler import LoadGroupScheduling
 
 TIER = "real_vllm"
+#: the marker of tests held until the servers are up (see above)
+TIMING = "timing"
 _GROUPS = "xdist-groups-{}.json"
 
 
@@ -42,8 +48,10 @@ def write_groups(items: list[pytest.Item], folder: Path, worker: str) -> None:
     """On a worker: each ``xdist_group``-marked test's group, for the controller's scheduler. Tests
     of one module that share a module-scoped fixture are a group too: spread over both workers, each
     worker set the fixture up again (the report-parity run, 22 s, ran twice)."""
-    groups = {}
+    groups, held = {}, []
     for item in items:
+        if item.get_closest_marker(TIMING) is not None:
+            held.append(item.nodeid)
         names = sorted(
             {
                 str(m.args[0] if m.args else m.kwargs.get("name", "default"))
@@ -55,13 +63,14 @@ def write_groups(items: list[pytest.Item], folder: Path, worker: str) -> None:
         elif _shared_fixture_scope(item):
             groups[item.nodeid] = item.nodeid.split("::", 1)[0]
     tmp = folder / f".{_GROUPS.format(worker)}"
-    tmp.write_text(json.dumps(groups))
+    tmp.write_text(json.dumps({"groups": groups, "held": held}))
     tmp.replace(folder / _GROUPS.format(worker))
 
 
 class TierWhenReady(LoadGroupScheduling):
     """``loadgroup`` with the groups read from the workers' files, collection order kept, and the
-    tier handed out once ``ready()`` says its servers are up (or failed to come up)."""
+    tier and the ``timing`` tests handed out once ``ready()`` says the servers are up (or failed to
+    come up)."""
 
     def __init__(self, config: pytest.Config, log: Any, folder: Path, ready: Callable[[], bool]) -> None:
         super().__init__(config, log)
@@ -69,18 +78,34 @@ class TierWhenReady(LoadGroupScheduling):
         config.option.loadscopereorder = False
         self.folder, self.ready = folder, ready
         self.groups: dict[str, str] | None = None
+        self.held: set[str] = set()
+        self.released = False
+
+    def _read(self) -> dict[str, str]:
+        if self.groups is None:  # every worker has collected (and written) by the time units are made
+            self.groups, held = {}, set()
+            for f in sorted(self.folder.glob(_GROUPS.format("*"))):
+                written = json.loads(f.read_text())
+                self.groups.update(written["groups"])
+                held.update(written["held"])
+            self.held = {self._split_scope(nodeid) for nodeid in held}
+        return self.groups
 
     def _split_scope(self, nodeid: str) -> str:
-        if self.groups is None:  # every worker has collected (and written) by the time units are made
-            self.groups = {}
-            for f in sorted(self.folder.glob(_GROUPS.format("*"))):
-                self.groups.update(json.loads(f.read_text()))
-        if nodeid in self.groups:
-            return self.groups[nodeid]
+        groups = self._read()
+        if nodeid in groups:
+            return groups[nodeid]
         return super()._split_scope(nodeid)
 
     def _assign_work_unit(self, node: Any) -> None:
-        if TIER in self.workqueue and len(self.workqueue) > 1:
-            # front once its servers are up, else behind everything else
-            self.workqueue.move_to_end(TIER, last=not self.ready())
+        if not self.released and self.ready():
+            self.released = True
+            if TIER in self.workqueue:
+                self.workqueue.move_to_end(TIER, last=False)  # first, once its servers are up
+        if not self.released:
+            # behind everything else until then: the held units, then the tier
+            for scope in [s for s in self.workqueue if s in self.held]:
+                self.workqueue.move_to_end(scope)
+            if TIER in self.workqueue and len(self.workqueue) > 1:
+                self.workqueue.move_to_end(TIER)
         super()._assign_work_unit(node)

@@ -1,5 +1,6 @@
 """tests/schedule.py, the xdist scheduler of ``./dev test``: groups read from the workers' files,
-collection order kept, the real_vllm tier handed out once its servers are up (issue 13's budget)."""
+collection order kept, the real_vllm tier and the ``timing`` tests handed out once its servers are up
+(issue 13's budget; every flaky clean-clone run was a timing test beside a starting server)."""
 
 from __future__ import annotations
 
@@ -48,10 +49,12 @@ class Config:
         return {"tx": ["2*popen"]}[name]
 
 
-def _scheduler(tmp_path: Path, ready: list[bool]) -> tuple[TierWhenReady, Node, Node]:
+def _scheduler(
+    tmp_path: Path, ready: list[bool], held: tuple[str, ...] = ()
+) -> tuple[TierWhenReady, Node, Node]:
     groups = {"tests/b.py::test_shared_1": "tests/b.py", "tests/b.py::test_shared_2": "tests/b.py"}
     groups |= {i: TIER for i in IDS if "real_vllm" in i}
-    (tmp_path / "xdist-groups-gw0.json").write_text(json.dumps(groups))
+    (tmp_path / "xdist-groups-gw0.json").write_text(json.dumps({"groups": groups, "held": list(held)}))
     sched = TierWhenReady(Config(), None, tmp_path, lambda: ready[0])  # type: ignore[arg-type]
     a, b = Node("gw0"), Node("gw1")
     for n in (a, b):
@@ -91,3 +94,23 @@ def test_with_nothing_else_left_a_worker_takes_the_tier_and_waits(tmp_path: Path
     holder = a if 6 in a.sent else b
     assert holder.sent[-2:] == [6, 7]  # the tier, whole, handed out last
     assert a.shutting_down and b.shutting_down
+
+
+def test_timing_tests_wait_for_the_servers_like_the_tier(tmp_path: Path) -> None:
+    ready = [False]
+    # test_1 compares times; b.py's shared unit holds one that does
+    sched, a, b = _scheduler(tmp_path, ready, held=("tests/a.py::test_1", "tests/b.py::test_shared_2"))
+    # two units each to start: every unit not held goes first (a.py's second test, c.py's two), and
+    # test_1 only because nothing else is left
+    assert (a.sent, b.sent) == ([1, 5], [4, 0])
+    _finish(sched, b, 4)
+    assert b.sent == [4, 0, 2, 3]  # nothing else left but the tier, which still waits: the held unit
+    ready[0] = True
+    _finish(sched, a, 1)
+    assert a.sent == [1, 5, 6, 7]  # servers up: the tier
+
+
+def test_once_the_servers_are_up_timing_tests_keep_their_place(tmp_path: Path) -> None:
+    _, a, b = _scheduler(tmp_path, [True], held=("tests/a.py::test_1",))
+    # the tier first, then collection order, test_1 included
+    assert (a.sent, b.sent) == ([6, 7, 1], [0, 2, 3])

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests import wire
 from tests.hostile.conftest import proxy_process, recorded
@@ -22,6 +23,7 @@ FORGED = {
 }
 
 
+@pytest.mark.timing  # pairing by time when ids are forged
 def test_forged_and_duplicated_ids_give_no_false_gateway_findings(tmp_path: Path) -> None:
     sp, gp, ep = free_port(), free_port(), free_port()
     with (

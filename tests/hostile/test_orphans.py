@@ -7,9 +7,12 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.hostile._proxyproc import alive, chat, descendants, proxy_process
 
 
+@pytest.mark.timing  # helpers must exit within seconds
 def test_helpers_exit_when_the_proxy_is_killed(tmp_path: Path) -> None:
     with proxy_process(tmp_path / "wc.db") as (proc, base, _admin):
         assert chat(base, "hello").status_code == 200

@@ -144,6 +144,7 @@ async def test_hidden_engine_error_is_the_gateways(dual_tap: Callable[..., Any])
     assert ("stream-error-frame", "engine", "engine") in by
 
 
+@pytest.mark.timing  # chunk pacing on both taps
 async def test_buffered_stream_is_the_gateways(dual_tap: Callable[..., Any]) -> None:
     c = dual_tap("stream_buffered", time_scale=0.2)  # ~3 ms a token: the engine spreads them out
     await drive(c, BODIES[1:2], both=False)
