@@ -15,9 +15,11 @@ Two things xdist's own ``loadgroup`` no longer does here, and one it never did:
   the end (the other worker would sit idle for the tier's ~90 s). Only when nothing else is left does
   a worker take it early and wait.
 - Tests marked ``timing`` (their assertions compare times: a p50 against another, a drift, a
-  deadline) wait for the same moment: installing and starting the two vLLM servers keeps both cores
-  busy for minutes, and every flaky clean-clone run so far was a timing test that ran then. They are
-  handed out once the servers are published, or earlier only when nothing else is left.
+  deadline) wait too: installing and starting the two vLLM servers keeps both cores busy for
+  minutes, and every flaky clean-clone run so far was a timing test that ran then. Nor do they run
+  beside the tier, whose cache checks time prefill on the servers (a Locust run beside it made a
+  warm prefill look slow): they go to the tier's worker after its last tests, or to the other
+  worker once the tier is done. Either rule gives way when nothing else is left.
 """
 
 from __future__ import annotations
@@ -97,15 +99,30 @@ class TierWhenReady(LoadGroupScheduling):
             return groups[nodeid]
         return super()._split_scope(nodeid)
 
+    def _tier_running(self, node: Any) -> bool | None:
+        """Whether the tier's tests are still running: on ``node`` (True), on another worker
+        (False), or not at all (None)."""
+        for other, work in self.assigned_work.items():
+            if not all(work.get(TIER, {}).values()):
+                return other is node
+        return None
+
     def _assign_work_unit(self, node: Any) -> None:
         if not self.released and self.ready():
             self.released = True
             if TIER in self.workqueue:
                 self.workqueue.move_to_end(TIER, last=False)  # first, once its servers are up
+        held = [s for s in self.workqueue if s in self.held]
         if not self.released:
             # behind everything else until then: the held units, then the tier
-            for scope in [s for s in self.workqueue if s in self.held]:
+            for scope in held:
                 self.workqueue.move_to_end(scope)
             if TIER in self.workqueue and len(self.workqueue) > 1:
                 self.workqueue.move_to_end(TIER)
+        elif TIER not in self.workqueue:
+            running = self._tier_running(node)
+            # the tier's own tests time prefill and TTFT on its servers: the held units run after
+            # them on the tier's worker, or on the other worker once the tier is done
+            for scope in reversed(held) if running else held:
+                self.workqueue.move_to_end(scope, last=running is False)
         super()._assign_work_unit(node)

@@ -110,7 +110,11 @@ def test_timing_tests_wait_for_the_servers_like_the_tier(tmp_path: Path) -> None
     assert a.sent == [1, 5, 6, 7]  # servers up: the tier
 
 
-def test_once_the_servers_are_up_timing_tests_keep_their_place(tmp_path: Path) -> None:
-    _, a, b = _scheduler(tmp_path, [True], held=("tests/a.py::test_1",))
-    # the tier first, then collection order, test_1 included
-    assert (a.sent, b.sent) == ([6, 7, 1], [0, 2, 3])
+def test_once_the_servers_are_up_timing_tests_run_after_the_tier_never_beside_it(tmp_path: Path) -> None:
+    sched, a, b = _scheduler(tmp_path, [True], held=("tests/a.py::test_1", "tests/a.py::test_2"))
+    # the tier first; its worker takes a held test to run after the tier's, the other worker the rest
+    assert (a.sent, b.sent) == ([6, 7, 0], [2, 3, 4])
+    _finish(sched, b, 2)
+    assert b.sent == [2, 3, 4, 5]  # the tier still runs on a: c.py before the held test_2
+    _finish(sched, b, 3)
+    assert b.sent == [2, 3, 4, 5, 1]  # nothing else is left: test_2 goes all the same
