@@ -8,76 +8,71 @@ emits (``entrypoints/openai/responses/streaming_events.py`` and ``serving.py``;
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ._registry import CheckConfig, Fault, Hit, hit, rule
 from ._view import ExchangeView
 
 
-def _anomalies(view: ExchangeView, *kinds: str) -> Iterator[Hit]:
-    if view.kind != "stream" or view.stream is None:
-        return
-    seen = 0
-    for a in view.stream.anomalies:
-        if a.kind in kinds:
-            if a.kind == "api-terminal-missing" and view.ex.error is not None:
-                continue  # the transport cut it; transport-error says so
-            seen += 1
-            if seen <= 3:
-                yield hit(a.detail, f"/events/{a.event}{a.pointer}", event=a.event)
-    if seen > 3:
-        yield hit(f"{seen - 3} more of the same", "/events")
+def _anomalies(kinds: tuple[str, ...]) -> Callable[[ExchangeView, CheckConfig], Iterator[Hit]]:
+    """A rule that reports the assembler's anomalies of ``kinds``: three findings, then the count."""
+
+    def check(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+        if view.kind != "stream" or view.stream is None:
+            return
+        seen = 0
+        for a in view.stream.anomalies:
+            if a.kind in kinds:
+                if a.kind == "api-terminal-missing" and view.ex.error is not None:
+                    continue  # the transport cut it; transport-error says so
+                seen += 1
+                if seen <= 3:
+                    yield hit(a.detail, f"/events/{a.event}{a.pointer}", event=a.event)
+        if seen > 3:
+            yield hit(f"{seen - 3} more of the same", "/events")
+
+    return check
 
 
-@rule(
-    "api-stream-order",
-    fault=Fault.ENGINE,
-    area="stream",
-    summary="A Responses or Messages event stream out of order: wrong first or last event, an event for an item or block that is not open, an event name that is not its data's type.",
+#: rule id, the anomaly kinds it reports, its summary, its doc (each an engine fault in area stream)
+_FRAMING_RULES = (
+    (
+        "api-stream-order",
+        ("api-order", "api-terminal-missing"),
+        "A Responses or Messages event stream out of order: wrong first or last event, an event for an item or block that is not open, an event name that is not its data's type.",
+        """Responses open with ``response.created`` and end with ``response.completed``; an item is
+        added, fed and closed by ``response.output_item.done`` before the next is added. Messages open
+        with ``message_start``, carry ``stop_reason`` in ``message_delta`` and end with
+        ``message_stop``; a delta's type fits its block (``input_json_delta`` in ``tool_use``).
+        Clients (the openai and anthropic SDKs) build the message from these events and drop or
+        reject what breaks the order.""",
+    ),
+    (
+        "api-stream-sequence",
+        ("api-sequence",),
+        "Responses stream events whose sequence_number does not count 0, 1, 2, ... over every event.",
+        """vLLM numbers every event it sends (``_increment_sequence_number_and_return``); a gap or a
+        repeat means an event was dropped, replayed or reordered between the engine and the client.""",
+    ),
+    (
+        "api-block-index",
+        ("api-index",),
+        "Messages stream content blocks whose index is not dense from 0, overlap, or are fed after they stop.",
+        """One block is open at a time and indexes count 0, 1, 2 (vLLM's ``_ActiveBlockState``); the
+        anthropic SDK puts each delta into ``content[index]``, so a wrong index corrupts another
+        block.""",
+    ),
+    (
+        "api-stream-disagrees",
+        ("api-disagree",),
+        "A Responses .done event or response.completed disagrees with what the stream's deltas built.",
+        """``response.function_call_arguments.done``, ``response.output_item.done`` and the output of
+        ``response.completed`` repeat the item whole; clients read either, so both must say the
+        same.""",
+    ),
 )
-def _order(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Responses open with ``response.created`` and end with ``response.completed``; an item is added,
-    fed and closed by ``response.output_item.done`` before the next is added. Messages open with
-    ``message_start``, carry ``stop_reason`` in ``message_delta`` and end with ``message_stop``; a
-    delta's type fits its block (``input_json_delta`` in ``tool_use``). Clients (the openai and
-    anthropic SDKs) build the message from these events and drop or reject what breaks the order."""
-    yield from _anomalies(view, "api-order", "api-terminal-missing")
-
-
-@rule(
-    "api-stream-sequence",
-    fault=Fault.ENGINE,
-    area="stream",
-    summary="Responses stream events whose sequence_number does not count 0, 1, 2, ... over every event.",
-)
-def _sequence(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """vLLM numbers every event it sends (``_increment_sequence_number_and_return``); a gap or a repeat
-    means an event was dropped, replayed or reordered between the engine and the client."""
-    yield from _anomalies(view, "api-sequence")
-
-
-@rule(
-    "api-block-index",
-    fault=Fault.ENGINE,
-    area="stream",
-    summary="Messages stream content blocks whose index is not dense from 0, overlap, or are fed after they stop.",
-)
-def _block_index(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """One block is open at a time and indexes count 0, 1, 2 (vLLM's ``_ActiveBlockState``); the
-    anthropic SDK puts each delta into ``content[index]``, so a wrong index corrupts another block."""
-    yield from _anomalies(view, "api-index")
-
-
-@rule(
-    "api-stream-disagrees",
-    fault=Fault.ENGINE,
-    area="stream",
-    summary="A Responses .done event or response.completed disagrees with what the stream's deltas built.",
-)
-def _disagrees(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """``response.function_call_arguments.done``, ``response.output_item.done`` and the output of
-    ``response.completed`` repeat the item whole; clients read either, so both must say the same."""
-    yield from _anomalies(view, "api-disagree")
+for _id, _kinds, _summary, _doc in _FRAMING_RULES:
+    rule(_id, fault=Fault.ENGINE, area="stream", summary=_summary, doc=_doc)(_anomalies(_kinds))
 
 
 # --- which rules judge which endpoint (docs/rules.md's endpoints column) ---------------------------
