@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges
-from wirecheck.generators import CITIES, run_scenarios
+from wirecheck.generators import CITIES, function_tool, run_scenarios
 
 from ._client import Sample, measure
 from ._model import Check, InterfaceResult, Limits
@@ -36,29 +36,13 @@ __all__ = ["TapSource", "interface_requests", "run_interface"]
 #: given the correlation ids the client sent, the taps' exchanges for them
 TapSource = Callable[[list[str]], Awaitable[list[Exchange]]]
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string"},
-                "days": {"type": "integer", "minimum": 1, "maximum": 7},
-            },
-            "required": ["city"],
-        },
-    },
-}
-SEARCH = {
-    "type": "function",
-    "function": {
-        "name": "search_orders",
-        "description": "Search orders",
-        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
-    },
-}
+WEATHER = function_tool(
+    "get_weather",
+    "Current weather for a city",
+    {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+    ["city"],
+)
+SEARCH = function_tool("search_orders", "Search orders", {"query": {"type": "string"}}, ["query"])
 ANSWER_SCHEMA = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "summary": {"type": "string"}, "score": {"type": "integer"}},

@@ -109,6 +109,24 @@ def json_schemas(max_depth: int = 2) -> st.SearchStrategy[dict[str, Any]]:
     return obj(inner)
 
 
+def function_tool(
+    name: str,
+    description: str | None,
+    properties: dict[str, Any],
+    required: list[str],
+    **schema: Any,
+) -> dict[str, Any]:
+    """One entry of a request's ``tools``: a function whose parameters are an object with these
+    ``properties`` (``required`` of them), and any other JSON Schema keyword in ``schema``."""
+    parameters = {"type": "object", "properties": properties, "required": required, **schema}
+    function = {
+        "name": name,
+        **({"description": description} if description else {}),
+        "parameters": parameters,
+    }
+    return {"type": "function", "function": function}
+
+
 @st.composite
 def tool_definitions(draw: st.DrawFn) -> dict[str, Any]:
     name = draw(_NAMES)
@@ -181,22 +199,9 @@ def structured_output_schemas() -> st.SearchStrategy[dict[str, Any]]:
 
 def agent_sample_set(*, turns: int = 12, tools: int = 24) -> dict[str, Any]:
     """A long agent input (system prompt, tool definitions, history), deterministic, versioned."""
+    order = {"order_id": {"type": "string"}, "priority": {"type": "integer", "minimum": 1, "maximum": 5}}
     defs = [
-        {
-            "type": "function",
-            "function": {
-                "name": f"op_{i:02d}",
-                "description": f"Operation {i} of the logistics back office. " * 3,
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "order_id": {"type": "string"},
-                        "priority": {"type": "integer", "minimum": 1, "maximum": 5},
-                    },
-                    "required": ["order_id"],
-                },
-            },
-        }
+        function_tool(f"op_{i:02d}", f"Operation {i} of the logistics back office. " * 3, order, ["order_id"])
         for i in range(tools)
     ]
     history: list[dict[str, Any]] = [

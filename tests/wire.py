@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from wirecheck.contracts import Chunk, Exchange, ExchangeError, HttpRequest, HttpResponse
+from wirecheck.generators import function_tool
 
 K2 = "moonshotai/Kimi-K2-Thinking"
 K3 = "moonshotai/Kimi-K3"
@@ -18,29 +19,14 @@ CID = "chatcmpl-8a9e95f5621789de"
 FP = "vllm-0.33.0-tp8-1a2b3c4d"
 _ids = itertools.count(1)
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string"},
-                "days": {"type": "integer", "minimum": 1, "maximum": 7},
-            },
-            "required": ["city"],
-            "additionalProperties": False,
-        },
-    },
-}
-SEARCH = {
-    "type": "function",
-    "function": {
-        "name": "search",
-        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
-    },
-}
+WEATHER = function_tool(
+    "get_weather",
+    "Weather for a city",
+    {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+    ["city"],
+    additionalProperties=False,
+)
+SEARCH = function_tool("search", None, {"q": {"type": "string"}}, ["q"])
 
 
 def req(**kw: Any) -> dict[str, Any]:
