@@ -14,6 +14,17 @@ ROOT = Path(__file__).resolve().parents[2]
 FAST = {"family": "kimi_k3", "time_scale": 0.02}
 
 
+#: a loopback port nothing answers on
+DEAD = "http://127.0.0.1:9"
+
+
+def accept_argv(target: str, out: Path | None, *more: str) -> list[str]:
+    """``wirecheck accept``'s arguments for a run against ``target``, reviewed by ci, with its
+    report in ``out`` (none: the option left out), and ``more``."""
+    where = ["--out", str(out)] if out is not None else []
+    return ["accept", "--target", target, "--reviewer", "ci", *where, *more]
+
+
 def small_plan() -> CapacityPlan:
     return CapacityPlan(
         # 8 soak requests a window, so that each window's p50 (the drift check) is a median and not

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from tests.acceptance.runs import FAST, ROOT, checks, run_accept
+from tests.acceptance.runs import DEAD, FAST, ROOT, accept_argv, checks, run_accept
 from tests.chromium import count_color, render
 from tests.cli_batch import wirecheck_batch
 from tests.servers import run_wirecheck
@@ -314,19 +314,8 @@ def test_the_cli_gives_exit_codes_and_clear_errors(tmp_path: Path) -> None:
     cfg = SimConfig(**FAST)  # type: ignore[arg-type]
     paths = write_environment(tmp_path / "ev", cfg, Environment(driver="570.86.15"))
     with serve(create_app(cfg)) as url:
-        base = [
-            sys.executable,
-            "-m",
-            "wirecheck",
-            "accept",
-            "--target",
-            url,
-            "--engine-url",
-            url,
-            "--reviewer",
-            "ci",
-            "--official-image",
-        ]
+        args = accept_argv(url, None, "--engine-url", url, "--official-image")
+        base = [sys.executable, "-m", "wirecheck", *args]
         proc = subprocess.run(
             [
                 *base,
@@ -359,22 +348,14 @@ def test_the_cli_gives_exit_codes_and_clear_errors(tmp_path: Path) -> None:
             logs,
             {
                 "missing": [
-                    *base[3:],
+                    *args,
                     "--out",
                     str(tmp_path / "o2"),
                     "--host-info",
                     str(tmp_path / "nope.xml"),
                 ],
-                "bad": [*base[3:], "--out", str(tmp_path / "o3"), "--phases", "compat,speed"],
-                "dead": [
-                    "accept",
-                    "--target",
-                    "http://127.0.0.1:9",
-                    "--reviewer",
-                    "ci",
-                    "--out",
-                    str(tmp_path / "o4"),
-                ],
+                "bad": [*args, "--out", str(tmp_path / "o3"), "--phases", "compat,speed"],
+                "dead": accept_argv(DEAD, tmp_path / "o4"),
                 "probe": ["probe", "--image", "vllm/vllm-openai:kimi-k3", "--out", str(out)],
                 # for a container without wirecheck: the probe as a stdlib-only script, run by a bare python3
                 "script": ["probe", "--script"],

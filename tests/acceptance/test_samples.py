@@ -14,7 +14,7 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
-from tests.acceptance.runs import FAST, ROOT, checks, run_accept
+from tests.acceptance.runs import DEAD, FAST, ROOT, accept_argv, checks, run_accept
 from tests.servers import run_wirecheck
 from wirecheck.acceptance import AcceptanceResult, CapacityPlan, Limits
 from wirecheck.acceptance._client import Sample, measure
@@ -270,16 +270,7 @@ def test_the_cli_refuses_a_bad_samples_file_with_exit_2_before_sending_anything(
         path, message = bad[case]
         # the target does not answer: the samples error comes first, so nothing was sent anywhere
         proc = run_wirecheck(
-            "accept",
-            "--target",
-            "http://127.0.0.1:9",
-            "--reviewer",
-            "ci",
-            "--out",
-            str(tmp_path / case.replace(" ", "-")),
-            "--samples",
-            str(path),
-            timeout=60,
+            *accept_argv(DEAD, tmp_path / case.replace(" ", "-"), "--samples", str(path)), timeout=60
         )
         assert proc.returncode == 2, (case, proc.stderr)
         lines = proc.stderr.strip().splitlines()
