@@ -56,25 +56,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     x.add_argument("--body-limit", default="32MiB", help="largest request body (413 past it)")
     add_fields(x, TapConfig, TAP_FIELDS)
     add_fields(x, ProxyRun, RUN_FIELDS)
-    x.add_argument(
-        "--admin",
-        default="127.0.0.1:8102",
-        metavar="HOST:PORT",
-        help="the admin listener: /wirecheck/health, /findings, /metrics (default 127.0.0.1:8102; 'off' for none)",
-    )
-    x.add_argument(
-        "--admin-token",
-        default=None,
-        metavar="TOKEN",
-        help="bearer token the admin listener asks for (default $WIRECHECK_ADMIN_TOKEN); needed beyond loopback",
-    )
-    x.add_argument(
-        "--correlation-secret",
-        default=None,
-        metavar="TEXT",
-        help="key of the x-wirecheck-id correlation; replicas sharing a store need the same one "
-        "(default $WIRECHECK_CORRELATION_SECRET, else random per process)",
-    )
+    # options read by hand in _proxy (an address, or a secret that may come from the environment)
+    for flag, default, metavar, text in (
+        (
+            "--admin",
+            "127.0.0.1:8102",
+            "HOST:PORT",
+            "the admin listener: /wirecheck/health, /findings, /metrics (default 127.0.0.1:8102; 'off' for none)",
+        ),
+        (
+            "--admin-token",
+            None,
+            "TOKEN",
+            "bearer token the admin listener asks for (default $WIRECHECK_ADMIN_TOKEN); needed beyond loopback",
+        ),
+        (
+            "--correlation-secret",
+            None,
+            "TEXT",
+            "key of the x-wirecheck-id correlation; replicas sharing a store need the same one "
+            "(default $WIRECHECK_CORRELATION_SECRET, else random per process)",
+        ),
+    ):
+        x.add_argument(flag, default=default, metavar=metavar, help=text)
     x.add_argument(
         "--record-limit",
         default="16MiB",
