@@ -102,11 +102,7 @@ def check_ids(store: Store, ids: list[str], *, config: CheckConfig | None = None
         return 0
     own = store.exchanges_for(ids, [])
     corrs = sorted({e.correlation for e in own if e.correlation})
-    exchanges = store.exchanges_for(ids, corrs) if corrs else own
-    exchanges += _neighbours(store, exchanges)
-    wanted = set(ids)
-    result = check_exchanges(exchanges, config or CheckConfig(), focus=wanted)
-    store.add_findings([f for f in result.findings if f.exchange_id in wanted], ids)
+    _check_batch(store, ids, store.exchanges_for(ids, corrs) if corrs else own, config, Recent())
     return len(ids)
 
 
@@ -128,29 +124,34 @@ def check_pending(
     corrs = sorted({c for _, c in pending if c})
     if announce is not None:
         announce(ids)
-    exchanges = store.exchanges_for(ids, corrs)
-    exchanges += _neighbours(store, exchanges, recent)
-    wanted = set(ids)
-    result = check_exchanges(
-        exchanges,
-        config or CheckConfig(),
-        focus=wanted,
-        view_of=recent.view if recent is not None else build_view,
+    _check_batch(
+        store, ids, store.exchanges_for(ids, corrs), config, recent if recent is not None else Recent()
     )
-    if recent is not None:
-        starts = [t for ex in exchanges if ex.id in wanted and (t := ex.started_epoch) is not None]
-        if starts:
-            recent.forget_before(min(starts) - NEIGHBOUR_S)
-    store.add_findings([f for f in result.findings if f.exchange_id in wanted], ids)
     if announce is not None:
         announce(None)
     return len(ids)
 
 
-def _neighbours(store: Store, batch: list[Exchange], recent: Recent | None = None) -> list[Exchange]:
+def _check_batch(
+    store: Store, ids: list[str], exchanges: list[Exchange], config: CheckConfig | None, recent: Recent
+) -> None:
+    """Check the exchanges ``ids`` (``exchanges``: them and their partners by correlation) with what
+    was recorded around them, and store their findings. ``recent`` keeps the views for the next
+    batch (an empty one: every neighbour is read from the store)."""
+    exchanges += _neighbours(store, exchanges, recent)
+    wanted = set(ids)
+    result = check_exchanges(exchanges, config or CheckConfig(), focus=wanted, view_of=recent.view)
+    starts = [t for ex in exchanges if ex.id in wanted and (t := ex.started_epoch) is not None]
+    if starts:
+        recent.forget_before(min(starts) - NEIGHBOUR_S)
+    store.add_findings([f for f in result.findings if f.exchange_id in wanted], ids)
+
+
+def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> list[Exchange]:
     """Exchanges recorded around this batch, checked before or not yet settled: a partner without the
     correlation id (a gateway that drops it) pairs by completion id or fingerprint only when it is
-    there to be seen, the same as in an offline ``wirecheck check`` (issue 14)."""
+    there to be seen, the same as in an offline ``wirecheck check`` (issue 14). Only what ``recent``
+    does not hold is read from the store."""
     sides: dict[str, set[str]] = {}
     for ex in batch:
         if ex.correlation:
@@ -163,14 +164,7 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent | None = Non
     lo = datetime.fromtimestamp(times[0] - NEIGHBOUR_S, UTC).isoformat()
     hi = datetime.fromtimestamp(times[-1] + NEIGHBOUR_S, UTC).isoformat()
     have = {ex.id for ex in batch}
-    if recent is None:
-        return [
-            ex
-            for ex in store.exchanges(where="WHERE started_at >= ? AND started_at <= ?", args=(lo, hi))
-            if ex.id not in have
-        ]
-    # only what the last batch did not hold is read from the store; the order stays the write order
-    # (the twins of one request pair first with first)
+    # the order stays the write order (the twins of one request pair first with first)
     ids = [i for i in store.ids_between(lo, hi) if i not in have]
     missing = [i for i in ids if recent.exchange(i) is None]
     loaded: dict[str, Exchange] = {}
