@@ -5,7 +5,7 @@ reasoning, reasoning itself, structured output. Split from ``_rules_message`` (i
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ._assembly import AssembledChoice
@@ -77,58 +77,55 @@ def _finish_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 # --- markup in text --------------------------------------------------------------------------------
 
 
-def _markup_left(view: ExchangeView, markup: re.Pattern[str], field: str, message: str) -> Iterator[Hit]:
-    """Markup a parser should have mapped, left in ``content`` or ``reasoning`` of a choice: the
-    rules below differ only in the markup, the field and the message (issue 12)."""
-    if not view.ok:
-        return
-    for ch in view.choices:
-        m = find_markup(markup, ch.content if field == "content" else ch.reasoning)
-        if m:
-            yield hit(message, f"/choices/{ch.index}/message/{field}", m[1])
+def _markup_left(
+    markup: re.Pattern[str], field: str, message: str
+) -> Callable[[ExchangeView, CheckConfig], Iterator[Hit]]:
+    """A rule for markup a parser should have mapped, left in ``content`` or ``reasoning`` of a choice."""
+
+    def check(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+        if not view.ok:
+            return
+        for ch in view.choices:
+            m = find_markup(markup, ch.content if field == "content" else ch.reasoning)
+            if m:
+                yield hit(message, f"/choices/{ch.index}/message/{field}", m[1])
+
+    return check
 
 
-@rule(
-    "tool-markup-in-content",
-    fault=Fault.PARSER,
-    area="markup",
-    summary="Tool-call markup of any family (K2 tokens, K3 <|open|>tools, <tool_call>) left in content.",
-)
-def _tool_markup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """The model wrote a call and the tool parser did not map it (vllm #39056, #42021, #51073), or no
-    tool parser is configured."""
-    yield from _markup_left(
-        view, TOOL_MARKUP, "content", "tool-call markup in content: the tool parser did not map the call"
-    )
-
-
-@rule(
-    "tool-call-in-reasoning",
-    fault=Fault.MODEL,
-    area="markup",
-    summary="Tool-call markup inside reasoning: the model called a tool before its thinking closed.",
-)
-def _tool_in_reasoning(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """A call written before ``</think>`` lands in reasoning, where no tool parser looks."""
-    yield from _markup_left(
-        view, TOOL_MARKUP, "reasoning", "tool-call markup inside reasoning: a call before </think> closed"
-    )
-
-
-@rule(
-    "reasoning-markup-in-content",
-    fault=Fault.PARSER,
-    area="markup",
-    summary="Think markup (</think>, <|open|>think) left in content.",
-)
-def _reasoning_markup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """The reasoning parser did not split reasoning from the answer."""
-    yield from _markup_left(
-        view,
-        REASONING_MARKUP,
-        "content",
-        "reasoning markup in content: the reasoning parser did not split it",
-    )
+# the rules differ only in the markup, the field and the message (issue 12): rule id, fault, summary,
+# doc, and what the check looks for
+for _id, _fault, _summary, _doc, _check in (
+    (
+        "tool-markup-in-content",
+        Fault.PARSER,
+        "Tool-call markup of any family (K2 tokens, K3 <|open|>tools, <tool_call>) left in content.",
+        """The model wrote a call and the tool parser did not map it (vllm #39056, #42021, #51073), or
+        no tool parser is configured.""",
+        _markup_left(
+            TOOL_MARKUP, "content", "tool-call markup in content: the tool parser did not map the call"
+        ),
+    ),
+    (
+        "tool-call-in-reasoning",
+        Fault.MODEL,
+        "Tool-call markup inside reasoning: the model called a tool before its thinking closed.",
+        "A call written before ``</think>`` lands in reasoning, where no tool parser looks.",
+        _markup_left(
+            TOOL_MARKUP, "reasoning", "tool-call markup inside reasoning: a call before </think> closed"
+        ),
+    ),
+    (
+        "reasoning-markup-in-content",
+        Fault.PARSER,
+        "Think markup (</think>, <|open|>think) left in content.",
+        "The reasoning parser did not split reasoning from the answer.",
+        _markup_left(
+            REASONING_MARKUP, "content", "reasoning markup in content: the reasoning parser did not split it"
+        ),
+    ),
+):
+    rule(_id, fault=_fault, area="markup", summary=_summary, doc=_doc)(_check)
 
 
 @rule(
