@@ -88,17 +88,15 @@ def _role_chunk(reply: _Reply) -> bytes:
 async def _answer(admitted: Admitted) -> Response:
     if admitted.req.get("stream"):
         return StreamingResponse(chat_stream(admitted), media_type="text/event-stream")
-    body = await whole_body(admitted)
-    reply = admitted.reply
-    record_truth(admitted.request, reply.injected(), seq=reply.seq, completion_id=reply.id)
-    return JSONResponse(body)
+    return JSONResponse(await whole_body(admitted))
 
 
 chat_completions = endpoint(_answer)
 
 
 async def whole_body(admitted: Admitted) -> dict[str, Any]:
-    """The non-streamed chat completion as a dict; an engine error raises ``_Reject``."""
+    """The non-streamed chat completion as a dict, its ground truth recorded (for /v1/chat/completions
+    and the two APIs built on it alike); an engine error raises ``_Reject``."""
     state, reply, seqreq = admitted.state, admitted.reply, admitted.seqreq
     tokens: list[str] = []
     try:
@@ -143,6 +141,7 @@ async def whole_body(admitted: Admitted) -> dict[str, Any]:
         "ec_transfer_params": None,
         "metrics": None,
     }
+    record_truth(admitted.request, reply.injected(), seq=reply.seq, completion_id=reply.id)
     return body
 
 
@@ -157,16 +156,26 @@ async def chat_stream(admitted: Admitted) -> AsyncIterator[bytes]:
     emitter = StreamEmitter(reply.stream_style(), both_reasoning_names=cfg.dialect == "vllm-0.15")
     tokens: list[str] = []
     half = max(1, len(reply.out_tokens) // 2)
-    finished = False
+    finished = recorded = False
     cut: str | None = None
+
+    def record() -> None:
+        # before the last frame: /v1/messages' converter stops reading at it, and a generator left
+        # suspended there would record only when collected
+        nonlocal recorded
+        if not recorded:
+            recorded = True
+            record_truth(admitted.request, reply.injected(cut), seq=reply.seq, completion_id=reply.id)
+
     try:
         while True:
             kind, value = await seqreq.events.get()
             if kind == "error":
                 if not tokens:
                     yield _role_chunk(reply)
-                yield _error_frame(f"EngineCore encountered an issue: {value}")
                 finished = True
+                record()
+                yield _error_frame(f"EngineCore encountered an issue: {value}")
                 return
             if kind == "token":
                 if not tokens:
@@ -213,11 +222,12 @@ async def chat_stream(admitted: Admitted) -> AsyncIterator[bytes]:
             if include_usage:
                 usage = reply.usage(len(seqreq.prompt), len(tokens), seqreq.cached, p)
                 yield _frame(reply, [], usage=usage, system_fingerprint=cfg.fingerprint)
-            yield b"data: [DONE]\n\n"
             finished = True
+            record()
+            yield b"data: [DONE]\n\n"
             return
     finally:
-        record_truth(admitted.request, reply.injected(cut), seq=reply.seq, completion_id=reply.id)
+        record()
         if not finished:
             # the client went away: abort so the engine frees the KV cache, as vLLM does
             state.engine.abort(seqreq)

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests import apiwire as aw
 from tests import wire
+from wirecheck.acceptance._groundtruth import score_truth
 from wirecheck.contracts import CheckConfig, check_exchanges
-from wirecheck.sim import SIM_FAMILIES
+from wirecheck.sim import SIM_FAMILIES, GroundTruth, read_truth
 
 FAMILY_NAMES = sorted(SIM_FAMILIES)
 
@@ -133,3 +135,25 @@ async def test_a_non_streamed_messages_400_on_invalid_arguments_is_the_models(
     bad = await ok.post("/v1/messages", json={"model": ok.app.state.sim.cfg.model, "messages": []})
     assert bad.status_code == 400
     assert _findings(ok) == [("/v1/messages", "http-client-error", "caller")]
+
+
+@pytest.mark.parametrize("fault", ["model.undeclared_tool", "parser.markup_in_content"])
+async def test_both_apis_write_ground_truth_streamed_or_not(
+    dual_tap: Callable[..., Any], fault: str, tmp_path: Path
+) -> None:
+    """Issue 14's ground truth covers the two APIs as it covers chat: every request, streamed or not,
+    writes what the simulator injected, and the findings score perfectly against it."""
+    truth = GroundTruth(tmp_path / "truth.jsonl")
+    c = dual_tap(family="kimi_k2", faults=fault, truth=truth)
+    for stream in (False, True):
+        for path, body in (("/v1/responses", aw.responses_req), ("/v1/messages", aw.messages_req)):
+            await c.post(
+                path, json=body(model=wire.K2, stream=stream), headers={"x-wirecheck-id": f"{path}{stream}"}
+            )
+    truth.close()
+    lines = read_truth(tmp_path / "truth.jsonl")
+    assert len(lines) == 4 and all({f["fault"] for f in line["faults"]} == {fault} for line in lines), lines
+    s = score_truth(c.exchanges, check_exchanges(c.exchanges).findings, lines)
+    assert s.perfect, s.to_dict()
+    (cls,) = s.classes
+    assert cls.injected == cls.found == 4
