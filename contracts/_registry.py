@@ -1,9 +1,13 @@
 """Findings, faults, and the one rule registry (the catalogue: docs/rules.md is generated from it).
 
-A rule is a plain function registered with :func:`rule` and one signature::
+A rule is a plain function registered with :func:`rule` and one signature; its docstring is the
+catalogue's text, the first paragraph the summary and the rest the why::
 
-    @rule("tool-call-args-schema", fault=Fault.MODEL, summary="...")
-    def _(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]: ...
+    @rule("tool-call-args-schema", fault=Fault.MODEL)
+    def _(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+        '''Tool call arguments break the tool's parameters schema.
+
+        Why, and what vLLM does (issue numbers).'''
 
 ``scope`` says what the function receives: ``"exchange"`` one :class:`ExchangeView`; ``"taps"`` a
 :class:`TapPair` (caller and engine side of one request); ``"twins"`` a :class:`TwinPair` (a streamed
@@ -13,8 +17,10 @@ exchange of the check and its pairs: what only the whole capture shows). Rule id
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -131,14 +137,16 @@ def rule(
     rule_id: str,
     *,
     fault: Fault,
-    summary: str,
+    summary: str | None = None,
     severity: Severity = Severity.ERROR,
     scope: str = "exchange",
     area: str = "response",
     doc: str | None = None,
 ) -> Callable[[RuleFunc], RuleFunc]:
-    """Register a rule. Its doc (the catalogue's "why") is the function's docstring, or ``doc`` for a
-    rule built from a table, where one function serves several rules (issue 12)."""
+    """Register a rule. Its summary and doc (the catalogue's "why") are the function's docstring: the
+    first paragraph, then the rest. A rule built from a table, where one function serves several
+    rules (issue 12), gives ``summary`` and ``doc`` instead (``summary`` alone keeps the docstring as
+    the doc)."""
     if not _ID.match(rule_id):
         raise ValueError(f"rule id {rule_id!r} is not kebab-case")
     if scope not in _SCOPES:
@@ -147,11 +155,24 @@ def rule(
     def register(func: RuleFunc) -> RuleFunc:
         if rule_id in REGISTRY:
             raise ValueError(f"rule {rule_id!r} is registered twice")
-        text = " ".join(((func.__doc__ if doc is None else doc) or "").split())
-        REGISTRY[rule_id] = Rule(rule_id, summary, severity, fault, scope, func, area, text)
+        why: str | None = func.__doc__ if doc is None else doc
+        first = summary
+        if first is None:
+            first, why = _summary_and_why(rule_id, func.__doc__)
+        text = " ".join((why or "").split())
+        REGISTRY[rule_id] = Rule(rule_id, first, severity, fault, scope, func, area, text)
         return func
 
     return register
+
+
+def _summary_and_why(rule_id: str, docstring: str | None) -> tuple[str, str]:
+    head, _, rest = inspect.cleandoc(docstring or "").partition("\n\n")
+    if not head:
+        if sys.flags.optimize >= 2:  # python -OO drops docstrings: the catalogue shows ids only
+            return rule_id, ""
+        raise ValueError(f"rule {rule_id!r} has no summary: give it a docstring (or summary=)")
+    return " ".join(head.split()), rest
 
 
 def rules(scope: str | None = None) -> list[Rule]:

@@ -49,14 +49,11 @@ def _judged(view: ExchangeView) -> bool:
     return tc == "required" or isinstance(tc, dict) or output_constraint(view.req) is not None
 
 
-@rule(
-    "reasoning-unclosed",
-    fault=Fault.MODEL,
-    area="reasoning",
-    summary="The whole answer is reasoning: the model never closed its thinking, so content is empty.",
-)
+@rule("reasoning-unclosed", fault=Fault.MODEL, area="reasoning")
 def _reasoning_unclosed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """vLLM's reasoning parsers file everything after an unclosed ``<think>`` (or K3 think channel) as
+    """The whole answer is reasoning: the model never closed its thinking, so content is empty.
+
+    vLLM's reasoning parsers file everything after an unclosed ``<think>`` (or K3 think channel) as
     reasoning; the caller gets ``content: null`` with ``finish_reason: stop``. Usage confirms it: no
     completion token outside the reasoning but EOS."""
     if not view.ok or _judged(view):

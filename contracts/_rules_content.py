@@ -23,14 +23,11 @@ _KNOWN_FINISH = frozenset(
 # --- finish_reason ---------------------------------------------------------------------------------
 
 
-@rule(
-    "finish-reason-mismatch",
-    fault=Fault.PARSER,
-    area="tools",
-    summary="finish_reason disagrees with the tool calls of the message.",
-)
+@rule("finish-reason-mismatch", fault=Fault.PARSER, area="tools")
 def _finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """``tool_calls`` needs calls (an empty one is vllm #54701); calls with ``stop`` are wrong for
+    """finish_reason disagrees with the tool calls of the message.
+
+    ``tool_calls`` needs calls (an empty one is vllm #54701); calls with ``stop`` are wrong for
     vLLM unless a named ``tool_choice`` forced them (a warning: some upstreams legitimately do it, so
     the dual tap decides); ``length`` stays ``length`` with partial calls."""
     if not view.ok:
@@ -50,14 +47,11 @@ def _finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule(
-    "finish-reason-missing",
-    fault=Fault.ENGINE,
-    area="tools",
-    summary="A choice ends without a finish_reason, or with one outside the known set.",
-)
+@rule("finish-reason-missing", fault=Fault.ENGINE, area="tools")
 def _finish_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Every choice ends with one of stop, length, tool_calls, content_filter, repetition. A stream cut
+    """A choice ends without a finish_reason, or with one outside the known set.
+
+    Every choice ends with one of stop, length, tool_calls, content_filter, repetition. A stream cut
     by the transport is reported by ``transport-error`` instead."""
     if not view.ok:
         return
@@ -128,14 +122,11 @@ for _id, _fault, _summary, _doc, _check in (
     rule(_id, fault=_fault, area="markup", summary=_summary, doc=_doc)(_check)
 
 
-@rule(
-    "special-token-leak",
-    fault=Fault.PARSER,
-    area="markup",
-    summary="Other special tokens (<|close|>message<|sep|>, <|im_end|>) in content or reasoning.",
-)
+@rule("special-token-leak", fault=Fault.PARSER, area="markup")
 def _special(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Kimi chat-template and channel tokens that no field should carry (vllm #51399, PR #38579).
+    """Other special tokens (<|close|>message<|sep|>, <|im_end|>) in content or reasoning.
+
+    Kimi chat-template and channel tokens that no field should carry (vllm #51399, PR #38579).
     Text already reported as tool or think markup is not reported twice."""
     if not view.ok:
         return
@@ -169,14 +160,11 @@ def reasoning_expected(view: ExchangeView, ctx: CheckConfig) -> bool:
     return ctx.expect_reasoning is True
 
 
-@rule(
-    "reasoning-missing",
-    fault=Fault.PARSER,
-    area="reasoning",
-    summary="Thinking is on but the response has no reasoning field.",
-)
+@rule("reasoning-missing", fault=Fault.PARSER, area="reasoning")
 def _reasoning_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Expected when the request turns thinking on (``chat_template_kwargs.thinking``, ``enable_thinking``,
+    """Thinking is on but the response has no reasoning field.
+
+    Expected when the request turns thinking on (``chat_template_kwargs.thinking``, ``enable_thinking``,
     ``reasoning_effort``) or ``--expect-reasoning`` is given. Both
     ``reasoning`` (vLLM 0.16+) and ``reasoning_content`` count. Think markup left in content is
     ``reasoning-markup-in-content`` instead."""
@@ -194,14 +182,11 @@ def _reasoning_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule(
-    "reasoning-shape",
-    fault=Fault.PARSER,
-    area="reasoning",
-    summary="Reasoning is not a string, or reasoning and reasoning_content disagree.",
-)
+@rule("reasoning-shape", fault=Fault.PARSER, area="reasoning")
 def _reasoning_shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Reasoning is text in ``reasoning`` or ``reasoning_content``; vLLM 0.11-0.15 send both with the
+    """Reasoning is not a string, or reasoning and reasoning_content disagree.
+
+    Reasoning is text in ``reasoning`` or ``reasoning_content``; vLLM 0.11-0.15 send both with the
     same value, which is legal. An object there (envoyproxy/ai-gateway #2318) breaks clients."""
     for a in view.anomalies:
         if a.kind == "reasoning-not-string":
@@ -267,14 +252,11 @@ def _constrained_choices(view: ExchangeView) -> Iterator[tuple[AssembledChoice, 
         yield ch, c[0], c[1]
 
 
-@rule(
-    "json-output-invalid",
-    fault=Fault.MODEL,
-    area="output",
-    summary="response_format / structured_outputs asked for JSON and content is not JSON (or not an object).",
-)
+@rule("json-output-invalid", fault=Fault.MODEL, area="output")
 def _json_invalid(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """With ``json_object`` the content is a JSON object; with ``json_schema`` it is JSON. Cut by
+    """response_format / structured_outputs asked for JSON and content is not JSON (or not an object).
+
+    With ``json_object`` the content is a JSON object; with ``json_schema`` it is JSON. Cut by
     ``length`` is ``json-output-truncated`` instead."""
     for ch, kind, _ in _constrained_choices(view):
         if kind not in ("json_object", "json_schema") or _stopped_by_length(ch, view):
@@ -291,15 +273,11 @@ def _json_invalid(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule(
-    "json-output-truncated",
-    fault=Fault.CALLER,
-    severity=Severity.WARNING,
-    area="output",
-    summary="Requested JSON output was cut off by finish_reason length.",
-)
+@rule("json-output-truncated", fault=Fault.CALLER, severity=Severity.WARNING, area="output")
 def _json_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Not the model's fault: the token cap stopped it mid-document."""
+    """Requested JSON output was cut off by finish_reason length.
+
+    Not the model's fault: the token cap stopped it mid-document."""
     for ch, kind, _ in _constrained_choices(view):
         if kind in ("json_object", "json_schema") and _stopped_by_length(ch, view):
             try:
@@ -314,11 +292,11 @@ def _json_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 )
 
 
-@rule(
-    "json-output-schema", fault=Fault.MODEL, area="output", summary="JSON output breaks the requested schema."
-)
+@rule("json-output-schema", fault=Fault.MODEL, area="output")
 def _json_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Validated against ``response_format.json_schema.schema`` (or ``structured_outputs.json``)."""
+    """JSON output breaks the requested schema.
+
+    Validated against ``response_format.json_schema.schema`` (or ``structured_outputs.json``)."""
     for ch, kind, schema in _constrained_choices(view):
         if kind != "json_schema":
             continue
@@ -335,14 +313,11 @@ def _json_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit("; ".join(errors), f"/choices/{ch.index}/message/content", ch.content)
 
 
-@rule(
-    "structured-output-violated",
-    fault=Fault.MODEL,
-    area="output",
-    summary="Content does not match the structured_outputs regex or choice.",
-)
+@rule("structured-output-violated", fault=Fault.MODEL, area="output")
 def _structured(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """``structured_outputs.choice``: content is one of the choices; ``regex``: it matches whole."""
+    """Content does not match the structured_outputs regex or choice.
+
+    ``structured_outputs.choice``: content is one of the choices; ``regex``: it matches whole."""
     for ch, kind, arg in _constrained_choices(view):
         if _stopped_by_length(ch, view):
             continue

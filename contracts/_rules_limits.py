@@ -22,14 +22,11 @@ LIVE_CHECK_SKIPPED = "live-check-skipped"
 STORE_GAP = "store-gap"
 
 
-@rule(
-    "json-limit",
-    fault=Fault.UNKNOWN,
-    area="http",
-    summary="A JSON document (body, SSE data, tool arguments) nests deeper or is larger than the checker parses.",
-)
+@rule("json-limit", fault=Fault.UNKNOWN, area="http")
 def _json_limit(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Bodies, SSE data and tool arguments are parsed at most 128 levels deep and 64 MiB large: past
+    """A JSON document (body, SSE data, tool arguments) nests deeper or is larger than the checker parses.
+
+    Bodies, SSE data and tool arguments are parsed at most 128 levels deep and 64 MiB large: past
     that, JSON costs one recursion per level and a few thousand levels stopped parsers (Python's among
     them). No real request or answer comes near it. The fault is the side that sent it: a request body
     is the caller's, a response or its tool arguments the engine's (unknown at a single caller tap)."""

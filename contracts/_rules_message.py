@@ -203,14 +203,11 @@ def _call_hit(
 # --- tool calls ------------------------------------------------------------------------------------
 
 
-@rule(
-    "tool-call-undeclared",
-    fault=Fault.MODEL,
-    area="tools",
-    summary="A tool call names a tool the request did not declare.",
-)
+@rule("tool-call-undeclared", fault=Fault.MODEL, area="tools")
 def _undeclared(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """The name must be one of ``tools[].function.name``. The main residual error of Kimi K2 after
+    """A tool call names a tool the request did not declare.
+
+    The name must be one of ``tools[].function.name``. The main residual error of Kimi K2 after
     parser fixes (Moonshot's vendor verifier). An empty name is ``tool-call-shape``. A declared name
     cut short by max_tokens is the caller's limit, not the model's (``tool-call-args-truncated``)."""
     for ch, c in _calls(view):
@@ -225,14 +222,11 @@ def _undeclared(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/function/name", message, excerpt=c.name)
 
 
-@rule(
-    "tool-call-shape",
-    fault=Fault.PARSER,
-    area="tools",
-    summary="A tool call lacks its name or type 'function', or arguments are not a JSON string.",
-)
+@rule("tool-call-shape", fault=Fault.PARSER, area="tools")
 def _shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Each call is ``{"id", "type": "function", "function": {"name", "arguments": <string>}}``."""
+    """A tool call lacks its name or type 'function', or arguments are not a JSON string.
+
+    Each call is ``{"id", "type": "function", "function": {"name", "arguments": <string>}}``."""
     for ch, c in _calls(view):
         if not c.name:
             yield _call_hit(view, ch, c, "/function/name", "tool call has no function name")
@@ -248,14 +242,11 @@ def _shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule(
-    "tool-call-args-invalid-json",
-    fault=Fault.MODEL,
-    area="tools",
-    summary="Tool call arguments are not valid JSON.",
-)
+@rule("tool-call-args-invalid-json", fault=Fault.MODEL, area="tools")
 def _args_json(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Arguments must parse as JSON. When the choice stopped on ``length`` this is reported as
+    """Tool call arguments are not valid JSON.
+
+    Arguments must parse as JSON. When the choice stopped on ``length`` this is reported as
     ``tool-call-args-truncated`` instead (vLLM closes a cut call with partial arguments). Arguments
     that are sound up to an abrupt end, with the call closed normally, were cut by the parser
     (Kimi K2 truncated arguments, vllm PR #38579): the parser is blamed; a syntax error inside the
@@ -306,15 +297,11 @@ def _aborted_args(view: ExchangeView) -> Iterator[Hit]:
                 yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments)
 
 
-@rule(
-    "tool-call-args-truncated",
-    fault=Fault.CALLER,
-    severity=Severity.WARNING,
-    area="tools",
-    summary="Tool call arguments were cut off by finish_reason length.",
-)
+@rule("tool-call-args-truncated", fault=Fault.CALLER, severity=Severity.WARNING, area="tools")
 def _args_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Legal vLLM behaviour, but the call cannot be executed: raise ``max_tokens``. The cut call is
+    """Tool call arguments were cut off by finish_reason length.
+
+    Legal vLLM behaviour, but the call cannot be executed: raise ``max_tokens``. The cut call is
     judged incomplete when its arguments do not parse, are not an object, or break the schema (vLLM
     0.32 closes a cut call with ``{}``)."""
     for ch, c in _calls(view):
@@ -333,14 +320,11 @@ def _args_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments, fault=fault)
 
 
-@rule(
-    "tool-call-args-not-object",
-    fault=Fault.MODEL,
-    area="tools",
-    summary="Tool call arguments are JSON but not an object.",
-)
+@rule("tool-call-args-not-object", fault=Fault.MODEL, area="tools")
 def _args_object(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Function arguments are a JSON object. A JSON *string* holding an object is double encoding."""
+    """Tool call arguments are JSON but not an object.
+
+    Function arguments are a JSON object. A JSON *string* holding an object is double encoding."""
     for ch, c in _calls(view):
         ok, value = _parse_args(c)
         if ok and not isinstance(value, dict) and not _cut_call(view, ch, c):
@@ -355,14 +339,11 @@ def _args_object(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments)
 
 
-@rule(
-    "tool-call-args-schema",
-    fault=Fault.MODEL,
-    area="tools",
-    summary="Tool call arguments break the tool's parameters schema (JSON Schema 2020-12).",
-)
+@rule("tool-call-args-schema", fault=Fault.MODEL, area="tools")
 def _args_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Validated with jsonschema's Draft 2020-12 validator against ``function.parameters``."""
+    """Tool call arguments break the tool's parameters schema (JSON Schema 2020-12).
+
+    Validated with jsonschema's Draft 2020-12 validator against ``function.parameters``."""
     for ch, c in _calls(view):
         if c.name not in view.tools or _cut_call(view, ch, c):
             continue
@@ -380,22 +361,21 @@ def _args_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("tool-call-id-missing", fault=Fault.PARSER, area="tools", summary="A tool call has no id.")
+@rule("tool-call-id-missing", fault=Fault.PARSER, area="tools")
 def _id_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Without an id the tool result cannot be linked back (``tool_call_id``)."""
+    """A tool call has no id.
+
+    Without an id the tool result cannot be linked back (``tool_call_id``)."""
     for ch, c in _calls(view):
         if not c.id:
             yield _call_hit(view, ch, c, "/id", f"{c.name or 'tool call'}: no id")
 
 
-@rule(
-    "tool-call-id-duplicate",
-    fault=Fault.PARSER,
-    area="tools",
-    summary="Two tool calls of one message share an id.",
-)
+@rule("tool-call-id-duplicate", fault=Fault.PARSER, area="tools")
 def _id_dup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Ids are unique within a message, or tool results become ambiguous."""
+    """Two tool calls of one message share an id.
+
+    Ids are unique within a message, or tool results become ambiguous."""
     for ch in view.choices if view.ok else []:
         seen: dict[str, AssembledCall] = {}
         for c in ch.calls:
@@ -405,16 +385,11 @@ def _id_dup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 seen[c.id] = c
 
 
-@rule(
-    "tool-call-id-format",
-    fault=Fault.MODEL,
-    severity=Severity.WARNING,
-    area="tools",
-    summary="A tool call id the model writes itself (Kimi K2: functions.NAME:IDX) has another shape, "
-    "or disagrees with the name.",
-)
+@rule("tool-call-id-format", fault=Fault.MODEL, severity=Severity.WARNING, area="tools")
 def _id_format(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Judged for families whose model writes the id itself (the family table's id format; for Kimi
+    """A tool call id the model writes itself (Kimi K2: functions.NAME:IDX) has another shape, or disagrees with the name.
+
+    Judged for families whose model writes the id itself (the family table's id format; for Kimi
     K2 the call header ``functions.<name>:<idx>``). A header like ``search:0`` (no ``functions.``
     prefix) is the model's; a name that disagrees with the id is the parser's. Other families mint
     ids (``chatcmpl-tool-<hex>``) and are not judged here."""
@@ -436,14 +411,11 @@ def _id_format(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/id", message, excerpt=c.id, fault=Fault.PARSER)
 
 
-@rule(
-    "tool-choice-violated",
-    fault=Fault.MODEL,
-    area="tools",
-    summary="The response ignores tool_choice none, required or a named function.",
-)
+@rule("tool-choice-violated", fault=Fault.MODEL, area="tools")
 def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """``none``: no calls; ``required``: at least one call; named: a call to that function. With
+    """The response ignores tool_choice none, required or a named function.
+
+    ``none``: no calls; ``required``: at least one call; named: a call to that function. With
     markup left in content the parser, not the model, lost the call."""
     if not view.ok or not view.tools:
         return
@@ -482,14 +454,11 @@ def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule(
-    "parallel-tool-calls-violated",
-    fault=Fault.MODEL,
-    area="tools",
-    summary="More than one tool call although parallel_tool_calls is false.",
-)
+@rule("parallel-tool-calls-violated", fault=Fault.MODEL, area="tools")
 def _parallel(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """``parallel_tool_calls: false`` allows at most one call per message."""
+    """More than one tool call although parallel_tool_calls is false.
+
+    ``parallel_tool_calls: false`` allows at most one call per message."""
     if not view.ok or view.req.get("parallel_tool_calls") is not False:
         return
     for ch in view.choices:

@@ -69,15 +69,11 @@ def _msg_summary(m: Any) -> tuple[Any, ...]:
     return (m.get("role"), _text(m.get("content")), calls, m.get("tool_call_id"))
 
 
-@rule(
-    "gateway-request-changed",
-    fault=Fault.GATEWAY,
-    scope="taps",
-    area="gateway",
-    summary="The request reached the engine with tools, tool_choice, response_format, stream flags or history changed.",
-)
+@rule("gateway-request-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")
 def _request_changed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """response_format stripped (CLIProxyAPI #5533), history merged or ``tool`` messages dropped
+    """The request reached the engine with tools, tool_choice, response_format, stream flags or history changed.
+
+    response_format stripped (CLIProxyAPI #5533), history merged or ``tool`` messages dropped
     (litellm #2662), tool_call_ids rewritten (CLIProxyAPI #3184). Fields a gateway adds are allowed."""
     c, e = pair.caller.req, pair.engine.req
     if not c or not e:
@@ -150,15 +146,11 @@ def _first_difference(a: Any, b: Any, at: str) -> tuple[str, str]:
     return at, f"{json.dumps(a)[:60]} became {json.dumps(b)[:60]}"
 
 
-@rule(
-    "gateway-status-changed",
-    fault=Fault.GATEWAY,
-    scope="taps",
-    area="gateway",
-    summary="The caller got another HTTP status than the engine sent.",
-)
+@rule("gateway-status-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")
 def _status(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """A 200 from the engine that reaches the caller as 502, or an engine 500 turned into 200."""
+    """The caller got another HTTP status than the engine sent.
+
+    A 200 from the engine that reaches the caller as 502, or an engine 500 turned into 200."""
     sc, se = pair.caller.status, pair.engine.status
     if sc is not None and se is not None and sc != se:
         yield hit(f"engine answered {se}, caller got {sc}", "/response/status", sc)
@@ -189,15 +181,11 @@ def _cut_alike(pair: TapPair) -> bool:
     )
 
 
-@rule(
-    "gateway-reasoning-dropped",
-    fault=Fault.GATEWAY,
-    scope="taps",
-    area="gateway",
-    summary="The engine sent reasoning; the caller got none.",
-)
+@rule("gateway-reasoning-dropped", fault=Fault.GATEWAY, scope="taps", area="gateway")
 def _reasoning_dropped(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """A gateway that only knows ``reasoning_content`` drops vLLM's ``reasoning`` (litellm #20246,
+    """The engine sent reasoning; the caller got none.
+
+    A gateway that only knows ``reasoning_content`` drops vLLM's ``reasoning`` (litellm #20246,
     #26501; lm-proxy #69)."""
     for c, e in _choices(pair):
         # merged into content or reshaped into another field are reported by their own rules
@@ -209,15 +197,11 @@ def _reasoning_dropped(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule(
-    "gateway-reasoning-merged",
-    fault=Fault.GATEWAY,
-    scope="taps",
-    area="gateway",
-    summary="The engine's reasoning reached the caller inside content.",
-)
+@rule("gateway-reasoning-merged", fault=Fault.GATEWAY, scope="taps", area="gateway")
 def _reasoning_merged(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """Reasoning prepended to the answer text (higress PR #1842)."""
+    """The engine's reasoning reached the caller inside content.
+
+    Reasoning prepended to the answer text (higress PR #1842)."""
     for c, e in _choices(pair):
         if e.reasoning and e.reasoning not in (e.content or "") and e.reasoning in (c.content or ""):
             yield hit(
@@ -227,15 +211,11 @@ def _reasoning_merged(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule(
-    "gateway-reasoning-reshaped",
-    fault=Fault.GATEWAY,
-    scope="taps",
-    area="gateway",
-    summary="Reasoning reached the caller as another type or field (reasoning_details), or with other text.",
-)
+@rule("gateway-reasoning-reshaped", fault=Fault.GATEWAY, scope="taps", area="gateway")
 def _reasoning_reshaped(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """``reasoning_content`` turned into an object (envoyproxy/ai-gateway #2318) or into
+    """Reasoning reached the caller as another type or field (reasoning_details), or with other text.
+
+    ``reasoning_content`` turned into an object (envoyproxy/ai-gateway #2318) or into
     ``reasoning_details`` (bifrost #5325)."""
     for c, e in _choices(pair):
         if not e.reasoning:
@@ -253,15 +233,12 @@ def _reasoning_reshaped(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
 
 
 @rule(
-    "gateway-reasoning-renamed",
-    fault=Fault.GATEWAY,
-    severity=Severity.WARNING,
-    scope="taps",
-    area="gateway",
-    summary="Reasoning moved between reasoning and reasoning_content.",
+    "gateway-reasoning-renamed", fault=Fault.GATEWAY, severity=Severity.WARNING, scope="taps", area="gateway"
 )
 def _reasoning_renamed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """Both names are in use; a rename is only a fault for clients that read the other one."""
+    """Reasoning moved between reasoning and reasoning_content.
+
+    Both names are in use; a rename is only a fault for clients that read the other one."""
     for c, e in _choices(pair):
         if e.reasoning and c.reasoning == e.reasoning:
             ce, cc = e.reasoning_fields & _STANDARD_REASONING, c.reasoning_fields & _STANDARD_REASONING
@@ -272,15 +249,11 @@ def _reasoning_renamed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
                 )
 
 
-@rule(
-    "gateway-content-changed",
-    fault=Fault.GATEWAY,
-    scope="taps",
-    area="gateway",
-    summary="The answer text differs between the taps.",
-)
+@rule("gateway-content-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")
 def _content(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """Text that was added, cut or duplicated on the way (a mid-stream retry concatenating partial and
+    """The answer text differs between the taps.
+
+    Text that was added, cut or duplicated on the way (a mid-stream retry concatenating partial and
     full text: nuguard #455). Reasoning merged into content is reported as such instead."""
     for c, e in _choices(pair):
         tc, te = c.content or "", e.content or ""
@@ -291,15 +264,11 @@ def _content(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("content differs between the taps", f"/choices/{c.index}/message/content", tc)
 
 
-@rule(
-    "gateway-tool-calls-changed",
-    fault=Fault.GATEWAY,
-    scope="taps",
-    area="gateway",
-    summary="Tool calls differ between the taps: count, names, ids, indexes, or re-encoded arguments.",
-)
+@rule("gateway-tool-calls-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")
 def _tool_calls(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """Re-indexed calls (litellm #33678), ids rewritten (CLIProxyAPI #3878), arguments double-encoded
+    """Tool calls differ between the taps: count, names, ids, indexes, or re-encoded arguments.
+
+    Re-indexed calls (litellm #33678), ids rewritten (CLIProxyAPI #3878), arguments double-encoded
     (praxis-proxy/ai #558). Arguments that are the same JSON with other spacing are the same."""
     for c, e in _choices(pair):
         ptr = f"/choices/{c.index}/message/tool_calls"
@@ -330,15 +299,11 @@ def _tool_calls(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
                 yield hit(f"call {i}: arguments changed", p + "/function/arguments", cc.arguments)
 
 
-@rule(
-    "gateway-finish-reason-changed",
-    fault=Fault.GATEWAY,
-    scope="taps",
-    area="gateway",
-    summary="finish_reason differs between the taps.",
-)
+@rule("gateway-finish-reason-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")
 def _finish(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """``tool_calls`` turned into ``stop`` (litellm #21041, #12240; envoyproxy/ai-gateway PR #2399)."""
+    """finish_reason differs between the taps.
+
+    ``tool_calls`` turned into ``stop`` (litellm #21041, #12240; envoyproxy/ai-gateway PR #2399)."""
     for c, e in _choices(pair):
         if c.finish_reason != e.finish_reason:
             yield hit(
@@ -347,15 +312,11 @@ def _finish(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule(
-    "gateway-usage-changed",
-    fault=Fault.GATEWAY,
-    scope="taps",
-    area="gateway",
-    summary="Usage dropped or recomputed between the taps.",
-)
+@rule("gateway-usage-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")
 def _usage(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """The final usage chunk dropped, or rewritten by counting text (OmniRoute #9750, headroom PR #2026)."""
+    """Usage dropped or recomputed between the taps.
+
+    The final usage chunk dropped, or rewritten by counting text (OmniRoute #9750, headroom PR #2026)."""
     if not (pair.caller.ok and pair.engine.ok):
         return
     uc, ue = pair.caller.usage, pair.engine.usage
@@ -372,15 +333,11 @@ def _usage(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
                 yield hit(f"usage.{key} {ue.get(key)} became {uc.get(key)}", f"/usage/{key}")
 
 
-@rule(
-    "gateway-error-hidden",
-    fault=Fault.GATEWAY,
-    scope="taps",
-    area="gateway",
-    summary="An engine error (in-band frame or transport failure) reached the caller as a normal ending.",
-)
+@rule("gateway-error-hidden", fault=Fault.GATEWAY, scope="taps", area="gateway")
 def _error_hidden(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """``data: {"error":...}`` swallowed and replaced by a normal stop (litellm #40578)."""
+    """An engine error (in-band frame or transport failure) reached the caller as a normal ending.
+
+    ``data: {"error":...}`` swallowed and replaced by a normal stop (litellm #40578)."""
     e, c = pair.engine, pair.caller
     engine_failed = bool(e.stream and e.stream.error_frames) or (
         e.ex.error is not None and e.ex.error.kind != "client_abort"
@@ -392,15 +349,11 @@ def _error_hidden(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("the engine failed but the caller saw a normal response", "/events")
 
 
-@rule(
-    "gateway-stream-buffered",
-    fault=Fault.GATEWAY,
-    scope="taps",
-    area="gateway",
-    summary="The gateway buffered the stream: tokens spread over time at the engine arrived at once at the caller.",
-)
+@rule("gateway-stream-buffered", fault=Fault.GATEWAY, scope="taps", area="gateway")
 def _buffered(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """TTFT 272 ms direct vs 1740 ms through the gateway (litellm #26102); nginx ``proxy_buffering``
+    """The gateway buffered the stream: tokens spread over time at the engine arrived at once at the caller.
+
+    TTFT 272 ms direct vs 1740 ms through the gateway (litellm #26102); nginx ``proxy_buffering``
     (dstack #4269). Judged from per-chunk arrival offsets: the caller's token span against the
     engine's."""
     if pair.caller.stream is None or pair.engine.stream is None:
@@ -427,16 +380,11 @@ def _data_times(view: Any) -> list[float]:
     return [ev.t_ms for ev in view.events if ev.t_ms is not None and ev.data.strip() != "[DONE]"]
 
 
-@rule(
-    "gateway-retried",
-    fault=Fault.GATEWAY,
-    severity=Severity.INFO,
-    scope="taps",
-    area="gateway",
-    summary="The gateway sent one caller request to the engine more than once (a retry).",
-)
+@rule("gateway-retried", fault=Fault.GATEWAY, severity=Severity.INFO, scope="taps", area="gateway")
 def _retried(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """LiteLLM retries 500/503 before any output (gateway-litellm.md); the attempt that answered is
+    """The gateway sent one caller request to the engine more than once (a retry).
+
+    LiteLLM retries 500/503 before any output (gateway-litellm.md); the attempt that answered is
     compared with the caller side, the earlier ones are listed here. A retry after output had
     reached the caller duplicates text (nuguard #455) and is reported by the content rules."""
     if not pair.retries:
@@ -452,16 +400,11 @@ def _retried(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     )
 
 
-@rule(
-    "taps-unpaired",
-    fault=Fault.UNKNOWN,
-    severity=Severity.WARNING,
-    scope="set",
-    area="gateway",
-    summary="Both taps recorded chat requests and none could be paired: nothing between them was compared.",
-)
+@rule("taps-unpaired", fault=Fault.UNKNOWN, severity=Severity.WARNING, scope="set", area="gateway")
 def _unpaired(tap_set: TapSet, ctx: CheckConfig) -> Iterator[Hit]:
-    """Pairing uses the correlation id, then the chat completion id, then a request fingerprint and
+    """Both taps recorded chat requests and none could be paired: nothing between them was compared.
+
+    Pairing uses the correlation id, then the chat completion id, then a request fingerprint and
     time (issue 14: a gateway that dropped the header left the check silent about the gateway)."""
     if tap_set.pairs:
         return

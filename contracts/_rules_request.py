@@ -24,14 +24,11 @@ _GUIDED = (
 )
 
 
-@rule(
-    "request-malformed",
-    fault=Fault.CALLER,
-    area="request",
-    summary="The chat request body is not a JSON object with a messages list.",
-)
+@rule("request-malformed", fault=Fault.CALLER, area="request")
 def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """vLLM answers such bodies with 400 (``Bad Request``, ``param`` like ``body.messages``)."""
+    """The chat request body is not a JSON object with a messages list.
+
+    vLLM answers such bodies with 400 (``Bad Request``, ``param`` like ``body.messages``)."""
     if not view.is_chat:
         return
     if view.request_problem:
@@ -55,14 +52,11 @@ def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit(f"{where}: {err['msg']}", f"/request/body/{where}", json.dumps(err.get("input"))[:200])
 
 
-@rule(
-    "request-orphan-tool-call-id",
-    fault=Fault.CALLER,
-    area="request",
-    summary="A tool message answers a tool_call_id that no earlier assistant message issued.",
-)
+@rule("request-orphan-tool-call-id", fault=Fault.CALLER, area="request")
 def _orphan(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Each ``role: tool`` message links to a call of an earlier assistant turn. A broken chain is the
+    """A tool message answers a tool_call_id that no earlier assistant message issued.
+
+    Each ``role: tool`` message links to a call of an earlier assistant turn. A broken chain is the
     caller's, or a gateway's that rewrote ids (CLIProxyAPI #3184): the dual tap tells which."""
     msgs = view.req.get("messages")
     if not isinstance(msgs, list):
@@ -87,14 +81,11 @@ def _orphan(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 )
 
 
-@rule(
-    "request-guided-fields",
-    fault=Fault.CALLER,
-    area="request",
-    summary="Removed guided_* fields: vLLM ignores them with HTTP 200 and unconstrained output.",
-)
+@rule("request-guided-fields", fault=Fault.CALLER, area="request")
 def _guided(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_grammar`` were removed in vLLM
+    """Removed guided_* fields: vLLM ignores them with HTTP 200 and unconstrained output.
+
+    ``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_grammar`` were removed in vLLM
     0.12; only the server log warns. Use ``response_format`` or ``structured_outputs``."""
     for key in _GUIDED:
         if key in view.req:
@@ -105,14 +96,11 @@ def _guided(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule(
-    "request-empty-tools",
-    fault=Fault.CALLER,
-    area="request",
-    summary="tools is an empty list, or tool_choice is set without tools.",
-)
+@rule("request-empty-tools", fault=Fault.CALLER, area="request")
 def _empty_tools(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """vLLM rejects both with 400 (``parameter=tools``); other servers silently differ."""
+    """tools is an empty list, or tool_choice is set without tools.
+
+    vLLM rejects both with 400 (``parameter=tools``); other servers silently differ."""
     tools = view.req.get("tools")
     if tools == []:
         yield hit("tools is an empty list (omit it instead)", "/request/body/tools")
@@ -121,15 +109,11 @@ def _empty_tools(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit(f"tool_choice {tc!r} without tools", "/request/body/tool_choice")
 
 
-@rule(
-    "request-tool-schema-invalid",
-    fault=Fault.CALLER,
-    severity=Severity.WARNING,
-    area="request",
-    summary="A tool's parameters are not a valid JSON Schema.",
-)
+@rule("request-tool-schema-invalid", fault=Fault.CALLER, severity=Severity.WARNING, area="request")
 def _tool_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Arguments cannot be judged against a broken schema, and constrained decoding may reject it."""
+    """A tool's parameters are not a valid JSON Schema.
+
+    Arguments cannot be judged against a broken schema, and constrained decoding may reject it."""
     for name, params in view.tools.items():
         if params is None:
             continue
@@ -148,22 +132,21 @@ def _tool_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("http-server-error", fault=Fault.ENGINE, area="http", summary="HTTP 5xx from the upstream.")
+@rule("http-server-error", fault=Fault.ENGINE, area="http")
 def _server_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """500 is an engine error, 503 admission (queue full) or a dead engine; vLLM never reports engine
+    """HTTP 5xx from the upstream.
+
+    500 is an engine error, 503 admission (queue full) or a dead engine; vLLM never reports engine
     errors as a finish_reason."""
     if view.status is not None and view.status >= 500:
         yield hit(f"HTTP {view.status}: {_error_message(view)}", "/response/status", view.status)
 
 
-@rule(
-    "http-client-error",
-    fault=Fault.CALLER,
-    area="http",
-    summary="HTTP 4xx: the request broke the server's contract.",
-)
+@rule("http-client-error", fault=Fault.CALLER, area="http")
 def _client_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """vLLM answers schema errors with 400 (never 422), unknown models with 404, a wrong key with 401.
+    """HTTP 4xx: the request broke the server's contract.
+
+    vLLM answers schema errors with 400 (never 422), unknown models with 404, a wrong key with 401.
     A non-streamed ``/v1/messages`` is the exception: vLLM ``json.loads`` the model's tool arguments
     to build ``tool_use.input`` (anthropic/serving.py), so invalid arguments come back as a 400 with
     the JSON error as its message: that one is the model's (issue 16)."""
@@ -187,15 +170,11 @@ _JSON_ERROR = re.compile(
 )
 
 
-@rule(
-    "error-body-shape",
-    fault=Fault.ENGINE,
-    severity=Severity.WARNING,
-    area="http",
-    summary='An error response whose body is not {"error": {"message", ...}}.',
-)
+@rule("error-body-shape", fault=Fault.ENGINE, severity=Severity.WARNING, area="http")
 def _error_body(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """OpenAI clients read ``error.message``. vLLM's 401 body ``{"error": "Unauthorized"}`` is legal."""
+    """An error response whose body is not {"error": {"message", ...}}.
+
+    OpenAI clients read ``error.message``. vLLM's 401 body ``{"error": "Unauthorized"}`` is legal."""
     if view.kind != "error" or view.status is None:
         return
     body = view.body
@@ -213,14 +192,11 @@ def _error_body(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("error has no message string", "/response/body/error", json.dumps(err)[:200])
 
 
-@rule(
-    "response-malformed",
-    fault=Fault.ENGINE,
-    area="http",
-    summary="A 2xx chat completion whose body is not a chat.completion object.",
-)
+@rule("response-malformed", fault=Fault.ENGINE, area="http")
 def _response_malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """The body is JSON with ``choices[].message``; anything else cannot be read by a client."""
+    """A 2xx chat completion whose body is not a chat.completion object.
+
+    The body is JSON with ``choices[].message``; anything else cannot be read by a client."""
     if not view.is_agent or view.status is None or not 200 <= view.status < 300 or view.kind == "stream":
         return
     if view.kind == "none":
@@ -239,14 +215,11 @@ _TRANSPORT_FAULT = {
 }
 
 
-@rule(
-    "transport-error",
-    fault=Fault.ENGINE,
-    area="http",
-    summary="The exchange broke on the transport: refused, reset mid-stream, timeout, client abort.",
-)
+@rule("transport-error", fault=Fault.ENGINE, area="http")
 def _transport(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Recorded by the proxy as the exchange's ``error``. A client abort is the caller's and only
+    """The exchange broke on the transport: refused, reset mid-stream, timeout, client abort.
+
+    Recorded by the proxy as the exchange's ``error``. A client abort is the caller's and only
     informational; a record gap (store overflow) says evidence is missing."""
     err = view.ex.error
     if err is None or view.closed_after_done:  # the stream had ended: nothing was lost
@@ -268,15 +241,11 @@ def truncated_sides(view: ExchangeView) -> dict[str, dict[str, int]]:
     return {k: v for k, v in marks.items() if k in ("request", "response") and isinstance(v, dict)}
 
 
-@rule(
-    "capture-truncated",
-    fault=Fault.UNKNOWN,
-    severity=Severity.WARNING,
-    area="http",
-    summary="The proxy recorded a body only up to its record limit; the rest was forwarded, not kept.",
-)
+@rule("capture-truncated", fault=Fault.UNKNOWN, severity=Severity.WARNING, area="http")
 def _capture_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """The proxy forwards bodies of any size but keeps at most ``--record-limit`` bytes of each
+    """The proxy recorded a body only up to its record limit; the rest was forwarded, not kept.
+
+    The proxy forwards bodies of any size but keeps at most ``--record-limit`` bytes of each
     (``truncated`` in the exchange format). The other rules are not run on such an exchange, since a
     cut body would read as a malformed one: the evidence is incomplete, and this says so."""
     for side, mark in sorted(truncated_sides(view).items()):

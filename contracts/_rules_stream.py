@@ -42,14 +42,11 @@ def _at_event(a: StreamAnomaly, message: str | None = None) -> Hit:
     return hit(a.detail if message is None else message, f"/events/{a.event}{a.pointer}", event=a.event)
 
 
-@rule(
-    "stream-malformed-frame",
-    fault=Fault.ENGINE,
-    area="stream",
-    summary="An SSE frame that a client cannot decode: not JSON, wrong shape, no data: prefix, bad UTF-8, unterminated.",
-)
+@rule("stream-malformed-frame", fault=Fault.ENGINE, area="stream")
 def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Each event's data is one chunk object. Split or joined frames (litellm #30224, envoy #45437),
+    """An SSE frame that a client cannot decode: not JSON, wrong shape, no data: prefix, bad UTF-8, unterminated.
+
+    Each event's data is one chunk object. Split or joined frames (litellm #30224, envoy #45437),
     a missing ``data: `` prefix (opik PR #5149) and cut streams all land here. At most three findings
     per kind, with the count."""
     st = _stream(view)
@@ -78,11 +75,11 @@ def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("more malformed frames: " + ", ".join(f"{n} {k}" for k, n in extra.items()), "/events")
 
 
-@rule(
-    "stream-done-missing", fault=Fault.ENGINE, area="stream", summary="The stream ended without data: [DONE]."
-)
+@rule("stream-done-missing", fault=Fault.ENGINE, area="stream")
 def _done_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """vLLM always ends with ``data: [DONE]``, also after an in-band error (one-api #1628). A stream
+    """The stream ended without data: [DONE].
+
+    vLLM always ends with ``data: [DONE]``, also after an in-band error (one-api #1628). A stream
     cut by the transport is reported by ``transport-error``."""
     if view.endpoint in ("responses", "messages"):
         return  # their streams end with a typed event, not [DONE]: api-stream-order judges them
@@ -91,18 +88,22 @@ def _done_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("no data: [DONE] at the end of the stream", f"/events/{st.events}")
 
 
-@rule("stream-done-repeated", fault=Fault.ENGINE, area="stream", summary="data: [DONE] sent more than once.")
+@rule("stream-done-repeated", fault=Fault.ENGINE, area="stream")
 def _done_repeated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """A second ``[DONE]`` (litellm #1255) confuses clients that read past the first."""
+    """data: [DONE] sent more than once.
+
+    A second ``[DONE]`` (litellm #1255) confuses clients that read past the first."""
     st = _stream(view)
     if st is not None and st.done > 1:
         first = st.anomaly("done-repeated")[0]
         yield hit(f"[DONE] sent {st.done} times", f"/events/{first.event}", event=first.event)
 
 
-@rule("stream-data-after-done", fault=Fault.ENGINE, area="stream", summary="Events after data: [DONE].")
+@rule("stream-data-after-done", fault=Fault.ENGINE, area="stream")
 def _after_done(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Nothing follows ``[DONE]``; clients stop reading there and lose it."""
+    """Events after data: [DONE].
+
+    Nothing follows ``[DONE]``; clients stop reading there and lose it."""
     st = _stream(view)
     if st is not None and st.after_done:
         first = st.anomaly("data-after-done")[0]
@@ -114,14 +115,11 @@ def _after_done(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         )
 
 
-@rule(
-    "stream-error-frame",
-    fault=Fault.ENGINE,
-    area="stream",
-    summary='An in-band error frame data: {"error": ...} inside a 200 stream.',
-)
+@rule("stream-error-frame", fault=Fault.ENGINE, area="stream")
 def _error_frame(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """How vLLM reports an engine failure after the stream started."""
+    """An in-band error frame data: {"error": ...} inside a 200 stream.
+
+    How vLLM reports an engine failure after the stream started."""
     st = _stream(view)
     if st is None:
         return
@@ -130,38 +128,29 @@ def _error_frame(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit(f"error inside the stream: {msg}", f"/events/{n}/error", err, event=n)
 
 
-@rule(
-    "stream-tool-index-gap",
-    fault=Fault.PARSER,
-    area="stream",
-    summary="Streamed tool call indexes are not dense from 0, or missing.",
-)
+@rule("stream-tool-index-gap", fault=Fault.PARSER, area="stream")
 def _index_gap(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Clients index calls by ``index``: the first call is 0, the next 1 (agentgateway #2965)."""
+    """Streamed tool call indexes are not dense from 0, or missing.
+
+    Clients index calls by ``index``: the first call is 0, the next 1 (agentgateway #2965)."""
     for a in _anomalies(view, "tool-index-gap", "tool-index-missing"):
         yield _at_event(a)
 
 
-@rule(
-    "stream-tool-index-reuse",
-    fault=Fault.PARSER,
-    area="stream",
-    summary="Two tool calls streamed at one index (a client merges them).",
-)
+@rule("stream-tool-index-reuse", fault=Fault.PARSER, area="stream")
 def _index_reuse(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Every call at ``index: 0`` merges parallel calls into ``{..}{..}`` on the client (litellm #33678)."""
+    """Two tool calls streamed at one index (a client merges them).
+
+    Every call at ``index: 0`` merges parallel calls into ``{..}{..}`` on the client (litellm #33678)."""
     for a in _anomalies(view, "tool-index-reuse"):
         yield _at_event(a)
 
 
-@rule(
-    "stream-tool-id-repeated",
-    fault=Fault.PARSER,
-    area="stream",
-    summary="A tool call's id or name is sent again on a later delta, or the whole call repeated.",
-)
+@rule("stream-tool-id-repeated", fault=Fault.PARSER, area="stream")
 def _id_repeated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Clients concatenate ``id`` and ``function.name`` across deltas, so each is sent once per call
+    """A tool call's id or name is sent again on a later delta, or the whole call repeated.
+
+    Clients concatenate ``id`` and ``function.name`` across deltas, so each is sent once per call
     (litellm #20480). A summary chunk repeating the whole call makes the client append it twice."""
     seen: set[str] = set()
     for a in _anomalies(view, "tool-id-repeated", "tool-name-repeated", "tool-call-repeated"):
@@ -170,14 +159,11 @@ def _id_repeated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _at_event(a)
 
 
-@rule(
-    "stream-usage-missing",
-    fault=Fault.ENGINE,
-    area="stream",
-    summary="stream_options.include_usage was asked and no usage chunk came.",
-)
+@rule("stream-usage-missing", fault=Fault.ENGINE, area="stream")
 def _usage_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """With ``include_usage`` the last chunk before ``[DONE]`` has ``"choices": []`` and ``usage``
+    """stream_options.include_usage was asked and no usage chunk came.
+
+    With ``include_usage`` the last chunk before ``[DONE]`` has ``"choices": []`` and ``usage``
     (dropped by some gateways: OmniRoute #9750)."""
     st = _stream(view)
     if st is None or not view.ok:
@@ -187,14 +173,11 @@ def _usage_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("include_usage was asked but no chunk carried usage", "/events")
 
 
-@rule(
-    "stream-output-after-finish",
-    fault=Fault.ENGINE,
-    area="stream",
-    summary="Output deltas for a choice after its finish_reason.",
-)
+@rule("stream-output-after-finish", fault=Fault.ENGINE, area="stream")
 def _after_finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """A choice ends with its finish chunk; later text, reasoning or calls are output of a second
+    """Output deltas for a choice after its finish_reason.
+
+    A choice ends with its finish chunk; later text, reasoning or calls are output of a second
     attempt (a gateway's mid-stream retry: nuguard #455) or a framing bug."""
     for a in _anomalies(view, "output-after-finish")[:1]:
         yield _at_event(a, f"output after the choice finished ({a.detail})")
@@ -202,40 +185,29 @@ def _after_finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield _at_event(a, f"finish_reason changed within the stream: {a.detail}")
 
 
-@rule(
-    "stream-inconsistent",
-    fault=Fault.ENGINE,
-    severity=Severity.WARNING,
-    area="stream",
-    summary="Chunk id or model changes within one stream.",
-)
+@rule("stream-inconsistent", fault=Fault.ENGINE, severity=Severity.WARNING, area="stream")
 def _inconsistent(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """All chunks of a stream share ``id`` and ``model``; a change means two streams were spliced."""
+    """Chunk id or model changes within one stream.
+
+    All chunks of a stream share ``id`` and ``model``; a change means two streams were spliced."""
     for kind in ("chunk-id-changed", "model-changed"):
         for a in _anomalies(view, kind)[:1]:
             yield _at_event(a)
 
 
-@rule(
-    "stream-content-type",
-    fault=Fault.ENGINE,
-    severity=Severity.WARNING,
-    area="stream",
-    summary="A streamed response without Content-Type text/event-stream.",
-)
+@rule("stream-content-type", fault=Fault.ENGINE, severity=Severity.WARNING, area="stream")
 def _content_type(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """vLLM sends ``text/event-stream``; proxies decide whether to buffer by it."""
+    """A streamed response without Content-Type text/event-stream.
+
+    vLLM sends ``text/event-stream``; proxies decide whether to buffer by it."""
     if _stream(view) is not None and not view.content_type.lower().startswith("text/event-stream"):
         yield hit(f"Content-Type is {view.content_type or 'absent'!r}", "/response/headers/content-type")
 
 
-@rule(
-    "stream-not-streamed",
-    fault=Fault.ENGINE,
-    area="stream",
-    summary="The request asked stream: true and the response is one JSON body.",
-)
+@rule("stream-not-streamed", fault=Fault.ENGINE, area="stream")
 def _not_streamed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """A gateway that turns a stream into one body hides every token's timing."""
+    """The request asked stream: true and the response is one JSON body.
+
+    A gateway that turns a stream into one body hides every token's timing."""
     if view.wants_stream and view.kind == "json":
         yield hit("stream was asked but the response is a single JSON body", "/response")

@@ -1,0 +1,82 @@
+"""The rule registry reads a rule's catalogue text from its docstring (issue 12): the first paragraph
+is the summary, the rest the why."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from wirecheck.contracts import Fault, rules
+from wirecheck.contracts._registry import REGISTRY, Hit, rule
+
+
+@pytest.fixture
+def scratch() -> Iterator[str]:
+    """A rule id that the test may register; it leaves the registry as it found it."""
+    rule_id = "scratch-rule-for-the-registry-test"
+    yield rule_id
+    REGISTRY.pop(rule_id, None)
+
+
+def test_the_docstring_gives_the_summary_and_the_why(scratch: str) -> None:
+    @rule(scratch, fault=Fault.MODEL, area="tools")
+    def _check(view: Any, ctx: Any) -> Iterator[Hit]:
+        """A tool call that breaks
+        the contract.
+
+        Why it matters, with
+        an issue number (vllm #1).
+
+        A second paragraph."""
+        yield from ()
+
+    got = REGISTRY[scratch]
+    assert got.summary == "A tool call that breaks the contract."
+    assert got.doc == "Why it matters, with an issue number (vllm #1). A second paragraph."
+    assert (got.fault, got.area, got.func) == (Fault.MODEL, "tools", _check)
+
+
+def test_a_rule_with_no_summary_is_refused_with_its_id(scratch: str) -> None:
+    with pytest.raises(ValueError, match=f"rule '{scratch}' has no summary"):
+
+        @rule(scratch, fault=Fault.MODEL)
+        def _check(view: Any, ctx: Any) -> Iterator[Hit]:
+            yield from ()
+
+    assert scratch not in REGISTRY
+
+
+def test_a_given_summary_keeps_the_docstring_as_the_why(scratch: str) -> None:
+    @rule(scratch, fault=Fault.ENGINE, summary="Given here.")
+    def _check(view: Any, ctx: Any) -> Iterator[Hit]:
+        """Read as the why."""
+        yield from ()
+
+    assert (REGISTRY[scratch].summary, REGISTRY[scratch].doc) == ("Given here.", "Read as the why.")
+
+
+def test_every_rule_has_a_one_sentence_summary_and_a_why() -> None:
+    for r in rules():
+        assert r.summary and "\n" not in r.summary and r.summary.endswith("."), r.id
+        assert r.doc and not r.doc.startswith(r.summary), r.id
+
+
+def test_without_docstrings_the_catalogue_falls_back_to_the_ids() -> None:
+    # python -OO drops every docstring: the rules still load and check, the catalogue shows ids
+    listed = subprocess.run(
+        [sys.executable, "-OO", "-m", "wirecheck", "rules"], capture_output=True, text=True, check=False
+    )
+    assert listed.returncode == 0, listed.stderr
+    line = next(x for x in listed.stdout.splitlines() if x.startswith("tool-call-args-schema "))
+    assert line.rstrip().endswith("tool-call-args-schema")
+    checked = subprocess.run(
+        [sys.executable, "-OO", "-m", "wirecheck", "check", "--example"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 1 and "tool-call-args-invalid-json [model]" in checked.stdout, checked.stderr
