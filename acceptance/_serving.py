@@ -17,11 +17,13 @@ __all__ = ["serving"]
 
 
 @contextlib.asynccontextmanager
-async def serving(apps: list[tuple[Any, int]], failure: str) -> AsyncIterator[None]:
+async def serving(apps: list[tuple[Any, int]], failure: str, *, http: Any = "auto") -> AsyncIterator[None]:
     """Serve each ``(app, port)`` on loopback until the block ends; ``failure`` is the error when one
-    cannot start."""
+    cannot start. ``http``: uvicorn's protocol (the taps pass the proxy's own, ``tap_protocol()``)."""
     servers = [
-        ListenerServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="auto"))
+        ListenerServer(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="auto", http=http)
+        )
         for app, port in apps
     ]
     tasks = [asyncio.ensure_future(s.serve()) for s in servers]

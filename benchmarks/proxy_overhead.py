@@ -16,6 +16,10 @@ event (``\\n\\n``) arrives. Reported per proxy and level, all measured in the sa
 - the load generator's own CPU (percent of one core): near 100 % the generator, not the proxy, is
   the bottleneck, and the row says so.
 
+The proxy kind ``wirecheck-asgi`` is wirecheck with ``WIRECHECK_DIRECT_BODY=0``: every body piece
+through one ASGI ``send``, as before the direct body (issue 17); list it in ``--proxies`` for an A/B
+of the two paths in one run.
+
 With ``--workers N`` wirecheck is measured again as ``wirecheck-wN`` (``wirecheck proxy --workers N``),
 and ``direct``, ``wirecheck`` and ``wirecheck-wN`` are also measured at ``--workers-levels`` (default
 256,1024). ``--clients K`` spreads the load over K client processes (for levels one process cannot
@@ -135,7 +139,10 @@ def _proxy(
         return
     port, admin = free_port(), 0
     up = f"http://127.0.0.1:{upstream_port}"
+    env = None
     if kind.startswith("wirecheck"):
+        if kind == "wirecheck-asgi":  # the same proxy with one ASGI send per piece (issue 17's A/B)
+            env = {**os.environ, "WIRECHECK_DIRECT_BODY": "0"}
         cmd = [
             sys.executable,
             "-m",
@@ -185,7 +192,7 @@ def _proxy(
         ]
     else:
         raise ValueError(kind)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         _wait_port(port, proc)
         if admin:

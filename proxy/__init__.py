@@ -6,6 +6,7 @@ from ._app import DEFAULT_REDACT, ProxyApp, TapConfig
 from ._export import to_har, write_har, write_jsonl
 from ._live import CheckerSupervisor, check_ids, check_pending, run_checker, start_checker
 from ._runner import ListenerServer, ProxyRun, run_proxy
+from ._server import tap_protocol
 
 __all__ = [
     "ADMIN_TOKEN_ENV",
@@ -21,6 +22,7 @@ __all__ = [
     "run_checker",
     "run_proxy",
     "start_checker",
+    "tap_protocol",
     "to_har",
     "write_har",
     "write_jsonl",

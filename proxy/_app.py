@@ -42,7 +42,15 @@ from wirecheck.contracts import (
 )
 from wirecheck.record import Correlator, Sink, correlation_secret
 
-from ._upstream import UpstreamResponse, UpstreamTimeout, UpstreamUnreachable, make_upstream
+from ._server import DIRECT_BODY, DirectBody
+from ._upstream import (
+    Batch,
+    BodySink,
+    UpstreamResponse,
+    UpstreamTimeout,
+    UpstreamUnreachable,
+    make_upstream,
+)
 
 __all__ = ["DEFAULT_REDACT", "Metrics", "ProxyApp", "TapConfig"]
 
@@ -281,6 +289,7 @@ class ProxyApp:
                 receive=receive,
                 send=send,
                 t0=t0,
+                direct=(scope.get("extensions") or {}).get(DIRECT_BODY) if method != "HEAD" else None,
             )
         finally:
             self.in_flight -= 1
@@ -321,6 +330,7 @@ class ProxyApp:
         receive: Receive,
         send: Send,
         t0: float,
+        direct: DirectBody | None = None,
     ) -> None:
         tap = self.cfg.tap
         try:
@@ -357,7 +367,9 @@ class ProxyApp:
         down_headers = [(k, v) for k, v in upstream.headers if k.decode("latin-1").lower() not in _HOP]
         outcome = "ok"
         sizes = [0]  # bytes forwarded, recorded or not
-        pump = asyncio.ensure_future(self._pump(upstream, send, down_headers, chunks, t0, sizes=sizes))
+        pump = asyncio.ensure_future(
+            self._pump(upstream, send, down_headers, chunks, t0, sizes=sizes, direct=direct)
+        )
         watcher = asyncio.ensure_future(_watch_disconnect(receive))
         try:
             done, _ = await asyncio.wait({pump, watcher}, return_when=asyncio.FIRST_COMPLETED)
@@ -405,41 +417,27 @@ class ProxyApp:
         t0: float,
         *,
         sizes: list[int],
+        direct: DirectBody | None,
     ) -> None:
-        added = self.metrics.added.labels(tap=self.cfg.tap)
-        room = self.cfg.record_limit  # bytes the record may still take
+        tee = _Tee(chunks, t0, self.cfg.record_limit, self.metrics.added.labels(tap=self.cfg.tap))
         try:
             await send({"type": "http.response.start", "status": upstream.status, "headers": headers})
         except OSError as exc:
             raise _DownstreamGone(str(exc)) from exc
-        async for batch in upstream.batches:
-            # one downstream write per batch: the pieces that arrived while the loop was busy go out
-            # together (issue 17); the record keeps each piece with the time its read arrived
-            if len(batch) == 1:
-                first, data = batch[0]
-                size = len(data)
-                if room > 0:
-                    # past the limit the bytes are still forwarded, never kept (issue 11, point 9)
-                    kept = data if size <= room else data[:room]
-                    room -= len(kept)
-                    chunks.append(Chunk((first - t0) * 1000.0, kept))
+        try:
+            if direct is not None and upstream.relay is not None and direct.usable():
+                await _relay(upstream.relay, direct, tee)
             else:
-                first = batch[0][0]
-                size = 0
-                for arrived, piece in batch:
-                    size += len(piece)
-                    if room > 0:
-                        kept = piece if len(piece) <= room else piece[:room]
-                        room -= len(kept)
-                        chunks.append(Chunk((arrived - t0) * 1000.0, kept))
-                data = b"".join([piece for _, piece in batch])
-            sizes[0] += size
-            try:
-                await send({"type": "http.response.body", "body": data, "more_body": True})
-            except OSError as exc:
-                raise _DownstreamGone(str(exc)) from exc
-            # once per write: the wait of the batch's oldest piece, from its arrival at the socket
-            added.observe(time.monotonic() - first)
+                async for batch in upstream.batches:
+                    # one downstream write per batch: the pieces that arrived while the loop was busy
+                    # go out together (issue 17); the record keeps each piece with its read's time
+                    try:
+                        await send({"type": "http.response.body", "body": tee.take(batch), "more_body": True})
+                    except OSError as exc:
+                        raise _DownstreamGone(str(exc)) from exc
+                    tee.sent(batch)
+        finally:
+            sizes[0] = tee.size
         try:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError as exc:
@@ -474,6 +472,60 @@ class _DownstreamGone(Exception):
 
 class _Broken(Exception):
     """Raised to the server so that it drops the caller's connection mid-response."""
+
+
+class _Tee:
+    """What the record keeps of a response body: each piece with its read's arrival offset, up to
+    the record limit (past it the bytes are still forwarded, never kept: issue 11, point 9)."""
+
+    __slots__ = ("added", "chunks", "room", "size", "t0")
+
+    def __init__(self, chunks: list[Chunk], t0: float, limit: int, added: Any) -> None:
+        self.chunks, self.t0, self.room, self.added = chunks, t0, limit, added
+        self.size = 0  # bytes forwarded, recorded or not
+
+    def take(self, batch: Batch) -> bytes:
+        """Records the batch and returns its bytes, to be written in one piece."""
+        if len(batch) == 1:
+            arrived, data = batch[0]
+            self.size += len(data)
+            if self.room > 0:
+                kept = data if len(data) <= self.room else data[: self.room]
+                self.room -= len(kept)
+                self.chunks.append(Chunk((arrived - self.t0) * 1000.0, kept))
+            return data
+        for arrived, piece in batch:
+            self.size += len(piece)
+            if self.room > 0:
+                kept = piece if len(piece) <= self.room else piece[: self.room]
+                self.room -= len(kept)
+                self.chunks.append(Chunk((arrived - self.t0) * 1000.0, kept))
+        return b"".join([piece for _, piece in batch])
+
+    def sent(self, batch: Batch) -> None:
+        # once per downstream write: the wait of the batch's oldest piece, from its read's arrival
+        self.added.observe(time.monotonic() - batch[0][0])
+
+
+async def _relay(relay: Callable[[BodySink], Awaitable[bool]], direct: DirectBody, tee: _Tee) -> None:
+    """The body from the upstream's read callback straight to the caller's socket (issue 17): per
+    read one record entry and one write, with no task step; this task wakes only when the caller's
+    buffer is full (to wait for it to drain) and at the end."""
+    gone = False
+
+    def sink(batch: Batch) -> bool:
+        nonlocal gone
+        if direct.gone():
+            gone = True
+            return False
+        direct.write(tee.take(batch))
+        tee.sent(batch)
+        return not direct.full()
+
+    while not await relay(sink):
+        if gone or direct.gone():
+            raise _DownstreamGone("the caller's connection closed")
+        await direct.drain()
 
 
 async def _watch_disconnect(receive: Receive) -> None:

@@ -7,16 +7,66 @@ out a connection that connects and says nothing. A caller could hold connections
 Here: a head larger than ``max_head`` bytes is a 431, a head not complete within ``head_timeout_s``
 is a 408, and a connection that sends nothing is closed after ``timeout_keep_alive`` like an idle one.
 The request body's deadline is the app's (``TapConfig.request_timeout_s``), which can answer in JSON.
+
+It also offers the app a shorter way out for a streamed body (issue 17): ``DirectBody`` in the
+request's scope (``scope["extensions"]["wirecheck.direct_body"]``) writes each piece to the caller's
+socket from the upstream's read callback, framed as uvicorn frames a chunked body, instead of one ASGI
+``send`` (a coroutine, a task step and a flow check) per piece.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-__all__ = ["guarded_protocol"]
+__all__ = ["DIRECT_BODY", "DirectBody", "guarded_protocol", "tap_protocol"]
+
+#: the scope extension under which a listener offers ``DirectBody``
+DIRECT_BODY = "wirecheck.direct_body"
+#: ``0`` turns ``DirectBody`` off in the proxy's listeners
+DIRECT_BODY_ENV = "WIRECHECK_DIRECT_BODY"
+
+
+class DirectBody:
+    """The body of one chunked response, written straight to the caller's transport.
+
+    Usable only once the app has started the response through ``send`` and uvicorn chose chunked
+    framing for it (no content-length: every streamed answer), and never for HEAD. ``write`` writes
+    the bytes uvicorn's ``send`` would write for a body message; the response is ended through
+    ``send`` as usual, so uvicorn's state (keep-alive, the next pipelined request) stays its own."""
+
+    __slots__ = ("_cycle",)
+
+    def __init__(self, cycle: RequestResponseCycle) -> None:
+        self._cycle = cycle
+
+    def usable(self) -> bool:
+        c = self._cycle
+        return (
+            c.response_started
+            and not c.response_complete
+            and c.chunked_encoding is True
+            and c.scope["method"] != "HEAD"
+        )
+
+    def gone(self) -> bool:
+        """The caller's connection is closed or closing: nothing written reaches it."""
+        return self._cycle.disconnected or self._cycle.transport.is_closing()
+
+    def write(self, data: bytes) -> None:
+        if data:
+            self._cycle.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+
+    def full(self) -> bool:
+        """The caller's transport is over its high-water mark: stop feeding it until ``drain``."""
+        return self._cycle.flow.write_paused
+
+    async def drain(self) -> None:
+        await self._cycle.flow.drain()
+
 
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
 
@@ -24,6 +74,7 @@ _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
 class _Guarded(HttpToolsProtocol):
     max_head = 64 * 1024
     head_timeout_s = 30.0
+    direct_body = True
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -60,6 +111,16 @@ class _Guarded(HttpToolsProtocol):
         self._head_bytes = 0
         self._stop_head_timer()
         super().on_headers_complete()
+        cycle = self.cycle
+        if (
+            self.direct_body
+            and cycle is not None
+            and cycle.scope is self.scope
+            and not cycle.response_started
+        ):
+            # the app's task is created but has not run yet: it finds the extension in its scope
+            scope: dict[str, Any] = cycle.scope  # type: ignore[assignment]
+            scope.setdefault("extensions", {})[DIRECT_BODY] = DirectBody(cycle)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -89,6 +150,17 @@ class _Guarded(HttpToolsProtocol):
         self.transport.close()
 
 
-def guarded_protocol(*, max_head: int, head_timeout_s: float) -> type[Any]:
-    """uvicorn's ``http=`` protocol class for a listener with these bounds."""
-    return type("GuardedHttpTools", (_Guarded,), {"max_head": max_head, "head_timeout_s": head_timeout_s})
+def guarded_protocol(*, max_head: int, head_timeout_s: float, direct_body: bool | None = None) -> type[Any]:
+    """uvicorn's ``http=`` protocol class for a listener with these bounds. ``direct_body``: offer
+    ``DirectBody`` (None: yes, unless ``WIRECHECK_DIRECT_BODY=0``, the switch back to one ASGI
+    ``send`` per piece, e.g. for an A/B of the two paths in benchmarks/proxy_overhead.py)."""
+    if direct_body is None:
+        direct_body = os.environ.get(DIRECT_BODY_ENV, "1").strip() != "0"
+    attrs = {"max_head": max_head, "head_timeout_s": head_timeout_s, "direct_body": direct_body}
+    return type("GuardedHttpTools", (_Guarded,), attrs)
+
+
+def tap_protocol() -> type[Any]:
+    """The protocol ``wirecheck proxy`` serves its taps with, at its default bounds: for serving a
+    ``ProxyApp`` anywhere else (acceptance's taps, the tests) exactly as the proxy does."""
+    return guarded_protocol(max_head=_Guarded.max_head, head_timeout_s=_Guarded.head_timeout_s)

@@ -11,6 +11,7 @@ content-decoded, and both map their errors onto the three the proxy records.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -22,6 +23,7 @@ import httpx
 
 __all__ = [
     "Batch",
+    "BodySink",
     "Upstream",
     "UpstreamBroken",
     "UpstreamResponse",
@@ -45,6 +47,8 @@ class UpstreamBroken(Exception):
 
 #: body pieces with the monotonic time each arrived, as many as were waiting when the proxy asked
 Batch = list[tuple[float, bytes]]
+#: takes a batch the moment it is parsed; False: stop handing on (see ``UpstreamResponse.relay``)
+BodySink = Callable[[Batch], bool]
 
 
 @dataclass(slots=True)
@@ -56,6 +60,13 @@ class UpstreamResponse:
     #: piece with its true arrival time rather than the time the event loop got round to it)
     batches: AsyncIterator[Batch]
     aclose: Callable[[], Awaitable[None]]
+    #: the body handed on from the upstream's read callback instead (None where not offered):
+    #: ``await relay(sink)`` gives ``sink`` each read's pieces the moment they are parsed, with no
+    #: task step between (issue 17). ``sink`` returns False to stop (the caller's buffer is full,
+    #: or the caller is gone); relay then returns False and reading waits until relay is called
+    #: again. It returns True at the body's end and raises the errors ``batches`` raises. Use one of
+    #: the two, not both.
+    relay: Callable[[BodySink], Awaitable[bool]] | None = None
 
     @property
     def body(self) -> AsyncIterator[bytes]:
@@ -104,6 +115,8 @@ class _Conn(asyncio.Protocol):
         self.active = False
         self.paused = False
         self.waiter: asyncio.Future[None] | None = None
+        self.sink: BodySink | None = None
+        self.halted = False  # the sink said stop
         self._begin(head_only=False)
         self.active = False
 
@@ -176,10 +189,28 @@ class _Conn(asyncio.Protocol):
             if not self.headers_done and self.head_bytes > _MAX_HEAD:
                 self.error = UpstreamBroken(f"response head over {_MAX_HEAD} bytes")
                 self.close()
-            elif self.buffered > _HIGH_WATER and not self.paused and self.transport is not None:
+        if self.sink is not None:
+            # relayed: what this read brought goes on now, in this callback (issue 17); the waiting
+            # task is woken only at the end, on an error, or when the sink says stop
+            if self.pieces:
+                self.hand_on()
+            if self.halted or self.complete or self.error is not None:
+                self._wake()
+            return
+        if self.buffered > _HIGH_WATER and not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def hand_on(self) -> None:
+        assert self.sink is not None
+        batch, self.pieces = self.pieces, []
+        self.buffered = 0
+        if not self.sink(batch):
+            self.halted = True
+            if not self.paused and self.transport is not None and not self.closed:
                 self.paused = True
                 self.transport.pause_reading()
-        self._wake()
 
     def eof_received(self) -> bool:
         return False  # close our side too
@@ -345,13 +376,41 @@ class _Raw(Upstream):
                     conn.close()
                     raise UpstreamTimeout("the upstream stopped sending") from exc
 
+        async def relay(sink: BodySink) -> bool:
+            conn.sink, conn.halted = sink, False
+            try:
+                if conn.pieces:
+                    conn.hand_on()  # parsed before the relay began (with the head, or while paused)
+                if not conn.halted and conn.paused and conn.transport is not None:
+                    conn.paused = False
+                    conn.transport.resume_reading()
+                while not conn.halted:
+                    if conn.error is not None:
+                        conn.close()
+                        raise conn.error
+                    if conn.complete:
+                        state["done"] = True
+                        return True
+                    # read_s bounds the wait for the next byte: the stamp of the last read says
+                    # whether bytes came while this task slept
+                    left = read_s - (time.monotonic() - conn.stamp) if conn.stamp else read_s
+                    if left <= 0:
+                        conn.close()
+                        raise UpstreamTimeout("the upstream stopped sending")
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(left):
+                            await conn.wait()
+                return False
+            finally:
+                conn.sink = None
+
         async def aclose() -> None:
             if state["done"] and conn.keep and not conn.pieces and conn.error is None:
                 self._give_back(conn)
             else:
                 conn.close()
 
-        return UpstreamResponse(conn.status, conn.headers, body_iter(), aclose)
+        return UpstreamResponse(conn.status, conn.headers, body_iter(), aclose, relay)
 
     async def aclose(self) -> None:
         while self.idle:

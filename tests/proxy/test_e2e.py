@@ -17,7 +17,7 @@ from tests import wire
 from tests.nginx import nginx_gateway
 from tests.proxy.test_app import raw_upstream, recorded
 from wirecheck.contracts import CheckConfig, check_exchanges
-from wirecheck.proxy import ProxyApp, TapConfig, check_pending
+from wirecheck.proxy import ProxyApp, TapConfig, check_pending, tap_protocol
 from wirecheck.record import Store, serve
 from wirecheck.sim import GatewayConfig, SimConfig, create_app, create_gateway, parse_gateway_faults
 
@@ -25,7 +25,7 @@ from wirecheck.sim import GatewayConfig, SimConfig, create_app, create_gateway, 
 @contextmanager
 def proxy(upstream: str, store: Store, **cfg: Any) -> Iterator[str]:
     app = ProxyApp(TapConfig(upstream=upstream, **cfg), store)
-    with serve(app) as url:
+    with serve(app, http=tap_protocol()) as url:
         yield url
 
 

@@ -20,7 +20,7 @@ from tests import wire
 from tests.chromium import LivePage
 from tests.servers import dual_tap, port_open, running, sim_behind_gateway, stop
 from wirecheck.contracts import Exchange, HttpRequest
-from wirecheck.proxy import AdminApp, ProxyApp, TapConfig, check_pending
+from wirecheck.proxy import AdminApp, ProxyApp, TapConfig, check_pending, tap_protocol
 from wirecheck.proxy._liveview import LiveView, LiveViewConfig
 from wirecheck.record import Store, free_port, serve
 from wirecheck.sim import SimConfig, create_app, parse_faults
@@ -46,7 +46,7 @@ def watched(store: Store, faults: str = "", **view: Any) -> Iterator[tuple[Serve
         lv = LiveView(store.url, taps=["caller"], health=admin.health_info, config=LiveViewConfig(**view))
         admin.mount(lv.cfg.prefix, lv)
         try:
-            with serve(app) as url, serve(admin) as admin_url:
+            with serve(app, http=tap_protocol()) as url, serve(admin) as admin_url:
                 yield Served(url, admin_url), lv
         finally:
             lv.close()

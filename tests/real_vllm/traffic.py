@@ -17,7 +17,7 @@ import openai
 
 from tests import wire
 from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges
-from wirecheck.proxy import ProxyApp, TapConfig
+from wirecheck.proxy import ProxyApp, TapConfig, tap_protocol
 from wirecheck.record import Store, serve
 
 MODEL = wire.K2
@@ -116,7 +116,7 @@ def tapped(upstream: str, tmp: Path) -> Iterator[tuple[str, Store]]:
     """A wirecheck proxy (one tap, straight in front of the engine) over real loopback sockets."""
     store = Store(tmp / "wc.db", writer=True)
     try:
-        with serve(ProxyApp(TapConfig(upstream=upstream), store)) as url:
+        with serve(ProxyApp(TapConfig(upstream=upstream), store), http=tap_protocol()) as url:
             yield url, store
     finally:
         store.close()

@@ -1,0 +1,169 @@
+"""The relay of a streamed body from the upstream's read callback to the caller's socket (issue 17):
+the taps' listener offers ``DirectBody`` and the lean upstream client hands each read on from its
+callback. Real sockets on both sides, since neither exists in process."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.proxy.test_app import raw_upstream, recorded
+from wirecheck.proxy import ProxyApp, TapConfig, tap_protocol
+from wirecheck.proxy._server import DirectBody
+from wirecheck.record import Store, read_body, serve
+
+
+@contextmanager
+def tap(upstream: str, store: Store, **cfg: Any) -> Iterator[str]:
+    with serve(ProxyApp(TapConfig(upstream=upstream, **cfg), store), http=tap_protocol()) as url:
+        yield url
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts the writes and waits of every DirectBody."""
+    calls = {"write": 0, "drain": 0}
+    write, drain = DirectBody.write, DirectBody.drain
+
+    def counted_write(self: DirectBody, data: bytes) -> None:
+        calls["write"] += 1
+        write(self, data)
+
+    async def counted_drain(self: DirectBody) -> None:
+        calls["drain"] += 1
+        await drain(self)
+
+    monkeypatch.setattr(DirectBody, "write", counted_write)
+    monkeypatch.setattr(DirectBody, "drain", counted_drain)
+    return calls
+
+
+PIECES = [b'data: {"n": %d}\n\n' % i for i in range(5)]
+
+
+def test_each_read_goes_to_the_caller_from_the_upstreams_callback(store: Store, spy: dict[str, int]) -> None:
+    with serve(raw_upstream(PIECES, delay=0.05)) as up, tap(up, store) as url, httpx.Client() as c:
+        arrivals = []
+        t0 = time.monotonic()
+        with c.stream("POST", f"{url}/v1/chat/completions", content=b"{}") as r:
+            for piece in r.iter_raw():
+                arrivals.append((time.monotonic() - t0, piece))
+        # kept alive: uvicorn ends each relayed response itself, so the next request on the
+        # connection is served as usual, twice more
+        again = [c.post(f"{url}/v1/chat/completions", content=b"{}").content for _ in range(2)]
+    assert b"".join(p for _, p in arrivals) == b"".join(PIECES) == again[0] == again[1]
+    assert arrivals[-1][0] - arrivals[0][0] > 0.15  # each piece when it came, not all at the end
+    assert spy["write"] == 3 * len(PIECES)  # one write per upstream read, all through DirectBody
+    exs = asyncio.run(recorded(store, 3))
+    for ex in exs:
+        assert ex.error is None and ex.response is not None and ex.response.status == 200
+        assert [c.data for c in ex.response.chunks or []] == PIECES
+        offsets = [c.t_ms for c in ex.response.chunks or []]
+        assert offsets == sorted(offsets) and offsets[-1] - offsets[0] > 150
+
+
+def test_a_slow_caller_pauses_the_upstream_and_loses_nothing(store: Store, spy: dict[str, int]) -> None:
+    piece = bytes(range(256)) * 256  # 64 KiB
+    n = 512  # 32 MiB in all, past what loopback's socket buffers on both sides can hold
+    state: dict[str, float] = {}
+
+    async def flood(scope: Any, receive: Any, send: Any) -> None:
+        await read_body(receive)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        for i in range(n):
+            await send({"type": "http.response.body", "body": piece, "more_body": i < n - 1})
+        state["upstream_done"] = time.monotonic()
+
+    with serve(flood) as up, tap(up, store, record_limit=64 << 20) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+            s.connect((host, int(port)))
+            s.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nhost: t\r\ncontent-length: 2\r\n"
+                b"connection: close\r\n\r\n{}"
+            )
+            got = bytearray()
+            time.sleep(0.5)  # the caller reads nothing yet: the proxy must stop reading the upstream
+            stalled_upstream = "upstream_done" not in state
+            while data := s.recv(16384):
+                got += data
+                time.sleep(0.0002)
+    head, _, chunked = bytes(got).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    assert hashlib.sha256(_dechunk(chunked)).digest() == hashlib.sha256(piece * n).digest()
+    assert stalled_upstream, "the upstream finished while the caller read nothing: the proxy buffered it all"
+    assert spy["drain"] >= 1  # the caller's buffer filled, and the relay waited for it
+    [ex] = asyncio.run(recorded(store, 1))
+    assert ex.error is None and b"".join(c.data for c in ex.response.chunks or []) == piece * n  # type: ignore[union-attr]
+
+
+def test_an_upstream_break_mid_relay_breaks_the_callers_connection(store: Store, spy: dict[str, int]) -> None:
+    up_app = raw_upstream([b"data: {}\n\n", b"data: {}\n\n", b"x"], fail_after=2, delay=0.05)
+    with serve(up_app) as up, tap(up, store) as url:
+        got = b""
+        with (
+            pytest.raises(httpx.HTTPError),
+            httpx.stream("POST", f"{url}/v1/chat/completions", content=b"{}") as r,
+        ):
+            for p in r.iter_raw():
+                got += p
+    assert got == b"data: {}\n\n" * 2 and spy["write"] == 2
+    [ex] = asyncio.run(recorded(store, 1))
+    assert ex.error is not None and ex.error.kind == "upstream_reset"
+    assert ex.response is not None and len(ex.response.chunks or []) == 2
+
+
+def test_an_upstream_silent_mid_relay_times_out(store: Store, spy: dict[str, int]) -> None:
+    with (
+        serve(raw_upstream([b"data: {}\n\n", b"late"], delay=0.5)) as up,
+        tap(up, store, read_timeout_s=0.2) as url,
+        pytest.raises(httpx.HTTPError),
+        httpx.stream("POST", f"{url}/v1/chat/completions", content=b"{}") as r,
+    ):
+        for _ in r.iter_raw():
+            pass
+    [ex] = asyncio.run(recorded(store, 1))
+    assert ex.error is not None and ex.error.kind == "timeout"
+
+
+def test_bodies_with_a_length_and_head_answers_take_the_asgi_path(store: Store, spy: dict[str, int]) -> None:
+    body = b'{"object": "chat.completion"}'
+
+    async def sized(scope: Any, receive: Any, send: Any) -> None:
+        await read_body(receive)
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
+
+    with serve(sized) as up, tap(up, store) as url, httpx.Client() as c:
+        r = c.post(f"{url}/v1/chat/completions", content=b"{}")
+        h = c.head(f"{url}/v1/models")
+    assert r.content == body and r.headers["content-length"] == str(len(body))
+    assert h.status_code == 200 and h.content == b""
+    assert spy["write"] == 0
+
+
+def _dechunk(data: bytes) -> bytes:
+    out = bytearray()
+    while True:
+        size_line, _, rest = data.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            return bytes(out)
+        out += rest[:size]
+        data = rest[size + 2 :]
