@@ -21,7 +21,7 @@ from ._admin import AdminApp
 from ._app import Metrics, ProxyApp, TapConfig
 from ._live import CheckerSupervisor, start_checker
 from ._liveview import LiveView
-from ._server import guarded_protocol
+from ._server import guarded_protocol, settle_gc
 
 __all__ = ["ListenerServer", "ProxyRun", "run_proxy"]
 
@@ -77,6 +77,7 @@ async def _serve(
         # health: issue 11, point 3 (and the workers' state under --workers)
         app.checks = checker.state if checker is not None else checks
     protocol = guarded_protocol(max_head=run.max_head, head_timeout_s=run.head_timeout_s)
+    settle_gc()
     servers = [
         ListenerServer(
             uvicorn.Config(
