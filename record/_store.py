@@ -59,6 +59,8 @@ _UPSERT = (
 )
 #: a claim left by a checking worker that died is taken over after this long
 CLAIM_TIMEOUT_S = 60.0
+#: how long the writer waits after the first exchange of a batch for more to arrive
+LINGER_S = 0.02
 
 
 def is_store(path: str | Path) -> bool:
@@ -157,6 +159,11 @@ class Store:
                 stop = True
             else:
                 batch.append(first)
+                if self._queue.qsize() < self._batch:
+                    # linger while more arrive: one transaction for what ends in that time, and the
+                    # request path's put() finds no writer waiting to be woken, which made it the
+                    # proxy's costliest call after the socket writes at 256 streams (issue 17)
+                    time.sleep(LINGER_S)
             while len(batch) < self._batch and not stop:
                 try:
                     item = self._queue.get_nowait()
