@@ -12,11 +12,14 @@ import sys
 from pathlib import Path
 
 from wirecheck._errors import WirecheckError
-from wirecheck.acceptance import AcceptOptions, Limits, Slo
+from wirecheck.acceptance import ALL_PHASES, AcceptOptions, Limits, Slo
 from wirecheck.contracts import FAMILY_NAMES
 
 from ._common import float_list, headers_arg, hostport, redact_option, redaction, via_proxy_options
 from ._fields import Opt, add_fields, build
+
+#: every phase, in the order they run (acceptance's one list: a new phase is in the default)
+_ALL = ",".join(ALL_PHASES)
 
 __all__ = ["register"]
 
@@ -134,9 +137,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="FILE",
         help="the vLLM server's log from its start (one per node: the first is held to the recipe)",
     )
-    a.add_argument(
-        "--phases", default="compat,capacity,cache,interface", help="comma list (default: all four)"
-    )
+    a.add_argument("--phases", default=_ALL, help=f"comma list (default: all, {_ALL})")
     a.add_argument("--out", required=True, metavar="DIR", help="report folder")
     a.add_argument(
         "--header",
@@ -194,11 +195,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     d.add_argument("--out", default="wirecheck-demo", help="report folder (default ./wirecheck-demo)")
     d.add_argument("--requests", type=int, default=28, help="interface requests (the acceptance's agent set)")
     d.add_argument("--seed", type=int, default=7)
-    d.add_argument(
-        "--phases",
-        default="compat,capacity,cache,interface",
-        help="acceptance phases to run (default all four)",
-    )
+    d.add_argument("--phases", default=_ALL, help=f"acceptance phases to run (default: all, {_ALL})")
     d.set_defaults(run=_demo)
 
 
