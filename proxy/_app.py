@@ -289,7 +289,7 @@ class ProxyApp:
                 receive=receive,
                 send=send,
                 t0=t0,
-                direct=(scope.get("extensions") or {}).get(DIRECT_BODY) if method != "HEAD" else None,
+                direct=(scope.get("extensions") or {}).get(DIRECT_BODY),
             )
         finally:
             self.in_flight -= 1
@@ -486,21 +486,13 @@ class _Tee:
 
     def take(self, batch: Batch) -> bytes:
         """Records the batch and returns its bytes, to be written in one piece."""
-        if len(batch) == 1:
-            arrived, data = batch[0]
-            self.size += len(data)
-            if self.room > 0:
-                kept = data if len(data) <= self.room else data[: self.room]
-                self.room -= len(kept)
-                self.chunks.append(Chunk((arrived - self.t0) * 1000.0, kept))
-            return data
         for arrived, piece in batch:
             self.size += len(piece)
             if self.room > 0:
                 kept = piece if len(piece) <= self.room else piece[: self.room]
                 self.room -= len(kept)
                 self.chunks.append(Chunk((arrived - self.t0) * 1000.0, kept))
-        return b"".join([piece for _, piece in batch])
+        return batch[0][1] if len(batch) == 1 else b"".join([piece for _, piece in batch])
 
     def sent(self, batch: Batch) -> None:
         # once per downstream write: the wait of the batch's oldest piece, from its read's arrival
@@ -511,19 +503,16 @@ async def _relay(relay: Callable[[BodySink], Awaitable[bool]], direct: DirectBod
     """The body from the upstream's read callback straight to the caller's socket (issue 17): per
     read one record entry and one write, with no task step; this task wakes only when the caller's
     buffer is full (to wait for it to drain) and at the end."""
-    gone = False
 
     def sink(batch: Batch) -> bool:
-        nonlocal gone
         if direct.gone():
-            gone = True
             return False
         direct.write(tee.take(batch))
         tee.sent(batch)
         return not direct.full()
 
     while not await relay(sink):
-        if gone or direct.gone():
+        if direct.gone():  # a closed connection stays closed: the sink stopped for it, or will
             raise _DownstreamGone("the caller's connection closed")
         await direct.drain()
 
