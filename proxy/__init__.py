@@ -6,11 +6,12 @@ from ._app import DEFAULT_REDACT, ProxyApp, TapConfig
 from ._export import to_har, write_har, write_jsonl
 from ._live import CheckerSupervisor, check_ids, check_pending, run_checker, start_checker
 from ._runner import ListenerServer, ProxyRun, run_proxy
-from ._server import tap_protocol
+from ._server import HELPER_PRIORITY_ENV, helper_priority, tap_protocol
 
 __all__ = [
     "ADMIN_TOKEN_ENV",
     "DEFAULT_REDACT",
+    "HELPER_PRIORITY_ENV",
     "AdminApp",
     "CheckerSupervisor",
     "ListenerServer",
@@ -19,6 +20,7 @@ __all__ = [
     "TapConfig",
     "check_ids",
     "check_pending",
+    "helper_priority",
     "run_checker",
     "run_proxy",
     "start_checker",

@@ -40,7 +40,7 @@ from wirecheck.contracts import (
 from wirecheck.record import LIVE_CHECK_SKIPPED, Store
 
 from ._lifeline import guard
-from ._server import settle_gc
+from ._server import settle_gc, yield_cpu
 
 __all__ = ["CheckerSupervisor", "check_ids", "check_pending", "run_checker", "start_checker"]
 
@@ -195,12 +195,12 @@ def run_checker(
     stop = threading.Event()
     guard(lifeline, parent_pid, lambda _msg: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent decides
-    # forwarding first, where asked (issue 17): niced, the checker runs on what forwarding leaves, falls
+    # forwarding first (issue 17): the checker runs on the CPU forwarding leaves (``yield_cpu``), falls
     # behind under overload (health says so past LAG_S) and catches up, losing nothing
-    with contextlib.suppress(OSError, ValueError):
+    nice = 0
+    with contextlib.suppress(ValueError):
         nice = max(0, min(19, int(os.environ.get(CHECKER_NICE_ENV, CHECKER_NICE))))
-        if nice:
-            os.nice(nice)
+    yield_cpu(nice)
 
     settle_gc()  # its full collections took up to 128 ms of CPU each at 256 streams (issue 17)
 

@@ -17,6 +17,7 @@ socket from the upstream's read callback, framed as uvicorn frames a chunked bod
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import weakref
@@ -24,10 +25,23 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-__all__ = ["DIRECT_BODY", "DirectBody", "guarded_protocol", "settle_gc", "tap_protocol"]
+__all__ = [
+    "DIRECT_BODY",
+    "HANDOFF",
+    "HELPER_PRIORITY_ENV",
+    "DirectBody",
+    "Handoff",
+    "guarded_protocol",
+    "helper_priority",
+    "settle_gc",
+    "tap_protocol",
+    "yield_cpu",
+]
 
 #: the scope extension under which a listener offers ``DirectBody``
 DIRECT_BODY = "wirecheck.direct_body"
+#: the scope extension under which the admin listener offers ``Handoff``
+HANDOFF = "wirecheck.handoff"
 #: ``0`` turns ``DirectBody`` off in the proxy's listeners
 DIRECT_BODY_ENV = "WIRECHECK_DIRECT_BODY"
 
@@ -78,6 +92,37 @@ class DirectBody:
         await self._flow.drain()
 
 
+class Handoff:
+    """The connection of one request, to be moved to another process (the live view's, issue 18).
+
+    ``fileno()`` is the socket to pass on, or None when the connection cannot move whole: TLS, the
+    request's body not all read, a pipelined request already waiting behind it, the response begun.
+    After the socket was passed on, ``release()`` makes this process forget the connection without
+    ending it: reading stops and the transport is dropped (its descriptor closed, which sends nothing
+    while another process holds the socket). uvicorn then sees the connection as lost."""
+
+    __slots__ = ("_protocol",)
+
+    def __init__(self, protocol: _Guarded) -> None:
+        self._protocol = weakref.ref(protocol)  # no reference cycle through the scope (see DirectBody)
+
+    def fileno(self) -> int | None:
+        p = self._protocol()
+        if p is None or p.transport.is_closing() or p.transport.get_extra_info("sslcontext") is not None:
+            return None
+        c = p.cycle
+        if c is None or c.response_started or c.more_body or p.pipeline:
+            return None
+        sock = p.transport.get_extra_info("socket")
+        return sock.fileno() if sock is not None else None
+
+    def release(self) -> None:
+        p = self._protocol()
+        if p is not None:
+            p.transport.pause_reading()
+            p.transport.abort()
+
+
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
 
 
@@ -85,6 +130,7 @@ class _Guarded(HttpToolsProtocol):
     max_head = 64 * 1024
     head_timeout_s = 30.0
     direct_body = True
+    handoff = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -122,15 +168,13 @@ class _Guarded(HttpToolsProtocol):
         self._stop_head_timer()
         super().on_headers_complete()
         cycle = self.cycle
-        if (
-            self.direct_body
-            and cycle is not None
-            and cycle.scope is self.scope
-            and not cycle.response_started
-        ):
-            # the app's task is created but has not run yet: it finds the extension in its scope
+        if cycle is not None and cycle.scope is self.scope and not cycle.response_started:
+            # the app's task is created but has not run yet: it finds the extensions in its scope
             scope: dict[str, Any] = cycle.scope  # type: ignore[assignment]
-            scope.setdefault("extensions", {})[DIRECT_BODY] = DirectBody(cycle)
+            if self.direct_body:
+                scope.setdefault("extensions", {})[DIRECT_BODY] = DirectBody(cycle)
+            if self.handoff:
+                scope.setdefault("extensions", {})[HANDOFF] = Handoff(self)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -160,13 +204,21 @@ class _Guarded(HttpToolsProtocol):
         self.transport.close()
 
 
-def guarded_protocol(*, max_head: int, head_timeout_s: float, direct_body: bool | None = None) -> type[Any]:
+def guarded_protocol(
+    *, max_head: int, head_timeout_s: float, direct_body: bool | None = None, handoff: bool = False
+) -> type[Any]:
     """uvicorn's ``http=`` protocol class for a listener with these bounds. ``direct_body``: offer
     ``DirectBody`` (None: yes, unless ``WIRECHECK_DIRECT_BODY=0``, the switch back to one ASGI
-    ``send`` per piece, e.g. for an A/B of the two paths in benchmarks/proxy_overhead.py)."""
+    ``send`` per piece, e.g. for an A/B of the two paths in benchmarks/proxy_overhead.py).
+    ``handoff``: offer ``Handoff`` (the admin listener)."""
     if direct_body is None:
         direct_body = os.environ.get(DIRECT_BODY_ENV, "1").strip() != "0"
-    attrs = {"max_head": max_head, "head_timeout_s": head_timeout_s, "direct_body": direct_body}
+    attrs = {
+        "max_head": max_head,
+        "head_timeout_s": head_timeout_s,
+        "direct_body": direct_body,
+        "handoff": handoff,
+    }
     return type("GuardedHttpTools", (_Guarded,), attrs)
 
 
@@ -174,6 +226,46 @@ def tap_protocol() -> type[Any]:
     """The protocol ``wirecheck proxy`` serves its taps with, at its default bounds: for serving a
     ``ProxyApp`` anywhere else (acceptance's taps, the tests) exactly as the proxy does."""
     return guarded_protocol(max_head=_Guarded.max_head, head_timeout_s=_Guarded.head_timeout_s)
+
+
+#: how the proxy's helper processes (the live checker, the live view) share the CPU with forwarding
+HELPER_PRIORITY_ENV = "WIRECHECK_HELPER_PRIORITY"
+HELPER_PRIORITIES = ("idle", "normal")
+
+
+def helper_priority() -> str:
+    """``WIRECHECK_HELPER_PRIORITY``: ``idle`` (the default) or ``normal``; anything else is an error
+    that ``wirecheck proxy`` reports when it starts."""
+    value = os.environ.get(HELPER_PRIORITY_ENV, "idle").strip().lower() or "idle"
+    if value not in HELPER_PRIORITIES:
+        raise ValueError(
+            f"{HELPER_PRIORITY_ENV} must be one of {', '.join(HELPER_PRIORITIES)}, not {value[:40]!r}"
+        )
+    return value
+
+
+def yield_cpu(nice: int = 0) -> None:
+    """Put the calling thread, and the threads it starts from now on, behind forwarding for the CPU:
+    a helper process of the proxy calls it once it runs (issue 17).
+
+    ``idle`` (``SCHED_IDLE``): the helper runs on the CPU time the proxy's forwarding, and everything
+    else on the machine, leave. On a machine with cores to spare that is all it needs. On a saturated
+    one the live checks fall behind (``/wirecheck/health`` says so past ``LAG_S``) and catch up when the
+    load eases, losing nothing: everything is in the store. At 256 streams on two shared cores it took
+    the proxy's added p99 from 15-45 ms to 15-18 ms (docs/proxy.md). ``normal``: a fair share, for a
+    machine where prompt findings matter more than the tail of forwarding. ``nice`` (0 to 19) lowers
+    a normal helper's share. Threads started before the call (the lifeline's) keep the normal policy.
+    Where the platform lacks a setting, nothing changes."""
+    try:
+        priority = helper_priority()
+    except ValueError:
+        priority = "idle"  # wirecheck proxy refused the value at start; a helper never fails on it
+    if priority == "idle":
+        with contextlib.suppress(AttributeError, OSError):
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    with contextlib.suppress(OSError, ValueError):
+        if nice > 0:
+            os.nice(min(nice, 19))
 
 
 def settle_gc() -> None:

@@ -89,8 +89,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _proxy(args: argparse.Namespace) -> int:
-    from wirecheck.proxy import ADMIN_TOKEN_ENV, run_proxy
+    from wirecheck.proxy import ADMIN_TOKEN_ENV, helper_priority, run_proxy
     from wirecheck.record import correlation_secret
+
+    try:
+        helper_priority()  # read again by each helper process: a typo is refused here, at the start
+    except ValueError as exc:
+        raise WirecheckError(str(exc)) from None
 
     redact = redaction(args)
     limit = size(args.body_limit)

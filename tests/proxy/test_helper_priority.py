@@ -1,0 +1,99 @@
+"""The proxy's helper processes run behind forwarding for the CPU (issue 17): by default on idle time
+(``SCHED_IDLE``), and they still check and serve everything when the machine has time to spare.
+(The rest of the suite runs them at ``normal``: see tests/conftest.py.)"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.hostile._proxyproc import chat, descendants, upstream
+from tests.servers import port_open, running
+from wirecheck.proxy import HELPER_PRIORITY_ENV, helper_priority
+from wirecheck.record import Store, free_port, serve
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux scheduling classes")
+
+
+def _policies(pid: int) -> dict[int, int]:
+    """Each thread of ``pid``: its scheduling policy."""
+    out: dict[int, int] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            out[int(task.name)] = os.sched_getscheduler(int(task.name))
+    return out
+
+
+def _helpers(pid: int) -> list[int]:
+    found = []
+    for p in descendants(pid):
+        with contextlib.suppress(OSError):
+            if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes():
+                found.append(p)
+    return found
+
+
+@pytest.mark.timing  # helpers on idle time: kept away from the busiest tests
+@pytest.mark.parametrize(("value", "policy"), [("idle", "SCHED_IDLE"), ("normal", "SCHED_OTHER")])
+def test_the_helpers_run_at_the_priority_asked_and_still_do_their_work(
+    tmp_path: Path, value: str, policy: str
+) -> None:
+    db = tmp_path / "wc.db"
+    with serve(upstream) as up:
+        port, admin_port = free_port(), free_port()
+        with running(
+            *("proxy", "--upstream", up, "--listen", f"127.0.0.1:{port}", "--store", str(db)),
+            *("--settle", "0.1", "--admin", f"127.0.0.1:{admin_port}"),
+            ready=port_open(port, admin_port),
+            env={HELPER_PRIORITY_ENV: value},
+        ) as proc:
+            assert chat(f"http://127.0.0.1:{port}", "hello").status_code == 200
+            state = httpx.get(f"http://127.0.0.1:{admin_port}/wirecheck/state", timeout=60)
+            assert state.status_code == 200 and state.json()["viewers"]["pid"] != proc.pid
+            # the exchange is checked: the checker ran, on whatever time it was given
+            reader = Store(str(db))
+            try:
+                deadline = time.monotonic() + 60
+                while reader.unchecked(settle_s=0.0):
+                    assert time.monotonic() < deadline, "the live checker never checked the exchange"
+                    time.sleep(0.1)
+            finally:
+                reader.close()
+            helpers = _helpers(proc.pid)
+            assert len(helpers) == 2, "the live checker and the live view's process"
+            want = getattr(os, policy)
+            for pid in helpers:
+                threads = _policies(pid)
+                assert threads[pid] == want, (pid, threads)
+                if value == "idle":
+                    # the lifeline (started first) keeps the normal policy: the helper still sees
+                    # its parent go at once (tests/hostile/test_orphans.py)
+                    assert os.SCHED_OTHER in threads.values(), threads
+            assert _policies(proc.pid)[proc.pid] == os.SCHED_OTHER  # forwarding is never demoted
+
+
+def test_the_priority_is_idle_unless_asked_and_a_bad_value_stops_the_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(HELPER_PRIORITY_ENV, raising=False)
+    assert helper_priority() == "idle"
+    monkeypatch.setenv(HELPER_PRIORITY_ENV, " Normal ")
+    assert helper_priority() == "normal"
+    env = {**os.environ, HELPER_PRIORITY_ENV: "realtime"}
+    r = subprocess.run(
+        [sys.executable, "-m", "wirecheck", "proxy", "--upstream", "http://127.0.0.1:9", "--no-store"],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode != 0
+    assert "WIRECHECK_HELPER_PRIORITY must be one of idle, normal, not 'realtime'" in r.stderr
