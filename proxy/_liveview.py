@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -491,6 +492,7 @@ class LiveView:
             "events": self.stats.events,
             "read_errors": self.stats.read_errors,
             "limit": self.cfg.max_viewers,
+            "pid": os.getpid(),  # the process serving the view (the proxy's own, or its view process)
         }
         return JSONResponse(body, headers={"cache-control": "no-store"})
 

@@ -22,6 +22,7 @@ from ._app import Metrics, ProxyApp, TapConfig
 from ._live import CheckerSupervisor, start_checker
 from ._liveview import LiveView
 from ._server import guarded_protocol, settle_gc
+from ._viewproc import ViewProcess
 
 __all__ = ["ListenerServer", "ProxyRun", "run_proxy"]
 
@@ -97,12 +98,17 @@ async def _serve(
     )
     if not serve_taps:
         servers, listening = [], []
-    view: LiveView | None = None
+    view: LiveView | ViewProcess | None = None
     if run.admin is not None:
         admin = AdminApp(apps, store, token=run.admin_token)
-        if store is not None:
-            # the live view (issue 18) is the admin listener's too: it shows every caller's traffic
-            view = LiveView(store.url, taps=[a.cfg.tap for a in apps], health=admin.health_info)
+        taps = [a.cfg.tap for a in apps]
+        if store is not None and serve_taps:
+            # the live view (issue 18) is the admin listener's too: it shows every caller's traffic.
+            # Its connections are handed to a process of its own, so viewers cost forwarding nothing
+            view = ViewProcess(store, taps=taps, health=admin.health_info, max_head=run.max_head)
+            admin.mount(view.cfg.prefix, view)
+        elif store is not None:  # the supervisor of --workers forwards nothing: the view stays here
+            view = LiveView(store.url, taps=taps, health=admin.health_info)
             admin.mount(view.cfg.prefix, view)
         host, port = run.admin
         listening.append(None)
@@ -114,7 +120,9 @@ async def _serve(
                     port=port,
                     log_level="warning",
                     lifespan="on",
-                    http=protocol,
+                    http=guarded_protocol(
+                        max_head=run.max_head, head_timeout_s=run.head_timeout_s, handoff=True
+                    ),
                     timeout_keep_alive=5,
                 )
             )

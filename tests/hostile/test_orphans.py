@@ -7,6 +7,7 @@ import signal
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.hostile._proxyproc import alive, chat, descendants, proxy_process
@@ -14,15 +15,17 @@ from tests.hostile._proxyproc import alive, chat, descendants, proxy_process
 
 @pytest.mark.timing  # helpers must exit within seconds
 def test_helpers_exit_when_the_proxy_is_killed(tmp_path: Path) -> None:
-    with proxy_process(tmp_path / "wc.db") as (proc, base, _admin):
+    with proxy_process(tmp_path / "wc.db") as (proc, base, admin):
         assert chat(base, "hello").status_code == 200
+        # a view request starts the live view's process (proxy/_viewproc.py): it must die with the proxy too
+        assert httpx.get(f"{admin}/wirecheck/state", timeout=30).status_code == 200
         helpers = descendants(proc.pid)
         assert helpers, "the proxy runs its live-check worker (and multiprocessing's helper) below it"
         # the worker guards itself once its imports are done (proxy/_lifeline.py): killed before that, it
         # exits when they end, which on a loaded CI machine took over 5 s. The guarantee under test is
         # the running worker's, so wait for its lifeline thread (a second thread) first.
         workers = [p for p in helpers if "spawn_main" in _cmdline(p)]
-        assert workers, "no live-check worker among the proxy's helpers"
+        assert len(workers) == 2, "not both the live-check worker and the view process among the helpers"
         deadline = time.monotonic() + 60  # a process start on a loaded machine, not a bound under test
         while not all(_threads(p) >= 2 for p in workers) and time.monotonic() < deadline:
             time.sleep(0.05)

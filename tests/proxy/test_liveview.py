@@ -22,6 +22,8 @@ from tests.servers import dual_tap, port_open, running, sim_behind_gateway, stop
 from wirecheck.contracts import Exchange, HttpRequest
 from wirecheck.proxy import AdminApp, ProxyApp, TapConfig, check_pending, tap_protocol
 from wirecheck.proxy._liveview import LiveView, LiveViewConfig
+from wirecheck.proxy._server import guarded_protocol
+from wirecheck.proxy._viewproc import ViewProcess
 from wirecheck.record import Store, free_port, serve
 from wirecheck.sim import SimConfig, create_app, parse_faults
 
@@ -33,23 +35,37 @@ HOSTILE = '<img src=x onerror="window.__pwned=1"></script><script>window.__pwned
 class Served:
     proxy: str  # the tap callers send to
     admin: str  # the admin listener, where the live view is mounted (issue 11 point 11)
+    process: ViewProcess | None = None  # what hands view connections to the view process
 
 
 @contextmanager
-def watched(store: Store, faults: str = "", **view: Any) -> Iterator[tuple[Served, LiveView]]:
+def watched(
+    store: Store, faults: str = "", *, process: bool = False, token: str | None = None, **view: Any
+) -> Iterator[tuple[Served, LiveView]]:
     """Simulator -> proxy (recording into ``store``), and the admin listener with the live view
-    mounted as the runner does."""
+    mounted. ``process``: as ``wirecheck proxy`` mounts it, handing each view connection to the view
+    process (``ViewProcess``; the LiveView yielded is then its in-process fallback); else the view
+    is served in this process, where its counters can be read."""
     sim = create_app(SimConfig(time_scale=0.001, faults=parse_faults(faults)))
     with serve(sim) as sim_url:
         app = ProxyApp(TapConfig(upstream=sim_url), store)
-        admin = AdminApp([app], store)
-        lv = LiveView(store.url, taps=["caller"], health=admin.health_info, config=LiveViewConfig(**view))
-        admin.mount(lv.cfg.prefix, lv)
+        admin = AdminApp([app], store, token=token)
+        cfg = LiveViewConfig(**view)
+        mounted: LiveView | ViewProcess
+        if process:
+            mounted = ViewProcess(
+                store, taps=["caller"], health=admin.health_info, max_head=64 * 1024, config=cfg
+            )
+            lv = mounted.fallback
+        else:
+            mounted = lv = LiveView(store.url, taps=["caller"], health=admin.health_info, config=cfg)
+        admin.mount(mounted.cfg.prefix, mounted)
+        http = guarded_protocol(max_head=64 * 1024, head_timeout_s=30.0, handoff=True)
         try:
-            with serve(app, http=tap_protocol()) as url, serve(admin) as admin_url:
-                yield Served(url, admin_url), lv
+            with serve(app, http=tap_protocol()) as url, serve(admin, http=http) as admin_url:
+                yield Served(url, admin_url, mounted if isinstance(mounted, ViewProcess) else None), lv
         finally:
-            lv.close()
+            mounted.close()
 
 
 def _ask(url: str, city: str = "Osaka", **kw: Any) -> None:
@@ -111,7 +127,7 @@ def _events(
 
 def test_findings_injected_by_simulator_faults_appear_on_the_page_within_a_second(store: Store) -> None:
     with (
-        watched(store, "model.invalid_json,model.undeclared_tool") as (u, _),
+        watched(store, "model.invalid_json,model.undeclared_tool", process=True) as (u, _),
         LivePage(f"{u.admin}/wirecheck/") as page,
     ):
         page.wait_for("document.getElementById('stream').dataset.state === 'open'")
@@ -135,7 +151,10 @@ def test_findings_injected_by_simulator_faults_appear_on_the_page_within_a_secon
 
 
 def test_a_hostile_string_in_a_tool_argument_renders_as_text(store: Store) -> None:
-    with watched(store, "model.invalid_json") as (u, _), LivePage(f"{u.admin}/wirecheck/view") as page:
+    with (
+        watched(store, "model.invalid_json", process=True) as (u, _),
+        LivePage(f"{u.admin}/wirecheck/view") as page,
+    ):
         page.wait_for("document.getElementById('stream').dataset.state === 'open'")
         _retry_with(u.proxy, json.dumps({"city": HOSTILE}))
         _check(store, 1)
@@ -162,7 +181,7 @@ def test_a_hostile_string_in_a_tool_argument_renders_as_text(store: Store) -> No
 
 
 def test_a_reconnect_with_last_event_id_loses_nothing(store: Store) -> None:
-    with watched(store, "model.invalid_json") as (u, _):
+    with watched(store, "model.invalid_json", process=True) as (u, _):
         for city in ("Osaka", "Kyoto", "Nara"):
             _ask(u.proxy, city)
         _check(store, 3)
@@ -394,6 +413,9 @@ def test_the_proxy_process_streams_the_live_checkers_findings_and_stops_with_vie
                 assert b"wirecheck live view" in next(pieces)
                 state = httpx.get(f"{base}/state", timeout=5).json()
                 assert state["viewers"]["open"] == 1, state["viewers"]
+                # served by the view's own process, not by the proxy that forwards (issue 18)
+                assert state["viewers"]["pid"] != proxy.pid
+                assert state["health"]["taps"][0]["tap"] in ("caller", "engine")
                 assert state["pairing"]["taps"]["caller"]["paired"] == 3
                 assert state["pairing"]["taps"]["engine"]["paired"] == 3
                 # SIGTERM must still stop the proxy, and flush, while the viewer is connected
