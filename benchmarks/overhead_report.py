@@ -36,6 +36,9 @@ def row(kind: str, level: int, r: dict[str, Any], d: dict[str, Any]) -> dict[str
         # and per SSE event the callers received (issue 17)
         "cpu_ms_per_stream": r["cpu_s"] * 1000 / max(len(r["ttft"]), 1),
         "cpu_us_per_event": r["cpu_s"] * 1e6 / max(r["events"], 1),
+        # the proxy's top process alone: for wirecheck without --workers, the process that forwards
+        # (event loop and store writer), without its helpers (live checker, live view: issue 18)
+        "main_cpu_us_per_event": r.get("main_cpu_s", 0.0) * 1e6 / max(r["events"], 1),
         "events": r["events"],
         # the load generator's busiest process, in percent of one core
         "loadgen_cpu_pct": r["loadgen_cpu_pct"],
@@ -47,13 +50,13 @@ def row(kind: str, level: int, r: dict[str, Any], d: dict[str, Any]) -> dict[str
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     """The rows as a table, and a note where the load generator, not the proxy, was the bottleneck."""
-    head = f"{'proxy':12} {'streams':>7} {'+TTFT p50':>10} {'+TTFT p99':>10} {'gap p50':>8} {'gap p99':>8} {'thru x':>7} {'RSS MB':>7} {'cpu/str':>8} {'cpu/ev':>8} {'gen cpu':>7} {'failed':>6}"
+    head = f"{'proxy':12} {'streams':>7} {'+TTFT p50':>10} {'+TTFT p99':>10} {'gap p50':>8} {'gap p99':>8} {'thru x':>7} {'RSS MB':>7} {'cpu/str':>8} {'cpu/ev':>8} {'main/ev':>8} {'gen cpu':>7} {'failed':>6}"
     print(head)
     for r in rows:
         print(
             f"{r['proxy']:12} {r['streams']:7d} {r['added_ttft_p50_ms']:9.2f}ms {r['added_ttft_p99_ms']:9.2f}ms "
             f"{r['gap_p50_ms']:7.1f}ms {r['gap_p99_ms']:7.1f}ms {r['throughput_ratio']:7.2f} {r['rss_mb']:7.1f} "
-            f"{r['cpu_ms_per_stream']:6.2f}ms {r['cpu_us_per_event']:6.1f}us {r['loadgen_cpu_pct']:6.0f}% {r['failed_streams']:6d}"
+            f"{r['cpu_ms_per_stream']:6.2f}ms {r['cpu_us_per_event']:6.1f}us {r['main_cpu_us_per_event']:6.1f}us {r['loadgen_cpu_pct']:6.0f}% {r['failed_streams']:6d}"
         )
     bound = [f"{r['proxy']}@{r['streams']}" for r in rows if r["loadgen_bound"]]
     if bound:

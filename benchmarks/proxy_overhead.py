@@ -12,7 +12,9 @@ event (``\\n\\n``) arrives. Reported per proxy and level, all measured in the sa
 - proxy RSS: the largest resident set of the proxy's processes during the level (MB);
 - CPU per forwarded event: user + system CPU of all the proxy's processes (its workers, store
   writer and live checker included; ``/proc/PID/stat``) over the SSE events the callers received.
-  On a shared machine this is far less noisy than latency (issue 17);
+  On a shared machine this is far less noisy than latency (issue 17); ``main/ev`` is the same for
+  the proxy's top process alone (for wirecheck without ``--workers``: the forwarding process,
+  without its live checker and live view);
 - the load generator's own CPU (percent of one core): near 100 % the generator, not the proxy, is
   the bottleneck, and the row says so.
 
@@ -317,9 +319,10 @@ def main(argv: list[str] | None = None) -> int:
                         stream_s = args.events * args.interval_ms / 1000
                         asyncio.run(run_level(port, min(level, 4), stream_s, stream_s))  # warm the pools
                         pid = proc.pid if proc else None
-                        cpu0 = _tree_cpu_s(pid)
+                        cpu0, main0 = _tree_cpu_s(pid), _cpu_s(pid)
                         result = asyncio.run(_measure(port, level, args, stream_s, pid))
                         result["cpu_s"] = _tree_cpu_s(pid) - cpu0
+                        result["main_cpu_s"] = _cpu_s(pid) - main0
                         raw[(kind, level)] = result
             for kind in proxies:
                 for level in levels_of(kind):
