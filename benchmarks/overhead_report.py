@@ -38,7 +38,9 @@ def row(kind: str, level: int, r: dict[str, Any], d: dict[str, Any]) -> dict[str
         "cpu_us_per_event": r["cpu_s"] * 1e6 / max(r["events"], 1),
         # the proxy's top process alone: for wirecheck without --workers, the process that forwards
         # (event loop and store writer), without its helpers (live checker, live view: issue 18)
-        "main_cpu_us_per_event": r.get("main_cpu_s", 0.0) * 1e6 / max(r["events"], 1),
+        "main_cpu_us_per_event": (
+            r["main_cpu_s"] * 1e6 / max(r["events"], 1) if _one_process(kind) and "main_cpu_s" in r else None
+        ),
         "events": r["events"],
         # the load generator's busiest process, in percent of one core
         "loadgen_cpu_pct": r["loadgen_cpu_pct"],
@@ -46,6 +48,15 @@ def row(kind: str, level: int, r: dict[str, Any], d: dict[str, Any]) -> dict[str
         "failed_streams": r["failed"],
         "samples": len(r["ttft"]),
     }
+
+
+def _one_process(kind: str) -> bool:
+    """A proxy whose top process is the one that forwards: wirecheck without --workers."""
+    return kind.startswith("wirecheck") and "-w" not in kind
+
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}us"
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
@@ -56,7 +67,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         print(
             f"{r['proxy']:12} {r['streams']:7d} {r['added_ttft_p50_ms']:9.2f}ms {r['added_ttft_p99_ms']:9.2f}ms "
             f"{r['gap_p50_ms']:7.1f}ms {r['gap_p99_ms']:7.1f}ms {r['throughput_ratio']:7.2f} {r['rss_mb']:7.1f} "
-            f"{r['cpu_ms_per_stream']:6.2f}ms {r['cpu_us_per_event']:6.1f}us {r['main_cpu_us_per_event']:6.1f}us {r['loadgen_cpu_pct']:6.0f}% {r['failed_streams']:6d}"
+            f"{r['cpu_ms_per_stream']:6.2f}ms {r['cpu_us_per_event']:6.1f}us {_us(r['main_cpu_us_per_event']):>8} {r['loadgen_cpu_pct']:6.0f}% {r['failed_streams']:6d}"
         )
     bound = [f"{r['proxy']}@{r['streams']}" for r in rows if r["loadgen_bound"]]
     if bound:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import multiprocessing
@@ -61,6 +62,8 @@ RESPAWN_S = 5.0
 HEALTH_TIMEOUT_S = 1.0
 
 _log = logging.getLogger("wirecheck.proxy")
+#: what sending to a view process that is gone fails with
+_GONE = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ECONNREFUSED, errno.ENOTCONN})
 
 
 def _request_head(scope: Scope) -> bytes:
@@ -131,8 +134,10 @@ class ViewProcess:
             socket.send_fds(self._chan, [head], [fd])
         except BlockingIOError:  # the view process is behind: this request is served here
             return False
-        except OSError:  # the view process is gone: started again on a later request
-            self._drop_process()
+        except OSError as exc:
+            if exc.errno in _GONE or not self._proc_alive():
+                self._drop_process()  # the view process is gone: started again on a later request
+            # else a limit of the kernel's (ETOOMANYREFS: too many sockets in flight): served here
             return False
         handoff.release()
         self.handed += 1
@@ -140,8 +145,11 @@ class ViewProcess:
 
     # --- the process -----------------------------------------------------------------------------
 
+    def _proc_alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
     def _ensure_running(self) -> bool:
-        if self._proc is not None and self._proc.is_alive():
+        if self._proc_alive():
             return True
         if self._proc is not None:
             self._drop_process()
