@@ -96,6 +96,20 @@ def test_a_request_pipelined_behind_a_view_request_is_answered_too(store: Store)
         assert u.process is not None and u.process.handed == 0  # a pipelined queue stays here whole
 
 
+@pytest.mark.parametrize(
+    "framing",
+    [b"content-length: 5\r\n\r\nhello", b"transfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"],
+)
+def test_a_view_request_with_a_body_is_answered_at_once(store: Store, framing: bytes) -> None:
+    """The body was read by the admin listener: the handed head must not promise one to the view."""
+    with watched(store, process=True) as (u, _):
+        t0 = time.monotonic()
+        got = _raw(u.admin, b"GET /wirecheck/state HTTP/1.1\r\nhost: x\r\n" + framing, until=2)
+        assert got.startswith(b"HTTP/1.1 200") and b'"viewers"' in got, got[:300]
+        assert time.monotonic() - t0 < 5
+        assert u.process is not None and u.process.handed == 1
+
+
 def test_a_handed_connection_is_never_a_way_past_the_admin_token(store: Store) -> None:
     with watched(store, process=True, token="s3cret") as (u, _):
         assert _state(u.admin).status_code == 401
