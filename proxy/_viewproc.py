@@ -76,8 +76,8 @@ def _request_head(scope: Scope) -> bytes:
     if query:
         target += b"?" + query
     lines = [b"%s %s HTTP/1.1" % (scope["method"].encode("ascii"), target)]
-    # the body, if a caller sent one with a GET, was read here (the view ignores it): without its
-    # framing headers the view process expects none, where it would wait for bytes already consumed
+    # a body sent with a GET was read here already: without its framing headers the view process's
+    # parser takes the request as complete, as the admin listener did, and waits for nothing more
     lines += [
         bytes(k) + b": " + bytes(v) for k, v in scope.get("headers", []) if bytes(k).lower() not in _BODY
     ]

@@ -101,7 +101,7 @@ def test_a_request_pipelined_behind_a_view_request_is_answered_too(store: Store)
     [b"content-length: 5\r\n\r\nhello", b"transfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"],
 )
 def test_a_view_request_with_a_body_is_answered_at_once(store: Store, framing: bytes) -> None:
-    """The body was read by the admin listener: the handed head must not promise one to the view."""
+    """The body was read by the admin listener; the view process answers the request it is handed."""
     with watched(store, process=True) as (u, _):
         t0 = time.monotonic()
         got = _raw(u.admin, b"GET /wirecheck/state HTTP/1.1\r\nhost: x\r\n" + framing, until=2)
