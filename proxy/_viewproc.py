@@ -164,7 +164,7 @@ class ViewProcess:
         self._started_at = time.monotonic()
         try:
             self._spawn()
-        except OSError as exc:
+        except Exception as exc:  # no process (a limit, a full disk): the proxy serves the view itself
             _log.warning("wirecheck proxy: the live view's process did not start (%s); served here", exc)
             self._drop_process()
             return False
