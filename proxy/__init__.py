@@ -4,9 +4,10 @@ store), the live-check worker, export, and the mitmproxy addon (``proxy/mitm_add
 from ._admin import ADMIN_TOKEN_ENV, AdminApp
 from ._app import DEFAULT_REDACT, ProxyApp, TapConfig
 from ._export import to_har, write_har, write_jsonl
+from ._lifeline import HELPER_PRIORITY_ENV, helper_priority
 from ._live import CheckerSupervisor, check_ids, check_pending, run_checker, start_checker
 from ._runner import ListenerServer, ProxyRun, run_proxy
-from ._server import HELPER_PRIORITY_ENV, helper_priority, tap_protocol
+from ._server import tap_protocol
 
 __all__ = [
     "ADMIN_TOKEN_ENV",

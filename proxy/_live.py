@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import signal
 import sys
 import threading
 import time
@@ -39,8 +38,8 @@ from wirecheck.contracts import (
 )
 from wirecheck.record import LIVE_CHECK_SKIPPED, Store
 
-from ._lifeline import guard
-from ._server import settle_gc, yield_cpu
+from ._lifeline import become_helper
+from ._server import settle_gc
 
 __all__ = ["CheckerSupervisor", "check_ids", "check_pending", "run_checker", "start_checker"]
 
@@ -193,14 +192,12 @@ def run_checker(
     """The worker process: dies with its parent, stops when the parent says so (then checks what is
     left), reports each batch before checking it, and survives database errors."""
     stop = threading.Event()
-    guard(lifeline, parent_pid, lambda _msg: stop.set())
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent decides
     # forwarding first (issue 17): the checker runs on the CPU forwarding leaves (``yield_cpu``), falls
     # behind under overload (health says so past LAG_S) and catches up, losing nothing
     nice = 0
     with contextlib.suppress(ValueError):
-        nice = max(0, min(19, int(os.environ.get(CHECKER_NICE_ENV, CHECKER_NICE))))
-    yield_cpu(nice)
+        nice = int(os.environ.get(CHECKER_NICE_ENV, CHECKER_NICE))
+    become_helper(lifeline, parent_pid, lambda _msg: stop.set(), nice=nice)
 
     settle_gc()  # its full collections took up to 128 ms of CPU each at 256 streams (issue 17)
 

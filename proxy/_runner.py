@@ -121,7 +121,9 @@ async def _serve(
                     log_level="warning",
                     lifespan="on",
                     http=guarded_protocol(
-                        max_head=run.max_head, head_timeout_s=run.head_timeout_s, handoff=True
+                        max_head=run.max_head,
+                        head_timeout_s=run.head_timeout_s,
+                        handoff=isinstance(view, ViewProcess),  # the view's connections can move
                     ),
                     timeout_keep_alive=5,
                 )

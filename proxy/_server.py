@@ -17,7 +17,6 @@ socket from the upstream's read callback, framed as uvicorn frames a chunked bod
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import os
 import weakref
@@ -28,14 +27,11 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 __all__ = [
     "DIRECT_BODY",
     "HANDOFF",
-    "HELPER_PRIORITY_ENV",
     "DirectBody",
     "Handoff",
     "guarded_protocol",
-    "helper_priority",
     "settle_gc",
     "tap_protocol",
-    "yield_cpu",
 ]
 
 #: the scope extension under which a listener offers ``DirectBody``
@@ -226,47 +222,6 @@ def tap_protocol() -> type[Any]:
     """The protocol ``wirecheck proxy`` serves its taps with, at its default bounds: for serving a
     ``ProxyApp`` anywhere else (acceptance's taps, the tests) exactly as the proxy does."""
     return guarded_protocol(max_head=_Guarded.max_head, head_timeout_s=_Guarded.head_timeout_s)
-
-
-#: how the proxy's helper processes (the live checker, the live view) share the CPU with forwarding
-HELPER_PRIORITY_ENV = "WIRECHECK_HELPER_PRIORITY"
-HELPER_PRIORITIES = ("idle", "normal")
-
-
-def helper_priority() -> str:
-    """``WIRECHECK_HELPER_PRIORITY``: ``idle`` (the default) or ``normal``; anything else is an error
-    that ``wirecheck proxy`` reports when it starts."""
-    value = os.environ.get(HELPER_PRIORITY_ENV, "idle").strip().lower() or "idle"
-    if value not in HELPER_PRIORITIES:
-        raise ValueError(
-            f"{HELPER_PRIORITY_ENV} must be one of {', '.join(HELPER_PRIORITIES)}, not {value[:40]!r}"
-        )
-    return value
-
-
-def yield_cpu(nice: int = 0) -> None:
-    """Put the calling thread, and the threads it starts from now on, behind forwarding for the CPU:
-    a helper process of the proxy calls it once it runs (issue 17).
-
-    ``idle`` (``SCHED_IDLE``): the helper runs on the CPU time the proxy's forwarding, and everything
-    else on the machine, leave. On a machine with cores to spare that is all it needs. On a saturated
-    one the live checks fall behind (``/wirecheck/health`` says so past ``LAG_S``) and catch up when the
-    load eases, losing nothing: everything is in the store. At 256 streams on two shared cores, in
-    alternating runs, the proxy's added TTFT p99 went from a median of 22.6 ms (15.4-44.7) to 15.3 ms
-    (14.6-17.8) (docs/proxy.md, fourth round). ``normal``: a fair share, for a
-    machine where prompt findings matter more than the tail of forwarding. ``nice`` (0 to 19) lowers
-    a normal helper's share. Threads started before the call (the lifeline's) keep the normal policy.
-    Where the platform lacks a setting, nothing changes."""
-    try:
-        priority = helper_priority()
-    except ValueError:
-        priority = "idle"  # wirecheck proxy refused the value at start; a helper never fails on it
-    if priority == "idle":
-        with contextlib.suppress(AttributeError, OSError):
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    with contextlib.suppress(OSError, ValueError):
-        if nice > 0:
-            os.nice(min(nice, 19))
 
 
 def settle_gc() -> None:

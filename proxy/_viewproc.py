@@ -16,7 +16,7 @@ itself to a helper process:
    its token check) and streams events as long as the viewer stays.
 
 The view process is started on the first view request, runs below the forwarding's CPU priority
-(``yield_cpu``), dies with the proxy (``_lifeline``), and is started again when it died (at most
+(``_lifeline``: ``become_helper``), dies with the proxy, and is started again when it died (at most
 every ``RESPAWN_S``). Whenever a request cannot be handed off (no ``send_fds``, TLS, the process
 down or its queue full), the proxy serves it itself, as before. ``WIRECHECK_VIEW_PROCESS=0`` keeps the
 whole view in the proxy's process.
@@ -35,7 +35,6 @@ import json
 import logging
 import multiprocessing
 import os
-import signal
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -48,9 +47,9 @@ from uvicorn.server import ServerState
 from wirecheck.record import Store
 
 from ._app import Receive, Scope, Send
-from ._lifeline import guard
+from ._lifeline import become_helper
 from ._liveview import LiveView, LiveViewConfig
-from ._server import HANDOFF, guarded_protocol, yield_cpu
+from ._server import HANDOFF, guarded_protocol
 
 __all__ = ["VIEW_PROCESS_ENV", "ViewProcess"]
 
@@ -130,11 +129,11 @@ class ViewProcess:
         handoff = scope.get("extensions", {}).get(HANDOFF)
         if not self._enabled or handoff is None or scope.get("method") not in ("GET", "HEAD"):
             return False
-        head = _request_head(scope)
-        if len(head) > self.max_head or not self._ensure_running():
+        fd = handoff.fileno()  # first: a connection that cannot move starts no process
+        if fd is None:
             return False
-        fd = handoff.fileno()
-        if fd is None or self._chan is None:
+        head = _request_head(scope)
+        if len(head) > self.max_head or not self._ensure_running() or self._chan is None:
             return False
         try:
             socket.send_fds(self._chan, [head], [fd])
@@ -279,9 +278,7 @@ def run_view_process(
 ) -> None:
     """The view process: serves the connections the proxy hands it until the proxy says stop (end
     of file on ``chan``) or dies."""
-    guard(lifeline, parent_pid, lambda _msg: None)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent decides
-    yield_cpu()
+    become_helper(lifeline, parent_pid, lambda _msg: None)
     view = LiveView(store_url, taps=taps, health=_RemoteHealth(health), config=config)
     asyncio.run(_serve_handed(view, max_head=max_head, chan=chan))
 

@@ -28,7 +28,7 @@ settings.load_profile(os.environ.get("WIRECHECK_HYPOTHESIS_PROFILE", "ci" if os.
 
 
 # The proxies the tests start run their helpers (the live checker, the live view) at a fair share of
-# the CPU, not on idle time as deployed (proxy/_server.py yield_cpu): the suite keeps every core busy,
+# the CPU, not on idle time as deployed (proxy/_lifeline.py yield_cpu): the suite keeps every core busy,
 # and tests wait on live findings within seconds. tests/proxy/test_helper_priority.py runs the default.
 os.environ.setdefault("WIRECHECK_HELPER_PRIORITY", "normal")
 
