@@ -84,3 +84,15 @@ def chat(base: str, text: str) -> httpx.Response:
         },
         timeout=30,
     )
+
+
+def spawned(pid: int) -> list[int]:
+    """The live processes below ``pid`` that multiprocessing spawned: the proxy's helpers (the live
+    checker, and the live view's process once a view was asked for), not its resource tracker. A
+    spawned process runs ``python -c 'from multiprocessing.spawn import spawn_main; ...'``."""
+    found = []
+    for p in descendants(pid):
+        with contextlib.suppress(OSError):
+            if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes():
+                found.append(p)
+    return sorted(found)

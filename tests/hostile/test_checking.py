@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.hostile._proxyproc import DEEP, alive, chat, descendants, proxy_process
+from tests.hostile._proxyproc import DEEP, alive, chat, proxy_process, spawned
 from tests.servers import run_wirecheck
 from tests.wire import call, completion, exchange, message, tool_req
 from wirecheck.contracts import write_exchanges
@@ -81,9 +81,7 @@ def test_live_checker_survives_deep_json_and_a_kill(tmp_path: Path) -> None:
         assert len(found) == 1 and found[0]["evidence"]["pointer"].endswith("/function/arguments")
 
         # the worker dies (the OOM killer, a crash no handler catches): health says so, it comes back
-        workers = [
-            p for p in descendants(proc.pid) if "wirecheck-live-checks" in _cmdline(p) or _is_checker(p)
-        ]
+        workers = spawned(proc.pid)  # the live-check worker (no view was asked for)
         assert workers, "no live-check worker below the proxy"
         for p in workers:
             os.kill(p, signal.SIGKILL)
@@ -100,17 +98,3 @@ def test_live_checker_survives_deep_json_and_a_kill(tmp_path: Path) -> None:
         _wait_checked(db, 7)
         assert not any(alive(p) for p in workers)
     assert proc.returncode == 0
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _is_checker(pid: int) -> bool:
-    # spawned workers run "python -c 'from multiprocessing.spawn import spawn_main; ...'"; the
-    # resource tracker is the other multiprocessing helper, and is left alone here
-    cmd = _cmdline(pid)
-    return "spawn_main" in cmd

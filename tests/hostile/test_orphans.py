@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.hostile._proxyproc import alive, chat, descendants, proxy_process
+from tests.hostile._proxyproc import alive, chat, descendants, proxy_process, spawned
 
 
 @pytest.mark.timing  # helpers must exit within seconds
@@ -24,7 +24,7 @@ def test_helpers_exit_when_the_proxy_is_killed(tmp_path: Path) -> None:
         # the worker guards itself once its imports are done (proxy/_lifeline.py): killed before that, it
         # exits when they end, which on a loaded CI machine took over 5 s. The guarantee under test is
         # the running worker's, so wait for its lifeline thread (a second thread) first.
-        workers = [p for p in helpers if "spawn_main" in _cmdline(p)]
+        workers = spawned(proc.pid)
         assert len(workers) == 2, "not both the live-check worker and the view process among the helpers"
         deadline = time.monotonic() + 60  # a process start on a loaded machine, not a bound under test
         while not all(_threads(p) >= 2 for p in workers) and time.monotonic() < deadline:
@@ -38,13 +38,6 @@ def test_helpers_exit_when_the_proxy_is_killed(tmp_path: Path) -> None:
         for p in left:  # do not leave them behind for the next test either
             os.kill(p, signal.SIGKILL)
         assert not left, f"{len(left)} of {len(helpers)} helper process(es) outlived the proxy"
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def _threads(pid: int) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.hostile._proxyproc import chat, descendants, upstream
+from tests.hostile._proxyproc import chat, spawned, upstream
 from tests.servers import port_open, running
 from wirecheck.proxy import HELPER_PRIORITY_ENV, helper_priority
 from wirecheck.record import Store, free_port, serve
@@ -29,15 +29,6 @@ def _policies(pid: int) -> dict[int, int]:
         with contextlib.suppress(OSError):  # a thread that ended meanwhile
             out[int(task.name)] = os.sched_getscheduler(int(task.name))
     return out
-
-
-def _helpers(pid: int) -> list[int]:
-    found = []
-    for p in descendants(pid):
-        with contextlib.suppress(OSError):
-            if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes():
-                found.append(p)
-    return found
 
 
 @pytest.mark.timing  # helpers on idle time: kept away from the busiest tests
@@ -66,7 +57,7 @@ def test_the_helpers_run_at_the_priority_asked_and_still_do_their_work(
                     time.sleep(0.1)
             finally:
                 reader.close()
-            helpers = _helpers(proc.pid)
+            helpers = spawned(proc.pid)
             assert len(helpers) == 2, "the live checker and the live view's process"
             want = getattr(os, policy)
             for pid in helpers:

@@ -16,9 +16,8 @@ from wirecheck.proxy import _viewproc
 from wirecheck.record import Store
 
 
-def _state(admin: str, **kw: object) -> httpx.Response:
-    r = httpx.get(f"{admin}/wirecheck/state", timeout=10, **kw)  # type: ignore[arg-type]
-    return r
+def _state(admin: str, headers: dict[str, str] | None = None) -> httpx.Response:
+    return httpx.get(f"{admin}/wirecheck/state", headers=headers, timeout=10)
 
 
 def _raw(admin: str, data: bytes, *, until: int, timeout: float = 10) -> bytes:
