@@ -8,8 +8,9 @@ import pytest
 from tests import wire
 from tests.contracts.rule_cases import K2_ERR, SINGLE, cut_capture, run, tool_msg
 from tests.contracts.rule_cases_pairs import PAIRS
-from tests.wire import call, completion, exchange, req, streamed, tool_req
+from tests.wire import call, chunk, completion, exchange, req, role_chunk, streamed, tool_req
 from wirecheck.contracts import rules
+from wirecheck.contracts._view import build_view
 
 CASES = {**SINGLE, **PAIRS}
 
@@ -66,3 +67,13 @@ def test_a_stream_cut_by_an_error_frame_is_not_judged_as_a_message() -> None:
     objs = [*wire.k2_tool_stream(args='{"city": "Tokyo"}')[:3], K2_ERR]
     rules_hit = {f.rule for f in run([streamed(tool_req(), objs)])}
     assert rules_hit == {"stream-error-frame"}
+
+
+def test_text_on_the_finish_chunk_is_output_not_a_fault() -> None:
+    """A real vLLM under load merges the deltas its API server has not taken yet, so the finish chunk
+    carries the last tokens' text (tests/real_vllm/test_fidelity.py, VARIES): legal traffic."""
+    merged = streamed(req(), [role_chunk(), chunk({"content": "Hel"}), chunk({"content": "lo"}, "stop")])
+    assert [(f.rule, f.message) for f in run([merged]) if f.severity != "info"] == []
+    stream = build_view(merged).stream
+    assert stream is not None and stream.choices[0].content == "Hello"
+    assert stream.choices[0].finish_reason == "stop" and stream.anomalies == []

@@ -117,6 +117,17 @@ KNOWN: set[str] = {
 }
 
 
+#: differences the real server shows only under load, so a run may have them or not. vLLM's output
+#: collector (vllm/v1/engine/output_processor.py, RequestOutputCollector) merges streamed deltas the
+#: API server has not taken yet: on a busy machine the finish chunk then carries the last tokens'
+#: text (seen in one clean-clone run of ten, stop 22). The simulator sends one token a chunk and an
+#: empty finish delta; the rules take text on the finish chunk as output (contracts/_assembly.py
+#: folds a chunk's delta before its finish_reason), so nothing is blamed either way.
+VARIES: set[str] = {
+    "real-only finish.choices[].delta.content:str",
+}
+
+
 def differences(shapes: dict[str, tuple[set[str], set[str]]]) -> set[str]:
     """``side path:kind`` for everything one side has and the other lacks, over all requests."""
     diff: set[str] = set()
@@ -130,7 +141,9 @@ def test_the_simulator_matches_the_real_wire_shape_but_for_known_version_differe
     shapes: dict[str, tuple[set[str], set[str]]],
 ) -> None:
     diff = differences(shapes)
-    assert sorted(diff - KNOWN) == [], "new differences: fix sim/ or list them in KNOWN and docs/sim.md"
+    assert sorted(diff - KNOWN - VARIES) == [], (
+        "new differences: fix sim/ or list them in KNOWN (or VARIES) and docs/sim.md"
+    )
     assert sorted(KNOWN - diff) == [], (
         "listed differences that went away: drop them from KNOWN and docs/sim.md"
     )
