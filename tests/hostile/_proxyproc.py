@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -96,3 +97,21 @@ def spawned(pid: int) -> list[int]:
             if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes():
                 found.append(p)
     return sorted(found)
+
+
+def threads(pid: int) -> int:
+    """How many threads ``pid`` runs (0 once it is gone)."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    return 0
+
+
+def wait_guarded(pids: list[int], timeout: float = 60) -> None:
+    """Wait until each spawned helper runs its lifeline thread (a second thread): killed before
+    that, a helper still importing exits only when its imports end, which on a loaded CI machine
+    took over 5 s (proxy/_lifeline.py). The bound is a process start's, not one under test."""
+    deadline = time.monotonic() + timeout
+    while not all(threads(p) >= 2 for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)

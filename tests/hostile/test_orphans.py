@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.hostile._proxyproc import alive, chat, descendants, proxy_process, spawned
+from tests.hostile._proxyproc import alive, chat, descendants, proxy_process, spawned, wait_guarded
 
 
 @pytest.mark.timing  # helpers must exit within seconds
@@ -26,9 +26,7 @@ def test_helpers_exit_when_the_proxy_is_killed(tmp_path: Path) -> None:
         # the running worker's, so wait for its lifeline thread (a second thread) first.
         workers = spawned(proc.pid)
         assert len(workers) == 2, "not both the live-check worker and the view process among the helpers"
-        deadline = time.monotonic() + 60  # a process start on a loaded machine, not a bound under test
-        while not all(_threads(p) >= 2 for p in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_guarded(workers)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         deadline = time.monotonic() + 5
@@ -38,13 +36,3 @@ def test_helpers_exit_when_the_proxy_is_killed(tmp_path: Path) -> None:
         for p in left:  # do not leave them behind for the next test either
             os.kill(p, signal.SIGKILL)
         assert not left, f"{len(left)} of {len(helpers)} helper process(es) outlived the proxy"
-
-
-def _threads(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0

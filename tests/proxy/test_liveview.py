@@ -300,6 +300,7 @@ def test_viewers_past_the_limit_are_refused_and_counted(store: Store) -> None:
             time.sleep(0.02)
 
 
+@pytest.mark.timing  # each forward is held to a second while the viewer stalls
 def test_a_stalled_viewer_is_dropped_and_the_proxy_keeps_forwarding(store: Store) -> None:
     # more than the socket buffers and uvicorn's write buffer hold: 2000 stored exchanges with long
     # paths (~4 MB of events), written straight into the store

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.hostile._proxyproc import alive, descendants
+from tests.hostile._proxyproc import alive, descendants, spawned, wait_guarded
 from tests.servers import process
 from tests.wire import completion, message
 from wirecheck.record import Store, free_port, serve
@@ -167,6 +167,7 @@ def test_workers_and_their_checker_exit_when_the_supervisor_is_killed(tmp_path: 
     with serve(echo) as up, workers_proxy(tmp_path / "wc.db", up) as (proc, _):
         helpers = descendants(proc.pid)
         assert len(helpers) >= 3  # two workers and the live checker (and spawn's resource tracker)
+        wait_guarded(spawned(proc.pid))  # the guarantee is a running helper's (tests/hostile/test_orphans.py)
         proc.kill()
         proc.wait(timeout=10)
         deadline = time.monotonic() + 10
