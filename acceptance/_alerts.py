@@ -1,4 +1,4 @@
-"""Rollback alerts issue 15 adds to the first days' rules: GPU memory, process restarts, and a rising
+"""Rollback alerts added to the first days' rules: GPU memory, process restarts, and a rising
 tool-call error rate (the go-live checklist's "after launch" list). Kept beside ``_report``'s own rules."""
 
 from __future__ import annotations

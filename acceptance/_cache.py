@@ -96,7 +96,7 @@ async def run_cache(
     retention_interval: Any = None,
 ) -> tuple[CacheResult, list[Sample]]:
     """``family`` and the startup log's ``retention_interval`` tell a hybrid (KDA) cache where /metrics
-    does not: real vLLM exposes no hybrid label, only the simulator does (issue 15)."""
+    does not: real vLLM exposes no hybrid label, only the simulator does."""
     ph = CacheResult("cache")
     probes = cache_probe_set()
     run_id = uuid.uuid4().hex[:12]
@@ -149,7 +149,7 @@ async def run_cache(
                 "ttft_s": s.ttft_s,
             }
             if len(metrics_urls) > 1:
-                # several instances are never summed (issue 15): the probe's deltas are the instance's
+                # several instances are never summed: the probe's deltas are the instance's
                 # whose counters moved, and a counter that fell is a restart, not a cache miss
                 after_each = {u: await scrape(client, [u]) for u in metrics_urls}
                 moved = {

@@ -73,7 +73,7 @@ async def _step(ctx: LoadCtx, label: str, run: Awaitable[Any]) -> dict[str, Any]
     row["running_max"] = max(running) if running else None
     row["preemptions"] = delta(before, after, "vllm:num_preemptions_total")
     row["series"] = series
-    # per GPU through the step (issue 15): the curve, and the reading before and after it
+    # per GPU through the step: the curve, and the reading before and after it
     row["gpu_series"] = gpu_series
     row["gpu_before"] = memory_summary(gpu_before)
     row["gpu_after"] = memory_summary(gpu_series[-1]["gpus"]) if gpu_series else None
@@ -230,7 +230,7 @@ async def _long_phase(ctx: LoadCtx, ph: PhaseResult) -> None:
 
 
 def _ramp_spec(ctx: LoadCtx) -> dict[str, Any]:
-    # the team's requests in turn (issue 15), else a varied agent sample
+    # the team's requests in turn, else a varied agent sample
     return sample_spec(ctx) if ctx.workload is not None else next_spec(ctx, "varied")
 
 
@@ -357,7 +357,7 @@ async def _ramp_phase(ctx: LoadCtx, ph: CapacityResult) -> None:
 
 
 def _gpu_check(ph: CapacityResult, source: Any, at_load: dict[str, Any] | None) -> None:
-    """Per-GPU memory measured through every step, or the item stays open (issue 15)."""
+    """Per-GPU memory measured through every step, or the item stays open."""
     steps = [*ph.ramp, *([ph.data["soak"]] if "soak" in ph.data else [])]
     sampled = [r for r in steps if r.get("gpu_series")]
     ph.data["gpu"] = {

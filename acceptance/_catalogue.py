@@ -1,4 +1,4 @@
-"""The catalogue of acceptance checks: every check id a phase may emit, declared once (issue 12 part 3).
+"""The catalogue of acceptance checks: every check id a phase may emit, declared once.
 
 Like the rule catalogue in ``contracts``, this is the one place a check id is spelled. A :class:`Check`
 with an id not declared here is refused when it is built, so a new check cannot appear in a report

@@ -119,7 +119,7 @@ def _error_text(view: Any, ex: Exchange) -> str | None:
 
 def _prepare(body: dict[str, Any], headers: dict[str, str] | None, exchange_id: str) -> Exchange:
     raw = json.dumps(body).encode()
-    corr = mint_correlation()  # the caller tap keeps only ids it can verify (issue 11, point 5)
+    corr = mint_correlation()  # the caller tap keeps only ids it can verify
     hdrs = {"content-type": "application/json", CORRELATION_HEADER: corr, **(headers or {})}
     ex = Exchange(
         id=exchange_id or corr,
@@ -312,7 +312,7 @@ GAUGES = {
 class Periodic[T](abc.ABC):
     """A background sampler while a capacity step runs: ``sample`` every ``interval_s`` from ``start``,
     and once more at ``stop``, so that the series reaches the step's end. One loop for the engine's
-    gauges and the GPUs' memory (issue 15)."""
+    gauges and the GPUs' memory."""
 
     series: list[T]
     interval_s: float

@@ -38,7 +38,7 @@ MIN_DRIVER = "580.65.06"
 MIN_VLLM = "0.27.1"
 OFFICIAL_IMAGE = "vllm/vllm-openai:kimi-k3"
 #: the family the recipe (and the demo's simulator) is written for: the family table's row for the
-#: model the official image's tag names, so that the family's name lives in the table (issue 12)
+#: model the official image's tag names, so that the family's name lives in the table
 RECIPE_FAMILY = detect_family(OFFICIAL_IMAGE.rpartition(":")[2])
 #: what a self-built image's record (--self-built FILE, JSON) must hold
 SELF_BUILT_FIELDS = (
@@ -61,10 +61,10 @@ class CompatInputs:
     official_image: bool = False
     self_built: str | None = None
     family: str = RECIPE_FAMILY
-    #: every node's startup log after the first (issue 15: multi-node), and `nvidia-smi topo -m` files
+    #: every node's startup log after the first (multi-node), and `nvidia-smi topo -m` files
     more_startup_logs: list[str] = field(default_factory=list)
     topology_files: list[str] = field(default_factory=list)
-    #: --ack-warning: regexes of startup-log warnings the operator has explained (issue 15)
+    #: --ack-warning: regexes of startup-log warnings the operator has explained
     ack_warnings: list[str] = field(default_factory=list)
     #: what the engine said: GET /version, and system_fingerprint from an answer
     version: str | None = None
@@ -370,7 +370,7 @@ def _log_checks(ph: PhaseResult, log: StartupLog | None, family: str, acks: list
 
 
 def _warning_checks(ph: PhaseResult, log: StartupLog, acks: list[str]) -> None:
-    """Known-dangerous lines block go by kind; every other one passes only when acknowledged (issue 15)."""
+    """Known-dangerous lines block go by kind; every other one passes only when acknowledged."""
     for prefix, title, lines in (
         ("compat.log-warning", "Startup log warning or fallback", log.warnings),
         ("compat.log-error", "Startup log error", log.errors),
@@ -461,7 +461,7 @@ def _int(v: Any) -> int | None:
 
 
 def _memory_flags(log: StartupLog) -> dict[str, Any]:
-    """The flags an OOM's evidence names (issue 15): context length, prefix caching, KV offload, parallelism."""
+    """The flags an OOM's evidence names: context length, prefix caching, KV offload, parallelism."""
     offload = [
         f"{k}={log.flag(k)}"
         for k in ("kv_transfer_config", "kv_offloading_size", "kv_offloading_backend", "cpu_offload_gb")

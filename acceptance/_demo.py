@@ -73,7 +73,7 @@ async def _run(
         time_scale=time_scale,
         decode_tokens_per_s=60.0,  # with the time scale, a few ms a token: streams spread out
     )
-    # both fault injectors write what they really did (issue 14): the findings are scored against it
+    # both fault injectors write what they really did: the findings are scored against it
     truth = GroundTruth(out / TRUTH_FILE)
     sim = create_app(cfg, truth=truth)
     gateway = create_gateway(
@@ -198,7 +198,7 @@ def run_demo(
 
 
 def _append_to_report(out: Path, score: TruthScore) -> None:
-    """The demo's report shows how its findings score against what was injected (issue 14)."""
+    """The demo's report shows how its findings score against what was injected."""
     hidden = [
         f"- `{c.fault}`: {c.hidden} exchange(s) not observable: "
         + "; ".join(c.to_dict()["not_observable_why"])

@@ -1,6 +1,6 @@
 """Driving the capacity load: the plan, closed-loop and open-loop steps, in process or on Locust.
 
-Split from ``_capacity`` (issue 12: no module over 600 lines); the judging stays there.
+Split from ``_capacity`` (no module over 600 lines); the judging stays there.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from wirecheck.contracts import InputError
 
 from ._warnings import DANGEROUS, clean_line
 
-#: what the simulator writes into every evidence file (issue 15): a verdict built on it must say so
+#: what the simulator writes into every evidence file: a verdict built on it must say so
 SIM_MARKER = "wirecheck-simulated-evidence"
 
 __all__ = [
@@ -271,7 +271,7 @@ def read_startup_log(path: str | Path) -> StartupLog:
         line = clean_line(raw.rstrip())
         st = _STAMP.match(line)
         if not st and "NCCL" in line and any(d.pattern.search(line) for d in DANGEROUS):
-            # NCCL_DEBUG lines have no vLLM stamp; the transport they choose is what matters (issue 15)
+            # NCCL_DEBUG lines have no vLLM stamp; the transport they choose is what matters
             log.warnings.append(line)
         if st:
             recognised += 1

@@ -1,4 +1,4 @@
-"""GPU memory and utilisation, measured while the capacity steps run (issue 15).
+"""GPU memory and utilisation, measured while the capacity steps run.
 
 The go-live checklist asks for a per-GPU memory curve through loading, the ramp and an OOM; nvidia-smi's
 one snapshot in a host file is not that. Three sources a GPU host really has, in the order ``auto`` tries

@@ -1,4 +1,4 @@
-"""Scoring wirecheck's findings against the demo's ground truth (issue 14).
+"""Scoring wirecheck's findings against the demo's ground truth.
 
 The simulator and the simulated gateway write every fault they put on the wire (``wirecheck.sim``'s
 ``GroundTruth``). Here each finding is matched to the injected faults of its exchange, and precision

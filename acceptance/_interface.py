@@ -196,7 +196,7 @@ async def run_interface(
     through_gateway: bool = False,
 ) -> tuple[InterfaceResult, list[Sample]]:
     """``through_gateway``: the target is not the engine; without ``taps`` (an engine-side capture) the
-    gateway is unverified and no fault is put on the model, the parser or the engine (issue 15)."""
+    gateway is unverified and no fault is put on the model, the parser or the engine."""
     ph = InterfaceResult("interface")
     url = target.rstrip("/") + "/v1/chat/completions"
     direct = CheckConfig(direct=True, family=family)
@@ -389,7 +389,7 @@ async def run_interface(
         )
     else:
         ph.add(Check("interface.contracts", title, "pass", summary))
-    # did the model call the tool again after its result said it failed? (issue 15)
+    # did the model call the tool again after its result said it failed?
     judged: list[tuple[int, str, list[Sample]]] = []
     unjudged: list[int] = []
     for i, (kind, bodies) in enumerate(plan):

@@ -69,7 +69,7 @@ class PhaseResult:
     checks: list[Check] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
-    #: the phase did not run because the engine died before it (issue 15): neither passed nor failed
+    #: the phase did not run because the engine died before it: neither passed nor failed
     blocked: str | None = None
 
     def add(self, check: Check) -> Check:
@@ -106,7 +106,7 @@ class CompatResult(PhaseResult):
     container: dict[str, Any] = field(default_factory=dict)
     startup: dict[str, Any] | None = None
     self_built: dict[str, Any] | None = None
-    #: nodes, GPUs, interconnect and parallelism (issue 15)
+    #: nodes, GPUs, interconnect and parallelism
     topology: dict[str, Any] = field(default_factory=dict)
     #: the evidence files that carry the simulator's marker
     simulated: list[str] = field(default_factory=list)
@@ -157,7 +157,7 @@ class Limits:
     owner: str | None = None
     rollback: str | None = None
     #: at most this fraction of interface requests may need a retry for ``limited`` (else rework);
-    #: 0.1 as documented for --max-retry-rate (the CLI said 0.1 while this said 0.05, issue 12 point 4)
+    #: 0.1 as documented for --max-retry-rate (the CLI said 0.1 while this said 0.05)
     max_retry_rate: float = 0.1
 
     def missing(self) -> list[str]:
@@ -182,7 +182,7 @@ class Verdict:
     limits: dict[str, Any] = field(default_factory=dict)
     #: the OOM's evidence when the engine died of it (it leads the reasons)
     oom: dict[str, Any] | None = None
-    #: the evidence came from the simulator, not a deployment (issue 15): said in every format
+    #: the evidence came from the simulator, not a deployment: said in every format
     simulated_sources: list[str] = field(default_factory=list)
 
     @property

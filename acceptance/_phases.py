@@ -1,4 +1,4 @@
-"""The acceptance phases as units (issue 12 part 3): one protocol, one list, typed results.
+"""The acceptance phases as units: one protocol, one list, typed results.
 
 Each phase has a ``name``, the check ids it may emit (declared in ``_catalogue``), and ``run(ctx)`` that
 returns its typed :class:`PhaseResult`. The run loop in ``_run`` only walks :data:`PHASES`; adding a phase
@@ -49,7 +49,7 @@ class RunContext:
     retries: int
     scenario_examples: int
     progress: Callable[[str], None]
-    #: ``--samples``: the team's requests, read and checked before any load (issue 15)
+    #: ``--samples``: the team's requests, read and checked before any load
     workload: Workload | None = None
     results: dict[str, PhaseResult] = field(default_factory=dict)
     samples: list[Sample] = field(default_factory=list)
@@ -165,7 +165,7 @@ class InterfacePhase(_Declared):
     name = "interface"
 
     async def run(self, ctx: RunContext) -> PhaseResult:
-        family = ctx.family  # the one detector's answer, generic included (issue 12)
+        family = ctx.family  # the one detector's answer, generic included
         ph, got = await run_interface(
             target=ctx.opts.target,
             model=ctx.model,

@@ -43,7 +43,7 @@ def _cuda_toolkit() -> str | None:
 
 def probe(image: str | None = None) -> dict[str, Any]:
     # a container cannot see its own image; the operator passes TAG or TAG@sha256:DIGEST (docker
-    # inspect --format '{{index .RepoDigests 0}}'): the digest pins what the tag meant that day (issue 15)
+    # inspect --format '{{index .RepoDigests 0}}'): the digest pins what the tag meant that day
     image = image or os.environ.get("WIRECHECK_IMAGE")
     digest = os.environ.get("WIRECHECK_IMAGE_DIGEST")
     if image and "@sha256:" in image:

@@ -105,7 +105,7 @@ PROFILES: dict[str, Profile] = {
 class Progress:
     """Phase lines always; on a terminal, the running count on one rewritten line.
 
-    ``every_s``: long runs (``scenarios``, ``replay``; issue 14) also show their running count in a
+    ``every_s``: long runs (``scenarios``, ``replay``) also show their running count in a
     CI log with no terminal, as one plain line at most every ``every_s`` seconds (:meth:`tick`)."""
 
     def __init__(
@@ -171,18 +171,18 @@ class AcceptOptions:
     out: Path
     engine_url: str | None = None
     metrics_urls: list[str] = field(default_factory=list)
-    #: DCGM exporters' /metrics (issue 15); ``gpu_source`` auto: these, else NVML, else nvidia-smi
+    #: DCGM exporters' /metrics; ``gpu_source`` auto: these, else NVML, else nvidia-smi
     gpu_metrics_urls: list[str] = field(default_factory=list)
     gpu_source: str = "auto"
     #: --ack-warning: regexes of startup warnings explained by the operator
     ack_warnings: list[str] = field(default_factory=list)
-    #: the recipe as the operator read it: when, and the support status it gave (issue 15)
+    #: the recipe as the operator read it: when, and the support status it gave
     recipe_accessed: str | None = None
     support_status: str | None = None
     host_files: list[str] = field(default_factory=list)
     container_file: str | None = None
     startup_log: str | None = None
-    #: every other node's startup log, and `nvidia-smi topo -m` output per node (issue 15)
+    #: every other node's startup log, and `nvidia-smi topo -m` output per node
     more_startup_logs: list[str] = field(default_factory=list)
     topology_files: list[str] = field(default_factory=list)
     official_image: bool = False
@@ -211,12 +211,12 @@ class AcceptOptions:
     interface_requests: int | None = None
     scenario_examples: int | None = None
     #: ``--samples FILE``: the team's chat requests (JSONL bodies or a capture) for the capacity
-    #: phase's long-input and ramp stages (issue 15); None: the synthetic agent sample set
+    #: phase's long-input and ramp stages; None: the synthetic agent sample set
     samples: str | None = None
 
     def written_redaction(self) -> Redaction:
         """The policy for everything this run writes: a header the operator sets with --header is a
-        credential whatever its name (issue 11 point 4: it landed in interface.jsonl in clear)."""
+        credential whatever its name (it landed in interface.jsonl in clear)."""
         return self.redaction.extended(self.headers)
 
     def __post_init__(self) -> None:
@@ -286,7 +286,7 @@ async def _discover(client: httpx.AsyncClient, opts: AcceptOptions) -> dict[str,
 
 
 def _family(opts: AcceptOptions, model: str | None) -> str:
-    # the one detector (contracts' family table): an unknown model is generic, never K3 (issue 12)
+    # the one detector (contracts' family table): an unknown model is generic, never K3
     return opts.family or detect_family(model)
 
 
@@ -475,7 +475,7 @@ async def run_acceptance(
     evidence = _evidence(opts, info, ctx, started, finished)
     evidence["recipe"] = {"accessed": opts.recipe_accessed, "support_status": opts.support_status}
     evidence["evidence_files"] = _copy_evidence(opts, ctx.compat_result.simulated)
-    # where the capacity load came from (issue 15): as the phase measured it, else as the file reads
+    # where the capacity load came from: as the phase measured it, else as the file reads
     measured = cap.data.get("workload") if cap is not None else None
     evidence["workload"] = measured or (workload_data(workload, [], []) if workload else None)
     report: dict[str, Any] = {
@@ -509,7 +509,7 @@ async def run_acceptance(
 
 
 def _copy_evidence(opts: AcceptOptions, simulated: list[str]) -> list[dict[str, Any]]:
-    """Each evidence file copied into DIR/evidence/ with its sha256 (issue 15): the report folder alone
+    """Each evidence file copied into DIR/evidence/ with its sha256: the report folder alone
     shows what the verdict was judged on, and the hash shows the copy is the file that was read."""
     out = []
     sources = [

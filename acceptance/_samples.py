@@ -1,4 +1,4 @@
-"""``accept --samples FILE``: the team's own chat requests as the capacity phase's workload (issue 15).
+"""``accept --samples FILE``: the team's own chat requests as the capacity phase's workload.
 
 The checklist's common mistake is "short prompts only": the synthetic agent sample set is one shape of
 request, and the KV cache a deployment needs depends on the context lengths its callers really send.

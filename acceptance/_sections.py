@@ -1,7 +1,7 @@
-"""Report sections issue 15 adds, for Markdown and HTML alike: the simulated-evidence banner, the OOM
+"""Report sections for Markdown and HTML alike: the simulated-evidence banner, the OOM
 with its evidence, blocked phases, and the per-GPU memory curve through the capacity steps.
 
-Kept out of ``_report`` (issue 12: no module over 600 lines); ``_report`` calls these at fixed places.
+Kept out of ``_report`` (no module over 600 lines); ``_report`` calls these at fixed places.
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def gpu_curve_svg(report: dict[str, Any]) -> str:
 
 
 def evidence_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
-    """The evidence section's rows, one list for report.md and report.html alike (issue 15: the two
+    """The evidence section's rows, one list for report.md and report.html alike (the two
     drifted): when, what ran, who reviewed, the engine, topology and container, the recipe as the
     operator read it, the capacity workload, and the evidence files copied with their hashes."""
     ev = report["evidence"]
@@ -248,7 +248,7 @@ def evidence_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         ),
     ]
     if ev.get("workload"):
-        # where the capacity load came from (issue 15: "short synthetic prompts only" is a known mistake)
+        # where the capacity load came from ("short synthetic prompts only" is a known mistake)
         rows.append(("workload", workload_line(ev["workload"])))
     rows += [
         (
@@ -281,7 +281,7 @@ def _table(head: list[str], rows: list[list[Any]], ident: str) -> str:
 
 
 def details_html(report: dict[str, Any]) -> str:
-    """What report.md carries beyond the checks, so the HTML report carries it too (issue 15): the
+    """What report.md carries beyond the checks, so the HTML report carries it too: the
     suggested limits and rollback, the cache probes, the attribution table, GPU memory per step and
     the self-built comparison."""
     e = html.escape

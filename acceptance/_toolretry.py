@@ -1,4 +1,4 @@
-"""``interface.tool-retry``: after a failed tool result, does the model call the tool again? (issue 15)
+"""``interface.tool-retry``: after a failed tool result, does the model call the tool again?
 
 The go-live checklist asks for "a retry after a tool failure" and that "retry after failure happens".
 Format checks cannot see it: a model that answers a tool error with a polite text ("the weather service

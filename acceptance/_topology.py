@@ -1,4 +1,4 @@
-"""Multi-node evidence (issue 15): nodes, GPUs, the interconnect, and whether TP x PP x DP fits the GPUs.
+"""Multi-node evidence: nodes, GPUs, the interconnect, and whether TP x PP x DP fits the GPUs.
 
 - Nodes come from the host files: ``nvidia-smi -q -x`` names each GPU's UUID, so files with the same UUIDs
   are one node sampled twice and files with different UUIDs are different nodes. A plain ``nvidia-smi``

@@ -207,7 +207,7 @@ def decide(
     crashed = [ph for ph in phases if ph.error is not None]
     blocked = [ph for ph in phases if ph.blocked is not None]
     rework = [c for c in blocking if c.leads_to == "rework"]
-    # the OOM leads the scale-up reasons: it is the cause, what follows it is consequence (issue 15)
+    # the OOM leads the scale-up reasons: it is the cause, what follows it is consequence
     scale = sorted((c for c in blocking if c.leads_to == "scale-up"), key=lambda c: c.id != "capacity.oom")
     limited = [c for c in blocking if c.leads_to == "limited"]
     partial = set(selected) != set(ALL_PHASES)
@@ -233,7 +233,7 @@ def decide(
         return Verdict("limited", not missing, why(limited), partial, missing_conditions=missing, limits=lim)
     if not limits.owner:
         # go-live needs someone watching the first days (go-live checklist: "post-launch monitoring
-        # owner ... named"); without one the go is not granted (issue 15)
+        # owner ... named"); without one the go is not granted
         return Verdict(
             "go",
             False,

@@ -1,4 +1,4 @@
-"""Startup-log warnings judged, not only listed (issue 15).
+"""Startup-log warnings judged, not only listed.
 
 vLLM's multiprocess workers prefix their lines with the process name, in colour on a terminal:
 ``\\x1b[1;36m(Worker_TP1 pid=2345)\\x1b[0;0m WARNING 12-02 ...``, ``(VllmWorker TP1 pid=...)``,

@@ -1,6 +1,6 @@
 """The capacity phase's requests, from small specs: every load driver (in process, or each Locust
 worker) builds the very same bodies from the same spec, so the sample set reaches every worker the
-same way and only a few numbers travel. A ``sample`` spec (``accept --samples``, issue 15) carries the
+same way and only a few numbers travel. A ``sample`` spec (``accept --samples``) carries the
 team's own request body itself: the workers have no copy of the team's file."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ reasoning then content, Kimi K2 tool calls, K3 whole calls; chunked as a TCP rea
 - checked: the whole ``wirecheck check`` path (SSE decoding, assembly, every exchange rule,
   attribution) from the raw recorded chunks.
 
-Target (issue 2): checked within 4x of the baseline. Prints a table and writes JSON.
+Target: checked within 4x of the baseline. Prints a table and writes JSON.
 
     python benchmarks/check_throughput.py [--exchanges 400] [--repeat 5] [--out benchmarks/results/check_throughput.json]
 """

@@ -1,7 +1,7 @@
 """How long ``wirecheck demo`` takes on two cores, against its budget and a baseline in the same run.
 
 The demo is the README's main command: simulator, faulty gateway, dual-tap proxy and
-``accept --profile quick``, all on loopback. Target (issue 6): under 90 seconds on 2 cores. Both runs
+``accept --profile quick``, all on loopback. Target: under 90 seconds on 2 cores. Both runs
 are pinned to the same CPUs (``--cpus``, default 2):
 
 - baseline: ``wirecheck check --example``, the cheapest full command (interpreter start, imports, one

@@ -3,7 +3,7 @@ streaming client. Each runs as a ``--role`` of ``proxy_overhead.py`` in its own 
 client, in the bench process itself), so that the proxy's CPU and latency are not mixed with theirs.
 
 Raw asyncio on both ends, no HTTP library: the upstream and the client must cost far less than the
-proxies they frame, or the benchmark measures itself (issue 17).
+proxies they frame, or the benchmark measures itself.
 """
 
 from __future__ import annotations

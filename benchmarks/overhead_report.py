@@ -1,5 +1,5 @@
 """The results side of ``proxy_overhead.py``: one row per proxy and level (each against the direct
-row of the same level, measured in the same run), the printed table, and the targets of issues 4,
+row of the same level, measured in the same run), the printed table, and the targets of
 17 and 18 checked against the rows.
 """
 
@@ -33,11 +33,11 @@ def row(kind: str, level: int, r: dict[str, Any], d: dict[str, Any]) -> dict[str
         "throughput_ratio": r["events_per_s"] / d["events_per_s"],
         "rss_mb": r["rss_mb"],
         # CPU of all the proxy's processes (workers, writer, checker) per stream
-        # and per SSE event the callers received (issue 17)
+        # and per SSE event the callers received
         "cpu_ms_per_stream": r["cpu_s"] * 1000 / max(len(r["ttft"]), 1),
         "cpu_us_per_event": r["cpu_s"] * 1e6 / max(r["events"], 1),
         # the proxy's top process alone: for wirecheck without --workers, the process that forwards
-        # (event loop and store writer), without its helpers (live checker, live view: issue 18)
+        # (event loop and store writer), without its helpers (live checker, live view)
         "main_cpu_us_per_event": (
             r["main_cpu_s"] * 1e6 / max(r["events"], 1) if _one_process(kind) and "main_cpu_s" in r else None
         ),
@@ -82,7 +82,7 @@ def targets(rows: list[dict[str, Any]], levels: list[int]) -> list[tuple[str, bo
     """(target, met, what was measured) for each target the rows can answer."""
     by = {(r["proxy"], r["streams"]): r for r in rows}
     out: list[tuple[str, bool, str]] = []
-    # wirecheck, and wirecheck with live-view viewers open (issue 18): the same targets
+    # wirecheck, and wirecheck with live-view viewers open: the same targets
     for kind in sorted({r["proxy"] for r in rows if r["proxy"].startswith("wirecheck")}):
         tag = "" if kind == "wirecheck" else f" ({kind})"
         if (kind, 64) in by:
@@ -124,8 +124,8 @@ def targets(rows: list[dict[str, Any]], levels: list[int]) -> list[tuple[str, bo
                 f"not at {worse}" if worse else "at all levels",
             )
         )
-    # issue 17: at 256 streams, for wirecheck as deployed, with --workers, and with live-view viewers
-    # open (issue 18: their overhead stays within the same targets); not for the wirecheck-asgi A/B
+    # at 256 streams, for wirecheck as deployed, with --workers, and with live-view viewers
+    # open (their overhead stays within the same targets); not for the wirecheck-asgi A/B
     for kind in sorted(
         {
             r["proxy"]

@@ -12,14 +12,14 @@ event (``\\n\\n``) arrives. Reported per proxy and level, all measured in the sa
 - proxy RSS: the largest resident set of the proxy's processes during the level (MB);
 - CPU per forwarded event: user + system CPU of all the proxy's processes (its workers, store
   writer and live checker included; ``/proc/PID/stat``) over the SSE events the callers received.
-  On a shared machine this is far less noisy than latency (issue 17); ``main/ev`` is the same for
+  On a shared machine this is far less noisy than latency; ``main/ev`` is the same for
   the proxy's top process alone (for wirecheck without ``--workers``: the forwarding process,
   without its live checker and live view);
 - the load generator's own CPU (percent of one core): near 100 % the generator, not the proxy, is
   the bottleneck, and the row says so.
 
 The proxy kind ``wirecheck-asgi`` is wirecheck with ``WIRECHECK_DIRECT_BODY=0``: every body piece
-through one ASGI ``send``, as before the direct body (issue 17); list it in ``--proxies`` for an A/B
+through one ASGI ``send``, as before the direct body; list it in ``--proxies`` for an A/B
 of the two paths in one run.
 
 With ``--workers N`` wirecheck is measured again as ``wirecheck-wN`` (``wirecheck proxy --workers N``),
@@ -28,11 +28,11 @@ and ``direct``, ``wirecheck`` and ``wirecheck-wN`` are also measured at ``--work
 drive; each reports its events and they are merged).
 
 With ``--viewers N`` wirecheck is measured a second time (row ``wirecheck+Nv``) with N live-view
-viewers (issue 18) connected to its ``/wirecheck/events`` stream for the whole run, reading every
+viewers connected to its ``/wirecheck/events`` stream for the whole run, reading every
 exchange and finding event from a separate process; the same targets apply to that row, and the
 events the viewers received are reported.
 
-Targets (issue 4): at 64 streams added TTFT p50 <= 1 ms and p99 <= 5 ms; throughput >= 0.9x direct;
+Targets: at 64 streams added TTFT p50 <= 1 ms and p99 <= 5 ms; throughput >= 0.9x direct;
 less added latency than mitmproxy at every level; RSS <= 150 MB at 256 streams. wirecheck runs as
 deployed: recording into a store with the live-check worker on. nginx runs with
 ``proxy_buffering off``, mitmproxy in reverse mode with streaming on.
@@ -143,7 +143,7 @@ def _proxy(
     up = f"http://127.0.0.1:{upstream_port}"
     env = None
     if kind.startswith("wirecheck"):
-        if kind == "wirecheck-asgi":  # the same proxy with one ASGI send per piece (issue 17's A/B)
+        if kind == "wirecheck-asgi":  # the same proxy with one ASGI send per piece (an A/B)
             env = {**os.environ, "WIRECHECK_DIRECT_BODY": "0"}
         cmd = [
             sys.executable,
@@ -162,7 +162,7 @@ def _proxy(
         if "+" in kind:  # wirecheck+Nv: the live view lives on the admin listener
             admin = free_port()
             cmd[-1] = f"127.0.0.1:{admin}"
-        if kind.startswith("wirecheck-w"):  # wirecheck-wN: N proxy processes on the port (issue 17)
+        if kind.startswith("wirecheck-w"):  # wirecheck-wN: N proxy processes on the port
             cmd += ["--workers", kind.removeprefix("wirecheck-w")]
     elif kind == "nginx":
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"

@@ -1,4 +1,4 @@
-"""/v1/responses and /v1/messages read into the view the chat rules judge (issue 16).
+"""/v1/responses and /v1/messages read into the view the chat rules judge.
 
 The contract behind both endpoints is the chat one (vLLM builds them on its chat machinery): a tool
 call names a declared tool, its arguments are JSON valid against the schema, reasoning stays out of the

@@ -1,4 +1,4 @@
-"""Stream assembly of /v1/responses and /v1/messages typed event streams into one chat choice (issue 16).
+"""Stream assembly of /v1/responses and /v1/messages typed event streams into one chat choice.
 
 The counterpart of ``_assembly`` for chat chunks: content, reasoning and calls are folded into an
 :class:`AssembledChoice` the chat rules read, and every departure from vLLM's event order

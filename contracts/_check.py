@@ -96,7 +96,7 @@ def _finding(r: Rule, h: Hit, exchange_id: str, tap: str) -> Finding:
 
 def crashed(exchange_id: str, tap: str, where: str, exc: BaseException) -> Finding:
     """The record of an exchange the checker could not judge: one exchange never stops the others
-    (issue 11, point 3), and the report says which one and why."""
+   , and the report says which one and why."""
     return Finding(
         rule=CHECK_CRASHED,
         severity=Severity.ERROR,
@@ -140,7 +140,7 @@ def check_exchanges(
     """Check every exchange, pairing the two taps of a request and the streamed and non-streamed
     twins. ``focus``: the ids whose findings are wanted; the others are there only as possible
     partners, and only those that pair with a focused exchange are checked themselves (the live
-    checker passes each batch with the exchanges recorded around it: issue 17 found it checking every
+    checker passes each batch with the exchanges recorded around it: it once checked every
     neighbour again in every batch, about 40 times per exchange at 256 streams). ``view_of``: how an
     exchange is read (the live checker keeps the views of recent exchanges between batches)."""
     ctx = config or CheckConfig()
@@ -179,7 +179,7 @@ def check_exchanges(
         if truncated_sides(tw.streamed) or truncated_sides(tw.plain):
             continue
         # the model's own error on one side (an undeclared tool, arguments that are not JSON) already
-        # explains why the two answers differ: only structure is compared then (issue 14: the demo's
+        # explains why the two answers differ: only structure is compared then (the demo's
         # ground truth showed the value comparison putting those model faults on the parser too)
         tw.model_fault = _model_fault(per_view[id(tw.streamed)]) or _model_fault(per_view[id(tw.plain)])
         for r in rules("twins"):
@@ -220,7 +220,7 @@ def check_exchanges(
             for f in per_view[id(v)]:
                 if str(f.evidence.get("pointer", "")).startswith("/choices/"):
                     # a message rule's pointer is into the chat view a Responses / Messages exchange
-                    # is read into (contracts/_apis.py), not into its own body: say so (issue 16)
+                    # is read into (contracts/_apis.py), not into its own body: say so
                     f.evidence["view"] = "chat"
         result.findings.extend(per_view[id(v)])
     return result
@@ -240,7 +240,7 @@ def _failed(v: ExchangeView) -> bool:
 
 def _relayed_failure(p: TapPair) -> bool:
     """The engine failed and the caller saw a failure: what is wrong with the caller's side is the
-    engine's error passed on (issue 14: an engine error relayed by the gateway was blamed on both)."""
+    engine's error passed on (an engine error relayed by the gateway was blamed on both)."""
     return _failed(p.engine) and _failed(p.caller)
 
 

@@ -295,7 +295,7 @@ def dump_exchange(ex: Exchange, *, redaction: Redaction | None = None) -> dict[s
     """The JSONL object for one exchange (bytes kept exactly: text when UTF-8, base64 otherwise).
 
     Credentials are redacted on the way out by ``redaction`` (the default policy when None): every
-    store and JSONL file is written through here, so no writer can forget it (issue 11 point 4).
+    store and JSONL file is written through here, so no writer can forget it.
     """
     from ._redact import DEFAULT_REDACTION  # _redact builds on this module's types
 
@@ -367,7 +367,7 @@ def _read_lines(fh: IO[str], name: str) -> Iterator[Exchange]:
                     f"not JSON ({exc.msg} at column {exc.colno})", source=name, line=lineno
                 ) from None
             except RecursionError:
-                # a body written as a JSON value thousands of levels deep (issue 11, point 3)
+                # a body written as a JSON value thousands of levels deep
                 raise InputError(
                     "JSON nested too deep to read (write a deep body as body_text)", source=name, line=lineno
                 ) from None
@@ -380,7 +380,7 @@ def write_exchanges(exchanges: Iterable[Exchange], fh: IO[str], *, redaction: Re
     """Write exchanges as JSONL, credentials redacted; returns how many were written."""
     n = 0
     for ex in exchanges:
-        # a lone surrogate (an id or header read from JSON) is written as its escape: issue 11, point 8
+        # a lone surrogate (an id or header read from JSON) is written as its escape
         fh.write(
             escape_surrogates(
                 json.dumps(dump_exchange(ex, redaction=redaction), ensure_ascii=False, separators=(",", ":"))

@@ -1,4 +1,4 @@
-"""The family table: one row per agent dialect, and the one detector (issue 12, part 2).
+"""The family table: one row per agent dialect, and the one detector (part 2).
 
 A *family* is what vLLM's ``--tool-call-parser`` names: how a model writes tool calls and thinking
 into its raw output, which special tokens it uses, who writes the call ids, and which parsers and
@@ -10,7 +10,7 @@ so that it can catch the checker's mistakes: DESIGN.md).
 
 The table is data (strings and regular-expression sources), so the pure kernel can own it. A model
 that no row matches is judged by the generic contracts only, with a note: never by another
-family's expectations (issues 12 and 16).
+family's expectations.
 
 Facts: vllm-wire.md section 3 (markup, flags, what a failing parser leaves behind). Adding a
 family: docs/rules.md, "Adding a family".
@@ -74,7 +74,7 @@ class Family:
     #: named ``tool_choice`` without ``strict`` tools is a 400 (vllm-wire.md section 3, K3)
     named_choice_needs_strict: bool = False
     #: the model mixes linear and full attention, so vLLM's prefix cache is hybrid and keeps only
-    #: prompt ends (Kimi K3's KDA layers; issue 15: judged from the family, not a sim-only label)
+    #: prompt ends (Kimi K3's KDA layers; judged from the family, not a sim-only label)
     hybrid_kv_cache: bool = False
     #: what the tool parser drops without a trace when the model's markup is malformed (the message
     #: is then empty with ``stop``: rule answer-empty); None: nothing known
@@ -243,7 +243,7 @@ _ROWS = (
     # </minimax:tool_call>, values converted by the tool's schema, ids call_<24 hex>. Reasoning parser
     # minimax_m2 (vllm/reasoning/minimax_m2_reasoning_parser.py) splits <think>...</think>; its variant
     # minimax_m2_append_think, which many deployments use, keeps the think block in content, which
-    # the markup rules report (issue 16: not yet told apart). Chat-template special tokens: not read
+    # the markup rules report (not yet told apart). Chat-template special tokens: not read
     # from the sources, so none are listed.
     Family(
         name="minimax_m2",
@@ -340,7 +340,7 @@ def detect_family(model: str | None, call_ids: Iterable[str | None] = ()) -> str
 
 def rows_saying(say: Callable[[Family], str | None]) -> str:
     """What the rows that have something to say about one trait say, in table order, joined by
-    "; ": how rule docs cite family facts without naming a family themselves (issue 12)."""
+    "; ": how rule docs cite family facts without naming a family themselves."""
     return "; ".join(text for f in _ROWS if (text := say(f)))
 
 

@@ -1,4 +1,4 @@
-"""Bounded JSON parsing for everything read off the wire (issue 11, point 3).
+"""Bounded JSON parsing for everything read off the wire.
 
 ``json.loads`` recurses once per nesting level (the C scanner included), so a body or tool arguments
 nested a few thousand levels deep raise ``RecursionError`` and, unbounded, one hostile request stopped

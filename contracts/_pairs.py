@@ -1,7 +1,7 @@
 """Pairing: the caller and engine side of one request (dual tap), and a streamed and a non-streamed
 exchange of the same request (twins).
 
-One pairing for every checker (live worker, ``wirecheck check``, the demo, acceptance): issue 14
+One pairing for every checker (live worker, ``wirecheck check``, the demo, acceptance)
 found the offline check pairing only by correlation while the live one paired by fingerprint, so the
 two views of the same capture disagreed. :func:`pair_taps` tries, in order:
 
@@ -80,7 +80,7 @@ _DEFAULTS: dict[str, Any] = {
     "echo": False,
     "parallel_tool_calls": True,
 }
-# fields a gateway sets for its own transport or naming (issue 14: LiteLLM renames the model to the
+# fields a gateway sets for its own transport or naming (LiteLLM renames the model to the
 # deployment's name and adds stream_options.include_usage upstream)
 _TRANSPORT = frozenset({"model", "stream", "stream_options"})
 
@@ -130,7 +130,7 @@ def _message(m: Any) -> Any:
                         tc["function"] = {
                             **fn,
                             "arguments": bounded_loads(fn["arguments"]),
-                        }  # hostile depth: issue 11
+                        }  # hostile depth
             norm.append(tc)
         out["tool_calls"] = norm
     return _drop_nulls(out)

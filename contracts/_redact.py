@@ -1,7 +1,7 @@
 """The one redaction policy: which header values and query parameters are credentials, and how every
 writer (stores, exports, reports, the acceptance report folder, logs) hides them.
 
-Issue 11 point 4: credentials were written in clear wherever a writer had its own idea of what a
+Credentials were written in clear wherever a writer had its own idea of what a
 credential is. Here there is one idea. A header is a credential when its name is on the list, or when
 it ends like one (``-api-key``, ``-token``, ...: provider gateways invent new names such as
 ``x-portkey-api-key`` faster than a list keeps up); a query parameter is a credential when its key is

@@ -145,7 +145,7 @@ def rule(
 ) -> Callable[[RuleFunc], RuleFunc]:
     """Register a rule. Its summary and doc (the catalogue's "why") are the function's docstring: the
     first paragraph, then the rest. A rule built from a table, where one function serves several
-    rules (issue 12), gives ``summary`` and ``doc`` instead (``summary`` alone keeps the docstring as
+    rules, gives ``summary`` and ``doc`` instead (``summary`` alone keeps the docstring as
     the doc)."""
     if not _ID.match(rule_id):
         raise ValueError(f"rule id {rule_id!r} is not kebab-case")
@@ -191,7 +191,7 @@ class CheckConfig:
     expect_reasoning: bool | None = None
     #: the taps sit straight in front of the engine (no gateway): single-tap findings keep their fault
     direct: bool = False
-    #: no effect since issue 14 (kept so that existing callers still construct): pairing always falls
+    #: no effect now (kept so that existing callers still construct): pairing always falls
     #: back from the correlation id to the completion id and the request fingerprint
     pair_by_fingerprint: bool = True
     #: a stream counts as buffered when the caller saw its tokens over less than this share of the

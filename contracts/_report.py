@@ -32,7 +32,7 @@ def render_text(result: CheckResult, *, color: bool = False) -> str:
             code = {"ERROR": "31", "WARNING": "33"}.get(sev, "36")
             sev = f"\x1b[{code}m{sev}\x1b[0m"
         # every field but the severity may hold wire text: escaped, so that it cannot drive the
-        # terminal or forge lines of the report (issue 11, point 8)
+        # terminal or forge lines of the report
         lines.append(
             f"{sev:7} {f.rule} [{f.fault}] {printable(f.tap)}:{printable(f.exchange_id)} {printable(where)}"
         )
@@ -59,7 +59,7 @@ def render_json(result: CheckResult) -> str:
 
 
 def json_text(value: Any) -> str:
-    """The JSON report as UTF-8-encodable text, lone surrogates escaped (issue 11, point 8)."""
+    """The JSON report as UTF-8-encodable text, lone surrogates escaped."""
     return escape_surrogates(json.dumps(value, indent=2, ensure_ascii=False)) + "\n"
 
 
@@ -72,7 +72,7 @@ def render_junit(result: CheckResult, *, exchange_ids: list[str] | None = None) 
     ids = exchange_ids if exchange_ids is not None else sorted(by_ex)
     # XML 1.0 forbids most C0 controls (even as references) and cannot encode lone surrogates: every
     # value is escaped so that the file parses with a strict parser whatever the model wrote
-    # (issue 11, point 8); newlines stay in element text, where they are lines of the log.
+    #; newlines stay in element text, where they are lines of the log.
     suite = ET.Element("testsuite", name="wirecheck", tests=str(len(ids)))
     failures = 0
     for ex_id in ids:
@@ -109,7 +109,7 @@ def render_rules_markdown() -> str:
         "fault of a finding: see the attribution section of the README and DESIGN.md.",
         "",
         "Endpoints: `chat` is `/v1/chat/completions`, `responses` `/v1/responses`, `messages` `/v1/messages`",
-        "(issue 16). A Responses or Messages exchange is read into the same message view as a chat completion",
+        ". A Responses or Messages exchange is read into the same message view as a chat completion",
         "(`contracts/_apis.py`), so the tool-call, reasoning and markup rules judge all three with the same",
         "ids; the `api-*` rules judge their typed event streams.",
         "",
@@ -137,7 +137,7 @@ def render_rules_markdown() -> str:
         out.append("")
     out.append("## Records of the checker itself")
     out.append("")
-    out.append("Not rules: findings the checker writes about exchanges it could not judge (issue 11).")
+    out.append("Not rules: findings the checker writes about exchanges it could not judge.")
     out.append("")
     for rid, what in RECORDS.items():
         out.append(f"- `{rid}`: {what}")

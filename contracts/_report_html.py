@@ -37,7 +37,7 @@ details{margin:6px 0} summary{cursor:pointer}
 
 def _e(value: object) -> str:
     # controls and lone surrogates as visible escapes first: a browser shows them as nothing, and a
-    # lone surrogate cannot be written to the file at all (issue 11, point 8)
+    # lone surrogate cannot be written to the file at all
     return html.escape(printable(value, keep="\n\t"), quote=True)
 
 

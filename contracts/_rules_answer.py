@@ -1,6 +1,6 @@
 """Rules for answers that end normally but carry nothing: no content, no tool call.
 
-A real vLLM 0.32 shows two ways to get there (issue 13, shared reference real-vllm-cpu.md):
+A real vLLM 0.32 shows two ways to get there (shared reference real-vllm-cpu.md):
 
 - the Kimi K2 parser drops a tool call whose header lacks ``:N`` silently: the message is empty and
   ``finish_reason`` is ``stop``; only usage shows that the model wrote tokens after its reasoning;
@@ -75,7 +75,7 @@ def _reasoning_unclosed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-# which parsers drop malformed calls silently is the family table's to say (issue 12)
+# which parsers drop malformed calls silently is the family table's to say
 _SILENT_DROPS = rows_saying(
     lambda f: f"vLLM's {f.tool_parser} parser drops {f.silent_call_drop}" if f.silent_call_drop else None
 )

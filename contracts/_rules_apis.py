@@ -1,4 +1,4 @@
-"""Framing rules of /v1/responses and /v1/messages (issue 16): what the chat rules cannot see.
+"""Framing rules of /v1/responses and /v1/messages: what the chat rules cannot see.
 
 Their message content (tool calls, arguments, reasoning, markup) is judged by the chat rules on the
 normalized view (``_apis``); these rules judge the typed event streams themselves, against what vLLM

@@ -1,5 +1,5 @@
 """Rules on the assembled assistant message's text: finish_reason, markup left in content or
-reasoning, reasoning itself, structured output. Split from ``_rules_message`` (issue 12: no module over
+reasoning, reasoning itself, structured output. Split from ``_rules_message`` (no module over
 600 lines), whose helpers they share."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def _markup_left(
     return check
 
 
-# the rules differ only in the markup, the field and the message (issue 12): rule id, fault, summary,
+# the rules differ only in the markup, the field and the message: rule id, fault, summary,
 # doc, and what the check looks for
 for _id, _fault, _summary, _doc, _check in (
     (

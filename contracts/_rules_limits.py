@@ -1,4 +1,4 @@
-"""Rules about what the checker itself could not read or judge (issue 11, point 3).
+"""Rules about what the checker itself could not read or judge.
 
 A hostile exchange must become a finding, never a crash: JSON past the depth or size bound
 (``_json``) is ``json-limit``. An exchange on which a rule (or building its view) raised anyway gets a

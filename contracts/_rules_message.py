@@ -1,6 +1,6 @@
 """Rules on the assembled assistant message's tool calls and tool_choice, and the helpers the message
 rules share. They judge streamed and non-streamed responses alike (see ``_view``); finish_reason,
-markup, reasoning and structured output are in ``_rules_content`` (split at 600 lines, issue 12)."""
+markup, reasoning and structured output are in ``_rules_content`` (split at 600 lines)."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def _used_whole_cap(view: ExchangeView) -> bool:
 
     finish_reason alone cannot say so: a real vLLM 0.32 reports a tool call cut by max_tokens as
     ``tool_calls`` when not streamed and ``length`` when streamed (shared reference
-    real-vllm-cpu.md, issue 13). Usage covers all choices, so this only judges single-choice answers.
+    real-vllm-cpu.md). Usage covers all choices, so this only judges single-choice answers.
     """
     cap = _cap(view)
     usage = view.usage or {}
@@ -144,14 +144,14 @@ def _used_whole_cap(view: ExchangeView) -> bool:
 
 def _stopped_by_length(choice: AssembledChoice, view: ExchangeView | None = None) -> bool:
     """The output was cut by a length limit: finish_reason says so, or usage shows the caller's
-    max_tokens used up whatever finish_reason says (issue 13)."""
+    max_tokens used up whatever finish_reason says."""
     return choice.finish_reason == "length" or (view is not None and _used_whole_cap(view))
 
 
 def _cut_call(view: ExchangeView, choice: AssembledChoice, call: AssembledCall) -> bool:
     """The last call of a choice cut by a length limit: its name, id and arguments may be partial.
     A real vLLM 0.32 closes such a call with what it has (``{}``, a name like ``functions.``, a
-    minted id), so none of that is the model's (issue 13)."""
+    minted id), so none of that is the model's."""
     return _stopped_by_length(choice, view) and bool(choice.calls) and call is choice.calls[-1]
 
 
@@ -215,7 +215,7 @@ def _undeclared(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             stem = c.name.removeprefix("functions.")
             if _cut_call(view, ch, c) and any(t.startswith(stem) or stem.startswith(t) for t in view.tools):
                 # a cut inside the call header: the name is a declared one cut short by the caller's
-                # max_tokens, reported by tool-call-args-truncated (issue 13, seen on vLLM 0.32)
+                # max_tokens, reported by tool-call-args-truncated (seen on vLLM 0.32)
                 continue
             declared = ", ".join(sorted(view.tools)) or "none"
             message = f"tool {c.name!r} was not declared (declared: {declared})"
@@ -278,7 +278,7 @@ _OPEN_TAIL = re.compile(r"(?:t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|n(?:u(?:ll?)?
 def _aborted_args(view: ExchangeView) -> Iterator[Hit]:
     """A stream the caller closed mid-call is not judged as a message, but arguments that no
     continuation can make JSON are already the model's fault: the anthropic SDK parses each
-    ``partial_json`` as it arrives and closes the stream on the first invalid one (issue 16)."""
+    ``partial_json`` as it arrives and closes the stream on the first invalid one."""
     err = view.ex.error
     if view.ok or view.kind != "stream" or err is None or err.kind != "client_abort" or not view.is_agent:
         return

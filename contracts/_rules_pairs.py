@@ -79,8 +79,8 @@ def _request_changed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     if not c or not e:
         return
     for key in _REQUEST_KEYS:
-        # judged with defaults applied: ``"stream": false`` dropped is the same request (issue 14;
-        # LiteLLM's openai/ provider drops it), and so is a null field left out
+        # judged with defaults applied: ``"stream": false`` dropped is the same request
+        # (LiteLLM's openai/ provider drops it), and so is a null field left out
         vc, ve = request_default(c, key), request_default(e, key)
         if c.get(key) is not None and vc != ve:
             where, what = f"/{key}", "removed"
@@ -169,7 +169,7 @@ def _cut_alike(pair: TapPair) -> bool:
     """Both sides are the same stream cut by the engine's in-band error, event for event: what the
     engine sent before its error is compared with what the caller got before the relayed one. The
     demo's ground truth found reasoning dropped by the gateway and unreported whenever the engine
-    later failed (issue 14); a gateway that lost or merged events is not compared this way."""
+    later failed; a gateway that lost or merged events is not compared this way."""
     c, e = pair.caller, pair.engine
     return (
         c.stream is not None
@@ -360,7 +360,7 @@ def _buffered(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
         return
     # Every data event counts, not only those with output left after the gateway: a gateway that
     # drops reasoning still passes the emptied chunks on at the engine's pace, and judging by the
-    # caller's remaining text alone called that buffering (issue 14: half the demo's findings).
+    # caller's remaining text alone called that buffering (half the demo's findings).
     tc = _data_times(pair.caller)
     te = _data_times(pair.engine)
     if len(te) < 3 or len(tc) < 1:
@@ -405,7 +405,7 @@ def _unpaired(tap_set: TapSet, ctx: CheckConfig) -> Iterator[Hit]:
     """Both taps recorded chat requests and none could be paired: nothing between them was compared.
 
     Pairing uses the correlation id, then the chat completion id, then a request fingerprint and
-    time (issue 14: a gateway that dropped the header left the check silent about the gateway)."""
+    time (a gateway that dropped the header left the check silent about the gateway)."""
     if tap_set.pairs:
         return
     callers = [v for v in tap_set.views if v.tap == CALLER and v.is_chat]
@@ -451,7 +451,7 @@ def _twin_structure(streamed: list[Any], plain: list[Any], ptr: str) -> Iterator
             )
 
 
-# the known streaming mis-parses are the family table's to list (issue 12)
+# the known streaming mis-parses are the family table's to list
 _MISPARSES = rows_saying(
     lambda f: (
         f"{f.name} streaming mis-parses: vllm " + ", ".join(f"#{n}" for n in f.stream_misparse_issues)
@@ -487,8 +487,8 @@ def _twins(pair: TwinPair, ctx: CheckConfig) -> Iterator[Hit]:
                 f"reasoning in {'/'.join(sorted(fs))} when streamed, {'/'.join(sorted(fp))} when not", ptr
             )
         if not strict or pair.model_fault:
-            # sampled (temperature > 0): values may differ, structure and validity may not (issue 13);
-            # likewise when one side's model error explains the difference (issue 14)
+            # sampled (temperature > 0): values may differ, structure and validity may not;
+            # likewise when one side's model error explains the difference
             yield from _twin_structure(cs.calls, cp.calls, ptr)
             continue
         if [c.name for c in cs.calls] != [c.name for c in cp.calls]:

@@ -125,7 +125,7 @@ def _tool_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         except SchemaError as exc:
             yield hit(f"{name}: {exc.message}", "/request/body/tools", json.dumps(params)[:200])
         except RecursionError:
-            # the meta-schema validation recurses per level (issue 11, point 3)
+            # the meta-schema validation recurses per level
             yield hit(
                 f"{name}: parameters nest deeper than the JSON Schema validator can follow",
                 "/request/body/tools",
@@ -149,7 +149,7 @@ def _client_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     vLLM answers schema errors with 400 (never 422), unknown models with 404, a wrong key with 401.
     A non-streamed ``/v1/messages`` is the exception: vLLM ``json.loads`` the model's tool arguments
     to build ``tool_use.input`` (anthropic/serving.py), so invalid arguments come back as a 400 with
-    the JSON error as its message: that one is the model's (issue 16)."""
+    the JSON error as its message: that one is the model's."""
     if view.status is not None and 400 <= view.status < 500:
         msg = _error_message(view)
         if view.endpoint == "messages" and view.status == 400 and _JSON_ERROR.match(msg):

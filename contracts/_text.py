@@ -1,4 +1,4 @@
-"""Wire text made safe to show (issue 11, point 8).
+"""Wire text made safe to show.
 
 Findings quote what the model and the caller wrote. Printed raw, that text drives the terminal that
 shows a report (``ESC [2J`` clears the screen, ``OSC 0`` sets the title, ``OSC 8`` plants a hyperlink,

@@ -28,7 +28,7 @@ class ExchangeView:
     req: dict[str, Any] = field(default_factory=dict)
     request_problem: str | None = None
     is_chat: bool = False
-    #: chat | responses | messages (issue 16), None for any other path
+    #: chat | responses | messages, None for any other path
     endpoint: str | None = None
     #: the request as sent, where ``req`` is its chat-shaped normal form (/v1/responses, /v1/messages)
     raw_req: dict[str, Any] = field(default_factory=dict)
@@ -49,7 +49,7 @@ class ExchangeView:
     #: (pointer, what) of every JSON document over the depth or size bound (the json-limit rule)
     limits: list[tuple[str, str]] = field(default_factory=list)
     #: what pairing derived from this view (its request fingerprint, its side), worked out once: the
-    #: live checker pairs the same recent views again in every batch (issue 17)
+    #: live checker pairs the same recent views again in every batch
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -64,7 +64,7 @@ class ExchangeView:
     def closed_after_done(self) -> bool:
         """The caller closed once ``data: [DONE]`` had been passed on: a complete exchange. The openai
         SDK closes right after ``[DONE]``, before the chunked terminator (gateway-litellm.md), so a tap
-        records a client abort on a stream that ended normally (issue 14)."""
+        records a client abort on a stream that ended normally."""
         err = self.ex.error
         return (
             err is not None
@@ -77,7 +77,7 @@ class ExchangeView:
     @property
     def is_agent(self) -> bool:
         """An exchange the message rules judge: a chat completion, or a Responses / Messages call
-        normalized into the same choices (issue 16)."""
+        normalized into the same choices."""
         return self.is_chat or self.endpoint in API_ENDPOINTS
 
     @property
@@ -123,7 +123,7 @@ class _Inflate:
             if self.encoding == "br":
                 out = bytes(self._d.process(data))
             else:
-                # bounded: a small compressed body may inflate to gigabytes (issue 11, point 3)
+                # bounded: a small compressed body may inflate to gigabytes
                 out = bytes(self._d.decompress(data, MAX_BYTES - self.size + 1))
         except Exception as exc:  # zlib.error, brotli.error
             self.failed = f"{self.encoding} body does not decode ({exc})"

@@ -1,4 +1,4 @@
-"""One agent turn, written for the endpoint the scenarios drive (issue 16).
+"""One agent turn, written for the endpoint the scenarios drive.
 
 The agent loop keeps its conversation in chat form; each request is rewritten here into the body of
 ``/v1/chat/completions``, ``/v1/responses`` (OpenAI Responses: ``input`` items, flat tools,

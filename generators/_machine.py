@@ -60,7 +60,7 @@ class ScenarioReport:
     requests: int = 0
     exchanges: list[Exchange] = field(default_factory=list)
     failure: ScenarioFailure | None = None
-    #: for progress lines (issue 14): examples run (shrinking runs more than asked) and failing ones
+    #: for progress lines: examples run (shrinking runs more than asked) and failing ones
     examples_done: int = 0
     failures: int = 0
 
@@ -69,7 +69,7 @@ class ScenarioReport:
         return self.failure is None
 
     def progress_line(self, eta: str) -> str:
-        """One progress line (issue 14: ``scenarios --examples 50`` ran minutes without a word)."""
+        """One progress line (``scenarios --examples 50`` ran minutes without a word)."""
         done = min(self.examples_done, self.examples)
         where = "shrinking the failure" if self.failures else eta
         return (
@@ -126,7 +126,7 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
                 body = {"model": model, **body}
             body = endpoint_body(endpoint, body)  # the loop speaks chat; the wire speaks the endpoint
             raw = json.dumps(body).encode()
-            corr = mint_correlation()  # the caller tap keeps only ids it can verify (issue 11, point 5)
+            corr = mint_correlation()  # the caller tap keeps only ids it can verify
             ex = Exchange(
                 id=f"scenario-{report.requests + 1}",
                 tap="scenario",
@@ -261,7 +261,7 @@ def run_scenarios(
     """Run the agent-loop scenarios against ``target``; the report holds the shrunk failure, if any.
 
     ``endpoint``: ``chat`` (/v1/chat/completions), ``responses`` (/v1/responses) or ``messages``
-    (/v1/messages): the same agent loop, written in that endpoint's wire form (issue 16).
+    (/v1/messages): the same agent loop, written in that endpoint's wire form.
 
     ``via_proxy=(engine_url, engine_port)``: ``target`` is a gateway; the scenarios go through a
     caller tap to it, and the gateway must forward to an engine tap on ``engine_port`` (which

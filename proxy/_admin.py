@@ -1,4 +1,4 @@
-"""The admin listener (issue 11, point 11): health, findings and metrics, apart from the forwarding
+"""The admin listener: health, findings and metrics, apart from the forwarding
 listeners.
 
 Findings carry excerpts of other callers' prompts and answers, so they are not served where callers
@@ -61,7 +61,7 @@ class AdminApp:
         self.store = store
         self.token = token
         self.routes: dict[str, tuple[tuple[str, ...], Handler]] = {}
-        #: (prefix, ASGI app) served below the routes: the live view (issue 18)
+        #: (prefix, ASGI app) served below the routes: the live view
         self.mounts: list[tuple[str, ASGIApp]] = []
         self.route("/wirecheck/health", self.health)
         self.route("/wirecheck/findings", self.findings, params=_FINDING_FILTERS)
@@ -169,7 +169,7 @@ class AdminApp:
                 "last_error": getattr(stats, "last_error", None),
             }
         if first.checks is not None:
-            # the live checker's state: degraded while it is down, just died, or lags (issue 11, point 3)
+            # the live checker's state: degraded while it is down, just died, or lags
             checks = first.checks()
             info["checks"] = checks
             if checks.get("degraded"):

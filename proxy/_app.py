@@ -88,10 +88,10 @@ class TapConfig:
     inject_correlation: bool = True
     #: the key that makes ids unforgeable; None: WIRECHECK_CORRELATION_SECRET, else this process's own
     correlation_secret: bytes | None = None
-    #: what the record hides (headers and query keys; issue 11 point 4); forwarding is unchanged
+    #: what the record hides (headers and query keys); forwarding is unchanged
     redact: Redaction = DEFAULT_REDACTION
     body_limit: int = 32 * 1024 * 1024
-    #: most bytes recorded per body side; the rest is forwarded but not kept (issue 11, point 9)
+    #: most bytes recorded per body side; the rest is forwarded but not kept
     record_limit: int = 16 * 1024 * 1024
     #: longest wait for a caller's whole request body once its head is in (408 past it)
     request_timeout_s: float = 30.0
@@ -172,7 +172,7 @@ class ProxyApp:
             up, transport=transport, connect_s=cfg.connect_timeout_s, read_s=cfg.read_timeout_s
         )
         self.in_flight = 0
-        #: the live checker's state for health (set by the runner; issue 11, point 3)
+        #: the live checker's state for health (set by the runner)
         self.checks: Callable[[], dict[str, Any]] | None = None
         self._corr = Correlator(cfg.correlation_secret or correlation_secret())
 
@@ -242,7 +242,7 @@ class ProxyApp:
                 async with asyncio.timeout(cfg.request_timeout_s):
                     body, disconnected = await self._read_body(receive)
             except TimeoutError:
-                # a caller that trickles its body holds a connection and memory: 408 (issue 11, point 9)
+                # a caller that trickles its body holds a connection and memory: 408
                 message = f"the request body did not arrive within {cfg.request_timeout_s:g} s"
                 ex.error = ExchangeError("client_abort", message, _ms(t0))
                 status, headers, payload = _json_error(408, message, "request_timeout")
@@ -276,7 +276,7 @@ class ProxyApp:
             out_headers = [
                 (k, v) for k, v in in_headers if k.lower() not in _HOP and k.lower() != "content-length"
             ]
-            # the caller tap: no caller-chosen id goes on unless it verifies and is new (issue 11, 5); the
+            # the caller tap: no caller-chosen id goes on unless it verifies and is new; the
             # engine tap: an id that does not verify correlates nothing (pairing falls back)
             out_headers, ex.correlation = self._corr.stamp(out_headers, caller=cfg.inject_correlation)
             out_headers.extend(cfg.extra_headers.items())
@@ -299,7 +299,7 @@ class ProxyApp:
 
     def _recorded_path(self, scope: Scope) -> str:
         # the path as the caller sent it, query string included (docs/exchange-format.md; ASGI keeps
-        # the query apart from raw_path: issue 11 point 12), with credential query values redacted
+        # the query apart from raw_path), with credential query values redacted
         path = scope.get("raw_path", b"").decode("latin-1") or scope.get("path", "/")
         qs: bytes = scope.get("query_string") or b""
         return self.cfg.redact.target(path + ("?" + qs.decode("latin-1") if qs else ""))
@@ -430,7 +430,7 @@ class ProxyApp:
             else:
                 async for batch in upstream.batches:
                     # one downstream write per batch: the pieces that arrived while the loop was busy
-                    # go out together (issue 17); the record keeps each piece with its read's time
+                    # go out together; the record keeps each piece with its read's time
                     try:
                         await send({"type": "http.response.body", "body": tee.take(batch), "more_body": True})
                     except OSError as exc:
@@ -476,7 +476,7 @@ class _Broken(Exception):
 
 class _Tee:
     """What the record keeps of a response body: each piece with its read's arrival offset, up to
-    the record limit (past it the bytes are still forwarded, never kept: issue 11, point 9)."""
+    the record limit (past it the bytes are still forwarded, never kept)."""
 
     __slots__ = ("added", "chunks", "room", "size", "t0")
 
@@ -500,7 +500,7 @@ class _Tee:
 
 
 async def _relay(relay: Callable[[BodySink], Awaitable[bool]], direct: DirectBody, tee: _Tee) -> None:
-    """The body from the upstream's read callback straight to the caller's socket (issue 17): per
+    """The body from the upstream's read callback straight to the caller's socket: per
     read one record entry and one write, with no task step; this task wakes only when the caller's
     buffer is full (to wait for it to drain) and at the end."""
 

@@ -41,7 +41,7 @@ def to_har(
 ) -> dict[str, Any]:
     entries = []
     for ex in exchanges:
-        ex = redaction.exchange(ex)  # noqa: PLW2901 - credentials never reach the HAR (issue 11 point 4)
+        ex = redaction.exchange(ex)  # noqa: PLW2901 - credentials never reach the HAR
         req, resp = ex.request, ex.response
         req_mime = req.header("content-type") or "application/octet-stream"
         entry: dict[str, Any] = {
@@ -118,7 +118,7 @@ def to_har(
 
 def write_har(exchanges: Iterable[Exchange], fh: IO[str], *, redaction: Redaction = DEFAULT_REDACTION) -> int:
     har = to_har(exchanges, redaction=redaction)
-    json.dump(har, fh, indent=1)  # ASCII: a lone surrogate from the wire stays writable (issue 11)
+    json.dump(har, fh, indent=1)  # ASCII: a lone surrogate from the wire stays writable
     fh.write("\n")
     return len(har["log"]["entries"])
 

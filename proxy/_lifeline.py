@@ -1,4 +1,4 @@
-"""Helper processes die with the proxy (issue 11, point 10), and run behind its forwarding (issue 17).
+"""Helper processes die with the proxy, and run behind its forwarding.
 
 After a SIGKILL of ``wirecheck proxy`` its live-check worker kept running, and with it the
 multiprocessing resource tracker whose pipe the worker held open. A helper now dies with its parent
@@ -68,7 +68,7 @@ def helper_priority() -> str:
 
 def yield_cpu(nice: int = 0) -> None:
     """Put the calling thread, and the threads it starts from now on, behind forwarding for the CPU
-    (issue 17): ``become_helper`` does, in each helper process.
+   : ``become_helper`` does, in each helper process.
 
     ``idle`` (``SCHED_IDLE``): the helper runs on the CPU time the proxy's forwarding, and everything
     else on the machine, leave. On a machine with cores to spare that is all it needs. On a saturated

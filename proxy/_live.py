@@ -4,7 +4,7 @@ runs the contracts over them (pairing the two taps of a request), and stores the
 An exchange is checked once it has been finished for ``settle_s``, so that the other tap's side of the
 same request (recorded a moment later by the engine tap, or earlier) is there to pair with.
 
-Supervised (issue 11, point 3): one hostile exchange stopped live checking for good while health said
+Supervised: one hostile exchange stopped live checking for good while health said
 ok. Now the worker tells its parent which exchanges it is checking before it checks them; when it dies
 (a crash the checker could not catch, the OOM killer), :class:`CheckerSupervisor` starts another, which
 first checks the exchanges that were in flight one at a time. An exchange on which the worker died
@@ -65,7 +65,7 @@ class Recent:
 
     Each batch is checked with everything recorded ``NEIGHBOUR_S`` around it, and consecutive batches
     share most of those exchanges: reading them from the store and parsing them again in every batch
-    was two thirds of the checker's CPU at 128 streams (issue 17). A stored exchange never changes,
+    was two thirds of the checker's CPU at 128 streams. A stored exchange never changes,
     so its view can be reused; views that started before the last batch's window are let go, which
     keeps about what one batch held at once anyway, and never more than ``limit``."""
 
@@ -150,7 +150,7 @@ def _check_batch(
 def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> list[Exchange]:
     """Exchanges recorded around this batch, checked before or not yet settled: a partner without the
     correlation id (a gateway that drops it) pairs by completion id or fingerprint only when it is
-    there to be seen, the same as in an offline ``wirecheck check`` (issue 14). Only what ``recent``
+    there to be seen, the same as in an offline ``wirecheck check``. Only what ``recent``
     does not hold is read from the store."""
     sides: dict[str, set[str]] = {}
     for ex in batch:
@@ -192,14 +192,14 @@ def run_checker(
     """The worker process: dies with its parent, stops when the parent says so (then checks what is
     left), reports each batch before checking it, and survives database errors."""
     stop = threading.Event()
-    # forwarding first (issue 17): the checker runs on the CPU forwarding leaves (``yield_cpu``), falls
+    # forwarding first: the checker runs on the CPU forwarding leaves (``yield_cpu``), falls
     # behind under overload (health says so past LAG_S) and catches up, losing nothing
     nice = 0
     with contextlib.suppress(ValueError):
         nice = int(os.environ.get(CHECKER_NICE_ENV, CHECKER_NICE))
     become_helper(lifeline, parent_pid, lambda _msg: stop.set(), nice=nice)
 
-    settle_gc()  # its full collections took up to 128 ms of CPU each at 256 streams (issue 17)
+    settle_gc()  # its full collections took up to 128 ms of CPU each at 256 streams
 
     def announce(ids: list[str] | None) -> None:
         status.send(("batch", ids) if ids is not None else ("done", None))

@@ -1,4 +1,4 @@
-"""The live view (issue 18): exchanges and findings as the live checker stores them, as an event
+"""The live view: exchanges and findings as the live checker stores them, as an event
 stream and as one self-contained page.
 
 Routes (under ``prefix``, ``/wirecheck`` by default):

@@ -52,7 +52,7 @@ class ProxyRun:
     head_timeout_s: float = 30.0
     #: an idle connection (kept alive, or never used) is closed after this long
     idle_timeout_s: float = 75.0
-    #: proxy processes sharing the listeners' ports (SO_REUSEPORT; issue 17): see _workers.py
+    #: proxy processes sharing the listeners' ports (SO_REUSEPORT): see _workers.py
     workers: int = 1
 
 
@@ -70,12 +70,12 @@ async def _serve(
     # the store's writer thread (JSON of each exchange) shares this process's GIL with forwarding: an
     # event loop woken by a socket waits for the GIL until the writer is made to yield, up to the
     # switch interval (5 ms by default, a whole p99 budget at 64 streams). 0.5 ms bounds that wait
-    # (issue 17); it costs switches only while both threads want to run.
+    #; it costs switches only while both threads want to run.
     sys.setswitchinterval(0.0005)
     metrics = Metrics()  # one registry for every tap: the admin listener serves it
     apps = [ProxyApp(cfg, store, metrics=metrics) for cfg, _, _ in run.taps]
     for app in apps:
-        # health: issue 11, point 3 (and the workers' state under --workers)
+        # health (and the workers' state under --workers)
         app.checks = checker.state if checker is not None else checks
     protocol = guarded_protocol(max_head=run.max_head, head_timeout_s=run.head_timeout_s)
     settle_gc()
@@ -103,7 +103,7 @@ async def _serve(
         admin = AdminApp(apps, store, token=run.admin_token)
         taps = [a.cfg.tap for a in apps]
         if store is not None and serve_taps:
-            # the live view (issue 18) is the admin listener's too: it shows every caller's traffic.
+            # the live view is the admin listener's too: it shows every caller's traffic.
             # Its connections are handed to a process of its own, so viewers cost forwarding nothing
             view = ViewProcess(store, taps=taps, health=admin.health_info, max_head=run.max_head)
             admin.mount(view.cfg.prefix, view)
@@ -158,7 +158,7 @@ def run_proxy(run: ProxyRun) -> int:
     if store is not None and run.live_checks:
         checker = start_checker(store, settle_s=run.settle_s)
     for cfg, host, port in run.taps:
-        # the log is an artefact too: no user:password@ or ?key= from the upstream URL (issue 11)
+        # the log is an artefact too: no user:password@ or ?key= from the upstream URL
         upstream = cfg.redact.url(cfg.upstream)
         print(f"wirecheck proxy: {cfg.tap} tap on http://{host}:{port} -> {upstream}", flush=True)
     if run.admin is not None:

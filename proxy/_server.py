@@ -1,5 +1,5 @@
 """The listeners' HTTP/1.1 server side: uvicorn's httptools protocol with the bounds it lacks
-(issue 11, point 9).
+.
 
 uvicorn closes idle kept-alive connections (``timeout_keep_alive``), but with its httptools protocol it
 bounds neither the request head's size nor the time a caller may take to send it, and it never times
@@ -8,7 +8,7 @@ Here: a head larger than ``max_head`` bytes is a 431, a head not complete within
 is a 408, and a connection that sends nothing is closed after ``timeout_keep_alive`` like an idle one.
 The request body's deadline is the app's (``TapConfig.request_timeout_s``), which can answer in JSON.
 
-It also offers the app a shorter way out for a streamed body (issue 17): ``DirectBody`` in the
+It also offers the app a shorter way out for a streamed body: ``DirectBody`` in the
 request's scope (``scope["extensions"]["wirecheck.direct_body"]``) writes each piece to the caller's
 socket from the upstream's read callback, framed as uvicorn frames a chunked body, instead of one ASGI
 ``send`` (a coroutine, a task step and a flow check) per piece.
@@ -52,7 +52,7 @@ class DirectBody:
 
     # the cycle is held weakly: it holds the scope, and the scope this object, and a reference cycle
     # per request left every caller's socket and transport to the cyclic GC, whose full collections
-    # then paused the event loop 35 ms at 256 streams (issue 17). The transport lets go of the
+    # then paused the event loop 35 ms at 256 streams. The transport lets go of the
     # protocol (and so of the cycle) when the connection closes.
     __slots__ = ("_cycle", "_flow", "_transport")
 
@@ -89,7 +89,7 @@ class DirectBody:
 
 
 class Handoff:
-    """The connection of one request, to be moved to another process (the live view's, issue 18).
+    """The connection of one request, to be moved to another process (the live view's).
 
     ``fileno()`` is the socket to pass on, or None when the connection cannot move whole: TLS, the
     request's body not all read, a pipelined request already waiting behind it, the response begun.
@@ -225,7 +225,7 @@ def tap_protocol() -> type[Any]:
 
 
 def settle_gc() -> None:
-    """Tune the cyclic GC of a long-running proxy process, once its start-up is done (issue 17).
+    """Tune the cyclic GC of a long-running proxy process, once its start-up is done.
 
     What exists then (the modules, the rule registry, the apps) lives as long as the process: frozen,
     no collection scans it again. The request path leaves no cyclic garbage (a test holds it to that),

@@ -56,13 +56,13 @@ class UpstreamResponse:
     status: int
     headers: list[tuple[bytes, bytes]]
     #: the body in batches: every piece parsed since the last batch, each stamped when its read came
-    #: in (issue 17: under load the proxy forwards a backlog in one write, and the record keeps each
+    #: in (under load the proxy forwards a backlog in one write, and the record keeps each
     #: piece with its true arrival time rather than the time the event loop got round to it)
     batches: AsyncIterator[Batch]
     aclose: Callable[[], Awaitable[None]]
     #: the body handed on from the upstream's read callback instead (None where not offered):
     #: ``await relay(sink)`` gives ``sink`` each read's pieces the moment they are parsed, with no
-    #: task step between (issue 17). ``sink`` returns False to stop (the caller's buffer is full,
+    #: task step between. ``sink`` returns False to stop (the caller's buffer is full,
     #: or the caller is gone); relay then returns False and reading waits until relay is called
     #: again. It returns True at the body's end and raises the errors ``batches`` raises. Use one of
     #: the two, not both.
@@ -99,7 +99,7 @@ _HIGH_WATER = 256 * 1024
 
 
 class _Surplus(Exception):
-    """Bytes past the end of the response (issue 11, point 1): never handed to the next caller."""
+    """Bytes past the end of the response: never handed to the next caller."""
 
 
 class _Conn(asyncio.Protocol):
@@ -190,7 +190,7 @@ class _Conn(asyncio.Protocol):
                 self.error = UpstreamBroken(f"response head over {_MAX_HEAD} bytes")
                 self.close()
         if self.sink is not None:
-            # relayed: what this read brought goes on now, in this callback (issue 17); the waiting
+            # relayed: what this read brought goes on now, in this callback; the waiting
             # task is woken only at the end, on an error, or when the sink says stop
             if self.pieces:
                 self.hand_on()
@@ -355,7 +355,7 @@ class _Raw(Upstream):
             while True:
                 if conn.pieces:
                     # everything parsed so far, at once: one hand-off (and one downstream write) for a
-                    # backlog instead of one per piece (issue 17)
+                    # backlog instead of one per piece
                     batch, conn.pieces = conn.pieces, []
                     conn.buffered = 0
                     if conn.paused and conn.transport is not None:

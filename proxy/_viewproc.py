@@ -1,4 +1,4 @@
-"""The live view in a process of its own (issue 18): viewers cost the request path nothing.
+"""The live view in a process of its own: viewers cost the request path nothing.
 
 Served in the proxy's process, ten viewers cost its event loop and GIL about 12 % more CPU at 256
 streams (the frames sent, the store read in the view's threads), and that is time the forwarding

@@ -1,4 +1,4 @@
-"""``wirecheck proxy --workers N``: N proxy processes on the same ports (issue 17).
+"""``wirecheck proxy --workers N``: N proxy processes on the same ports.
 
 One Python process forwards with one core; a node serving hundreds of streams needs more. The
 mechanism is the kernel's, not ours: the supervising process binds N listening sockets per tap with
@@ -181,7 +181,7 @@ def _health(pool: WorkerPool, checker: CheckerSupervisor | None, n: int) -> dict
 def run_workers(run: ProxyRun) -> int:
     """``run_proxy`` for ``run.workers`` > 1."""
     n = run.workers
-    # one correlation secret for every worker, so that taps in different workers pair (issue 17)
+    # one correlation secret for every worker, so that taps in different workers pair
     taps = [
         (replace(cfg, correlation_secret=cfg.correlation_secret or correlation_secret()), host, port)
         for cfg, host, port in run.taps

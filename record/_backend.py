@@ -1,5 +1,5 @@
 """What the store needs of a database: one schema (numbered migrations, spelled once), and the
-backend protocol that SQLite and PostgreSQL each implement (issue 12: the store was one class with a
+backend protocol that SQLite and PostgreSQL each implement (the store was one class with a
 branch per backend at every query)."""
 
 from __future__ import annotations

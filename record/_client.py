@@ -1,7 +1,7 @@
 """The recording client: send one request with httpx, record the answer as it streams with a
 monotonic time per chunk, and name a transport failure with ONE map of error kinds.
 
-Issue 12, part 1: this was written five times (generators, replay, acceptance twice, the tests) and
+This was written five times (generators, replay, acceptance twice, the tests) and
 the copies disagreed, so the same failure got another ``error.kind`` depending on who recorded it.
 """
 

@@ -1,4 +1,4 @@
-"""The ``x-wirecheck-id`` correlation, made unforgeable (issue 11, point 5).
+"""The ``x-wirecheck-id`` correlation, made unforgeable.
 
 The caller tap used to keep whatever id a caller sent, so two requests sharing one id paired with each
 other's engine side and produced false gateway findings. Now an id is ``NONCE.MAC``: a random nonce
@@ -88,7 +88,7 @@ class Correlator:
     ) -> tuple[list[tuple[str, str]], str | None]:
         """One tap's rule on a request's headers: the headers to send on, and the correlation id to
         record. The caller tap sends exactly one id, its own unless the caller's verifies and is new
-        (issue 11, point 5); the engine tap sends the headers as they are and records the id only when
+       ; the engine tap sends the headers as they are and records the id only when
         it verifies (a forged one correlates nothing: pairing falls back to the fingerprint)."""
         ids = [v for k, v in headers if k.lower() == CORRELATION_HEADER]
         sent = ids[0] if len(ids) == 1 else None

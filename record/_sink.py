@@ -25,7 +25,7 @@ class MemorySink:
     The scenarios send one request at a time, so the engine side of a request is what the engine tap
     recorded while it was in flight: under its correlation id when the gateway forwards
     ``x-wirecheck-id``, else without one (LiteLLM drops it). Either way both sides are handed to the
-    checker, whose pairing (correlation, completion id, fingerprint) decides (issue 14: waiting for a
+    checker, whose pairing (correlation, completion id, fingerprint) decides (waiting for a
     correlation id that never came cost 5 s a request and judged the caller side alone)."""
 
     def __init__(self) -> None:

@@ -19,7 +19,7 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 
 def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
     if readonly:
-        # read-only at the SQLite level (issue 11, point 7): reading never migrates, never switches the
+        # read-only at the SQLite level: reading never migrates, never switches the
         # journal mode, never adds a table; the URI form keeps odd characters in the path literal
         # A WAL database opened with mode=ro still gets a -wal and -shm file created beside it. With
         # no -wal file there, no connection has the database open in WAL mode and nothing is left
@@ -111,7 +111,7 @@ class SqliteBackend:
             yield
         except BaseException:
             # SQLITE_FULL (a full disk) rolls the transaction back itself: a second ROLLBACK would
-            # raise "no transaction is active" and hide the real error (issue 11, point 6)
+            # raise "no transaction is active" and hide the real error
             if self.conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
                     self.conn.execute("ROLLBACK")

@@ -162,7 +162,7 @@ class Store:
                 if self._queue.qsize() < self._batch:
                     # linger while more arrive: one transaction for what ends in that time, and the
                     # request path's put() finds no writer waiting to be woken, which made it the
-                    # proxy's costliest call after the socket writes at 256 streams (issue 17)
+                    # proxy's costliest call after the socket writes at 256 streams
                     time.sleep(LINGER_S)
             while len(batch) < self._batch and not stop:
                 try:
@@ -271,7 +271,7 @@ class Store:
                     now if ended is None else now - max(time.monotonic() - ended, 0.0),
                     self.replica,
                     ex.request.method,
-                    doc["request"]["path"],  # redacted like the doc (issue 11 point 4)
+                    doc["request"]["path"],  # redacted like the doc
                     ex.response.status if ex.response else None,
                     ex.error.kind if ex.error else None,
                     json.dumps(doc, ensure_ascii=False, separators=(",", ":")),
@@ -327,7 +327,7 @@ class Store:
 
     def ids_between(self, lo: str, hi: str) -> list[str]:
         """The ids of the exchanges that started between these two ISO times, in write order (the
-        live checker loads only those it does not hold already: issue 17)."""
+        live checker loads only those it does not hold already)."""
         rows = self._rows(
             "SELECT id FROM exchanges WHERE started_at >= ? AND started_at <= ? ORDER BY seq", (lo, hi)
         )
@@ -344,7 +344,7 @@ class Store:
 
     def gap_unwritten(self) -> int:
         """Exchanges lost and counted, whose gap row is not in the database yet (it is written as
-        soon as the database takes writes again: issue 11, point 6)."""
+        soon as the database takes writes again)."""
         with self._gap_lock:
             return int(self._gap[0]) if self._gap else 0
 
@@ -387,7 +387,7 @@ class Store:
         )
         return [(str(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows]
 
-    # --- reading for the live view (issue 18): plain SELECTs from a row position -----------------
+    # --- reading for the live view: plain SELECTs from a row position -----------------
 
     def positions(self) -> tuple[int, int]:
         """The last exchange row and the last finding row (0 when empty)."""
@@ -452,7 +452,7 @@ class Store:
 
 def open_store(path: str | Path) -> Store:
     """Open an existing store for reading, read-only (a clear error when the file is not one; the
-    file is never written: issue 11, point 7)."""
+    file is never written)."""
     if is_postgres(path):
         return Store(path, readonly=True)
     p = Path(path)
@@ -471,7 +471,7 @@ LIVE_CHECK_SKIPPED = "live-check-skipped"
 def store_notes(store: Store) -> list[Finding]:
     """What a store says about its own completeness, as findings for ``check``: one ``store-gap`` per
     gap row (exchanges it could not write, with ``evidence.lost``), and the exchanges the live checker
-    set aside (issue 11, points 3 and 6)."""
+    set aside."""
     notes = [
         Finding(
             rule=STORE_GAP,

@@ -88,7 +88,7 @@ class TapApp:
     chunk, and hands the recorded exchange to ``sink`` when it ends.
 
     The caller tap (``caller=True``) keeps a caller's ``x-wirecheck-id`` only when it verifies and is
-    new, else mints one; the engine tap records only ids that verify (issue 11, point 5), as the
+    new, else mints one; the engine tap records only ids that verify, as the
     proxy's taps do."""
 
     def __init__(

@@ -99,7 +99,7 @@ def load_har(path: str | Path, *, tap: str = "caller") -> Iterator[Exchange]:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"not a HAR file ({exc})", source=source) from None
-    except RecursionError:  # issue 11, point 3: a hostile capture is bad input, not a crash
+    except RecursionError:  # a hostile capture is bad input, not a crash
         raise InputError("not a usable HAR file (JSON nested too deep to read)", source=source) from None
     entries = doc.get("log", {}).get("entries") if isinstance(doc, dict) else None
     if not isinstance(entries, list):

@@ -5,7 +5,7 @@ named on the command line only (the captured host is never contacted). Credentia
 capture (``[redacted]``) are dropped, and ``--header`` values set in their place. Hop-by-hop and
 framing headers are recomputed. Each answer is recorded with per-chunk timing, like a tap would.
 
-A capture is untrusted input (issue 11 point 2): its paths decide where the operator's ``--header``
+A capture is untrusted input: its paths decide where the operator's ``--header``
 credentials go. Every request path must be origin-form (one leading ``/``, no scheme or authority, no
 ``//``, no dot segments, no control characters, spaces or backslashes); anything else stops the run
 with an :class:`InputError` naming the entry before a single request is sent. The URL is then built
@@ -124,7 +124,7 @@ async def _send(
     path = _without_redacted_query(req.path)
     sent_headers = _headers(req.headers, headers)
     # what is sent keeps the --header values; what is recorded (answers go to stores and reports)
-    # has them redacted like any tap's record (issue 11 point 4)
+    # has them redacted like any tap's record
     ex = Exchange(
         id=f"{tap}-{uuid.uuid4().hex[:12]}",
         tap=tap,
@@ -262,7 +262,7 @@ def replay(
                     a.error is not None or (a.response and a.response.status >= 400) for a in answers
                 )
                 if progress:
-                    progress(done, len(sources), failed[0])  # sent, of, failed so far (issue 14)
+                    progress(done, len(sources), failed[0])  # sent, of, failed so far
 
             await asyncio.gather(*(one(i, s) for i, s in enumerate(sources)))
 

@@ -54,7 +54,7 @@ class _Reject(Exception):
 
 
 def _bad(message: str, param: str, value: Any) -> _Reject:
-    # a real vLLM 0.32 names the parameter in error.param too (issue 13, fidelity test)
+    # a real vLLM 0.32 names the parameter in error.param too (fidelity test)
     return _Reject(
         400, f"{message} (parameter={param}, value={json.dumps(value)[:80]})", "BadRequestError", param
     )
@@ -132,7 +132,7 @@ def admit(state: SimState, req: dict[str, Any], request: Request) -> tuple[_Repl
             500, f"EngineCore encountered an issue: {state.engine.dead_reason}", "InternalServerError"
         )
     for name in ("engine.queue_full", "engine.error_500"):
-        if name in faults:  # the first of the two is the answer the caller gets (ground truth, issue 14)
+        if name in faults:  # the first of the two is the answer the caller gets (ground truth)
             record_truth(request, [Injected(name, "engine")], seq=seq, completion_id=None)
             break
     if "engine.queue_full" in faults or len(state.engine.waiting) >= cfg.max_waiting:

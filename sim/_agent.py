@@ -51,7 +51,7 @@ class Plan:
     call_in_think: bool = False
     forced_name: str | None = None
     #: the model faults that changed this plan (a fault that fires on an answer without calls changes
-    #: nothing): the ground truth records these (issue 14)
+    #: nothing): the ground truth records these
     applied: set[str] = field(default_factory=set)
 
 
@@ -255,11 +255,11 @@ def plan_reply(req: dict[str, Any], *, thinking: bool, faults: set[str], seq: in
             call = _call_for(msgs, last.get("tool_call_id"))
             retries = _consecutive_failures(msgs)
             # model.no_tool_retry: a model that gives up at the first failed tool result, in well-formed
-            # text, breaks no contract; only the acceptance's tool-retry check sees it (issue 15)
+            # text, breaks no contract; only the acceptance's tool-retry check sees it
             would_retry = failed and call is not None and retries <= 2 and call["function"]["name"] in tools
             gives_up = "model.no_tool_retry" in faults
             if gives_up and would_retry:
-                plan.applied.add("model.no_tool_retry")  # the ground truth names it (issue 14)
+                plan.applied.add("model.no_tool_retry")  # the ground truth names it
             if call is not None and would_retry and not gives_up:
                 text = call["function"].get("arguments") or "{}"
                 try:

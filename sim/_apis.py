@@ -3,7 +3,7 @@
 vLLM builds both on its chat machinery, and so does the simulator: the request is turned into a chat
 request, the same engine, parser and faults produce the chat completion, and the chat output is turned
 into the endpoint's shapes. So ``model.invalid_json`` or ``parser.markup_in_content`` reach these
-endpoints exactly as they reach /v1/chat/completions (issue 16).
+endpoints exactly as they reach /v1/chat/completions.
 
 Wire facts, from the vLLM 0.32 wheel (``vllm/entrypoints/...``):
 

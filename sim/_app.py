@@ -91,7 +91,7 @@ async def metrics_ep(request: Request) -> Response:
 
 def create_app(cfg: SimConfig | None = None, *, truth: GroundTruth | None = None) -> Starlette:
     """The simulator as an ASGI app; ``app.state.sim`` holds its engine and metrics. With ``truth``,
-    every fault that changed an answer is written there (issue 14)."""
+    every fault that changed an answer is written there."""
     app = Starlette(
         routes=[
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),

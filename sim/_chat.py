@@ -26,7 +26,7 @@ __all__ = ["chat_completions", "chat_stream", "whole_body"]
 def _message(reply: _Reply, p: Parsed) -> dict[str, Any]:
     msg: dict[str, Any] = {
         "role": "assistant",
-        # with calls: null for auto, "" for required and named tool_choice (real vLLM 0.32, issue 13)
+        # with calls: null for auto, "" for required and named tool_choice (real vLLM 0.32)
         "content": p.content or (None if p.calls and reply.mode not in ("required", "named") else p.content),
         "refusal": None,
         "annotations": None,
@@ -215,7 +215,7 @@ async def chat_stream(admitted: Admitted) -> AsyncIterator[bytes]:
             finish = reply.finish_reason(value, p)
             reply.count_parse(state.metrics, p, "stream")
             # a real vLLM 0.32 puts system_fingerprint on the finish chunk when include_usage is
-            # off, and only on the usage chunk when it is on (issue 13, fidelity test)
+            # off, and only on the usage chunk when it is on (fidelity test)
             if not include_usage:
                 top["system_fingerprint"] = cfg.fingerprint
             yield _chunk(reply, {}, finish, **top)

@@ -5,7 +5,7 @@ GPU per field, labelled ``gpu`` (index), ``UUID``, ``device``, ``modelName`` and
 ``DCGM_FI_DEV_FB_USED`` and ``DCGM_FI_DEV_FB_FREE`` in MiB, ``DCGM_FI_DEV_GPU_UTIL`` in percent. Here the
 memory of each GPU is the weights' share plus the KV cache's share times the simulated KV usage, so an
 acceptance run sees memory climb with concurrency, and fall to what a dead process leaves when the
-simulated engine dies of OOM (issue 15: ``wirecheck sim --dcgm-port P``). Every sample carries the
+simulated engine dies of OOM (``wirecheck sim --dcgm-port P``). Every sample carries the
 ``wirecheck_simulated`` label, so a report built on it cannot pass for a real GPU host.
 """
 

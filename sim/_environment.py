@@ -20,7 +20,7 @@ from ._config import SimConfig
 
 __all__ = ["SIM_MARKER", "Environment", "gpu_uuid", "write_environment"]
 
-#: in every file written here, so that a verdict built on them says it is simulated (issue 15); the
+#: in every file written here, so that a verdict built on them says it is simulated; the
 #: acceptance readers look for the same string (sim shares no code with acceptance)
 SIM_MARKER = "wirecheck-simulated-evidence"
 

@@ -97,7 +97,7 @@ SIM_FAMILIES: Mapping[str, SimFamily] = MappingProxyType(
         ),
         "hermes": _think_tags(write_tool_call_tags, parse_tool_call_tags),
         # vLLM's qwen3_coder and glm45 parsers re-parse the text and send the name, then argument
-        # pieces (issue 16); the simulator's "name_first" style is that shape
+        # pieces; the simulator's "name_first" style is that shape
         "qwen3_coder": _think_tags(write_xml_functions, parse_xml_functions),
         # vLLM's deepseek_v31 parser sends id, type and name first, then argument pieces; MiniMax M2's
         # re-parses like qwen3_coder's

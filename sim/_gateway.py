@@ -81,7 +81,7 @@ class GatewayConfig:
     timeout_s: float = 600.0
     #: in-process upstream (tests): an httpx transport instead of the network
     transport: httpx.AsyncBaseTransport | None = None
-    #: where to write the faults that changed an exchange (the demo's ground truth, issue 14)
+    #: where to write the faults that changed an exchange (the demo's ground truth)
     truth: GroundTruth | None = None
 
 

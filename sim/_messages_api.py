@@ -1,4 +1,4 @@
-"""The simulator's /v1/messages: the Anthropic Messages API as vLLM serves it (issue 16).
+"""The simulator's /v1/messages: the Anthropic Messages API as vLLM serves it.
 
 vLLM converts its own chat stream chunk by chunk (``entrypoints/anthropic/serving.py``,
 ``message_stream_converter``); so does the simulator: see ``_apis`` for the shared approach and the

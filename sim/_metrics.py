@@ -106,7 +106,7 @@ class SimMetrics:
         self.success = counter(
             "request_success", "Count of successfully processed requests.", ("finished_reason",)
         )
-        # no engine label: an API-server metric in vLLM (0.32 seen, 0.33 documented; issue 13)
+        # no engine label: an API-server metric in vLLM (0.32 seen, 0.33 documented)
         self.parser = Counter(
             "vllm:tool_call_parser_invocations",
             "Tool call parser invocations.",

@@ -1,5 +1,5 @@
 """One chat completion in progress: what the model writes, how vLLM's parsers read it, and which
-injected faults reached the wire (issue 14's ground truth).
+injected faults reached the wire (the ground truth).
 
 Every endpoint answers through a ``_Reply``: /v1/chat/completions shows it as chat (``_chat``),
 /v1/responses and /v1/messages rebuild their own shapes from that chat answer, as vLLM does.
@@ -102,7 +102,7 @@ class _Reply:
         return self.family.stream_styles[self.cfg.dialect]
 
     def injected(self, cut: str | None = None) -> list[Injected]:
-        """The faults this reply really put on the wire (issue 14's ground truth); ``cut`` names the
+        """The faults this reply really put on the wire (the ground truth); ``cut`` names the
         engine fault that ended a stream half way."""
         f, calls = self.faults, bool(self.plan.calls)
         applied = set(self.plan.applied)

@@ -1,6 +1,6 @@
 """Ground truth: which faults the simulator and the simulated gateway really put on the wire.
 
-Issue 14 asks that attribution be measured, not eyeballed: the demo's simulator and faulty gateway
+Attribution must be measured, not eyeballed: the demo's simulator and faulty gateway
 know every fault they inject, so each writes one JSON line per exchange it changed, keyed by what
 the checker can join on (the ``x-wirecheck-id`` correlation id the caller tap injects, and the chat
 completion ``id``). A fault that *fires* by its rate but changes nothing (``finish_reason_changed`` on

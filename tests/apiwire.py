@@ -1,4 +1,4 @@
-"""Builders for /v1/responses and /v1/messages exchanges in vLLM's wire shapes (issue 16).
+"""Builders for /v1/responses and /v1/messages exchanges in vLLM's wire shapes.
 
 Written out by hand from vLLM 0.32's ``entrypoints/openai/responses/streaming_events.py`` and
 ``entrypoints/anthropic/serving.py``, independent of both the checker and the simulator.

@@ -1,10 +1,10 @@
-"""DESIGN.md's import rules as one checker over a source tree (issue 12, part 5).
+"""DESIGN.md's import rules as one checker over a source tree (part 5).
 
 ``violations(root)`` reads the folder-to-package map from ``root/pyproject.toml`` (setuptools'
 ``package-dir``), parses every module with ``ast`` (nothing is imported, so a temporary tree with a
 broken rule can be checked too), resolves relative imports and ``importlib.import_module("...")``
 calls, and reports every import that breaks a rule. A package is covered as soon as its folder is
-mapped in pyproject.toml (``record``, the recording layer, since issue 12 part 1).
+mapped in pyproject.toml (``record``, the recording layer).
 
 The rules (DESIGN.md, "Import rules"):
 

@@ -1,5 +1,5 @@
 """A real LiteLLM proxy (``litellm[proxy]`` from PyPI, in its own ``.venv-litellm`` made by ``./dev``) as
-the gateway between two taps, started by the tests on loopback with a master key (issue 14)."""
+the gateway between two taps, started by the tests on loopback with a master key."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The family table, row by row (issue 12, part 2): every family is served by the simulator, covered by
+"""The family table, row by row (part 2): every family is served by the simulator, covered by
 the rules and held to its own flags by acceptance compat; one detector, and an unknown model is
 judged generic with a note. Each test iterates over the table, so a new row is tested with no edit."""
 
@@ -137,7 +137,7 @@ def test_compat_holds_a_deployment_to_its_own_familys_flags_only(family: str, tm
     ("model", "family"),
     [
         *((f.example_model, f.name) for f in FAMILIES.values()),
-        ("Qwen/Qwen3-32B", "hermes"),  # before issue 12 acceptance held this to the K3 flags
+        ("Qwen/Qwen3-32B", "hermes"),  # acceptance once held this to the K3 flags
         ("moonshotai/Kimi-K2.5", "kimi_k2"),
         ("mistralai/Mistral-Large-Instruct-2411", GENERIC),
         ("k2-finetune", GENERIC),  # acceptance once read any "k2" as Kimi K2

@@ -38,9 +38,9 @@ def test_contracts_exports_stay_as_documented() -> None:
     # drift guard: adding or removing a public name is a deliberate change to this list
     c = importlib.import_module("wirecheck.contracts")
     # 65, less the error tree's WirecheckError, UsageError and TransportError (moved to the front
-    # door, issue 12 part 5), plus the family table's FAMILIES, FAMILY_CHOICES, FAMILY_NAMES, GENERIC,
-    # Family, detect_family and unknown_family_note (part 2); issue 11's redaction policy (DEFAULT_REDACTION, REDACTED,
-    # Redaction) and bounded parsing (JsonLimitError, bounded_loads, printable); issue 14's TapSet
+    # door), plus the family table's FAMILIES, FAMILY_CHOICES, FAMILY_NAMES, GENERIC,
+    # Family, detect_family and unknown_family_note; the redaction policy (DEFAULT_REDACTION, REDACTED,
+    # Redaction) and bounded parsing (JsonLimitError, bounded_loads, printable); the TapSet
     assert len(c.__all__) == 76
     for name in (
         "Exchange",
@@ -59,7 +59,7 @@ def test_contracts_exports_stay_as_documented() -> None:
 
 
 def test_the_tree_keeps_designs_import_rules() -> None:
-    # no known breaks: the generators' taps and correlation ids come from record/ (issue 12, part 1)
+    # no known breaks: the generators' taps and correlation ids come from record/ (part 1)
     assert violations(ROOT) == []
 
 
@@ -213,7 +213,7 @@ def test_each_rule_fails_when_broken(tmp_path: Path, rule: str, files: dict[str,
     assert found[0].startswith(next(iter(files))), found
 
 
-# --- recording is written once (issue 12, part 1) ------------------------------------------------------
+# --- recording is written once (part 1) ------------------------------------------------------
 
 #: modules that read an upstream's raw stream without recording it through wirecheck.record: the proxy's
 #: taps forward through their own kept upstream parser, and the simulator's gateway forwards (and breaks)

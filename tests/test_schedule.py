@@ -1,6 +1,6 @@
 """tests/schedule.py, the xdist scheduler of ``./dev test``: groups read from the workers' files,
 collection order kept, the real_vllm tier and the ``timing`` tests handed out once its servers are up
-(issue 13's budget; every flaky clean-clone run was a timing test beside a starting server)."""
+(every flaky clean-clone run was a timing test beside a starting server)."""
 
 from __future__ import annotations
 

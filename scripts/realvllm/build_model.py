@@ -1,4 +1,4 @@
-"""Build the tiny local model that the real vLLM serves (issue 13). Runs in .venv-vllm (Python 3.11).
+"""Build the tiny local model that the real vLLM serves. Runs in .venv-vllm (Python 3.11).
 
 Nothing comes from a model hub. The model is a 2-layer Llama (hidden 128, 2 heads of 64, tied
 embeddings) with random weights from a fixed seed; its output is never sampled for meaning, because

@@ -1,4 +1,4 @@
-"""Scripted output for the tiny model: a vLLM v1 custom logits processor (issue 13).
+"""Scripted output for the tiny model: a vLLM v1 custom logits processor.
 
 Served with ``--logits-processors script_lp:ScriptedOutput`` (this folder on PYTHONPATH). The model
 has random weights, so this processor decides every token:
@@ -186,7 +186,7 @@ def default_scripts(prompt: str, dialect: dict[str, Any]) -> list[str]:
     # stay in step until the grammar (if any) picks among the answers after it
     named = [f for f in fns if f["name"] in text] if role == "user" else []
     # a tool result that reports a failure: call the tool again, as a well-behaved agent model does
-    # (accept's interface.tool-retry, issue 15). The failed tool is the declared one the history
+    # (accept's interface.tool-retry). The failed tool is the declared one the history
     # names last (its call and "## Return of functions.NAME:N" come after the tool_declare block).
     failed = role == "tool" and re.search(r"\berror\b|\bfailed\b|\btimeout\b|\bexception\b", text, re.I)
     if failed and fns:

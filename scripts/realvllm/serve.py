@@ -1,4 +1,4 @@
-"""`./dev vllm`: a real vLLM (the CPU build) serving the tiny local model on loopback (issue 13).
+"""`./dev vllm`: a real vLLM (the CPU build) serving the tiny local model on loopback.
 
 Runs in .venv-vllm (Python 3.11). Builds the model once (``build_model.py``, cached under
 ``.venv-vllm/models``), then replaces itself with vLLM's OpenAI API server, in the foreground, with the

@@ -50,7 +50,7 @@ pytestmark = pytest.mark.timing
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory: pytest.TempPathFactory) -> AcceptanceResult:
-    # issue 15: a go is granted only with a monitoring owner named
+    # a go is granted only with a monitoring owner named
     return run_accept(tmp_path_factory.mktemp("clean"), SimConfig(**FAST), limits=Limits(owner="ci-oncall"))  # type: ignore[arg-type]
 
 
@@ -87,7 +87,7 @@ def test_a_run_on_simulated_evidence_says_so_and_keeps_hashed_copies_of_its_evid
         assert hashlib.sha256(Path(f["copy"]).read_bytes()).hexdigest() == f["sha256"]
         assert Path(f["copy"]).parent == Path(clean.files["json"]).parent / "evidence"
     assert clean.report["evidence"]["container"]["image_digest"].startswith("sha256:")
-    # the HTML report carries what report.md does beyond the checks (issue 15)
+    # the HTML report carries what report.md does beyond the checks
     page = Path(clean.files["html"]).read_text()
     for marker in (
         'id="next-steps"',
@@ -450,7 +450,7 @@ def test_progress_rewrites_one_line_on_a_terminal_and_prints_only_milestones_els
 
 
 def test_progress_ticks_reach_a_ci_log_every_few_seconds_and_quiet_silences_them() -> None:
-    """Issue 14: scenarios and replay ran minutes without a word where no terminal is attached."""
+    """Scenarios and replay ran minutes without a word where no terminal is attached."""
     import io
 
     pipe, quiet, never = io.StringIO(), io.StringIO(), io.StringIO()

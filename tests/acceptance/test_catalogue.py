@@ -1,4 +1,4 @@
-"""The acceptance phases as units and their declared checks (issue 12 part 3)."""
+"""The acceptance phases as units and their declared checks."""
 
 from __future__ import annotations
 

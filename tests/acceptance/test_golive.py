@@ -1,4 +1,4 @@
-"""Issue 15: verdicts an SRE can sign, each reached from the evidence that should cause it."""
+"""Verdicts an SRE can sign, each reached from the evidence that should cause it."""
 
 from __future__ import annotations
 
@@ -272,7 +272,7 @@ def test_the_k3_hybrid_cache_is_judged_from_the_family_when_metrics_carry_no_hyb
 
 
 def test_the_recipe_family_is_the_family_tables_row_for_the_official_images_model() -> None:
-    """Compat names no family itself (issue 12): the K3 recipe's family comes from the table."""
+    """Compat names no family itself: the K3 recipe's family comes from the table."""
     assert RECIPE_FAMILY == "kimi_k3" and OFFICIAL_IMAGE.endswith(":kimi-k3")
     row = FAMILIES[RECIPE_FAMILY]
     assert row.hybrid_kv_cache and row.recipe_flags["tool_call_parser"] == "kimi_k3"

@@ -1,4 +1,4 @@
-"""Scoring findings against the demo's ground truth (issue 14): the score can fail, both ways."""
+"""Scoring findings against the demo's ground truth: the score can fail, both ways."""
 
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ def test_two_locust_workers_give_the_in_process_figures(tmp_path: Path) -> None:
     url, dcgm = f"http://127.0.0.1:{sp}", f"http://127.0.0.1:{dp}"
     with process(argv, ready=url + "/health", logs=tmp_path / "sim"):
         wait_up(dcgm + "/metrics")
-        # issue 15: capacity passes only with GPU memory measured (the simulated DCGM exporter here)
+        # capacity passes only with GPU memory measured (the simulated DCGM exporter here)
         gpu = [dcgm + "/metrics"]
         # 12 requests a step, so that each p50 compared below is a median and not one of four requests
         # (with four, one slow request on a busy machine moved a step's p50 by 60 %)

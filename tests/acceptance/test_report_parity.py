@@ -1,4 +1,4 @@
-"""report.html carries everything report.md shows (issue 15): the same section headings, and every key
+"""report.html carries everything report.md shows: the same section headings, and every key
 figure report.md prints (the verdict, its reasons, next steps, the suggested rate limit, rollback
 conditions, limits, the checklist, every check's detail, the tables' cells, the workload, the OOM
 evidence) is in the HTML page's text. Both files are parsed, from real ``accept`` runs on the simulator

@@ -1,4 +1,4 @@
-"""``accept --samples FILE`` (issue 15): the capacity phase's long-input and ramp stages send the team's
+"""``accept --samples FILE``: the capacity phase's long-input and ramp stages send the team's
 own chat requests, read from JSONL bodies or a capture, and every report format says where the load
 came from and how large it was."""
 

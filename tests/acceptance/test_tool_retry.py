@@ -1,4 +1,4 @@
-"""``interface.tool-retry`` (issue 15): after a failed tool result the model must call the tool again.
+"""``interface.tool-retry``: after a failed tool result the model must call the tool again.
 
 A model that gives up in well-formed text breaks no contract, so ``interface.contracts`` passes it;
 only this check sees it. Both outcomes through ``accept`` on the simulator: the simulator's model

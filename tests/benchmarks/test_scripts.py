@@ -39,12 +39,12 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
         ("direct", 4),
         ("wirecheck", 1),
         ("wirecheck", 4),
-        ("wirecheck-asgi", 1),  # issue 17's A/B: the same proxy with WIRECHECK_DIRECT_BODY=0
+        ("wirecheck-asgi", 1),  # an A/B: the same proxy with WIRECHECK_DIRECT_BODY=0
         ("wirecheck-asgi", 4),
     }
     assert all(r["failed_streams"] == 0 and r["samples"] > 0 for r in rows)
     assert "+TTFT p50" in proc.stdout
-    # issue 17: CPU of the proxy's processes per forwarded event (none for direct), and the load
+    # CPU of the proxy's processes per forwarded event (none for direct), and the load
     # generator's own CPU
     by = {(r["proxy"], r["streams"]): r for r in rows}
     assert by[("direct", 4)]["cpu_us_per_event"] == 0.0
@@ -85,7 +85,7 @@ def test_the_256_stream_targets_hold_for_the_deployed_rows_and_not_the_ab_baseli
 
 
 def test_proxy_overhead_workers_and_client_processes_smoke(tmp_path: Path) -> None:
-    # issue 17: wirecheck proxy --workers 2 as its own row, measured at the extra workers level too,
+    # wirecheck proxy --workers 2 as its own row, measured at the extra workers level too,
     # with the load split over two client processes whose results are merged
     out = tmp_path / "po.json"
     proc = subprocess.run(
@@ -113,7 +113,7 @@ def test_proxy_overhead_workers_and_client_processes_smoke(tmp_path: Path) -> No
 
 
 def test_proxy_overhead_with_live_view_viewers_smoke(tmp_path: Path) -> None:
-    # issue 18: wirecheck measured again with viewers on its event stream, which do receive events
+    # wirecheck measured again with viewers on its event stream, which do receive events
     out = tmp_path / "po.json"
     proc = _bench(
         "proxy_overhead.py",

@@ -71,7 +71,7 @@ def reasoning_only(
     reasoning: str, prompt: int, completion_tokens: int, *, reasoning_tokens: int
 ) -> dict[str, Any]:
     """An answer of reasoning and no content, whose usage says how many tokens were made (and how many
-    of them were reasoning): what issue 13's two real cases looked like."""
+    of them were reasoning): what two real cases looked like."""
     details = {"reasoning_tokens": reasoning_tokens}
     usage = usage_counts(prompt, completion_tokens, completion_tokens_details=details)
     return completion(message(None, reasoning=reasoning), usage=usage)
@@ -128,7 +128,7 @@ K2_ERR = {"error": {"message": "boom", "type": "InternalServerError", "param": N
 
 
 def cut_capture() -> list[Exchange]:
-    """A whole answer that the proxy recorded only in part (its record limit, issue 11 point 9)."""
+    """A whole answer that the proxy recorded only in part (its record limit)."""
     [ex] = OK_TEXT()
     assert ex.response is not None
     size = len(ex.response.body)
@@ -254,7 +254,7 @@ SINGLE: dict[str, tuple[Case, Case, str]] = {
         ),
         "parser",
     ),
-    # issue 13, seen on a real vLLM 0.32: a header without :N dropped silently (usage shows the
+    # seen on a real vLLM 0.32: a header without :N dropped silently (usage shows the
     # tokens), and a thinking that never closed (usage: reasoning only, plus EOS)
     "answer-empty": (
         one(tool_req(), reasoning_only("I call tools.", 186, 24, reasoning_tokens=4)),
@@ -402,7 +402,7 @@ SINGLE: dict[str, tuple[Case, Case, str]] = {
         sse(req(), wire.text_stream("hi")),
         "engine",
     ),
-    # --- limits (issue 11, point 3): arguments nested thousands of levels deep
+    # --- limits: arguments nested thousands of levels deep
     "json-limit": (
         one(tool_req(), tool_msg(call(args='{"a": ' + "[" * 5000 + "]" * 5000 + "}"))),
         OK_TOOL,

@@ -127,7 +127,7 @@ PAIRS: dict[str, tuple[Case, Case, str]] = {
         twins(wire.k2_tool_stream(), tool_msg(call()), tool_req(temperature=0)),
         "parser",
     ),
-    # --- /v1/responses and /v1/messages framing (issue 16; more in test_apis.py)
+    # --- /v1/responses and /v1/messages framing (more in test_apis.py)
     "api-stream-order": (
         lambda: [api_stream("/v1/responses", aw.responses_events()[1:])],
         lambda: [api_stream("/v1/responses", aw.responses_events())],

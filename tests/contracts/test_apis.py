@@ -1,4 +1,4 @@
-"""/v1/responses and /v1/messages judged by the chat contracts (issue 16): the same rule ids on the
+"""/v1/responses and /v1/messages judged by the chat contracts: the same rule ids on the
 same faults, legal vLLM shapes clean, and the endpoint framing rules on broken streams."""
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ def test_pairing_without_a_correlation_id_needs_no_flag() -> None:
     e = exchange(tool_req(), GOOD, tap="engine")
     c.started_at = "2026-12-02T10:00:00.000+00:00"
     e.started_at = "2026-12-02T10:00:00.040+00:00"
-    # issue 14: the offline check pairs as the live one does, with or without the old flag
+    # the offline check pairs as the live one does, with or without the old flag
     assert by_rule([c, e])["tool-call-args-invalid-json"][0] == "gateway"
     assert by_rule([c, e], pair_by_fingerprint=True)["tool-call-args-invalid-json"][0] == "gateway"
 
@@ -130,7 +130,7 @@ ERROR_FRAME = {
 
 
 def test_reasoning_dropped_before_a_relayed_engine_error_is_the_gateways() -> None:
-    """Issue 14, found by the demo's ground truth: a gateway that drops reasoning went unreported
+    """Found by the demo's ground truth: a gateway that drops reasoning went unreported
     whenever the engine later failed mid-stream, since a failed stream was never compared."""
     rq = req(stream=True)
     head = [wire.role_chunk(), wire.chunk({"reasoning": "I should look it up."})]
@@ -151,7 +151,7 @@ def test_reasoning_dropped_before_a_relayed_engine_error_is_the_gateways() -> No
 
 
 def test_twins_that_differ_by_a_model_error_are_not_the_parsers() -> None:
-    """Issue 14, found by the demo's ground truth: the model called an undeclared tool in one twin
+    """Found by the demo's ground truth: the model called an undeclared tool in one twin
     only, and the twin comparison put that on the parser as well."""
     rq = tool_req(temperature=0)
     bad = completion(message(None, tool_calls=[call(name="get_weather_v2")]), "tool_calls")

@@ -1,4 +1,4 @@
-"""``check_exchanges(focus=...)``: what the live checker asks for each batch (issue 17). The batch's
+"""``check_exchanges(focus=...)``: what the live checker asks for each batch. The batch's
 neighbours are there only as partners; each focused exchange must get exactly the findings it gets
 when the whole capture is checked at once (pairing, retries, twins and attribution included)."""
 

@@ -1,4 +1,4 @@
-"""One pairing for live and offline checks (issue 14), and the false alarms a fault-free gateway
+"""One pairing for live and offline checks, and the false alarms a fault-free gateway
 caused: dropped defaults, usage nobody asked for, a close right after [DONE], a relayed engine error,
 emptied chunks taken for buffering."""
 

@@ -1,4 +1,4 @@
-"""The rule registry reads a rule's catalogue text from its docstring (issue 12): the first paragraph
+"""The rule registry reads a rule's catalogue text from its docstring: the first paragraph
 is the summary, the rest the why."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A call cut by max_tokens is the caller's limit whatever finish_reason says (issue 13).
+"""A call cut by max_tokens is the caller's limit whatever finish_reason says.
 
 A real vLLM 0.32 reports a tool call cut by max_tokens as ``finish_reason: tool_calls`` when not
 streamed (``length`` when streamed), closes it with ``{}``, and for a cut inside the header names it

@@ -1,5 +1,5 @@
 """``run_scenarios(endpoint=...)`` and ``wirecheck scenarios --endpoint``: the agent loop over
-/v1/responses and /v1/messages against the simulator (issue 16)."""
+/v1/responses and /v1/messages against the simulator."""
 
 from __future__ import annotations
 

@@ -136,7 +136,7 @@ def test_scenarios_cli_prints_the_shrunk_request_and_how_to_reproduce() -> None:
         and "reproduce:" in out.stdout
         and "--seed 5" in out.stdout
     )
-    # issue 14: progress on stderr without a terminal (a CI log): examples done of N, requests, failures
+    # progress on stderr without a terminal (a CI log): examples done of N, requests, failures
     ticks = [line for line in out.stderr.splitlines() if line.startswith("scenarios: example ")]
     assert ticks and all("/20, " in t and " requests sent, " in t for t in ticks), out.stderr
     assert any("ETA " in t for t in ticks) and "failing example(s), shrinking the failure" in ticks[-1]
@@ -260,7 +260,7 @@ def test_scenarios_cli_via_proxy_blames_the_gateway() -> None:
             # no 5 s wait per request for an engine side that never came
             requests = int(out.stdout.split("contract broken after ")[1].split()[0])
             assert took < 30 + requests, (took, requests)
-            # every request paired (issue 14's Done-when): no unpaired warning, nothing judged one-sided
+            # every request paired: no unpaired warning, nothing judged one-sided
             assert "unpaired" not in out.stdout + out.stderr
             # the reproduce lines name the gateway, not a tap's temporary port, and keep the taps' flags
             tap_line, curl_line, line = (

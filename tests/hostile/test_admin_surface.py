@@ -1,4 +1,4 @@
-"""Issue 11, point 11: findings (excerpts of every caller's prompts and answers) are not served where
+"""Findings (excerpts of every caller's prompts and answers) are not served where
 callers connect. The admin endpoints answer on their own listener, validate their parameters (400,
 never a 500), ask for a token when one is set, and refuse to listen beyond loopback without one; the
 forwarding listener forwards /wirecheck/ upstream like any other path."""

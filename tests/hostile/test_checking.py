@@ -1,4 +1,4 @@
-"""One hostile exchange no longer stops checking (issue 11, point 3): JSON nested thousands of levels
+"""One hostile exchange no longer stops checking: JSON nested thousands of levels
 deep is a json-limit finding in ``wirecheck check`` and in the live checker, and the live checker is
 supervised: killed, it is restarted, health says degraded meanwhile, and traffic keeps being checked."""
 

@@ -1,4 +1,4 @@
-"""Issue 11, point 5: callers that send their own ``x-wirecheck-id`` (the same one on many requests, or
+"""Callers that send their own ``x-wirecheck-id`` (the same one on many requests, or
 one shaped like the proxy's own) must not pair unrelated requests: no false gateway findings."""
 
 from __future__ import annotations

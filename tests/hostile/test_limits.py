@@ -1,4 +1,4 @@
-"""Issue 11, point 9: bounded memory and time. A response far past the record limit is forwarded
+"""Bounded memory and time. A response far past the record limit is forwarded
 whole, recorded only in part (marked, and reported), and the proxy's memory stays bounded; a huge
 request head is a 431; callers that trickle a head or a body get a 408; silent connections are closed."""
 

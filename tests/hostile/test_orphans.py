@@ -1,4 +1,4 @@
-"""After SIGKILL of the proxy its helper processes exit too (issue 11, point 10)."""
+"""After SIGKILL of the proxy its helper processes exit too."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hostile model output in reports (issue 11, point 8): whatever the model wrote, the text report
+"""Hostile model output in reports: whatever the model wrote, the text report
 holds no control character that drives a terminal, the JUnit XML parses with a strict XML parser, the
 JSON report reads back exactly, and every report can be written as UTF-8."""
 

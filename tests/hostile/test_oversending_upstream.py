@@ -1,4 +1,4 @@
-"""Issue 11, point 1: an upstream that sends bytes past its Content-Length must not hand one caller's
+"""An upstream that sends bytes past its Content-Length must not hand one caller's
 surplus to the next caller on a pooled connection. Every caller gets exactly its own answer, and the
 store records what each got."""
 

@@ -1,4 +1,4 @@
-"""Issue 11 point 4: a canary credential, sent in every way wirecheck supports, reaches no byte of
+"""A canary credential, sent in every way wirecheck supports, reaches no byte of
 anything wirecheck writes: the proxy's stores (SQLite and PostgreSQL), exports (JSONL, HAR), reports
 (text, JSON, JUnit, HTML), replay's answer store, the accept report folder, and the processes' logs.
 

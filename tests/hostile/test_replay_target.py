@@ -1,4 +1,4 @@
-"""Issue 11 point 2: a capture's paths cannot send replay (and the operator's ``--header`` credentials)
+"""A capture's paths cannot send replay (and the operator's ``--header`` credentials)
 to any host but the one named by ``--target``. A path that is not origin-form is bad input: exit 2,
 a message naming the file, line and exchange, and not one request sent, not even the good ones."""
 

@@ -1,4 +1,4 @@
-"""Reading a store never writes it, and a store that cannot write says what it lost (issue 11,
+"""Reading a store never writes it, and a store that cannot write says what it lost (
 points 6 and 7)."""
 
 from __future__ import annotations

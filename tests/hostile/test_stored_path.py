@@ -1,4 +1,4 @@
-"""Issue 11 point 12: the stored path keeps the query string, as docs/exchange-format.md says (ASGI
+"""The stored path keeps the query string, as docs/exchange-format.md says (ASGI
 servers hand the query apart from ``raw_path``), with credential values redacted by the policy."""
 
 from __future__ import annotations

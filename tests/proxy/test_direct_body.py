@@ -1,4 +1,4 @@
-"""The relay of a streamed body from the upstream's read callback to the caller's socket (issue 17):
+"""The relay of a streamed body from the upstream's read callback to the caller's socket:
 the taps' listener offers ``DirectBody`` and the lean upstream client hands each read on from its
 callback. Real sockets on both sides, since neither exists in process."""
 

@@ -1,4 +1,4 @@
-"""The proxy's helper processes run behind forwarding for the CPU (issue 17): by default on idle time
+"""The proxy's helper processes run behind forwarding for the CPU: by default on idle time
 (``SCHED_IDLE``), and they still check and serve everything when the machine has time to spare.
 (The rest of the suite runs them at ``normal``: see tests/conftest.py.)"""
 

@@ -1,4 +1,4 @@
-"""LiteLLM proxy, a real gateway, between the two taps (issue 14):
+"""LiteLLM proxy, a real gateway, between the two taps:
 
     openai SDK clients -> caller tap -> LiteLLM (litellm[proxy], own venv) -> engine tap -> wirecheck sim
 
@@ -49,7 +49,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     with ExitStack() as stack:
         # 10 tokens a second: streams spread over seconds. LiteLLM under 16 clients on a busy 2-core
         # machine stalled up to 2.4 s before passing a stream on, whole; with shorter streams that
-        # stall is indistinguishable on the wire from a buffering gateway (measured, issue 14)
+        # stall is indistinguishable on the wire from a buffering gateway (measured)
         sim = ["sim", "--port", str(sim_port), "--decode-tokens-per-s", "10"]
         stack.enter_context(running(*sim, ready=port_open(sim_port), ready_s=60, logs=tmp / "sim"))
         stack.enter_context(

@@ -1,4 +1,4 @@
-"""What the live checker costs the request path (issue 17): it keeps the views of recent exchanges
+"""What the live checker costs the request path: it keeps the views of recent exchanges
 between batches (checked in batches with them, a store gets exactly the findings it gets when every
 batch reads its neighbours from the store again, and the neighbours are not read again), and it runs
 at a lower CPU priority than the forwarding."""

@@ -1,4 +1,4 @@
-"""The live view (issue 18) over real loopback sockets: the simulator behind the proxy, the checker's
+"""The live view over real loopback sockets: the simulator behind the proxy, the checker's
 step run in process, headless Chromium on the page, httpx on the event stream."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ HOSTILE = '<img src=x onerror="window.__pwned=1"></script><script>window.__pwned
 @dataclass(frozen=True)
 class Served:
     proxy: str  # the tap callers send to
-    admin: str  # the admin listener, where the live view is mounted (issue 11 point 11)
+    admin: str  # the admin listener, where the live view is mounted
     process: ViewProcess | None = None  # what hands view connections to the view process
 
 
@@ -414,7 +414,7 @@ def test_the_proxy_process_streams_the_live_checkers_findings_and_stops_with_vie
                 assert b"wirecheck live view" in next(pieces)
                 state = httpx.get(f"{base}/state", timeout=5).json()
                 assert state["viewers"]["open"] == 1, state["viewers"]
-                # served by the view's own process, not by the proxy that forwards (issue 18)
+                # served by the view's own process, not by the proxy that forwards
                 assert state["viewers"]["pid"] != proxy.pid
                 assert state["health"]["taps"][0]["tap"] in ("caller", "engine")
                 assert state["pairing"]["taps"]["caller"]["paired"] == 3

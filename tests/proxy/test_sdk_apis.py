@@ -1,5 +1,5 @@
 """The openai SDK's Responses API and the anthropic SDK's Messages API through the proxy against the
-simulator, over loopback sockets (issue 16): each checks clean, and an invalid-arguments fault injected
+simulator, over loopback sockets: each checks clean, and an invalid-arguments fault injected
 in the simulator is found with the rule that finds it on chat completions."""
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ def test_both_backends_roundtrip_findings_gaps_and_claims_alike(store_url: str) 
     for i in range(20):
         assert s.put(ex(i))
     s.close()
-    r = Store(store_url)  # it writes below: open_store reads only (issue 11, point 7)
+    r = Store(store_url)  # it writes below: open_store reads only
     assert is_store(store_url)
     assert [e.id for e in r.exchanges()] == [f"caller-{i}" for i in range(20)]
     assert [e.id for e in r.exchanges_for(["caller-3"], ["c4"])] == ["caller-3", "caller-4"]

@@ -113,7 +113,7 @@ async def test_errors_map_to_refused_timeout_and_broken() -> None:
 
 
 async def test_surplus_bytes_close_the_connection_whenever_they_come() -> None:
-    # issue 11, point 1: bytes past Content-Length, in the same read or arriving while the connection
+    # bytes past Content-Length, in the same read or arriving while the connection
     # waits in the pool, never reach the next request: the connection is closed instead
     surplus = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nFAKE"
     for late in (False, True):

@@ -1,4 +1,4 @@
-"""The live view's own process (issue 18): the admin listener hands each view connection to it, so
+"""The live view's own process: the admin listener hands each view connection to it, so
 viewers cost the request path nothing; and whatever cannot be handed is still served, by the proxy."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``wirecheck proxy --workers 2`` as a real process tree on loopback (issue 17): two workers share the
+"""``wirecheck proxy --workers 2`` as a real process tree on loopback: two workers share the
 ports, every request is recorded exactly once in the one store, each caller gets its own answer, and
 the two taps of a request pair by correlation id even when different workers carried them."""
 
@@ -163,7 +163,7 @@ def test_workers_refuse_bad_counts_and_taken_ports_with_a_message(tmp_path: Path
 
 @pytest.mark.slow
 def test_workers_and_their_checker_exit_when_the_supervisor_is_killed(tmp_path: Path) -> None:
-    # issue 11 point 10 holds for workers too: a SIGKILLed supervisor leaves no process behind
+    # holds for workers too: a SIGKILLed supervisor leaves no process behind
     with serve(echo) as up, workers_proxy(tmp_path / "wc.db", up) as (proc, _):
         helpers = descendants(proc.pid)
         assert len(helpers) >= 3  # two workers and the live checker (and spawn's resource tracker)

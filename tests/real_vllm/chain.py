@@ -1,4 +1,4 @@
-"""The real_vllm tier's servers: install, start in the background, publish the outcome (issue 13).
+"""The real_vllm tier's servers: install, start in the background, publish the outcome.
 
 See tests/real_vllm/conftest.py for how the tier uses them."""
 

@@ -1,4 +1,4 @@
-"""One real vLLM (the CPU build, tiny local model) for the whole real_vllm tier (issue 13).
+"""One real vLLM (the CPU build, tiny local model) for the whole real_vllm tier.
 
 The tier's servers start in the background as soon as collection ends, so their install and start
 (minutes on a clean 2-core machine) overlap the rest of the suite instead of adding to it (the
@@ -9,7 +9,7 @@ stamp is current, and it waits on the install ``./dev test`` may already have be
 those servers.
 
 If the install or a start fails, the tier FAILS, it never skips: CI must not pass without a real
-vLLM (issue 13). Set WIRECHECK_REAL_VLLM_URL to run the tier against a server already running (the
+vLLM. Set WIRECHECK_REAL_VLLM_URL to run the tier against a server already running (the
 prefix-caching-off test then needs WIRECHECK_REAL_VLLM_NO_PREFIX_CACHING_URL too).
 """
 

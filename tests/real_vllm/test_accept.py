@@ -1,4 +1,4 @@
-"""accept and scenarios against a real vLLM 0.32 (issue 13): the cache phase judged on the real
+"""accept and scenarios against a real vLLM 0.32: the cache phase judged on the real
 prefix-cache counters, the interface phase and the agent-loop scenarios on a clean server."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Scripted model faults and real parser behaviours on a real vLLM 0.32 (issue 13): each gives the
+"""Scripted model faults and real parser behaviours on a real vLLM 0.32: each gives the
 right rule and blame through wirecheck's proxy, or is listed with the reason nothing can be seen.
 
 Cases are scripts of the model's raw output (the Kimi K2 markup), streamed (with usage) and not.

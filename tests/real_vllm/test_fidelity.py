@@ -1,4 +1,4 @@
-"""The simulator held to a real vLLM (issue 13): the same requests against both, compared on wire
+"""The simulator held to a real vLLM: the same requests against both, compared on wire
 shape (tests/real_vllm/fidelity.py). Every difference is either fixed in sim/ or listed here and in
 docs/sim.md as a known version difference (the real build is vLLM 0.32, the simulator follows 0.33).
 A new difference fails this test; a difference that goes away fails it too, so the list stays true.

@@ -1,5 +1,5 @@
 """Legal traffic of every kind the openai SDK sends, against a real vLLM through wirecheck's proxy:
-zero error or warning findings (issue 13). A finding here is a false alarm on a real server."""
+zero error or warning findings. A finding here is a false alarm on a real server."""
 
 from __future__ import annotations
 

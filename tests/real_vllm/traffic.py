@@ -61,7 +61,7 @@ CITY_SCHEMA = {
     },
 }
 
-# Every kind of legal request the openai SDK sends (issue 13), as keyword arguments to
+# Every kind of legal request the openai SDK sends, as keyword arguments to
 # chat.completions.create; each runs streamed and not.
 LEGAL: dict[str, dict[str, Any]] = {
     "plain": {"messages": [{"role": "user", "content": "Say hello."}]},

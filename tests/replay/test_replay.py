@@ -186,7 +186,7 @@ def test_replay_cli_dry_run_and_header(demo_capture: Path) -> None:
             timeout=120,
         )
     res = json.loads(out.stdout)
-    # issue 14: progress lines on stderr in a CI log (no terminal): sent of N, failures so far, ETA
+    # progress lines on stderr in a CI log (no terminal): sent of N, failures so far, ETA
     ticks = [line for line in out.stderr.splitlines() if line.startswith("replay: ")]
     n = callers(demo_capture)
     assert ticks and all(f"/{n} requests sent, 0 failed so far, ETA " in t for t in ticks), out.stderr

@@ -1,4 +1,4 @@
-"""The simulator's /v1/responses and /v1/messages (issue 16): vLLM's shapes, every family clean, and the
+"""The simulator's /v1/responses and /v1/messages: vLLM's shapes, every family clean, and the
 chat faults reaching them with the same rule ids as on /v1/chat/completions."""
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ async def test_a_non_streamed_messages_400_on_invalid_arguments_is_the_models(
 async def test_both_apis_write_ground_truth_streamed_or_not(
     dual_tap: Callable[..., Any], fault: str, tmp_path: Path
 ) -> None:
-    """Issue 14's ground truth covers the two APIs as it covers chat: every request, streamed or not,
+    """The ground truth covers the two APIs as it covers chat: every request, streamed or not,
     writes what the simulator injected, and the findings score perfectly against it."""
     truth = GroundTruth(tmp_path / "truth.jsonl")
     c = dual_tap(family="kimi_k2", faults=fault, truth=truth)

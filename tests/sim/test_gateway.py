@@ -96,7 +96,7 @@ async def _scored_alone(
     tap: Callable[[GroundTruth], Any], tmp_path: Path, fault: str, bodies: list[dict[str, Any]]
 ) -> tuple[Any, list[dict[str, Any]]]:
     """Drive ``bodies`` through ``tap(truth)`` (a dual tap that writes ground truth) and score the
-    findings against the truth (issue 14): only ``fault`` is in it and the score is perfect. Returns
+    findings against the truth: only ``fault`` is in it and the score is perfect. Returns
     the one fault class's score and the truth's lines."""
     truth = GroundTruth(tmp_path / "truth.jsonl")
     c = tap(truth)
@@ -114,7 +114,7 @@ async def _scored_alone(
 async def test_each_gateway_fault_scores_one_against_its_ground_truth(
     dual_tap: Callable[..., Any], fault: str, tmp_path: Path
 ) -> None:
-    """Issue 14: the gateway writes what it changed; every finding is explained by it and every
+    """The gateway writes what it changed; every finding is explained by it and every
     change it wrote is found (the demo's scoring, over the whole catalogue)."""
     cls, lines = await _scored_alone(lambda truth: dual_tap(fault, truth=truth), tmp_path, fault, BODIES)
     assert cls.injected == len(lines) and cls.found == cls.injected
@@ -124,13 +124,13 @@ async def test_each_gateway_fault_scores_one_against_its_ground_truth(
 async def test_each_simulator_fault_scores_one_against_its_ground_truth(
     dual_tap: Callable[..., Any], fault: str, tmp_path: Path
 ) -> None:
-    """Issue 14: the simulator writes the model, parser and engine faults that reached the wire."""
+    """The simulator writes the model, parser and engine faults that reached the wire."""
     required = {**BODIES[1], "tools": [wire.WEATHER], "tool_choice": "required"}
     bodies = [*BODIES, required, FAILED_TOOL]
     cls, _ = await _scored_alone(lambda truth: dual_tap(truth=truth, faults=fault), tmp_path, fault, bodies)
     assert cls.found == cls.injected
     # only a late first token and a model that gives up in plain text are invisible to a contract
-    # check (the second is the interface phase's tool-retry check, issue 15); each says why
+    # check (the second is the interface phase's tool-retry check); each says why
     assert (cls.hidden > 0) == (fault in ("engine.slow_first_token", "model.no_tool_retry")), cls
     assert all(cls.hidden_why)
 
@@ -156,7 +156,7 @@ async def test_buffered_stream_is_the_gateways(dual_tap: Callable[..., Any]) -> 
 async def test_dropped_correlation_header_still_pairs(dual_tap: Callable[..., Any]) -> None:
     c = dual_tap("correlation_header_dropped,reasoning_dropped")
     await drive(c, BODIES[1:2])
-    # issue 14: no flag needed; the gateway kept the completion id, so that pairs both requests
+    # no flag needed; the gateway kept the completion id, so that pairs both requests
     res = check_exchanges(c.exchanges)
     assert (res.pairs, res.paired_by) == (2, {"completion-id": 2})
     assert {(f.rule, str(f.fault)) for f in res.findings} == {("gateway-reasoning-dropped", "gateway")}

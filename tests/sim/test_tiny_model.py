@@ -1,4 +1,4 @@
-"""The real tier's family facts (scripts/realvllm/families.json) are the simulator table's (issue 12).
+"""The real tier's family facts (scripts/realvllm/families.json) are the simulator table's.
 
 The 3.11 scripts that build and script the real vLLM's tiny model cannot import wirecheck, so they
 read a JSON copy of the table; these tests keep the copy equal to the table and the table true to

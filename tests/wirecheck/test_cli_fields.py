@@ -1,4 +1,4 @@
-"""Options derived from the config dataclasses (issue 12, point 4): no option and its field can drift."""
+"""Options derived from the config dataclasses: no option and its field can drift."""
 
 from __future__ import annotations
 

@@ -51,4 +51,4 @@ def test_sim_writes_its_evidence_and_accept_reads_it(tmp_path: Path) -> None:
                 "--official-image", "--reviewer", "ci", "--on-call", "ci-oncall", "--phases", "compat,cache", "--out", str(tmp_path / "out"), "--quiet", timeout=120)  # fmt: skip
     # compat and cache pass on the simulated deployment; two phases are not a go-live decision
     assert proc.returncode == 1 and "verdict: go (partial" in proc.stdout, proc.stdout + proc.stderr
-    assert "[SIMULATED evidence" in proc.stdout  # the simulator marks its evidence (issue 15)
+    assert "[SIMULATED evidence" in proc.stdout  # the simulator marks its evidence

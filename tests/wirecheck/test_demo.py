@@ -44,7 +44,7 @@ def test_demo_runs_accept_through_the_taps_and_attributes_faults_to_every_side(t
     gateway_rules = {f["rule"] for f in res["findings"] if f["fault"] == "gateway"}
     assert {"gateway-reasoning-dropped", "gateway-finish-reason-changed"} <= gateway_rules
     assert "verdict: rework" in proc.stdout and "gateway" in proc.stdout and "report.html" in proc.stdout
-    # issue 14's Done-when: against what the simulator and the gateway say they injected, every
+    # against what the simulator and the gateway say they injected, every
     # finding is explained and every observable fault found, class by class
     score = json.loads((out / "ground-truth-score.json").read_text())
     table = {c["fault"]: c for c in score["classes"]}

@@ -1,4 +1,4 @@
-"""The ``wirecheck`` command line: one module per command (issue 12, point 4).
+"""The ``wirecheck`` command line: one module per command.
 
 Exit codes: 0 no error finding, 1 at least one error finding, 2 unusable input or usage; for
 ``accept``: 0 accepted (go, or limited with its conditions), 1 not accepted.
@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except ERRORS as exc:
-        # messages quote file names and wire data: escaped (issue 11, point 8)
+        # messages quote file names and wire data: escaped
         print(f"wirecheck: error: {printable(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:

@@ -25,7 +25,7 @@ __all__ = [
 
 
 def redact_option(p: argparse.ArgumentParser) -> None:
-    # one policy for every writer (issue 11 point 4): --redact only ever adds to the default list
+    # one policy for every writer: --redact only ever adds to the default list
     p.add_argument(
         "--redact",
         action="append",
@@ -48,7 +48,7 @@ def redaction(args: argparse.Namespace) -> Redaction:
 def load(files: Sequence[str], notes: list[Finding] | None = None) -> list[Exchange]:
     """Exchanges from stores, exchange JSONL, HAR and mitmproxy flow files, told apart by content.
     Stores are opened read-only; what a store says it lost (gap rows) or set aside (live checks
-    skipped) is added to ``notes`` as findings, so that a report counts it (issue 11, points 3, 6)."""
+    skipped) is added to ``notes`` as findings, so that a report counts it."""
     from wirecheck.record import is_store, open_store, store_notes
     from wirecheck.replay import load_capture
 
@@ -121,12 +121,12 @@ def float_list(value: str | None, what: str) -> list[float] | None:
     return out
 
 
-#: seconds between progress lines in a CI log (no terminal), for scenarios and replay (issue 14)
+#: seconds between progress lines in a CI log (no terminal), for scenarios and replay
 PROGRESS_EVERY_S = 5.0
 
 
 def progress_options(p: argparse.ArgumentParser) -> None:
-    """--quiet and --progress-every for the long-running commands (issue 14)."""
+    """--quiet and --progress-every for the long-running commands."""
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument(
         "--progress-every",

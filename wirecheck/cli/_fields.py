@@ -1,4 +1,4 @@
-"""Command-line options derived from the config dataclasses they fill (issue 12, point 4).
+"""Command-line options derived from the config dataclasses they fill.
 
 A field named in a command's table becomes ``--field-name`` (or the flag the table gives), with the
 field's type and default; a field without a default is a required option. ``build`` then fills the

@@ -31,7 +31,7 @@ FIELDS = {
     "metrics_urls": Opt(
         "engine /metrics (one per engine; default ENGINE-URL/metrics)", "--metrics-url", {"metavar": "URL"}
     ),
-    # issue 15: GPU memory measured through every capacity step, and the evidence an SRE signs
+    # GPU memory measured through every capacity step, and the evidence an SRE signs
     "gpu_metrics_urls": Opt(
         "a DCGM exporter's /metrics per node (DCGM_FI_DEV_FB_USED/FB_FREE/GPU_UTIL)",
         "--gpu-metrics-url",
@@ -78,7 +78,7 @@ FIELDS = {
         "hypothesis scenario examples (default: the profile's; 0 skips them)", kwargs={"metavar": "N"}
     ),
     "seed": Opt(),
-    # issue 15: capacity at the context lengths the team really sends, not short synthetic prompts only
+    # capacity at the context lengths the team really sends, not short synthetic prompts only
     "samples": Opt(
         "the team's own chat requests for the long-input and ramp stages: JSONL of request bodies, "
         "or a capture replay reads (exchange JSONL, HAR, mitmproxy flows, a wirecheck store)",
@@ -255,7 +255,7 @@ def _accept(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(result.report["verdict"], indent=2))
     else:
-        # a verdict on the simulator's evidence says so wherever it is read (issue 15)
+        # a verdict on the simulator's evidence says so wherever it is read
         print(f"verdict: {v.label}" + (" [SIMULATED evidence: not a real deployment]" if v.simulated else ""))
         for r in v.reasons:
             print(f"  - {r}")

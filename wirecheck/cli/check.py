@@ -130,7 +130,7 @@ def _check(args: argparse.Namespace) -> int:
     exchanges = load(files, notes)
     lost = sum(int(f.evidence.get("lost", 0)) for f in notes)
     if not exchanges:
-        # nothing was checked: that is not a pass (issue 11, point 7)
+        # nothing was checked: that is not a pass
         raise WirecheckError(
             f"check: no exchanges in {', '.join(files)}"
             + (f" ({lost} exchange(s) recorded as lost by the store)" if lost else "")
@@ -153,7 +153,7 @@ def _check(args: argparse.Namespace) -> int:
     else:
         text = render_text(result, color=args.output is None and sys.stdout.isatty())
     if args.output:
-        # check -o DIR/file makes DIR, as a report folder should (issue 15)
+        # check -o DIR/file makes DIR, as a report folder should
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text, encoding="utf-8")
     else:
@@ -162,11 +162,11 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _unknown_models(exchanges: list[Exchange]) -> list[str]:
-    """The requested models that the family table does not know (issue 16: say so, judge generic)."""
+    """The requested models that the family table does not know (say so, judge generic)."""
     models: set[str] = set()
     for e in exchanges:
         try:
-            body = bounded_loads(e.request.body or b"null")  # hostile depth: issue 11, point 3
+            body = bounded_loads(e.request.body or b"null")  # hostile depth
         except ValueError:
             continue
         if isinstance(body, dict) and isinstance(body.get("model"), str):

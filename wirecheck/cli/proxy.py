@@ -15,7 +15,7 @@ from ._fields import Opt, add_fields, build
 
 __all__ = ["register"]
 
-# Options that are one field of the proxy's config (issue 12, point 4): type and default come from
+# Options that are one field of the proxy's config: type and default come from
 # TapConfig and ProxyRun, so the command line cannot drift from them.
 TAP_FIELDS = {
     "read_timeout_s": Opt("seconds to wait for the upstream's next byte", "--read-timeout"),
@@ -120,7 +120,7 @@ def _proxy(args: argparse.Namespace) -> int:
     token = args.admin_token or os.environ.get(ADMIN_TOKEN_ENV) or None
     loopback = ("127.0.0.1", "localhost", "::1")
     if admin is not None and admin[0] not in loopback and not token:
-        # findings carry excerpts of every caller's prompts and answers (issue 11, point 11)
+        # findings carry excerpts of every caller's prompts and answers
         raise WirecheckError(
             f"--admin: {admin[0]} is beyond loopback; give --admin-token (or WIRECHECK_ADMIN_TOKEN) too"
         )

@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=("chat", "responses", "messages"),
         default="chat",
         help="the API the agent loop speaks: chat completions, the Responses API, or the Anthropic "
-        "Messages API (issue 16)",
+        "Messages API",
     )
     progress_options(sc)
     sc.set_defaults(run=_scenarios)
@@ -77,7 +77,7 @@ def _scenarios(args: argparse.Namespace) -> int:
     print("reproduce:")
     if args.via_proxy:
         # the gateway forwards to the engine tap, which ends with the run: the curl line needs it back
-        # (issue 14: every reproduce line reruns as printed); --no-store: it only forwards
+        # (every reproduce line reruns as printed); --no-store: it only forwards
         tap = ["wirecheck", "proxy", "--tap", "engine", "--upstream", args.engine_upstream]
         tap += ["--listen", args.engine_listen, "--no-store", "--admin", "off"]
         print(f"  {shlex.join(tap)} &")
@@ -88,7 +88,7 @@ def _scenarios(args: argparse.Namespace) -> int:
 
 
 def _scenarios_line(args: argparse.Namespace) -> str:
-    """The command that reruns this run as given, the gateway's taps included (issue 14: the line
+    """The command that reruns this run as given, the gateway's taps included (the line
     dropped --via-proxy and its engine flags)."""
     parts = ["wirecheck", "scenarios", "--target", args.target, "--examples", str(args.examples)]
     parts += ["--seed", str(args.seed)]
