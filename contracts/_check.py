@@ -25,11 +25,12 @@ from . import (  # noqa: F401 - registers rules
     _rules_pairs,
     _rules_request,
     _rules_stream,
+    _rules_twins,
 )
 from ._apis import API_ENDPOINTS
 from ._exchange import Exchange
 from ._pairs import ENGINE, TapPair, TapSet, pair_taps, pair_twins
-from ._registry import CheckConfig, Fault, Finding, Hit, Rule, Severity, rules
+from ._registry import REGISTRY, CheckConfig, Fault, Finding, Hit, Rule, Severity, rules
 from ._rules_limits import CHECK_CRASHED
 from ._rules_request import TRUNCATION_SAFE, truncated_sides
 from ._view import ExchangeView, build_view
@@ -96,7 +97,7 @@ def _finding(r: Rule, h: Hit, exchange_id: str, tap: str) -> Finding:
 
 def crashed(exchange_id: str, tap: str, where: str, exc: BaseException) -> Finding:
     """The record of an exchange the checker could not judge: one exchange never stops the others
-   , and the report says which one and why."""
+    , and the report says which one and why."""
     return Finding(
         rule=CHECK_CRASHED,
         severity=Severity.ERROR,
@@ -271,7 +272,7 @@ def _attribute_caller(
                 if not e.message.endswith("(reached the caller too)"):
                     e.message += " (reached the caller too)"
             continue
-        if f.fault in _RESPONSE_FAULTS:
+        if f.fault in _RESPONSE_FAULTS or _undecided_response(f):
             twin = at_engine.get(f.rule)
             if twin is not None:
                 if not twin.message.endswith("(reached the caller too)"):
@@ -281,6 +282,13 @@ def _attribute_caller(
             f.message += " (not at the engine tap: introduced by the gateway)"
         kept.append(f)
     return kept
+
+
+def _undecided_response(f: Finding) -> bool:
+    """A response rule's finding left ``unknown`` for want of evidence at its own tap (no usage to
+    tell model from parser): the engine side of its pair tells whether the gateway made it."""
+    r = REGISTRY.get(f.rule)
+    return f.fault == Fault.UNKNOWN and r is not None and r.fault in _RESPONSE_FAULTS
 
 
 def _attribute_engine(found: list[Finding], caller_found: list[Finding]) -> list[Finding]:

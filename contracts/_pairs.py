@@ -13,6 +13,11 @@ two views of the same capture disagreed. :func:`pair_taps` tries, in order:
    history, ``stream_options`` added upstream, tool call ``type``), scored against the engine side
    and bounded by time (the engine side starts after the caller side and before it ends).
 
+A gateway may bridge APIs: LiteLLM answers ``/v1/messages`` by calling the engine's
+``/v1/chat/completions`` or ``/v1/responses``, and ``/v1/responses`` by calling chat completions. Such
+sides share no bytes: they are scored on the conversation they carry (``_translate``: roles, text,
+calls and which call each result answers), below a side of the caller's own API with as good a score.
+
 A gateway that retries sends one caller request to the engine several times: the attempt that answered
 is the pair's engine side, the others are its ``retries``.
 """
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._json import loads as bounded_loads
+from ._translate import conversation, thinking_asked, token_limit, tool_choice_meaning, tools_meaning
 from ._view import ExchangeView
 
 __all__ = [
@@ -181,6 +187,13 @@ class _Side:
     last_user: str | None
     endpoint: tuple[str, str]
     completion_id: str | None
+    #: chat | responses | messages: the API, for pairing across a bridge
+    api: str | None
+    #: the conversation with ids as links (``_translate``): the same across APIs
+    turns: str | None
+    #: what else the request means (tools, tool choice, thinking, stream, token limit): of two
+    #: engine requests with the caller's conversation, the one that shares more of these is its
+    features: tuple[str, ...]
 
 
 def _duration_s(view: ExchangeView) -> float:
@@ -226,19 +239,49 @@ def _make_side(view: ExchangeView) -> _Side:
         last_user,
         (view.ex.request.method.upper(), _path_tail(view)),
         _completion_id(view),
+        view.endpoint if view.is_agent else None,
+        _hash([repr(t) for t in conversation(view, links=True)]) if view.req else None,
+        _features(view),
     )
 
 
+def _features(view: ExchangeView) -> tuple[str, ...]:
+    if not view.req:
+        return ()
+    req = view.req
+    return (
+        repr(sorted(tools_meaning(view))),
+        repr(tool_choice_meaning(req)),
+        repr(thinking_asked(req)),
+        repr(view.wants_stream),
+        repr(token_limit(req)),
+    )
+
+
+def _closeness(c: _Side, e: _Side) -> int:
+    return sum(1 for a, b in zip(c.features, e.features, strict=False) if a == b)
+
+
 def _score(c: _Side, e: _Side) -> int:
-    """3: the same request; 2: the same conversation (a gateway changed tools or options); 1: the
-    same last user message (a gateway changed the history); 0: unrelated."""
-    if c.endpoint != e.endpoint:
-        return 0
-    if c.full == e.full:
+    """3: the same request; 2: the same conversation (a gateway changed tools or options, or carried
+    the conversation over to another API); 1: the same last user message (a gateway changed the
+    history); 0: unrelated."""
+    if not _same_api(c, e):
+        if c.api is None or e.api is None:
+            return 0
+        if c.turns is not None and c.turns == e.turns:
+            return 2
+    elif c.full == e.full:
         return 3
-    if c.messages is not None and c.messages == e.messages:
+    elif c.messages is not None and c.messages == e.messages:
         return 2
     return 1 if c.last_user is not None and c.last_user == e.last_user else 0
+
+
+def _same_api(c: _Side, e: _Side) -> bool:
+    """Both sides speak one API (a gateway may mount it elsewhere: ``/chat/completions`` in front of
+    ``/v1/chat/completions``), or, off the three APIs, call one endpoint."""
+    return c.api == e.api if c.api is not None and e.api is not None else c.endpoint == e.endpoint
 
 
 def _in_time(c: _Side, e: _Side, window_s: float) -> bool:
@@ -250,14 +293,24 @@ def _in_time(c: _Side, e: _Side, window_s: float) -> bool:
     return c.end is None or e.start <= c.end + _SKEW_S
 
 
+def _inside(c: _Side, e: _Side) -> bool:
+    """The engine side started while the caller waited, by the clocks as they read: of two engine
+    sides within the skew allowed, the one inside belongs to this caller, the one outside most
+    likely to the request before or after it."""
+    if c.start is None or e.start is None:
+        return True
+    return c.start <= e.start and (c.end is None or e.start <= c.end)
+
+
 def _dt(c: _Side, e: _Side) -> float:
     return abs(e.start - c.start) if c.start is not None and e.start is not None else 0.0
 
 
 def _best(c: _Side, cands: list[_Side], used: set[int], window_s: float, min_score: int) -> _Side | None:
-    """The attempt that answered the caller: highest score, then the same status as the caller got,
-    then the latest of equals that started before the caller's answer (a retry answers last), then
-    the nearest in time."""
+    """The attempt that answered the caller: highest score, then one that started while the caller
+    waited (not only within the clocks' skew), then the caller's own API, then the most request
+    features shared, then the same status as the caller got and the nearest in time. Of several
+    attempts of one request (a gateway's retries) the last one answered: :func:`_answered`."""
     best: tuple[Any, ...] | None = None
     pick: _Side | None = None
     for e in cands:
@@ -266,7 +319,14 @@ def _best(c: _Side, cands: list[_Side], used: set[int], window_s: float, min_sco
         s = _score(c, e)
         if s < min_score:
             continue
-        key = (s, e.view.status == c.view.status, -_dt(c, e))
+        key = (
+            s,
+            _inside(c, e),
+            _same_api(c, e),
+            _closeness(c, e),
+            e.view.status == c.view.status,
+            -_dt(c, e),
+        )
         if best is None or key > best:
             best, pick = key, e
     return pick
@@ -328,8 +388,7 @@ def pair_taps(views: list[ExchangeView], *, window_s: float = 60.0) -> list[TapP
             used.add(id(pick.view))
             pairs.append(TapPair(c.view, pick.view, "fingerprint"))
 
-    # retries: an unpaired engine exchange of the same request, inside the caller's time, before the
-    # attempt that answered
+    # retries: an unpaired engine exchange of the same request, inside the caller's time
     sides = {id(s.view): s for s in callers + engines}
     pair_of = {id(p.caller): p for p in pairs}
     paired = sorted((sides[id(p.caller)] for p in pairs), key=lambda s: s.start or 0.0)
@@ -344,15 +403,30 @@ def pair_taps(views: list[ExchangeView], *, window_s: float = 60.0) -> list[TapP
             s = _score(c, e)
             if s < 2 or not _in_time(c, e, window_s):
                 continue
-            if e.start is not None and answered.start is not None and e.start > answered.start:
-                continue
-            key = (s, -_dt(c, e))
+            later = e.start is not None and answered.start is not None and e.start > answered.start
+            if later and c.end is not None and e.start is not None and e.start > c.end:
+                continue  # after the caller had its answer: another request's, not a retry
+            key = (s, _inside(c, e), _closeness(c, e), -_dt(c, e))
             if best_key is None or key > best_key:
                 best_key, owner = key, p
         if owner is not None:
             used.add(id(e.view))
             owner.retries.append(e.view)
+    for p in pairs:
+        if p.retries:
+            _answered(p)
     return pairs
+
+
+def _answered(p: TapPair) -> None:
+    """Of a gateway's attempts at one request, the one the caller's answer came from: the last
+    attempt with the status the caller got, else the last (a gateway that gave up after its
+    retries, LiteLLM's 500 after answers it could not translate)."""
+    attempts = sorted([p.engine, *p.retries], key=lambda v: v.ex.started_epoch or 0.0)
+    same = [v for v in attempts if v.status == p.caller.status]
+    answer = (same or attempts)[-1]
+    p.engine = answer
+    p.retries = [v for v in attempts if v is not answer]
 
 
 def pair_twins(views: list[ExchangeView]) -> list[TwinPair]:

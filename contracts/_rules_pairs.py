@@ -1,23 +1,35 @@
-"""Rules over two exchanges: the dual tap (what the gateway changed) and stream vs non-stream twins.
+"""Rules over the two sides of one request: the dual tap (what the gateway changed).
 
 Dual tap (DESIGN.md): the engine side is what vLLM sent, the caller side what the caller got. A
 difference in meaning is the gateway's, whatever each side looks like alone. Findings land on the
 caller-side exchange. Meaning, not bytes: JSON re-serialised with other spacing, ``content`` as a
 string or as text parts, and the model name (gateways map aliases) are not differences.
+
+A gateway that bridges APIs (a Messages or Responses caller in front of an engine's chat
+completions) is judged on the same meaning read through ``_translate``: Anthropic's usage names,
+tool descriptions in another place, ``tool_use`` for vLLM's ``stop`` after a forced call and tool ids
+respelled for Anthropic's id pattern are translation, not change.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
 from ._assembly import AssembledChoice
-from ._families import rows_saying
-from ._json import loads as bounded_loads
-from ._pairs import CALLER, ENGINE, TapPair, TapSet, TwinPair, request_default
+from ._families import FAMILIES, detect_family
+from ._pairs import CALLER, ENGINE, TapPair, TapSet, request_default
 from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
+from ._translate import (
+    _first_difference,
+    args_value,
+    bridged_request_changes,
+    same_api,
+    stop_meaning,
+    thinking_change,
+    usage_meaning,
+)
 
 _REQUEST_KEYS = (
     "tools",
@@ -47,13 +59,6 @@ def _text(content: Any) -> str:
     return json.dumps(content, sort_keys=True)
 
 
-def _json_or_text(s: str) -> Any:
-    try:
-        return ("json", bounded_loads(s))
-    except ValueError:
-        return ("text", s)
-
-
 def _msg_summary(m: Any) -> tuple[Any, ...]:
     if not isinstance(m, dict):
         return ("?",)
@@ -61,7 +66,7 @@ def _msg_summary(m: Any) -> tuple[Any, ...]:
         (
             tc.get("id"),
             (tc.get("function") or {}).get("name"),
-            _json_or_text((tc.get("function") or {}).get("arguments") or ""),
+            args_value((tc.get("function") or {}).get("arguments") or ""),
         )
         for tc in m.get("tool_calls") or []
         if isinstance(tc, dict)
@@ -71,12 +76,25 @@ def _msg_summary(m: Any) -> tuple[Any, ...]:
 
 @rule("gateway-request-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")
 def _request_changed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """The request reached the engine with tools, tool_choice, response_format, stream flags or history changed.
+    """The request reached the engine with tools, tool_choice, response_format, stream flags, the thinking switch or history changed.
 
     response_format stripped (CLIProxyAPI #5533), history merged or ``tool`` messages dropped
-    (litellm #2662), tool_call_ids rewritten (CLIProxyAPI #3184). Fields a gateway adds are allowed."""
+    (litellm #2662), tool_call_ids rewritten (CLIProxyAPI #3184), ``chat_template_kwargs`` dropped so
+    that a model that thinks by default thinks again. Fields a gateway adds are allowed. Across a
+    bridge between APIs the request is compared by meaning (conversation, tools with their
+    descriptions and schemas, tool choice, output format, token limit, sampling)."""
     c, e = pair.caller.req, pair.engine.req
     if not c or not e:
+        return
+    model = pair.engine.req.get("model") or pair.engine.model
+    family = FAMILIES.get(detect_family(model if isinstance(model, str) else None))
+    thinking = thinking_change(pair.caller, pair.engine, family.thinks_by_default if family else None)
+    if thinking is not None:
+        yield hit(thinking.message, thinking.pointer, thinking.excerpt)
+    if not same_api(pair.caller, pair.engine):
+        # a bridge rewrote every key: what it kept is judged in one vocabulary
+        for change in bridged_request_changes(pair.caller, pair.engine):
+            yield hit(f"{change.message} on the way to the engine", change.pointer, change.excerpt)
         return
     for key in _REQUEST_KEYS:
         # judged with defaults applied: ``"stream": false`` dropped is the same request
@@ -123,27 +141,6 @@ def _request_changed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
                     f"/request/body/messages/{i}",
                     str(sc[i][1])[:200],
                 )
-
-
-def _first_difference(a: Any, b: Any, at: str) -> tuple[str, str]:
-    """Where two JSON values first differ, as a JSON pointer and what happened there: a schema
-    keyword removed from a tool shows as ``/tools/0/function/parameters/additionalProperties``."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in a:
-            if k not in b:
-                return f"{at}/{k}", f"{json.dumps(a[k])[:60]} removed"
-            if a[k] != b[k]:
-                return _first_difference(a[k], b[k], f"{at}/{k}")
-        for k in b:
-            if k not in a:
-                return f"{at}/{k}", f"{json.dumps(b[k])[:60]} added"
-    elif isinstance(a, list) and isinstance(b, list):
-        for i, (x, y) in enumerate(zip(a, b, strict=False)):
-            if x != y:
-                return _first_difference(x, y, f"{at}/{i}")
-        if len(a) != len(b):
-            return at, f"{len(a)} item(s) became {len(b)}"
-    return at, f"{json.dumps(a)[:60]} became {json.dumps(b)[:60]}"
 
 
 @rule("gateway-status-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")
@@ -239,6 +236,8 @@ def _reasoning_renamed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """Reasoning moved between reasoning and reasoning_content.
 
     Both names are in use; a rename is only a fault for clients that read the other one."""
+    if not pair.caller.is_chat or not pair.engine.is_chat:
+        return  # the field names are chat's: the other APIs carry reasoning in items and blocks
     for c, e in _choices(pair):
         if e.reasoning and c.reasoning == e.reasoning:
             ce, cc = e.reasoning_fields & _STANDARD_REASONING, c.reasoning_fields & _STANDARD_REASONING
@@ -266,32 +265,49 @@ def _content(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
 
 @rule("gateway-tool-calls-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")
 def _tool_calls(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """Tool calls differ between the taps: count, names, ids, indexes, or re-encoded arguments.
+    """Tool calls differ between the taps: count, names, ids, indexes, or re-encoded or repaired arguments.
 
     Re-indexed calls (litellm #33678), ids rewritten (CLIProxyAPI #3878), arguments double-encoded
-    (praxis-proxy/ai #558). Arguments that are the same JSON with other spacing are the same."""
+    (praxis-proxy/ai #558). Arguments that are the same JSON with other spacing are the same. Across
+    a bridge between APIs an id may be respelled (Anthropic's ids must match ``^[a-zA-Z0-9_-]+$``),
+    as long as every call keeps an id of its own; arguments the engine sent as broken JSON that reach
+    the caller as valid JSON were repaired by the bridge, which hides the model's error."""
+    bridged = not same_api(pair.caller, pair.engine)
     for c, e in _choices(pair):
         ptr = f"/choices/{c.index}/message/tool_calls"
         if len(c.calls) != len(e.calls):
             yield hit(f"engine sent {len(e.calls)} tool call(s), caller got {len(c.calls)}", ptr)
             continue
+        mapped: dict[str, str | None] = {}
         for i, (cc, ce) in enumerate(zip(c.calls, e.calls, strict=True)):
-            p = f"{ptr}/{i}"
+            p = pair.caller.call_pointer(c, cc)
             if cc.name != ce.name:
                 yield hit(f"call {i}: name {ce.name!r} became {cc.name!r}", p + "/function/name", cc.name)
-            if cc.id != ce.id:
+            if not bridged and cc.id != ce.id:
                 yield hit(
                     f"call {i}: id {ce.id!r} became {cc.id!r} (tool_call_id chain breaks)", p + "/id", cc.id
                 )
-            if pair.caller.kind == pair.engine.kind == "stream" and cc.index != ce.index:
+            elif bridged and (not cc.id or (cc.id in mapped and mapped[cc.id] != ce.id)):
+                what = "lost" if not cc.id else f"is also call {list(mapped).index(cc.id)}'s"
+                yield hit(f"call {i}: id {ce.id!r} {what} (a tool result cannot name its call)", p, cc.id)
+            if cc.id:
+                mapped.setdefault(cc.id, ce.id)
+            if not bridged and pair.caller.kind == pair.engine.kind == "stream" and cc.index != ce.index:
                 yield hit(f"call {i}: stream index {ce.index} became {cc.index}", p)
-            kc, vc = _json_or_text(cc.arguments)
-            ke, ve = _json_or_text(ce.arguments)
+            kc, vc = args_value(cc.arguments)
+            ke, ve = args_value(ce.arguments)
             if (kc, vc) == (ke, ve):
                 continue
-            if kc == "json" and isinstance(vc, str) and _json_or_text(vc) == (ke, ve):
+            if kc == "json" and isinstance(vc, str) and args_value(vc) == (ke, ve):
                 yield hit(
                     f"call {i}: arguments double-encoded (a JSON string holding the JSON)",
+                    p + "/function/arguments",
+                    cc.arguments,
+                )
+            elif kc == "json" and ke == "text":
+                yield hit(
+                    f"call {i}: arguments repaired: the engine sent {ce.arguments[:80]!r}, which is not "
+                    f"JSON, and the caller got {cc.arguments[:80]!r} (the model's error is hidden)",
                     p + "/function/arguments",
                     cc.arguments,
                 )
@@ -301,11 +317,13 @@ def _tool_calls(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
 
 @rule("gateway-finish-reason-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")
 def _finish(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
-    """finish_reason differs between the taps.
+    """finish_reason (or stop_reason, status) differs between the taps.
 
-    ``tool_calls`` turned into ``stop`` (litellm #21041, #12240; envoyproxy/ai-gateway PR #2399)."""
+    ``tool_calls`` turned into ``stop`` (litellm #21041, #12240; envoyproxy/ai-gateway PR #2399). vLLM
+    ends a forced (named ``tool_choice``) call with ``stop``; a gateway that says ``tool_calls``
+    (LiteLLM) or Messages' ``tool_use`` there says what the answer is, and is not reported."""
     for c, e in _choices(pair):
-        if c.finish_reason != e.finish_reason:
+        if c.finish_reason != e.finish_reason and c.finish_reason != stop_meaning(e):
             yield hit(
                 f"finish_reason {e.finish_reason!r} became {c.finish_reason!r}",
                 f"/choices/{c.index}/finish_reason",
@@ -316,21 +334,35 @@ def _finish(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
 def _usage(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """Usage dropped or recomputed between the taps.
 
-    The final usage chunk dropped, or rewritten by counting text (OmniRoute #9750, headroom PR #2026)."""
+    The final usage chunk dropped, or rewritten by counting text (OmniRoute #9750, headroom PR #2026).
+    Compared under each API's names: Messages and Responses ``input_tokens`` / ``output_tokens``,
+    where Anthropic's ``input_tokens`` may leave out ``cache_read_input_tokens``."""
     if not (pair.caller.ok and pair.engine.ok):
         return
     uc, ue = pair.caller.usage, pair.engine.usage
     so = pair.caller.req.get("stream_options")
-    if pair.caller.kind == "stream" and not (isinstance(so, dict) and so.get("include_usage") is True):
+    if (
+        pair.caller.is_chat
+        and pair.caller.kind == "stream"
+        and not (isinstance(so, dict) and so.get("include_usage") is True)
+    ):
         # the caller did not ask for usage: a gateway that asks upstream for its own accounting and
         # strips the usage chunk again (LiteLLM, gateway-litellm.md) changed nothing the caller wanted
         return
     if ue and not uc:
         yield hit("engine sent usage, caller got none", "/usage")
-    elif ue and uc:
+    elif ue and uc and pair.caller.is_chat and pair.engine.is_chat:
         for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
             if key in ue and uc.get(key) != ue.get(key):
                 yield hit(f"usage.{key} {ue.get(key)} became {uc.get(key)}", f"/usage/{key}")
+    elif ue and uc:
+        mc, me = usage_meaning(pair.caller), usage_meaning(pair.engine)
+        if mc is None or me is None:
+            return
+        if mc.prompt and me.prompt and not mc.prompt & me.prompt:
+            yield hit(f"prompt tokens {sorted(me.prompt)[0]} became {sorted(mc.prompt)[0]}", "/usage")
+        if None not in (mc.completion, me.completion) and mc.completion != me.completion:
+            yield hit(f"completion tokens {me.completion} became {mc.completion}", "/usage")
 
 
 @rule("gateway-error-hidden", fault=Fault.GATEWAY, scope="taps", area="gateway")
@@ -420,97 +452,3 @@ def _unpaired(tap_set: TapSet, ctx: CheckConfig) -> Iterator[Hit]:
     )
     h.exchange_id, h.tap = callers[0].id, CALLER
     yield h
-
-
-# --- stream vs non-stream ------------------------------------------------------------------------
-
-
-def _deterministic(req: dict[str, Any]) -> bool:
-    return req.get("temperature") == 0 or req.get("top_k") == 1
-
-
-def _id_style(call_id: str | None) -> str:
-    if not call_id:
-        return "none"
-    if call_id.startswith("chatcmpl-tool-"):
-        return "minted"
-    return "model header" if re.match(r"^.+:\d+$", call_id) else "other"
-
-
-def _twin_structure(streamed: list[Any], plain: list[Any], ptr: str) -> Iterator[Hit]:
-    """What must agree even when sampling makes the values differ: how each call's id is made (the
-    parser or the template makes it, not the sample). Whether arguments are JSON is judged on each
-    side alone (tool-call-args-invalid-json, the model's): a sampled model can break JSON in one
-    sample only, and comparing the sides would put that on the parser too."""
-    for i, (a, b) in enumerate(zip(streamed, plain, strict=False)):
-        if _id_style(a.id) != _id_style(b.id):
-            yield hit(
-                f"call {i} id is {_id_style(a.id)} streamed but {_id_style(b.id)} not streamed",
-                f"{ptr}/message/tool_calls/{i}/id",
-                a.id,
-            )
-
-
-# the known streaming mis-parses are the family table's to list
-_MISPARSES = rows_saying(
-    lambda f: (
-        f"{f.name} streaming mis-parses: vllm " + ", ".join(f"#{n}" for n in f.stream_misparse_issues)
-        if f.stream_misparse_issues
-        else None
-    )
-)
-
-
-@rule(
-    "stream-nonstream-mismatch",
-    fault=Fault.PARSER,
-    scope="twins",
-    area="stream",
-    summary="A streamed and a non-streamed response to the same request disagree in meaning.",
-    doc=f"""The streaming parser and the whole-response parser must agree ({_MISPARSES}). Always
-    compared: the reasoning field used, and per call how its id is made (structure, which sampling
-    does not change; validity is judged per side). With greedy decoding (temperature 0) also: tool
-    call names and arguments, content, reasoning text, finish_reason.""",
-)
-def _twins(pair: TwinPair, ctx: CheckConfig) -> Iterator[Hit]:
-    s, p = pair.streamed, pair.plain
-    pc = {ch.index: ch for ch in p.choices}
-    strict = _deterministic(s.req)
-    for cs in s.choices:
-        cp = pc.get(cs.index)
-        if cp is None:
-            continue
-        ptr = f"/choices/{cs.index}"
-        fs, fp = cs.reasoning_fields & _STANDARD_REASONING, cp.reasoning_fields & _STANDARD_REASONING
-        if cs.reasoning and cp.reasoning and fs != fp:
-            yield hit(
-                f"reasoning in {'/'.join(sorted(fs))} when streamed, {'/'.join(sorted(fp))} when not", ptr
-            )
-        if not strict or pair.model_fault:
-            # sampled (temperature > 0): values may differ, structure and validity may not;
-            # likewise when one side's model error explains the difference
-            yield from _twin_structure(cs.calls, cp.calls, ptr)
-            continue
-        if [c.name for c in cs.calls] != [c.name for c in cp.calls]:
-            yield hit(
-                f"tool calls {[c.name for c in cs.calls]} streamed vs {[c.name for c in cp.calls]} not streamed",
-                ptr + "/message/tool_calls",
-            )
-        else:
-            for i, (a, b) in enumerate(zip(cs.calls, cp.calls, strict=True)):
-                if _json_or_text(a.arguments) != _json_or_text(b.arguments):
-                    yield hit(
-                        f"call {i} arguments differ between stream and non-stream",
-                        f"{ptr}/message/tool_calls/{i}",
-                        a.arguments,
-                    )
-        if (cs.content or "") != (cp.content or ""):
-            yield hit("content differs between stream and non-stream", ptr + "/message/content", cs.content)
-        if (cs.reasoning or "") != (cp.reasoning or ""):
-            yield hit(
-                "reasoning differs between stream and non-stream", ptr + "/message/reasoning", cs.reasoning
-            )
-        if cs.finish_reason != cp.finish_reason:
-            yield hit(
-                f"finish_reason {cs.finish_reason!r} streamed vs {cp.finish_reason!r}", ptr + "/finish_reason"
-            )
