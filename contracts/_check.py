@@ -33,6 +33,7 @@ from ._pairs import ENGINE, TapPair, TapSet, pair_taps, pair_twins
 from ._registry import REGISTRY, CheckConfig, Fault, Finding, Hit, Rule, Severity, rules
 from ._rules_limits import CHECK_CRASHED
 from ._rules_request import TRUNCATION_SAFE, truncated_sides
+from ._translate import answer_kept
 from ._view import ExchangeView, build_view
 
 __all__ = ["CheckResult", "check_exchanges", "check_view", "crashed"]
@@ -203,7 +204,12 @@ def check_exchanges(
         if tp is None:
             _attribute_single(v, found, ctx)
         elif v is tp.caller:
-            per_view[id(v)] = _attribute_caller(found, per_view[id(tp.engine)], relayed=_relayed_failure(tp))
+            per_view[id(v)] = _attribute_caller(
+                found,
+                per_view[id(tp.engine)],
+                relayed=_relayed_failure(tp),
+                kept=answer_kept(tp.caller, tp.engine),
+            )
         else:
             per_view[id(v)] = _attribute_engine(found, per_view[id(tp.caller)])
     for p in pairs:
@@ -258,16 +264,20 @@ def _attribute_single(v: ExchangeView, found: list[Finding], ctx: CheckConfig) -
 
 
 def _attribute_caller(
-    found: list[Finding], engine_found: list[Finding], *, relayed: bool = False
+    found: list[Finding], engine_found: list[Finding], *, relayed: bool = False, kept: bool = False
 ) -> list[Finding]:
     """A finding both taps share is reported once, at the engine tap that decides its fault. When the
     engine failed and the gateway relayed the failure, the caller side's response findings are that
-    failure seen again: reported once, at the engine tap."""
+    failure seen again: reported once, at the engine tap. So are findings on a message the gateway
+    passed on unchanged (``kept``) whose engine side has findings of its own: a bridge to another API
+    may spell the same broken answer so that another rule names it (a parser's dropped call ends
+    ``tool_calls`` at the engine and ``end_turn`` at a Messages caller)."""
     at_engine = {f.rule: f for f in engine_found}
     engine_response = [f for f in engine_found if f.fault in _RESPONSE_FAULTS]
-    kept: list[Finding] = []
+    out: list[Finding] = []
     for f in found:
-        if f.fault in _RESPONSE_FAULTS and relayed and engine_response:
+        seen_again = relayed or (kept and str(f.evidence.get("pointer", "")).startswith("/choices/"))
+        if (f.fault in _RESPONSE_FAULTS or _undecided_response(f)) and seen_again and engine_response:
             for e in engine_response:
                 if not e.message.endswith("(reached the caller too)"):
                     e.message += " (reached the caller too)"
@@ -280,8 +290,8 @@ def _attribute_caller(
                 continue
             f.fault = Fault.GATEWAY
             f.message += " (not at the engine tap: introduced by the gateway)"
-        kept.append(f)
-    return kept
+        out.append(f)
+    return out
 
 
 def _undecided_response(f: Finding) -> bool:

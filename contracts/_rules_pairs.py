@@ -322,7 +322,10 @@ def _finish(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     ``tool_calls`` turned into ``stop`` (litellm #21041, #12240; envoyproxy/ai-gateway PR #2399). vLLM
     ends a forced (named ``tool_choice``) call with ``stop``; a gateway that says ``tool_calls``
     (LiteLLM) or Messages' ``tool_use`` there says what the answer is, and is not reported."""
+    bridged = not same_api(pair.caller, pair.engine)
     for c, e in _choices(pair):
+        if bridged and e.finish_reason == "tool_calls" and not e.calls:
+            continue  # the engine's reason contradicts its message; another API cannot say it
         if c.finish_reason != e.finish_reason and c.finish_reason != stop_meaning(e):
             yield hit(
                 f"finish_reason {e.finish_reason!r} became {c.finish_reason!r}",

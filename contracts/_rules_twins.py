@@ -87,8 +87,10 @@ def _twins(pair: TwinPair, ctx: CheckConfig) -> Iterator[Hit]:
             )
         if not strict or pair.model_fault:
             # sampled (temperature > 0): values may differ, structure and validity may not;
-            # likewise when one side's model error explains the difference
-            yield from _twin_structure(cs.calls, cp.calls, ptr)
+            # likewise when one side's model error explains the difference. Ids are the parser's on
+            # chat only: Responses and Messages servers and bridges map them (Anthropic's pattern)
+            if s.is_chat:
+                yield from _twin_structure(cs.calls, cp.calls, ptr)
             continue
         if [c.name for c in cs.calls] != [c.name for c in cp.calls]:
             yield hit(

@@ -32,6 +32,7 @@ from ._view import ExchangeView
 
 __all__ = [
     "Usage",
+    "answer_kept",
     "api_of",
     "args_value",
     "conversation",
@@ -259,6 +260,22 @@ def stop_meaning(choice: AssembledChoice) -> str | None:
     if fr in ("stop", "end_turn", "stop_sequence"):
         return "stop"
     return fr
+
+
+def answer_kept(caller: ExchangeView, engine: ExchangeView) -> bool:
+    """The caller got the answer the engine gave, choice by choice: the same text and calls (names,
+    arguments as JSON values). Ids, stop reasons and usage are each API's own spelling; reasoning
+    lost on the way is its own finding."""
+    if not (caller.ok and engine.ok) or len(caller.choices) != len(engine.choices):
+        return False
+    for c, e in zip(caller.choices, engine.choices, strict=True):
+        if (c.content or "") != (e.content or ""):
+            return False
+        if [(x.name, args_value(x.arguments)) for x in c.calls] != [
+            (x.name, args_value(x.arguments)) for x in e.calls
+        ]:
+            return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
