@@ -186,7 +186,7 @@ def _families_markdown() -> list[str]:
         "   MiniMax's `<minimax:tool_call>`): `sim/_tokens.py`, so that the simulator streams each as one token.",
         "5. `docs/rules.md`: regenerate (`wirecheck rules --markdown > docs/rules.md`).",
         "",
-        "tests/test_families.py then serves, checks and breaks the new family with no edit: it iterates",
+        "tests/contracts/test_families.py then serves, checks and breaks the new family with no edit: it iterates",
         "over the table. Nothing else changes: not the rules, the CLI, acceptance, nor the tests.",
     ]
     return out
