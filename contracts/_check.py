@@ -97,8 +97,8 @@ def _finding(r: Rule, h: Hit, exchange_id: str, tap: str) -> Finding:
 
 
 def crashed(exchange_id: str, tap: str, where: str, exc: BaseException) -> Finding:
-    """The record of an exchange the checker could not judge: one exchange never stops the others
-    , and the report says which one and why."""
+    """The record of an exchange the checker could not judge: one exchange never stops the others,
+    and the report says which one and why."""
     return Finding(
         rule=CHECK_CRASHED,
         severity=Severity.ERROR,

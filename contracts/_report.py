@@ -71,8 +71,8 @@ def render_junit(result: CheckResult, *, exchange_ids: list[str] | None = None) 
         by_ex[f.exchange_id].append(f)
     ids = exchange_ids if exchange_ids is not None else sorted(by_ex)
     # XML 1.0 forbids most C0 controls (even as references) and cannot encode lone surrogates: every
-    # value is escaped so that the file parses with a strict parser whatever the model wrote
-    #; newlines stay in element text, where they are lines of the log.
+    # value is escaped so that the file parses with a strict parser whatever the model wrote;
+    # newlines stay in element text, where they are lines of the log.
     suite = ET.Element("testsuite", name="wirecheck", tests=str(len(ids)))
     failures = 0
     for ex_id in ids:
@@ -108,8 +108,8 @@ def render_rules_markdown() -> str:
         "Each rule has a stable id, a default severity and a default fault. Attribution may change the",
         "fault of a finding: see the attribution section of the README and DESIGN.md.",
         "",
-        "Endpoints: `chat` is `/v1/chat/completions`, `responses` `/v1/responses`, `messages` `/v1/messages`",
-        ". A Responses or Messages exchange is read into the same message view as a chat completion",
+        "Endpoints: `chat` is `/v1/chat/completions`, `responses` `/v1/responses`, `messages` `/v1/messages`.",
+        "A Responses or Messages exchange is read into the same message view as a chat completion",
         "(`contracts/_apis.py`), so the tool-call, reasoning and markup rules judge all three with the same",
         "ids; the `api-*` rules judge their typed event streams.",
         "",
@@ -186,7 +186,7 @@ def _families_markdown() -> list[str]:
         "   MiniMax's `<minimax:tool_call>`): `sim/_tokens.py`, so that the simulator streams each as one token.",
         "5. `docs/rules.md`: regenerate (`wirecheck rules --markdown > docs/rules.md`).",
         "",
-        "tests/test_families.py then serves, checks and breaks the new family with no edit: it iterates",
+        "tests/contracts/test_families.py then serves, checks and breaks the new family with no edit: it iterates",
         "over the table. Nothing else changes: not the rules, the CLI, acceptance, nor the tests.",
     ]
     return out

@@ -67,8 +67,8 @@ def helper_priority() -> str:
 
 
 def yield_cpu(nice: int = 0) -> None:
-    """Put the calling thread, and the threads it starts from now on, behind forwarding for the CPU
-   : ``become_helper`` does, in each helper process.
+    """Put the calling thread, and the threads it starts from now on, behind forwarding for the CPU:
+    ``become_helper`` does, in each helper process.
 
     ``idle`` (``SCHED_IDLE``): the helper runs on the CPU time the proxy's forwarding, and everything
     else on the machine, leave. On a machine with cores to spare that is all it needs. On a saturated

@@ -69,8 +69,8 @@ async def _serve(
     bound by the supervisor); the supervisor runs the admin listener only (``serve_taps=False``)."""
     # the store's writer thread (JSON of each exchange) shares this process's GIL with forwarding: an
     # event loop woken by a socket waits for the GIL until the writer is made to yield, up to the
-    # switch interval (5 ms by default, a whole p99 budget at 64 streams). 0.5 ms bounds that wait
-    #; it costs switches only while both threads want to run.
+    # switch interval (5 ms by default, a whole p99 budget at 64 streams). 0.5 ms bounds that wait;
+    # it costs switches only while both threads want to run.
     sys.setswitchinterval(0.0005)
     metrics = Metrics()  # one registry for every tap: the admin listener serves it
     apps = [ProxyApp(cfg, store, metrics=metrics) for cfg, _, _ in run.taps]

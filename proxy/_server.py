@@ -1,5 +1,4 @@
-"""The listeners' HTTP/1.1 server side: uvicorn's httptools protocol with the bounds it lacks
-.
+"""The listeners' HTTP/1.1 server side: uvicorn's httptools protocol with the bounds it lacks.
 
 uvicorn closes idle kept-alive connections (``timeout_keep_alive``), but with its httptools protocol it
 bounds neither the request head's size nor the time a caller may take to send it, and it never times

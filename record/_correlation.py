@@ -87,8 +87,8 @@ class Correlator:
         self, headers: list[tuple[str, str]], *, caller: bool
     ) -> tuple[list[tuple[str, str]], str | None]:
         """One tap's rule on a request's headers: the headers to send on, and the correlation id to
-        record. The caller tap sends exactly one id, its own unless the caller's verifies and is new
-       ; the engine tap sends the headers as they are and records the id only when
+        record. The caller tap sends exactly one id, its own unless the caller's verifies and is new;
+        the engine tap sends the headers as they are and records the id only when
         it verifies (a forged one correlates nothing: pairing falls back to the fingerprint)."""
         ids = [v for k, v in headers if k.lower() == CORRELATION_HEADER]
         sent = ids[0] if len(ids) == 1 else None

@@ -42,7 +42,11 @@ def _in_tier(item: pytest.Item) -> bool:
 
 #: 220 tests of under a second each (14 s in all on a loaded machine): run last, they let both
 #: pytest-xdist workers finish together, where a 20-30 s test last on one left the other idle
-_TAIL = ("tests/test_families.py", "tests/test_public_api.py", "tests/contracts/test_rules.py")
+_TAIL = (
+    "tests/contracts/test_families.py",
+    "tests/wirecheck/test_public_api.py",
+    "tests/contracts/test_rules.py",
+)
 
 
 def _order(item: pytest.Item) -> tuple[bool, bool]:
@@ -106,7 +110,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[str]:
     """One real PostgreSQL server for the session (Debian's package; ./dev test installs it)."""
-    from tests.pg import postgres_server
+    from tests.support.pg import postgres_server
 
     with postgres_server() as url:
         yield url
@@ -115,6 +119,6 @@ def postgres() -> Iterator[str]:
 @pytest.fixture
 def pg_url(postgres: str) -> str:
     """A fresh, empty database on the session's server."""
-    from tests.pg import fresh_database
+    from tests.support.pg import fresh_database
 
     return fresh_database(postgres, f"wc_{os.getpid()}_{next(_db_names)}")

@@ -21,9 +21,9 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from tests.acceptance.runs import DEAD, FAST, ROOT, accept_argv, checks, run_accept
-from tests.chromium import count_color, render
-from tests.cli_batch import wirecheck_batch
-from tests.servers import run_wirecheck
+from tests.support.chromium import count_color, render
+from tests.support.cli_batch import wirecheck_batch
+from tests.support.servers import run_wirecheck
 from wirecheck.acceptance import (
     ALL_PHASES,
     AcceptanceResult,
@@ -339,7 +339,7 @@ def test_the_cli_gives_exit_codes_and_clear_errors(tmp_path: Path) -> None:
         assert proc.returncode == 1, proc.stderr
         assert "verdict: rework (partial" in proc.stdout and "compat.driver" in proc.stdout
         assert json.loads((tmp_path / "out" / "report.json").read_text())["verdict"]["decision"] == "rework"
-        # the usage errors and the probe run in one process (tests/cli_batch.py: ~2-3 s of imports per
+        # the usage errors and the probe run in one process (tests/support/cli_batch.py: ~2-3 s of imports per
         # start); the run above is the installed entry point's exit code
         logs = tmp_path / "logs"
         logs.mkdir()

@@ -13,7 +13,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from tests.acceptance.runs import FAST, accept_ci, checks, run_accept
-from tests.servers import running
+from tests.support.servers import running
 from wirecheck.acceptance import ALL_PHASES, Limits, read_startup_log
 from wirecheck.acceptance._compat import OFFICIAL_IMAGE, RECIPE_FAMILY, CompatInputs, run_compat
 from wirecheck.acceptance._verdict import checklist, decide

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.wire import completion, exchange, message, req
+from tests.support.wire import completion, exchange, message, req
 from wirecheck.acceptance._groundtruth import score_truth
 from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.acceptance.runs import accept_ci
-from tests.servers import process, wait_up
+from tests.support.servers import process, wait_up
 from wirecheck import TransportError
 from wirecheck.acceptance import CapacityPlan, LocustLoad, locustfile_path
 from wirecheck.acceptance._workload import spec

@@ -15,7 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from tests.acceptance.runs import DEAD, FAST, ROOT, accept_argv, checks, run_accept
-from tests.servers import run_wirecheck
+from tests.support.servers import run_wirecheck
 from wirecheck.acceptance import AcceptanceResult, CapacityPlan, Limits
 from wirecheck.acceptance._client import Sample, measure
 from wirecheck.acceptance._samples import load_workload, workload_data, workload_line

@@ -8,9 +8,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from tests import apiwire as aw
-from tests import wire
-from tests.wire import (
+from tests.support import apiwire as aw
+from tests.support import wire
+from tests.support.wire import (
     call,
     chunk,
     completion,

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 
-from tests import apiwire as aw
-from tests import wire
 from tests.contracts.rule_cases import (
     K2_ERR,
     OK_TOOL,
@@ -20,7 +18,9 @@ from tests.contracts.rule_cases import (
     tool_msg,
     twins,
 )
-from tests.wire import call, chunk, completion, exchange, message, req, role_chunk, tool_req
+from tests.support import apiwire as aw
+from tests.support import wire
+from tests.support.wire import call, chunk, completion, exchange, message, req, role_chunk, tool_req
 
 # rule id -> (failing case, passing case, fault of the failing case)
 PAIRS: dict[str, tuple[Case, Case, str]] = {

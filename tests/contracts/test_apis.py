@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests import apiwire as aw
+from tests.support import apiwire as aw
 from wirecheck.contracts import CheckConfig, Exchange, ExchangeError, Finding, check_exchanges
 
 RESP, MSG = "/v1/responses", "/v1/messages"

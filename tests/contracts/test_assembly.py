@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
-from tests import wire
+from tests.support import wire
 from wirecheck.contracts import assemble_stream, decode_sse
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tests import wire
-from tests.wire import call, completion, exchange, message, req, tool_req, tool_turn
+from tests.support import wire
+from tests.support.wire import call, completion, exchange, message, req, tool_req, tool_turn
 from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
 
 BAD_ARGS = completion(message(None, tool_calls=[call(args='{"city": Tokyo}')]), "tool_calls")

@@ -4,8 +4,8 @@ when the whole capture is checked at once (pairing, retries, twins and attributi
 
 from __future__ import annotations
 
-from tests import wire
-from tests.wire import call, completion, exchange, message, req, tool_req
+from tests.support import wire
+from tests.support.wire import call, completion, exchange, message, req, tool_req
 from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges
 
 BAD_ARGS = completion(message(None, tool_calls=[call(args='{"city": Tokyo}')]), "tool_calls")

@@ -12,8 +12,18 @@ from typing import Any
 
 import pytest
 
-from tests import wire
-from tests.wire import call, call_delta, chunk, completion, exchange, message, req, role_chunk, tool_req
+from tests.support import wire
+from tests.support.wire import (
+    call,
+    call_delta,
+    chunk,
+    completion,
+    exchange,
+    message,
+    req,
+    role_chunk,
+    tool_req,
+)
 from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
 
 DATA = Path(__file__).with_name("data")

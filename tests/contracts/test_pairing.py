@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests import wire
-from tests.wire import completion, exchange, message, per_frame, req, streamed, tool_req
+from tests.support import wire
+from tests.support.wire import completion, exchange, message, per_frame, req, streamed, tool_req
 from wirecheck.contracts import (
     CheckConfig,
     Chunk,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests import wire
 from tests.contracts.rule_cases import K2_ERR, SINGLE, cut_capture, run, tool_msg
 from tests.contracts.rule_cases_pairs import PAIRS
-from tests.wire import call, chunk, completion, exchange, req, role_chunk, streamed, tool_req
+from tests.support import wire
+from tests.support.wire import call, chunk, completion, exchange, req, role_chunk, streamed, tool_req
 from wirecheck.contracts import rules
 from wirecheck.contracts._view import build_view
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.wire import call, completion, exchange, message, tool_req, usage_counts
+from tests.support.wire import call, completion, exchange, message, tool_req, usage_counts
 from wirecheck.contracts import CheckConfig, check_exchanges
 
 
@@ -51,7 +51,7 @@ def test_a_complete_valid_call_that_used_the_whole_cap_is_fine() -> None:
 
 
 def _twins(stream_args: str, plain_args: str, **kw: Any) -> list[str]:
-    from tests.wire import k2_tool_stream, streamed
+    from tests.support.wire import k2_tool_stream, streamed
 
     r = tool_req(temperature=0.7, **kw)
     plain = completion(message(None, tool_calls=[call(args=plain_args)]), "tool_calls")
@@ -72,7 +72,7 @@ def test_sampled_twins_where_only_the_stream_breaks_the_json_blame_the_model_onc
     # comparison stays silent rather than report the same sample twice (the shipped example)
     assert _twins('{"city": "Osaka"', '{"city": "Tokyo"}') == []
     r = tool_req(temperature=0.7)
-    from tests.wire import k2_tool_stream, streamed
+    from tests.support.wire import k2_tool_stream, streamed
 
     plain = completion(message(None, tool_calls=[call(args='{"city": "Tokyo"}')]), "tool_calls")
     found = check_exchanges(

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from jsonschema import Draft202012Validator
 
-from tests.servers import port_open, process, run_wirecheck
+from tests.support.servers import port_open, process, run_wirecheck
 from wirecheck.contracts import CheckConfig, Exchange, HttpRequest, check_exchanges
 from wirecheck.generators import (
     SAMPLE_SET_VERSION,

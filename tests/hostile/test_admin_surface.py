@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.hostile.conftest import proxy_process, recorded
-from tests.servers import raw_server, read_request, run_wirecheck
+from tests.support.proxy_process import proxy_process, recorded
+from tests.support.servers import raw_server, read_request, run_wirecheck
 
 TOKEN = "admin-token-for-the-test"
 

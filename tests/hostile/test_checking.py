@@ -13,9 +13,9 @@ from pathlib import Path
 
 import httpx
 
-from tests.hostile._proxyproc import DEEP, alive, chat, proxy_process, spawned
-from tests.servers import run_wirecheck
-from tests.wire import call, completion, exchange, message, tool_req
+from tests.support.proctree import DEEP, alive, chat, proxy_process, spawned
+from tests.support.servers import run_wirecheck
+from tests.support.wire import call, completion, exchange, message, tool_req
 from wirecheck.contracts import write_exchanges
 
 

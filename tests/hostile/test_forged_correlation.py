@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests import wire
-from tests.hostile.conftest import proxy_process, recorded
-from tests.servers import run_wirecheck, running, wait_up
+from tests.support import wire
+from tests.support.proxy_process import proxy_process, recorded
+from tests.support.servers import run_wirecheck, running, wait_up
 from wirecheck.record import free_port
 
 PER_KIND = 12

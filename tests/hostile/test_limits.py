@@ -13,8 +13,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.hostile.conftest import proxy_process, recorded
-from tests.servers import raw_server, read_request, run_wirecheck
+from tests.support.proxy_process import proxy_process, recorded
+from tests.support.servers import raw_server, read_request, run_wirecheck
 
 MIB = 1024 * 1024
 BIG = 80 * MIB  # streamed through the proxy

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.hostile._proxyproc import alive, chat, descendants, proxy_process, spawned, wait_guarded
+from tests.support.proctree import alive, chat, descendants, proxy_process, spawned, wait_guarded
 
 
 @pytest.mark.timing  # helpers must exit within seconds

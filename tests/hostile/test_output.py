@@ -14,7 +14,7 @@ from xml.etree import ElementTree as ET
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.wire import call, completion, exchange, message, tool_req
+from tests.support.wire import call, completion, exchange, message, tool_req
 from wirecheck.contracts import (
     CheckConfig,
     Exchange,

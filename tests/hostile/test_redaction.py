@@ -15,9 +15,9 @@ from pathlib import Path
 
 import httpx
 
-from tests import wire
-from tests.cli_batch import wirecheck_batch
-from tests.servers import dual_tap, port_open, running, stop, wait_up
+from tests.support import wire
+from tests.support.cli_batch import wirecheck_batch
+from tests.support.servers import dual_tap, port_open, running, stop, wait_up
 from wirecheck.contracts import Exchange
 from wirecheck.proxy import ProxyApp, TapConfig, tap_protocol
 from wirecheck.record import Store, free_port, open_store, serve

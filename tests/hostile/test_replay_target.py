@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tests import wire
+from tests.support import wire
 from wirecheck.contracts import Exchange, InputError, write_exchanges
 from wirecheck.record import serve
 

@@ -15,9 +15,9 @@ import httpx
 import psycopg
 import pytest
 
-from tests.hostile._proxyproc import upstream
-from tests.servers import run_wirecheck
-from tests.wire import completion, exchange, req, tool_req
+from tests.support.proctree import upstream
+from tests.support.servers import run_wirecheck
+from tests.support.wire import completion, exchange, req, tool_req
 from wirecheck.proxy import AdminApp, ProxyApp, TapConfig
 from wirecheck.record import Store, StreamingASGITransport, _sqlite
 

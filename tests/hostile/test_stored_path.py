@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from tests import wire
+from tests.support import wire
 from wirecheck.proxy import ProxyApp, TapConfig, tap_protocol, to_har
 from wirecheck.record import Store, serve
 from wirecheck.sim import SimConfig, create_app

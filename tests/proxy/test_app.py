@@ -11,7 +11,7 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import wire
+from tests.support import wire
 from wirecheck.contracts import CheckConfig, check_exchanges
 from wirecheck.proxy import AdminApp, ProxyApp, TapConfig, check_pending
 from wirecheck.record import Store, StreamingASGITransport, mint_correlation, read_body

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.hostile._proxyproc import chat, spawned, upstream
-from tests.servers import port_open, running
+from tests.support.proctree import chat, spawned, upstream
+from tests.support.servers import port_open, running
 from wirecheck.proxy import HELPER_PRIORITY_ENV, helper_priority
 from wirecheck.record import Store, free_port, serve
 

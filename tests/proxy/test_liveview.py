@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests import wire
-from tests.chromium import LivePage
-from tests.servers import dual_tap, port_open, running, sim_behind_gateway, stop
+from tests.support import wire
+from tests.support.chromium import LivePage
+from tests.support.servers import dual_tap, port_open, running, sim_behind_gateway, stop
 from wirecheck.contracts import Exchange, HttpRequest
 from wirecheck.proxy import AdminApp, ProxyApp, TapConfig, check_pending, tap_protocol
 from wirecheck.proxy._liveview import LiveView, LiveViewConfig

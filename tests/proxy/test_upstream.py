@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.servers import read_request, until_closed
+from tests.support.servers import read_request, until_closed
 from wirecheck.proxy._upstream import UpstreamBroken, UpstreamTimeout, UpstreamUnreachable, make_upstream
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], object]

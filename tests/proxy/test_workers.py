@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.hostile._proxyproc import alive, descendants, spawned, wait_guarded
-from tests.servers import process
-from tests.wire import completion, message
+from tests.support.proctree import alive, descendants, spawned, wait_guarded
+from tests.support.servers import process
+from tests.support.wire import completion, message
 from wirecheck.record import Store, free_port, serve
 
 REQUESTS = 200

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import process, run_dev, tail
+from tests.support.servers import process, run_dev, tail
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL_TIMEOUT_S = 900
@@ -92,7 +92,7 @@ class Server:
             time.sleep(0.5)
 
     def stop(self) -> None:
-        # SIGTERM to the group, SIGKILL after 30 s (tests/servers.py's stop)
+        # SIGTERM to the group, SIGKILL after 30 s (tests/support/servers.py's stop)
         self._stack.close()
 
 

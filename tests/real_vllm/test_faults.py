@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests import wire
 from tests.real_vllm import traffic
 from tests.real_vllm.traffic import k2_call, k2_calls
+from tests.support import wire
 from wirecheck.record import Store
 
 TOKYO = ("functions.get_weather:0", '{"city": "Tokyo"}')

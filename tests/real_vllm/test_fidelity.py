@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests import wire
 from tests.real_vllm.fidelity import chat_shape, metrics_shape
+from tests.support import wire
 from wirecheck.record import serve
 from wirecheck.sim import SimConfig, create_app
 

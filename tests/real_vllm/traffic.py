@@ -15,7 +15,7 @@ from typing import Any
 
 import openai
 
-from tests import wire
+from tests.support import wire
 from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges
 from wirecheck.proxy import ProxyApp, TapConfig, tap_protocol
 from wirecheck.record import Store, serve

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests import wire
-from tests.servers import mitmdump, run_wirecheck
+from tests.support import wire
+from tests.support.servers import mitmdump, run_wirecheck
 from wirecheck.acceptance import run_demo
 from wirecheck.contracts import CheckConfig, InputError, check_exchanges, read_exchanges
 from wirecheck.proxy import to_har

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests import apiwire as aw
-from tests import wire
+from tests.support import apiwire as aw
+from tests.support import wire
 from wirecheck.acceptance._groundtruth import score_truth
 from wirecheck.contracts import CheckConfig, check_exchanges
 from wirecheck.sim import SIM_FAMILIES, GroundTruth, read_truth

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests import wire
-from tests.recording import post
+from tests.support import wire
+from tests.support.recording import post
 from wirecheck.contracts import CheckConfig, CheckResult, check_exchanges
 from wirecheck.sim import FAULTS
 

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests import wire
-from tests.recording import post
+from tests.support import wire
+from tests.support.recording import post
 
 REFERENCE_TYPES = {  # vllm-wire.md section 4, on the wire
     "vllm:num_requests_running": "gauge",

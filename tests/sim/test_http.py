@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from tests import wire
+from tests.support import wire
 from wirecheck.record import serve
 from wirecheck.sim import SimConfig, create_app, parse_faults
 
@@ -148,6 +148,6 @@ async def test_response_id_follows_x_request_id_and_fingerprint_tells_version(
     assert body["id"] == "chatcmpl-abc"
     assert body["system_fingerprint"].startswith("vllm-0.33.0-tp8-")
     msg = body["choices"][0]["message"]
-    # vLLM 0.33's message keys in its order, as tests/wire.py writes them out (role, content,
+    # vLLM 0.33's message keys in its order, as tests/support/wire.py writes them out (role, content,
     # refusal, annotations, audio, function_call, reasoning): no tool_calls key without calls
     assert list(msg) == list(wire.message())

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import run_wirecheck
-from tests.wire import call, completion, exchange, message, tool_req
+from tests.support.servers import run_wirecheck
+from tests.support.wire import call, completion, exchange, message, tool_req
 from wirecheck.cli import EXAMPLE, main
 from wirecheck.contracts import write_exchanges
 

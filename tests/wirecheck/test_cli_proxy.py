@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from tests import wire
-from tests.servers import dual_tap, port_open, run_wirecheck, running, sim_behind_gateway, stop
+from tests.support import wire
+from tests.support.servers import dual_tap, port_open, run_wirecheck, running, sim_behind_gateway, stop
 from wirecheck.record import free_port
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import httpx
 
-from tests import wire
-from tests.servers import run_wirecheck, running, sim_behind_gateway, wait_up
+from tests.support import wire
+from tests.support.servers import run_wirecheck, running, sim_behind_gateway, wait_up
 from wirecheck.record import free_port
 
 

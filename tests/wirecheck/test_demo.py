@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.servers import run_wirecheck
+from tests.support.servers import run_wirecheck
 
 
 def test_demo_runs_accept_through_the_taps_and_attributes_faults_to_every_side(tmp_path: Path) -> None:

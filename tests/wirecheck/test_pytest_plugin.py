@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.wire import call, completion, exchange, message, tool_req
+from tests.support.wire import call, completion, exchange, message, tool_req
 from wirecheck.contracts import write_exchanges
 from wirecheck.record import serve
 from wirecheck.sim import SimConfig, create_app, parse_faults

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests import wire
+from tests.support import wire
 from wirecheck.contracts import Chunk, Exchange, HttpRequest, HttpResponse
 
 WEATHER_FLAT = {

@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.servers import port_open, process
+from tests.support.servers import port_open, process
 from wirecheck.record import free_port
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"

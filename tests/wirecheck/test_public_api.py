@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.import_rules import violations
+from tests.support.import_rules import violations
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 def _isort_key(name: str) -> tuple[int, str]:

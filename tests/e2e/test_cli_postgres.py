@@ -13,8 +13,8 @@ from pathlib import Path
 
 import httpx
 
-from tests import wire
-from tests.servers import port_open, process, run_wirecheck, sim_behind_gateway
+from tests.support import wire
+from tests.support.servers import port_open, process, run_wirecheck, sim_behind_gateway
 from wirecheck.record import free_port
 
 N = 40

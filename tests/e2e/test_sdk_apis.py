@@ -14,9 +14,9 @@ import anthropic
 import openai
 import pytest
 
-from tests import apiwire as aw
+from tests.e2e.test_proxy import proxy
 from tests.proxy.test_app import recorded
-from tests.proxy.test_e2e import proxy
+from tests.support import apiwire as aw
 from wirecheck.contracts import CheckConfig, Finding, check_exchanges
 from wirecheck.record import Store, serve
 from wirecheck.sim import SimConfig, create_app, parse_faults

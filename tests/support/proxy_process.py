@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.servers import port_open, running, stop
+from tests.support.servers import port_open, running, stop
 from wirecheck.contracts import Exchange
 from wirecheck.record import free_port, open_store
 

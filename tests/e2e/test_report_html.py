@@ -5,8 +5,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from tests.chromium import count_color, render
-from tests.wire import call, completion, exchange, message, tool_req
+from tests.support.chromium import count_color, render
+from tests.support.wire import call, completion, exchange, message, tool_req
 from wirecheck.contracts import CheckConfig, check_exchanges, render_html
 
 EVIL = '<script>alert("x")</script><img src=x onerror=alert(1)>'

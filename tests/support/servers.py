@@ -22,7 +22,7 @@ import httpx
 
 #: mitmproxy's dump tool, installed beside this Python by the ``mitm`` extra
 MITMDUMP = Path(sys.executable).with_name("mitmdump")
-ADDON = Path(__file__).parents[1] / "proxy" / "mitm_addon.py"
+ADDON = Path(__file__).parents[2] / "proxy" / "mitm_addon.py"
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
@@ -261,7 +261,7 @@ def run_wirecheck(*args: str, timeout: float = 300.0) -> subprocess.CompletedPro
 def run_dev(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     """``./dev ARGS`` in the repository root, run once to the end: how a tier installs what it needs
     (LiteLLM, the CPU build of vLLM) the way a fresh machine does."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     return run_to_end([str(root / "dev"), *args], timeout=timeout, cwd=root)
 
 

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import openai
 
-from tests import wire
-from tests.nginx import nginx_gateway
 from tests.proxy.test_app import raw_upstream, recorded
+from tests.support import wire
+from tests.support.nginx import nginx_gateway
 from wirecheck.contracts import CheckConfig, check_exchanges
 from wirecheck.proxy import ProxyApp, TapConfig, check_pending, tap_protocol
 from wirecheck.record import Store, serve

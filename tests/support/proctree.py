@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 
-from tests.servers import port_open, running
-from tests.wire import call, completion, message
+from tests.support.servers import port_open, running
+from tests.support.wire import call, completion, message
 from wirecheck.record import free_port, read_body, serve
 
 #: arguments nested this deep stopped the checker on main (RecursionError past ~1000 levels)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import httpx
 
-from tests import wire
-from tests.servers import mitmdump, stop
+from tests.support import wire
+from tests.support.servers import mitmdump, stop
 from wirecheck.contracts import CheckConfig, check_exchanges
 from wirecheck.record import free_port, open_store, serve
 from wirecheck.sim import SimConfig, create_app

@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests import wire
-from tests.recording import post
 from tests.sim.test_app import battery
+from tests.support import wire
+from tests.support.recording import post
 from wirecheck.acceptance._compat import CompatInputs, run_compat
 from wirecheck.acceptance._run import AcceptOptions, _family
 from wirecheck.cli import main

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import process
+from tests.support.servers import process
 from wirecheck.contracts import Exchange, HttpRequest, HttpResponse, InputError
 from wirecheck.record import SCHEMA_VERSION, Store, open_store
 

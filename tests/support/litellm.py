@@ -11,10 +11,10 @@ from pathlib import Path
 
 import httpx
 
-from tests.servers import process, run_dev
+from tests.support.servers import process, run_dev
 from wirecheck.record import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LITELLM = Path(os.environ.get("WIRECHECK_LITELLM", ROOT / ".venv-litellm" / "bin" / "litellm"))
 #: `./dev test` installs LiteLLM in the background while pytest runs; `./dev litellm-install` waits for
 #: that install (a lock), or makes the venv when nothing did (a no-op once its stamp is current)

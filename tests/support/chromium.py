@@ -16,7 +16,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from tests.servers import process
+from tests.support.servers import process
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 

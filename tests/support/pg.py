@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.servers import process
+from tests.support.servers import process
 from wirecheck.record import free_port
 
 

@@ -21,9 +21,9 @@ from typing import Any
 import openai
 import pytest
 
-from tests import wire
-from tests.litellm import MASTER_KEY, litellm_gateway
-from tests.servers import port_open, running
+from tests.support import wire
+from tests.support.litellm import MASTER_KEY, litellm_gateway
+from tests.support.servers import port_open, running
 from wirecheck.contracts import CheckConfig, Exchange, build_view, check_exchanges, pair_taps
 from wirecheck.proxy import check_pending
 from wirecheck.record import Store, free_port
