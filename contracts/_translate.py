@@ -376,15 +376,19 @@ _THINKING_KEYS = ("thinking", "chat_template_kwargs", "reasoning", "reasoning_ef
 def thinking_change(caller: ExchangeView, engine: ExchangeView, default: bool | None) -> Change | None:
     """The thinking switch the caller set, lost or flipped on the way: ``chat_template_kwargs``
     dropped by a bridge brings thinking back on a model that thinks by default. ``default``: whether
-    the engine's model thinks when not told (None: not known, so only an explicit switch counts)."""
+    the engine's model thinks when not told (the family table's; None: not known). Where the engine's
+    request does not say, reasoning in its answer shows that thinking was on."""
     c, e = thinking_asked(caller.req), thinking_asked(engine.req)
+    thought = engine.ok and any(ch.reasoning for ch in engine.choices)
     rc = c if c is not None else default
-    re_ = e if e is not None else default
+    re_ = e if e is not None else True if thought else default
     if rc is None or re_ is None or rc == re_:
         return None
     where = next((k for k in _THINKING_KEYS if k in (caller.raw_req or caller.req)), "")
     said = "on" if rc else "off"
-    if e is None:
+    if e is None and thought and not rc:
+        got = "without it, and the model thought (its answer carries reasoning)"
+    elif e is None:
         got = f"without it, so the model's default ({'on' if re_ else 'off'}) applies"
     else:
         got = f"turned {'on' if re_ else 'off'}"

@@ -51,6 +51,7 @@ from ._upstream import (
     UpstreamUnreachable,
     make_upstream,
 )
+from ._version import UpstreamVersion
 
 __all__ = ["DEFAULT_REDACT", "Metrics", "ProxyApp", "TapConfig"]
 
@@ -99,6 +100,9 @@ class TapConfig:
     #: longest wait for the upstream's next byte
     read_timeout_s: float = 600.0
     extra_headers: dict[str, str] = field(default_factory=dict)
+    #: ask the upstream's GET /version once and write it on every exchange (proxy/_version.py); the
+    #: command line asks the engine's (the engine tap's upstream, or the one tap's)
+    ask_version: bool = False
 
 
 class Metrics:
@@ -171,12 +175,15 @@ class ProxyApp:
         self._upstream = make_upstream(
             up, transport=transport, connect_s=cfg.connect_timeout_s, read_s=cfg.read_timeout_s
         )
+        self._version = UpstreamVersion(self._upstream, self._base_path) if cfg.ask_version else None
         self.in_flight = 0
         #: the live checker's state for health (set by the runner)
         self.checks: Callable[[], dict[str, Any]] | None = None
         self._corr = Correlator(cfg.correlation_secret or correlation_secret())
 
     async def aclose(self) -> None:
+        if self._version is not None:
+            await self._version.aclose()
         await self._upstream.aclose()
 
     # --- ASGI --------------------------------------------------------------------------------------
@@ -333,6 +340,8 @@ class ProxyApp:
         direct: DirectBody | None = None,
     ) -> None:
         tap = self.cfg.tap
+        if self._version is not None:
+            self._version.ask()
         try:
             upstream = await self._upstream.open(method, target, headers, body)
         except UpstreamTimeout as exc:
@@ -462,6 +471,8 @@ class ProxyApp:
     def _finish(self, ex: Exchange, outcome: str) -> None:
         self.metrics.exchanges.labels(tap=self.cfg.tap, outcome=outcome).inc()
         ex.extra["_ended_mono"] = time.monotonic()
+        if self._version is not None:
+            self._version.stamp(ex)
         if self.store is not None and not self.store.put(ex):
             self.metrics.drops.inc()
 

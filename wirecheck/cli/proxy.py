@@ -85,6 +85,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="most bytes recorded per request or response body; the rest is forwarded, not kept",
     )
     x.add_argument("--max-header-size", default="64KiB", help="largest request head a caller may send (431)")
+    x.add_argument(
+        "--no-ask-version",
+        dest="ask_version",
+        action="store_false",
+        help="do not ask the engine's GET /version (asked once, written on every exchange for the "
+        "known-bug catalogue's version ranges)",
+    )
     x.set_defaults(run=_proxy)
 
 
@@ -126,13 +133,23 @@ def _proxy(args: argparse.Namespace) -> int:
         )
     taps = [
         (
-            TapConfig(upstream=args.upstream, tap=args.tap, **tap_limits),
+            # the one tap's upstream is the engine; with two taps it is the gateway
+            TapConfig(
+                upstream=args.upstream,
+                tap=args.tap,
+                ask_version=args.ask_version and not args.engine_upstream,
+                **tap_limits,
+            ),
             *hostport(args.listen, "--listen"),
         )
     ]
     if args.engine_upstream:
         engine = TapConfig(
-            upstream=args.engine_upstream, tap="engine", inject_correlation=False, **tap_limits
+            upstream=args.engine_upstream,
+            tap="engine",
+            inject_correlation=False,
+            ask_version=args.ask_version,
+            **tap_limits,
         )
         taps.append((engine, *hostport(args.engine_listen, "--engine-listen")))
     for cfg, host, _ in taps:
