@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import (  # noqa: F401 - registers rules
+    _evidence,
     _rules_answer,
     _rules_apis,
     _rules_content,
@@ -187,6 +188,10 @@ def check_exchanges(
         for r in rules("twins"):
             if r.id not in ctx.disabled:
                 per_view[id(tw.streamed)].extend(_run(r, tw, ctx, tw.streamed.id, tw.streamed.tap))
+
+    # parser, model or engine from the evidence each exchange and its twin carry (before the taps
+    # are compared: a party settled at the engine tap is the one the caller side's copy defers to)
+    _evidence.decide(views, per_view, twins)
 
     result.pairs = len(pairs)
     result.paired_by = dict(sorted(Counter(p.by for p in pairs).items()))

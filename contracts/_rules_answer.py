@@ -17,9 +17,11 @@ from collections.abc import Iterator
 
 from ._assembly import AssembledChoice
 from ._families import rows_saying
+from ._markup import TOOL_MARKUP, find_markup
 from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
 from ._rules_content import output_constraint
 from ._rules_message import _stopped_by_length
+from ._translate import usage_meaning
 from ._view import ExchangeView
 
 __all__: list[str] = []
@@ -30,17 +32,14 @@ def _empty(ch: AssembledChoice) -> bool:
 
 
 def _outside_reasoning(view: ExchangeView) -> int | None:
-    """Completion tokens not counted as reasoning (EOS included), when usage says so."""
-    if len(view.choices) != 1 or not isinstance(view.usage, dict):
+    """Completion tokens not counted as reasoning (EOS included), when usage says so (under any of
+    the three APIs' names: ``_translate.usage_meaning``)."""
+    if len(view.choices) != 1:
         return None
-    used = view.usage.get("completion_tokens")
-    details = view.usage.get("completion_tokens_details")
-    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    if not isinstance(used, int) or isinstance(used, bool):
+    usage = usage_meaning(view)
+    if usage is None or usage.completion is None:
         return None
-    if not isinstance(reasoning, int) or isinstance(reasoning, bool):
-        reasoning = 0
-    return used - reasoning
+    return usage.completion - (usage.reasoning or 0)
 
 
 def _judged(view: ExchangeView) -> bool:
@@ -87,8 +86,9 @@ _SILENT_DROPS = rows_saying(
     area="tools",
     summary="The answer ends with stop but carries no content and no tool call.",
     doc=f"""An agent gets nothing to act on. When usage shows tokens written after the reasoning, the
-    parser dropped them: {_SILENT_DROPS} without a trace, which is the model's malformed markup.
-    Without usage the cause cannot be told (fault unknown).""",
+    parser dropped them ({_SILENT_DROPS} without a trace): tokens that vanished between the model and
+    the wire are the parser's (token accounting, as ``output-tokens-vanished``). Without usage the
+    cause cannot be told (fault unknown).""",
 )
 def _answer_empty(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     if not view.ok or _judged(view):
@@ -107,11 +107,19 @@ def _answer_empty(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 severity=Severity.WARNING,
             )
         elif outside > 2:
+            # a call written inside the thinking is still on the wire (tool-call-in-reasoning says
+            # so): the tokens did not vanish, the model put them there
+            inside = find_markup(TOOL_MARKUP, ch.reasoning) is not None
             yield hit(
                 f"no content and no tool call, yet usage shows {outside} completion tokens outside the "
-                "reasoning: the parser dropped them (a Kimi K2 tool-call header without :N is dropped "
-                "silently; the model wrote malformed markup)",
+                + (
+                    "reasoning, and the reasoning holds call markup: the model called inside its thinking"
+                    if inside
+                    else "reasoning: the parser dropped them (a Kimi K2 tool-call header without :N is "
+                    "dropped silently)"
+                ),
                 ptr,
+                fault=Fault.MODEL if inside else Fault.PARSER,
             )
         elif outside == 2 or not ch.reasoning:
             yield hit("the model closed its thinking and wrote nothing: no content, no tool call", ptr)

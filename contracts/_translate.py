@@ -37,6 +37,8 @@ __all__ = [
     "args_value",
     "conversation",
     "same_api",
+    "same_or_coerced",
+    "same_output",
     "sampling",
     "stop_meaning",
     "thinking_asked",
@@ -66,6 +68,31 @@ def args_value(arguments: str) -> tuple[str, Any]:
         return ("json", bounded_loads(arguments))
     except ValueError:
         return ("text", arguments)
+
+
+def _leaf(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def same_or_coerced(a: tuple[str, Any], b: tuple[str, Any]) -> bool:
+    """The same arguments (:func:`args_value`), or the same up to vLLM 0.32's coercion of
+    non-streamed values to the schema's types (``ParserEngine._fix_arg_types``): every value reads
+    the same as text (``42`` and ``"42"``, ``true`` and ``"true"``)."""
+    if a == b:
+        return True
+    if a[0] != "json" or b[0] != "json":
+        return False
+
+    def same(x: Any, y: Any) -> bool:
+        if isinstance(x, dict) and isinstance(y, dict):
+            return x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
+        if isinstance(x, list) and isinstance(y, list):
+            return len(x) == len(y) and all(same(i, j) for i, j in zip(x, y, strict=True))
+        if isinstance(x, dict | list) or isinstance(y, dict | list):
+            return False
+        return _leaf(x) == _leaf(y)
+
+    return same(a[1], b[1])
 
 
 def _text(content: Any) -> str:
@@ -274,6 +301,27 @@ def answer_kept(caller: ExchangeView, engine: ExchangeView) -> bool:
         if [(x.name, args_value(x.arguments)) for x in c.calls] != [
             (x.name, args_value(x.arguments)) for x in e.calls
         ]:
+            return False
+    return True
+
+
+def same_output(a: ExchangeView, b: ExchangeView, *, reasoning: bool = True) -> bool:
+    """Two answers that are one output of the model, parsed twice: in every choice the same text
+    (not empty), the same reasoning (with ``reasoning``), or the same calls with the same arguments.
+    Greedy decoding is no proof: vLLM's batches change the sums enough to change a token, and the
+    answers then differ for the model's reasons, not the parser's."""
+    if not (a.ok and b.ok) or len(a.choices) != len(b.choices) or not a.choices:
+        return False
+    for x, y in zip(a.choices, b.choices, strict=True):
+        text = (x.content or "").strip()
+        thought = (x.reasoning or "").strip() if reasoning else ""
+        calls_x = [(c.name, args_value(c.arguments)) for c in x.calls]
+        calls_y = [(c.name, args_value(c.arguments)) for c in y.calls]
+        if not (
+            (text and text == (y.content or "").strip())
+            or (thought and thought == (y.reasoning or "").strip())
+            or (calls_x and calls_x == calls_y)
+        ):
             return False
     return True
 

@@ -1,5 +1,5 @@
-"""The rule catalogue's cases that need two taps, twins, or the /v1/responses and /v1/messages framing
-(the builders and the one-exchange cases are in rule_cases.py)."""
+"""The rule catalogue's cases that need two taps, twins, the /v1/responses and /v1/messages framing, or
+usage held against the wire (the builders and the one-exchange cases are in rule_cases.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,17 @@ from tests.contracts.rule_cases import (
 )
 from tests.support import apiwire as aw
 from tests.support import wire
-from tests.support.wire import call, chunk, completion, exchange, message, req, role_chunk, tool_req
+from tests.support.wire import (
+    call,
+    chunk,
+    completion,
+    exchange,
+    message,
+    req,
+    role_chunk,
+    tool_req,
+    usage_counts,
+)
 
 # rule id -> (failing case, passing case, fault of the failing case)
 PAIRS: dict[str, tuple[Case, Case, str]] = {
@@ -125,6 +135,22 @@ PAIRS: dict[str, tuple[Case, Case, str]] = {
     "stream-nonstream-mismatch": (
         twins(wire.k2_tool_stream(args='{"city": "Osaka"}'), tool_msg(call()), tool_req(temperature=0)),
         twins(wire.k2_tool_stream(), tool_msg(call()), tool_req(temperature=0)),
+        "parser",
+    ),
+    # --- token accounting: a call of ~200 tokens dropped from an answer of one short sentence
+    "output-tokens-vanished": (
+        lambda: [
+            exchange(
+                tool_req(),
+                completion(message("Let me check.", reasoning="Call the tool."), usage=usage_counts(90, 240)),
+            )
+        ],
+        lambda: [
+            exchange(
+                tool_req(),
+                completion(message("Let me check.", reasoning="Call the tool."), usage=usage_counts(90, 9)),
+            )
+        ],
         "parser",
     ),
     # --- /v1/responses and /v1/messages framing (more in test_apis.py)
