@@ -137,6 +137,7 @@ class _Assembler:
         if kind in (
             "response.output_text.delta",
             "response.reasoning_text.delta",
+            "response.reasoning_summary_text.delta",
             "response.function_call_arguments.delta",
         ):
             if not isinstance(delta, str):
@@ -145,6 +146,8 @@ class _Assembler:
             want = {
                 "response.output_text.delta": "message",
                 "response.reasoning_text.delta": "reasoning",
+                # a bridge's reasoning as the item's summary (LiteLLM's Responses bridge)
+                "response.reasoning_summary_text.delta": "reasoning",
                 "response.function_call_arguments.delta": "function_call",
             }[kind]
             if item[1] != want:
@@ -165,6 +168,7 @@ class _Assembler:
         done_text = {
             "response.output_text.done": "text",
             "response.reasoning_text.done": "text",
+            "response.reasoning_summary_text.done": "text",
             "response.function_call_arguments.done": "arguments",
         }.get(kind)
         if done_text is not None and isinstance(obj.get(done_text), str) and obj[done_text] != item[2]:
