@@ -34,7 +34,7 @@ from ._pairs import ENGINE, TapPair, TapSet, pair_taps, pair_twins
 from ._registry import REGISTRY, CheckConfig, Fault, Finding, Hit, Rule, Severity, rules
 from ._rules_limits import CHECK_CRASHED
 from ._rules_request import TRUNCATION_SAFE, truncated_sides
-from ._translate import answer_kept
+from ._translate import answer_kept, bridge_spelling
 from ._view import ExchangeView, build_view
 
 __all__ = ["CheckResult", "check_exchanges", "check_view", "crashed"]
@@ -210,7 +210,7 @@ def check_exchanges(
             _attribute_single(v, found, ctx)
         elif v is tp.caller:
             per_view[id(v)] = _attribute_caller(
-                found,
+                [f for f in found if not bridge_spelling(f.rule, tp.caller, tp.engine)],
                 per_view[id(tp.engine)],
                 relayed=_relayed_failure(tp),
                 kept=answer_kept(tp.caller, tp.engine),

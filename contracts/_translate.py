@@ -22,6 +22,7 @@ Every reading here is of a view's normal form (``ExchangeView.req`` and ``choice
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,17 +32,23 @@ from ._rules_content import output_constraint
 from ._view import ExchangeView
 
 __all__ = [
+    "Change",
+    "Turn",
     "Usage",
     "answer_kept",
     "api_of",
     "args_value",
+    "bridge_spelling",
+    "bridged_request_changes",
     "conversation",
+    "output_meaning",
     "same_api",
     "same_or_coerced",
     "same_output",
     "sampling",
     "stop_meaning",
     "thinking_asked",
+    "thinking_change",
     "token_limit",
     "tool_choice_meaning",
     "tools_meaning",
@@ -287,6 +294,26 @@ def stop_meaning(choice: AssembledChoice) -> str | None:
     if fr in ("stop", "end_turn", "stop_sequence"):
         return "stop"
     return fr
+
+
+#: Anthropic's tool_use ids (and tool_result's tool_use_id) must match this: a bridge to Messages
+#: respells vLLM's ``functions.get_weather:0``
+_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+def bridge_spelling(rule_id: str, caller: ExchangeView, engine: ExchangeView) -> bool:
+    """A caller-side finding that is only the bridge's spelling of the engine's answer in the caller's
+    API: a call id in Anthropic's id pattern where the engine's id was the model's header."""
+    return (
+        rule_id == "tool-call-id-format"
+        and caller.endpoint == "messages"
+        and not same_api(caller, engine)
+        and all(
+            c.id is not None and _ANTHROPIC_ID.match(c.id) is not None
+            for ch in caller.choices
+            for c in ch.calls
+        )
+    )
 
 
 def answer_kept(caller: ExchangeView, engine: ExchangeView) -> bool:
