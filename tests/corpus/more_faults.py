@@ -360,7 +360,6 @@ def cases() -> list[Case]:
     body = completion(
         w, message("This looks like an invoice with a total of 1,250.00 EUR."), "stop", usage(1210, 16)
     )
-    body["system_fingerprint"] = None
     out.append(
         case(
             w.case,
