@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from tests.wire import message as message  # vLLM's assistant message: the contract tests' own
 from wirecheck.contracts import Chunk, Exchange, ExchangeError, HttpRequest, HttpResponse
 
 #: 2026-01-01T00:00:00Z: every case's clock starts somewhere in the year after it
@@ -252,26 +253,6 @@ def tool_delta(call_id: str | None, name: str | None, args: str | None, *, index
 
 def tool_call(call_id: str, name: str, args: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
-
-
-def message(
-    content: str | None = None,
-    *,
-    tool_calls: list[dict[str, Any]] | None = None,
-    reasoning: str | None = None,
-) -> dict[str, Any]:
-    m: dict[str, Any] = {
-        "role": "assistant",
-        "content": content,
-        "refusal": None,
-        "annotations": None,
-        "audio": None,
-        "function_call": None,
-    }
-    if tool_calls:
-        m["tool_calls"] = tool_calls
-    m["reasoning"] = reasoning
-    return m
 
 
 def completion(
