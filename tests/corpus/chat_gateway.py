@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.wire import message
+
 from .case import Case, case
 from .wire import (
     CHAT,
@@ -20,7 +22,6 @@ from .wire import (
     error_body,
     exchange,
     function_tool,
-    message,
     role_chunk,
     sse,
     tool_delta,

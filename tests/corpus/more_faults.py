@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.wire import message
+
 from .case import Case, case
 from .wire import (
     CHAT,
@@ -18,7 +20,6 @@ from .wire import (
     exchange,
     flat_tool,
     function_tool,
-    message,
     role_chunk,
     sse,
     tool_call,

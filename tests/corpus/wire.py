@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.wire import message as message  # vLLM's assistant message: the contract tests' own
 from wirecheck.contracts import Chunk, Exchange, ExchangeError, HttpRequest, HttpResponse
 
 #: 2026-01-01T00:00:00Z: every case's clock starts somewhere in the year after it
