@@ -12,8 +12,8 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from tests import wire
-from tests.wire import call, completion, exchange, message, req, tool_req
+from tests.support import wire
+from tests.support.wire import call, completion, exchange, message, req, tool_req
 from wirecheck.cli import main
 from wirecheck.contracts import (
     KNOWN_BUGS,

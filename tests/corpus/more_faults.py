@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.wire import message
+from tests.support.wire import message
 
 from .case import Case, case
 from .wire import (
