@@ -5,6 +5,7 @@ Pure: bytes and JSON in, findings out. Imports no other wirecheck package (DESIG
 """
 
 from ._assembly import AssembledCall, AssembledChoice, AssembledStream, StreamAnomaly, assemble_stream
+from ._bugs import KnownBug, server_version
 from ._check import CheckResult, check_exchanges, check_view
 from ._errors import ConfigError, InputError
 from ._exchange import (
@@ -30,6 +31,7 @@ from ._families import (
 )
 from ._json import JsonLimitError
 from ._json import loads as bounded_loads
+from ._known_bugs import KNOWN_BUGS
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP
 from ._pairs import TapPair, TapSet, TwinPair, pair_taps, pair_twins, request_fingerprint
 from ._redact import DEFAULT_REDACTION, REDACTED, Redaction
@@ -62,6 +64,7 @@ __all__ = [
     "FAMILY_NAMES",
     "FORMAT_VERSION",
     "GENERIC",
+    "KNOWN_BUGS",
     "REASONING_MARKUP",
     "REDACTED",
     "REGISTRY",
@@ -94,6 +97,7 @@ __all__ = [
     "HttpResponse",
     "InputError",
     "JsonLimitError",
+    "KnownBug",
     "Redaction",
     "Rule",
     "SSEAnomaly",
@@ -130,6 +134,7 @@ __all__ = [
     "request_fingerprint",
     "rule",
     "rules",
+    "server_version",
     "unknown_family_note",
     "write_exchanges",
 ]

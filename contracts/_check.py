@@ -29,7 +29,9 @@ from . import (  # noqa: F401 - registers rules
     _rules_twins,
 )
 from ._apis import API_ENDPOINTS
+from ._bugs import name_known_bugs
 from ._exchange import Exchange
+from ._known_bugs import KNOWN_BUGS
 from ._pairs import ENGINE, TapPair, TapSet, pair_taps, pair_twins
 from ._registry import REGISTRY, CheckConfig, Fault, Finding, Hit, Rule, Severity, rules
 from ._rules_limits import CHECK_CRASHED
@@ -235,6 +237,10 @@ def check_exchanges(
                     # is read into (contracts/_apis.py), not into its own body: say so
                     f.evidence["view"] = "chat"
         result.findings.extend(per_view[id(v)])
+    # after attribution: a catalogue entry that explains a finding names itself there
+    name_known_bugs(
+        result.findings, {v.id: v for v in views}, KNOWN_BUGS, configured_version=ctx.server_version
+    )
     return result
 
 

@@ -67,9 +67,12 @@ class Finding:
     exchange_id: str
     tap: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    #: the upstream bug that explains this finding (contracts/_known_bugs.py): id, url, party,
+    #: fixed_in, status (affected | version-unknown), version; None when no entry matches
+    known_bug: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "exchange_id": self.exchange_id,
             "tap": self.tap,
             "rule": self.rule,
@@ -78,6 +81,9 @@ class Finding:
             "message": self.message,
             "evidence": self.evidence,
         }
+        if self.known_bug is not None:
+            out["known_bug"] = self.known_bug
+        return out
 
 
 @dataclass(slots=True)
@@ -200,6 +206,9 @@ class CheckConfig:
     buffer_min_span_ms: float = 50.0
     #: rules to leave out, by id
     disabled: frozenset[str] = frozenset()
+    #: the vLLM version behind the exchanges when the wire does not say it (``/version``); placed
+    #: against the known-bug catalogue's version ranges
+    server_version: str | None = None
 
     def __post_init__(self) -> None:
         if self.family not in FAMILY_CHOICES:

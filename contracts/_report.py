@@ -9,12 +9,20 @@ from xml.etree import ElementTree as ET
 
 from ._check import CheckResult
 from ._families import FAMILIES, GENERIC
+from ._known_bugs import KNOWN_BUGS
 from ._registry import Finding, rules
 from ._rules_apis import rule_endpoints
 from ._rules_limits import RECORDS
 from ._text import escape_surrogates, printable
 
-__all__ = ["render_json", "render_junit", "render_rules_markdown", "render_text"]
+__all__ = [
+    "known_bug_line",
+    "known_bugs_markdown",
+    "render_json",
+    "render_junit",
+    "render_rules_markdown",
+    "render_text",
+]
 
 _ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -39,6 +47,8 @@ def render_text(result: CheckResult, *, color: bool = False) -> str:
         lines.append(f"        {printable(f.message)}")
         if "excerpt" in f.evidence:
             lines.append(f"        > {printable(f.evidence['excerpt'])}")
+        if f.known_bug is not None:
+            lines.append(f"        known bug: {printable(known_bug_line(f.known_bug))}")
     s = result.summary()
     by_sev = s["by_severity"]
     lines.append(
@@ -88,12 +98,21 @@ def render_junit(result: CheckResult, *, exchange_ids: list[str] | None = None) 
                 type=errs[0].rule,
             )
             fail.text = "\n".join(
-                printable(f"{f.rule} [{f.fault}] {f.message} at {f.evidence.get('pointer', '')}")
+                printable(
+                    f"{f.rule} [{f.fault}] {f.message} at {f.evidence.get('pointer', '')}"
+                    + (f" (known bug: {known_bug_line(f.known_bug)})" if f.known_bug else "")
+                )
                 for f in errs
             )
         if rest:
             out = ET.SubElement(case, "system-out")
-            out.text = "\n".join(printable(f"{f.severity} {f.rule} [{f.fault}] {f.message}") for f in rest)
+            out.text = "\n".join(
+                printable(
+                    f"{f.severity} {f.rule} [{f.fault}] {f.message}"
+                    + (f" (known bug: {known_bug_line(f.known_bug)})" if f.known_bug else "")
+                )
+                for f in rest
+            )
     suite.set("failures", str(failures))
     suite.set("errors", "0")
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
@@ -143,6 +162,8 @@ def render_rules_markdown() -> str:
         out.append(f"- `{rid}`: {what}")
     out.append("")
     out += _families_markdown()
+    out.append("")
+    out += known_bugs_markdown()
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -189,4 +210,47 @@ def _families_markdown() -> list[str]:
         "tests/contracts/test_families.py then serves, checks and breaks the new family with no edit: it iterates",
         "over the table. Nothing else changes: not the rules, the CLI, acceptance, nor the tests.",
     ]
+    return out
+
+
+def known_bug_line(bug: dict[str, Any]) -> str:
+    """One line for a finding's ``known_bug``: id, party, fixed version, link."""
+    fixed = f"fixed in {bug['fixed_in']}" if bug.get("fixed_in") else "no fixed release known"
+    where = ""
+    if bug.get("status") == "affected":
+        where = f"; this server ({bug.get('version')}) is affected"
+    elif bug.get("fixed_in"):
+        where = f"; applies if the server is older than {bug['fixed_in']}"
+    return f"{bug['id']} ({bug['party']}, {fixed}{where}) {bug['url']}"
+
+
+def known_bugs_markdown() -> list[str]:
+    """The known-bug catalogue (contracts/_known_bugs.py) for docs/rules.md."""
+    out = [
+        "## Known bugs",
+        "",
+        "One entry per upstream issue or pull request (`contracts/_known_bugs.py`; `wirecheck rules",
+        "--known-bugs` lists them). After the rules ran, a finding that an entry explains (one of its rules,",
+        "and the exchange matches its predicate) carries `known_bug`: the link, the party, the fixed version,",
+        "and whether the server is affected. The version is read off the wire (vLLM's `system_fingerprint`,",
+        "written since 0.20; LiteLLM's `x-litellm-version` header) or given (`check --server-version`,",
+        "an exchange's `server_version`). Inside the range, and with the bug's own signature on the exchange",
+        "(its bytes or its triggering request), the finding takes the entry's party; outside the range",
+        "nothing is said; with no version the finding names the bug conditionally.",
+        "",
+        "| id | party | product | affected | shape on the wire | rules |",
+        "|---|---|---|---|---|---|",
+    ]
+    for b in KNOWN_BUGS:
+        if b.fixed_in:
+            span = f"{b.since or '…'} to <{b.fixed_in}"
+        elif b.fixed:
+            span = f"{b.since or '…'} to a fix (release not determined)"
+        else:
+            span = f"{b.since or '…'} and later (open)"
+        rules_cell = ", ".join(f"`{r}`" for r in b.rules)
+        out.append(
+            f"| [{b.id}]({b.url}) | {b.party} | {b.product} | {_cell(span)} | {_cell(b.title)}: "
+            f"{_cell(b.shape)} | {rules_cell} |"
+        )
     return out

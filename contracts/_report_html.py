@@ -16,6 +16,7 @@ from ._check import CheckResult
 from ._exchange import Exchange
 from ._json import loads as bounded_loads
 from ._redact import DEFAULT_REDACTION, Redaction
+from ._report import known_bug_line
 from ._text import printable
 from ._view import build_view
 
@@ -57,10 +58,16 @@ def render_html(
     for f in result.findings:
         by_ex.setdefault(f.exchange_id, []).append(f.rule)
         excerpt = f.evidence.get("excerpt", "")
+        bug = ""
+        if f.known_bug is not None:
+            bug = (
+                f'<br>known bug <a href="{_e(f.known_bug["url"])}">{_e(f.known_bug["id"])}</a>: '
+                f"{_e(known_bug_line(f.known_bug))}"
+            )
         rows.append(
             f'<tr class="{_e(f.severity)}"><td>{_e(f.severity)}</td><td><code>{_e(f.rule)}</code></td><td>{_e(f.fault)}</td>'
             f'<td><a href="#ex-{_e(f.exchange_id)}">{_e(_label(f.tap, f.exchange_id))}</a></td><td>{_e(f.message)}'
-            f"{'<br><code>' + _e(excerpt) + '</code>' if excerpt else ''}</td><td><code>{_e(f.evidence.get('pointer', ''))}</code></td></tr>"
+            f"{'<br><code>' + _e(excerpt) + '</code>' if excerpt else ''}{bug}</td><td><code>{_e(f.evidence.get('pointer', ''))}</code></td></tr>"
         )
     faults = Counter(str(f.fault) for f in result.findings)
     summary = "".join(f"<span>{_e(k)}: {v}</span>" for k, v in sorted(faults.items()))

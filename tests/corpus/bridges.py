@@ -166,7 +166,7 @@ def cases() -> list[Case]:
                 (_chat_req(w.model, prompt), engine),
             ),
             party="gateway",
-            rules=("gateway-*", "api-*"),
+            rules=("gateway-*", "api-*", "tool-call-shape", "finish-reason-mismatch"),
             what="LiteLLM's Messages bridge turns text into empty input_json_delta events",
         )
     )

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.support.wire import message
+
 from .case import Case, case
 from .wire import (
     CHAT,
@@ -20,7 +22,6 @@ from .wire import (
     error_body,
     exchange,
     function_tool,
-    message,
     role_chunk,
     sse,
     tool_delta,
@@ -243,6 +244,57 @@ def cases() -> list[Case]:
             party="gateway",
             rules=("gateway-finish-reason-changed", "finish-reason-missing"),
             what="LiteLLM loses finish_reason on streams that carry logprobs",
+        )
+    )
+
+    # https://github.com/langchain-ai/langchain/issues/34751: an agent replays its history with
+    # Responses-style content blocks ({"type": "output_text"}) on chat completions; vLLM (gpt-oss-120b,
+    # behind LiteLLM's hosted_vllm provider) refuses them with a validation error that LiteLLM relays.
+    w = Wire("caller-output-text-blocks-in-chat-history", "openai/gpt-oss-120b", "0.14.0")
+    history = [
+        {"role": "user", "content": "Tell me a fun fact about octopuses."},
+        {
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "They have three hearts.", "annotations": []}],
+        },
+        {"role": "user", "content": "Another one, please."},
+    ]
+    detail = (
+        "3 validation errors for ValidatorIterator\n0.ChatCompletionContentPartTextParam.type\n  Input should "
+        "be 'text' [type=literal_error, input_value='output_text', input_type=str]"
+    )
+    engine_body = error_body(detail, 400, "BadRequestError")
+    caller_body = {
+        "error": {
+            "message": f"litellm.BadRequestError: Hosted_vllmException - {detail}. Received Model "
+            "Group=gpt-oss-120b\nAvailable Model Group Fallbacks=None",
+            "type": None,
+            "param": None,
+            "code": "400",
+        }
+    }
+    out.append(
+        case(
+            w.case,
+            sources="https://github.com/langchain-ai/langchain/issues/34751",
+            api="chat",
+            exchanges=[
+                exchange(
+                    w,
+                    CHAT,
+                    {"model": "gpt-oss-120b", "messages": history},
+                    caller_body,
+                    tap="caller",
+                    status=400,
+                    headers=[("content-type", "application/json")],
+                ),
+                exchange(
+                    w, CHAT, {"model": w.model, "messages": history}, engine_body, status=400, offset_ms=18
+                ),
+            ],
+            party="caller",
+            rules=("http-client-error", "request-*"),
+            what="Responses-style content blocks in a chat history are refused",
         )
     )
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.support.wire import message
+
 from .case import Case, case
 from .wire import (
     CHAT,
@@ -17,7 +19,6 @@ from .wire import (
     completion,
     exchange,
     function_tool,
-    message,
     role_chunk,
     sse,
     tool_call,

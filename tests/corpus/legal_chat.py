@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.support.wire import message
+
 from .case import Case, case
 from .chat_gateway import LITELLM_SSE, litellm_chunk
 from .wire import (
@@ -18,7 +20,6 @@ from .wire import (
     completion,
     exchange,
     function_tool,
-    message,
     role_chunk,
     sse,
     tool_call,

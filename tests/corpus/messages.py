@@ -281,6 +281,31 @@ def cases() -> list[Case]:
         )
     )
 
+    # vLLM's AnthropicThinkingConfigEnabled declares budget_tokens >= 1024, as Anthropic documents it:
+    # a smaller budget is refused with a 400 before generation, in vLLM's own error shape.
+    w = Wire("messages-thinking-budget-below-minimum", "Qwen/Qwen3-32B", "0.32.0")
+    req = _req(w.model, "Is 1001 divisible by 7?", thinking={"type": "enabled", "budget_tokens": 512})
+    msg = (
+        "1 validation error:\n  {'type': 'greater_than_equal', 'loc': ('body', 'thinking', 'enabled', "
+        "'budget_tokens'), 'msg': 'Input should be greater than or equal to 1024', 'input': 512}"
+    )
+    body = {"error": {"message": msg, "type": "Bad Request", "param": None, "code": 400}}
+    out.append(
+        case(
+            w.case,
+            sources=(
+                "https://github.com/vllm-project/vllm/blob/main/vllm/entrypoints/anthropic/protocol.py",
+                "https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking",
+            ),
+            api="messages",
+            exchanges=[exchange(w, MESSAGES, req, body, status=400)],
+            party="caller",
+            rules=("http-client-error", "request-*"),
+            what="a thinking budget under 1024 tokens is refused",
+            direct=True,
+        )
+    )
+
     # --- legal shapes -------------------------------------------------------------------------------
 
     w = Wire("legal-messages-thinking-then-tool-use-stream", "moonshotai/Kimi-K2-Thinking", "0.32.0", tp=8)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.support.wire import message
+
 from .case import Case, case
 from .wire import (
     CHAT,
@@ -18,7 +20,6 @@ from .wire import (
     exchange,
     flat_tool,
     function_tool,
-    message,
     role_chunk,
     sse,
     tool_call,
@@ -360,7 +361,6 @@ def cases() -> list[Case]:
     body = completion(
         w, message("This looks like an invoice with a total of 1,250.00 EUR."), "stop", usage(1210, 16)
     )
-    body["system_fingerprint"] = None
     out.append(
         case(
             w.case,

@@ -271,6 +271,53 @@ def cases() -> list[Case]:
         )
     )
 
+    # https://github.com/vllm-project/vllm/issues/54224: input_item_parsing backfills a synthetic id only
+    # when the key is absent; an explicit "id": null on an assistant message (which OpenAI accepts) fails
+    # validation and the client gets a 400 with a long validation dump.
+    w = Wire("responses-explicit-null-item-id-refused", "Qwen/Qwen3-32B", "0.27.0")
+    req = {
+        "model": w.model,
+        "input": [
+            {
+                "type": "message",
+                "role": "developer",
+                "content": [{"type": "input_text", "text": "Be brief."}],
+            },
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "Name a river in Spain."}],
+            },
+            {
+                "type": "message",
+                "role": "assistant",
+                "id": None,
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "The Ebro.", "annotations": []}],
+            },
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Another one?"}]},
+        ],
+    }
+    msg = (
+        "2 validation errors for ResponsesRequest\ninput.list[...].3.ResponseOutputMessage.id\n  Input should be "
+        "a valid string [type=string_type, input_value=None, input_type=NoneType]"
+    )
+    out.append(
+        case(
+            w.case,
+            sources=(
+                "https://github.com/vllm-project/vllm/issues/54224",
+                "https://github.com/UKGovernmentBEIS/inspect_ai/pull/5109",
+            ),
+            api="responses",
+            exchanges=[exchange(w, RESPONSES, req, error_body(msg, 400, "BadRequestError"), status=400)],
+            party="engine",
+            rules=("http-client-error",),
+            what="vLLM refuses an explicit null id that OpenAI accepts",
+            direct=True,
+        )
+    )
+
     # --- legal shapes -------------------------------------------------------------------------------
 
     # an empty tools list is legal on /v1/responses: vLLM sets tool_choice to none and answers

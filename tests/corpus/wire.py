@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -70,7 +71,11 @@ class Wire:
         return f"chatcmpl-{self.hex('cid')}"
 
     @property
-    def fingerprint(self) -> str:
+    def fingerprint(self) -> str | None:
+        """``system_fingerprint`` as the server writes it; None before vLLM 0.20, which added it
+        (https://github.com/vllm-project/vllm/pull/40537): older servers leave the version off the wire."""
+        if _release(self.version) < (0, 20):
+            return None
         tp = f"-tp{self.tp}" if self.tp else ""
         return f"vllm-{self.version}{tp}-{self.hex('fp', 8)}"
 
@@ -81,6 +86,11 @@ class Wire:
     def call_id(self, n: int = 0) -> str:
         """A Responses ``call_id`` for a parser that writes none (``call_<16 hex>``)."""
         return f"call_{self.hex(f'call{n}')}"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    head = re.match(r"\d+(\.\d+)*", version)
+    return tuple(int(p) for p in head.group(0).split(".")) if head else ()
 
 
 # --- exchanges ---------------------------------------------------------------------------------------
@@ -158,7 +168,7 @@ def chunk(
     }
     if usage is not None:
         out["usage"] = usage
-    if fingerprint:
+    if fingerprint and w.fingerprint is not None:
         out["system_fingerprint"] = w.fingerprint
     out["kv_transfer_params"] = None
     return out
@@ -197,15 +207,17 @@ def usage(prompt: int, completion: int, reasoning: int | None = None) -> dict[st
 
 
 def usage_chunk(w: Wire, prompt: int, completion: int, reasoning: int | None = None) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "id": w.cid,
         "object": "chat.completion.chunk",
         "created": w.created,
         "model": w.model,
         "choices": [],
         "usage": usage(prompt, completion, reasoning),
-        "system_fingerprint": w.fingerprint,
     }
+    if w.fingerprint is not None:
+        out["system_fingerprint"] = w.fingerprint
+    return out
 
 
 def sse(*objs: Any, done: bool = True) -> list[bytes]:
@@ -240,26 +252,6 @@ def tool_delta(call_id: str | None, name: str | None, args: str | None, *, index
 
 def tool_call(call_id: str, name: str, args: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
-
-
-def message(
-    content: str | None = None,
-    *,
-    tool_calls: list[dict[str, Any]] | None = None,
-    reasoning: str | None = None,
-) -> dict[str, Any]:
-    m: dict[str, Any] = {
-        "role": "assistant",
-        "content": content,
-        "refusal": None,
-        "annotations": None,
-        "audio": None,
-        "function_call": None,
-    }
-    if tool_calls:
-        m["tool_calls"] = tool_calls
-    m["reasoning"] = reasoning
-    return m
 
 
 def completion(

@@ -45,7 +45,10 @@ def test_error_finding_exits_1_and_json_has_the_documented_shape(
     out = json.loads(capsys.readouterr().out)
     assert out["exchanges"] == 1
     [f] = out["findings"]
-    assert set(f) == {"exchange_id", "tap", "rule", "severity", "fault", "message", "evidence"}
+    # known_bug: the catalogue entry that explains the finding (a K2 call to an undeclared tool, on a
+    # server whose system_fingerprint says 0.33.0)
+    assert set(f) == {"exchange_id", "tap", "rule", "severity", "fault", "message", "evidence", "known_bug"}
+    assert (f["known_bug"]["id"], f["known_bug"]["status"]) == ("k2vv-schema-accuracy", "affected")
     assert (f["exchange_id"], f["rule"], f["severity"]) == ("x1", "tool-call-undeclared", "error")
     assert out["summary"]["by_rule"] == {"tool-call-undeclared": 1}
     assert out["summary"]["by_fault"] == {"unknown": 1}  # engine tap missing for a caller tap

@@ -40,8 +40,9 @@ def test_contracts_exports_stay_as_documented() -> None:
     # 65, less the error tree's WirecheckError, UsageError and TransportError (moved to the front
     # door), plus the family table's FAMILIES, FAMILY_CHOICES, FAMILY_NAMES, GENERIC,
     # Family, detect_family and unknown_family_note; the redaction policy (DEFAULT_REDACTION, REDACTED,
-    # Redaction) and bounded parsing (JsonLimitError, bounded_loads, printable); the TapSet
-    assert len(c.__all__) == 76
+    # Redaction) and bounded parsing (JsonLimitError, bounded_loads, printable); the TapSet; the
+    # known-bug catalogue (KNOWN_BUGS, KnownBug) and the version-on-the-wire reader (server_version)
+    assert len(c.__all__) == 79
     for name in (
         "Exchange",
         "Finding",

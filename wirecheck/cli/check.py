@@ -10,6 +10,7 @@ from wirecheck._errors import WirecheckError
 from wirecheck.contracts import (
     FAMILY_CHOICES,
     GENERIC,
+    KNOWN_BUGS,
     CheckConfig,
     Exchange,
     Finding,
@@ -70,11 +71,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c.add_argument(
         "--disable", action="append", default=[], metavar="RULE", help="leave a rule out (repeatable)"
     )
+    c.add_argument(
+        "--server-version",
+        metavar="VERSION",
+        help="the vLLM version behind the capture, when its system_fingerprint does not say (GET /version): "
+        "held against the known-bug catalogue's version ranges",
+    )
     redact_option(c)
     c.set_defaults(run=_check)
 
     r = sub.add_parser("rules", help="list the rule catalogue")
     r.add_argument("--markdown", action="store_true", help="print docs/rules.md")
+    r.add_argument(
+        "--known-bugs",
+        action="store_true",
+        help="list the known-bug catalogue: upstream issues, the rules their wire shape trips, party, versions",
+    )
     r.set_defaults(run=_rules)
 
     e = sub.add_parser("export", help="export a store as exchange JSONL or HAR")
@@ -125,6 +137,7 @@ def _check(args: argparse.Namespace) -> int:
         expect_reasoning=args.expect_reasoning,
         direct=args.direct,
         disabled=frozenset(args.disable),
+        server_version=args.server_version,
     )
     notes: list[Finding] = []
     exchanges = load(files, notes)
@@ -175,6 +188,15 @@ def _unknown_models(exchanges: list[Exchange]) -> list[str]:
 
 
 def _rules(args: argparse.Namespace) -> int:
+    if args.known_bugs:
+        for b in KNOWN_BUGS:
+            fixed = b.fixed_in or ("fixed, release not determined" if b.fixed else "open")
+            since = f"since {b.since}, " if b.since else ""
+            print(f"{b.id:30} {b.party!s:8} {b.product:8} {since}fixed: {fixed}")
+            print(f"    {b.title}")
+            print(f"    rules: {', '.join(b.rules)}")
+            print(f"    {b.url}")
+        return 0
     if args.markdown:
         sys.stdout.write(render_rules_markdown())
         return 0
