@@ -277,7 +277,7 @@ def test_a_tool_description_lost_on_the_way_is_found_and_one_moved_is_not() -> N
     bare = json.loads(json.dumps(CHAT_TOOLS))
     del bare[0]["function"]["description"]
     [msg] = messages([caller, chat(chat_req(tools=bare), engine_call(), 15)])
-    assert msg == "tool get_weather: description changed on the way to the engine"
+    assert msg.startswith("tool get_weather: description changed on the way to the engine")
 
 
 # --- pairing -------------------------------------------------------------------------------------

@@ -334,7 +334,7 @@ def cases() -> list[Case]:
                 RESPONSES,
                 (
                     {"model": alias, "input": prompt, "stream": True},
-                    _litellm_responses(w, alias, prompt, text="Red."),
+                    _litellm_responses(w, alias, prompt, text="Red.", usage=(13, 2)),
                 ),
                 (_chat_req(w.model, prompt), engine),
             ),
@@ -360,6 +360,7 @@ def cases() -> list[Case]:
         prompt,
         call=("functions.save_note:0", "save_note", '{"title": "Call mum", "body": "Sunday"}'),
         tools=[flat_tool(NOTES)],
+        usage=(98, 21),
     )
     out.append(
         case(
@@ -387,9 +388,11 @@ def _litellm_responses(
     text: str | None = None,
     call: tuple[str, str, str] | None = None,
     tools: list[Any] | None = None,
+    usage: tuple[int, int] = (12, 9),
 ) -> list[bytes]:
     """The caller side of LiteLLM's Responses bridge: typed events with sequence numbers, a message
-    item (``msg_`` id) and/or a function_call item, ``response.completed`` repeating them."""
+    item (``msg_`` id) and/or a function_call item, ``response.completed`` repeating them with the
+    engine's usage (``usage``: its prompt and completion tokens; LiteLLM 1.108 keeps them)."""
     rid = f"resp_{w.hex('litellm-resp')}"
     events: list[dict[str, Any]] = []
 
@@ -519,7 +522,7 @@ def _litellm_responses(
                 **base,
                 "status": "completed",
                 "output": output,
-                "usage": {"input_tokens": 12, "output_tokens": 9, "total_tokens": 21},
+                "usage": {"input_tokens": usage[0], "output_tokens": usage[1], "total_tokens": sum(usage)},
             },
         }
     )
