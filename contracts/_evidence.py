@@ -13,8 +13,9 @@ otherwise, and this pass reads it after the rules ran (and before the two taps a
   parser tripping over the model's output (``pop from empty list``, ``Expecting value``), are the
   parser's;
 - **the twin.** The same request streamed and not, with evidence of one output (the same text,
-  reasoning or calls: greedy decoding alone is not, vLLM's batching changes tokens): a fault one side
-  shows and the other does not is that side's parser's. vLLM
+  reasoning or calls, and as many completion tokens: greedy decoding alone is not, vLLM's batching
+  changes tokens, and a sample that diverges after the reasoning writes another answer): a fault one
+  side shows and the other does not is that side's parser's. vLLM
   0.32 coerces non-streamed arguments to the schema's types (``42`` to ``"42"``) and not streamed
   ones, so a schema finding that coercion explains stays the model's;
 - **token accounting.** ``usage`` counts the tokens the model wrote; what reached the wire holds at
@@ -304,7 +305,7 @@ def _value_decision(view: ExchangeView, f: Finding) -> tuple[Fault, str] | None:
 def _twin_decisions(tw: TwinPair, streamed: list[Finding], plain: list[Finding]) -> None:
     """One output, two parses: what one side shows and the other does not is that side's parser's."""
     s, p = tw.streamed, tw.plain
-    if not same_output(s, p):
+    if not (same_output(s, p) and _same_length(s, p)):
         return
     names = [[c.name for c in ch.calls] for ch in s.choices] == [
         [c.name for c in ch.calls] for ch in p.choices
@@ -324,6 +325,14 @@ def _twin_decisions(tw: TwinPair, streamed: list[Finding], plain: list[Finding])
             _settle(
                 f, Fault.PARSER, f"the {twin} twin of the same output does not show it: the {side} parser"
             )
+
+
+def _same_length(a: ExchangeView, b: ExchangeView) -> bool:
+    """Both sides count the same completion tokens: with the same text before it, the part that
+    differs was written alike too (sampling that diverged after the reasoning writes other tokens,
+    and rarely as many). A stream without usage leaves nothing to tell."""
+    ua, ub = usage_meaning(a), usage_meaning(b)
+    return ua is not None and ub is not None and ua.completion is not None and ua.completion == ub.completion
 
 
 def _coerced(tw: TwinPair) -> bool:

@@ -112,15 +112,26 @@ def test_a_responses_stream_cut_inside_a_call_is_the_parsers_and_one_cut_before_
 
 
 def twins(
-    streamed_args: str, plain_args: str, *, reasoning: tuple[str, str] = ("Call it.", "Call it.")
+    streamed_args: str,
+    plain_args: str,
+    *,
+    reasoning: tuple[str, str] = ("Call it.", "Call it."),
+    used: tuple[int | None, int] = (20, 20),
 ) -> list[Any]:
+    """A streamed answer (with usage when ``used[0]`` is given) and its non-streamed twin."""
     rq = tool_req()
     objs = wire.k2_tool_stream(args=streamed_args)
     objs.insert(1, chunk({"reasoning": reasoning[0]}))
+    srq = dict(rq)
+    if used[0] is not None:
+        objs.append(wire.usage_chunk(12, used[0]))
+        srq["stream_options"] = {"include_usage": True}
     plain = completion(
-        message(None, tool_calls=[call(args=plain_args)], reasoning=reasoning[1]), "tool_calls"
+        message(None, tool_calls=[call(args=plain_args)], reasoning=reasoning[1]),
+        "tool_calls",
+        usage=wire.usage_counts(12, used[1]),
     )
-    return [streamed(rq, objs), exchange(rq, plain)]
+    return [streamed(srq, objs), exchange(rq, plain)]
 
 
 def test_broken_arguments_only_in_the_stream_of_one_output_are_the_streaming_parsers() -> None:
@@ -133,11 +144,16 @@ def test_broken_arguments_on_both_sides_stay_the_models() -> None:
     assert got == {("tool-call-args-invalid-json", "model")}
 
 
-def test_two_samples_with_other_reasoning_are_two_outputs_and_decide_nothing() -> None:
-    got = faults(
-        *twins('{"city": Tokyo}', '{"city": "Tokyo"}', reasoning=("Hm.", "Call it.")),
-        rule="tool-call-args-invalid-json",
-    )
+@pytest.mark.parametrize(
+    "other",
+    [
+        {"reasoning": ("Hm.", "Call it.")},  # other reasoning: another sample
+        {"used": (24, 20)},  # as long a reasoning, another count of tokens: it diverged after it
+        {"used": (None, 20)},  # a stream without usage leaves nothing to tell
+    ],
+)
+def test_without_evidence_of_one_output_twins_decide_nothing(other: dict[str, Any]) -> None:
+    got = faults(*twins('{"city": Tokyo}', '{"city": "Tokyo"}', **other), rule="tool-call-args-invalid-json")
     assert got == {("tool-call-args-invalid-json", "model")}
 
 
