@@ -437,18 +437,18 @@ def _retried(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
 
 @rule("taps-unpaired", fault=Fault.UNKNOWN, severity=Severity.WARNING, scope="set", area="gateway")
 def _unpaired(tap_set: TapSet, ctx: CheckConfig) -> Iterator[Hit]:
-    """Both taps recorded chat requests and none could be paired: nothing between them was compared.
+    """Both taps recorded chat, Responses or Messages requests and none could be paired: nothing between them was compared.
 
     Pairing uses the correlation id, then the chat completion id, then a request fingerprint and
     time (a gateway that dropped the header left the check silent about the gateway)."""
     if tap_set.pairs:
         return
-    callers = [v for v in tap_set.views if v.tap == CALLER and v.is_chat]
-    engines = [v for v in tap_set.views if v.tap == ENGINE and v.is_chat]
+    callers = [v for v in tap_set.views if v.tap == CALLER and v.is_agent]
+    engines = [v for v in tap_set.views if v.tap == ENGINE and v.is_agent]
     if not callers or not engines:
         return
     h = hit(
-        f"{len(callers)} caller and {len(engines)} engine chat exchanges, none paired (no shared "
+        f"{len(callers)} caller and {len(engines)} engine exchanges, none paired (no shared "
         "correlation id, completion id or request): the gateway went unchecked; are both taps on the "
         "same deployment?",
         "",
