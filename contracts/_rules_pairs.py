@@ -25,6 +25,7 @@ from ._translate import (
     _first_difference,
     args_value,
     bridged_request_changes,
+    message_text,
     same_api,
     stop_meaning,
     thinking_change,
@@ -42,23 +43,6 @@ _REQUEST_KEYS = (
 _STANDARD_REASONING = frozenset({"reasoning", "reasoning_content"})
 
 
-def _text(content: Any) -> str:
-    """Message content as plain text: strings as they are, text parts joined, null as empty."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for p in content:
-            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str):
-                parts.append(p["text"])
-            else:
-                parts.append(json.dumps(p, sort_keys=True))
-        return "".join(parts)
-    return json.dumps(content, sort_keys=True)
-
-
 def _msg_summary(m: Any) -> tuple[Any, ...]:
     if not isinstance(m, dict):
         return ("?",)
@@ -71,7 +55,7 @@ def _msg_summary(m: Any) -> tuple[Any, ...]:
         for tc in m.get("tool_calls") or []
         if isinstance(tc, dict)
     )
-    return (m.get("role"), _text(m.get("content")), calls, m.get("tool_call_id"))
+    return (m.get("role"), message_text(m.get("content")), calls, m.get("tool_call_id"))
 
 
 @rule("gateway-request-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")

@@ -41,6 +41,7 @@ __all__ = [
     "bridge_spelling",
     "bridged_request_changes",
     "conversation",
+    "message_text",
     "output_meaning",
     "same_api",
     "same_or_coerced",
@@ -102,7 +103,7 @@ def same_or_coerced(a: tuple[str, Any], b: tuple[str, Any]) -> bool:
     return same(a[1], b[1])
 
 
-def _text(content: Any) -> str:
+def message_text(content: Any) -> str:
     """Message content as text: text parts joined (chat ``text``, Responses ``input_text`` /
     ``output_text``, Anthropic ``text`` blocks), null as empty; any other part as its JSON."""
     if content is None:
@@ -166,7 +167,7 @@ def conversation(view: ExchangeView, *, links: bool) -> list[Turn]:
             calls.append(
                 (link(tc.get("id")), fn.get("name"), args_value(args) if isinstance(args, str) else args)
             )
-        text = _text(m.get("content"))
+        text = message_text(m.get("content"))
         if role == "assistant" and not text and not calls:
             continue  # an empty assistant turn (thinking only, in history) carries nothing to keep
         turns.append(
