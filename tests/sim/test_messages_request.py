@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests import apiwire as aw
+from tests import wire
 from wirecheck.contracts import CheckConfig, check_exchanges
 
 SCHEMA = {
@@ -40,7 +41,11 @@ async def test_a_body_the_request_model_refuses_is_an_openai_shaped_400(
     handler answers in its own (OpenAI) shape, never the Anthropic one; and wirecheck blames the
     caller for it."""
     c = sim_client(family="kimi_k2")
-    body = {k: v for k, v in {**aw.messages_req(model=c.app.state.sim.cfg.model), **change}.items() if v is not None}
+    body = {
+        k: v
+        for k, v in {**aw.messages_req(model=c.app.state.sim.cfg.model), **change}.items()
+        if v is not None
+    }
     r = await c.post("/v1/messages", json=body)
     assert r.status_code == 400
     err = r.json()["error"]
@@ -49,6 +54,23 @@ async def test_a_body_the_request_model_refuses_is_an_openai_shaped_400(
     assert err["message"].startswith("1 validation error:\n  {")
     found = check_exchanges(c.exchanges, CheckConfig(direct=True)).findings
     assert [(f.rule, str(f.fault)) for f in found] == [("http-client-error", "caller")]
+
+
+async def test_the_refusal_reads_as_vllms(sim_client: Callable[..., Any]) -> None:
+    """The message as vLLM 0.32 wrote it for these bodies (bytes taken from the real server)."""
+    c = sim_client(family="kimi_k2")
+    base = aw.messages_req(model=c.app.state.sim.cfg.model)
+    small = await c.post("/v1/messages", json={**base, "thinking": {"type": "enabled", "budget_tokens": 512}})
+    assert small.json()["error"]["message"] == (
+        "1 validation error:\n  {'type': 'greater_than_equal', 'loc': 'body.thinking.enabled.budget_tokens', "
+        "'msg': 'Input should be greater than or equal to 1024', 'input': '512', 'ctx': {'ge': 1024}}"
+    )
+    big = {**base, "max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 4096}}
+    assert (await c.post("/v1/messages", json=big)).json()["error"]["message"] == (
+        "1 validation error:\n  {'type': 'value_error', 'loc': 'body', 'msg': 'Value error, "
+        "thinking.budget_tokens must be less than max_tokens', 'input': '<dict of 5 items>', "
+        "'ctx': {'error': ValueError('thinking.budget_tokens must be less than max_tokens')}}"
+    )
 
 
 async def test_a_budget_of_1024_below_max_tokens_is_served(sim_client: Callable[..., Any]) -> None:
@@ -88,4 +110,28 @@ async def test_output_config_format_is_honoured(sim_client: Callable[..., Any], 
         text = "".join(b["text"] for b in r.json()["content"] if b["type"] == "text")
     answer = json.loads(text)
     assert set(answer) == {"city", "summary"} and answer["city"] == "Osaka"
+    assert check_exchanges(c.exchanges, CheckConfig(direct=True)).findings == []
+
+
+@pytest.mark.parametrize("family", ["kimi_k2", "kimi_k3"])
+async def test_a_named_tool_choice_is_served_without_strict_tools(
+    sim_client: Callable[..., Any], family: str
+) -> None:
+    """vLLM 0.32 forces a named call through the family's structural tag whether or not the tools
+    are ``strict`` (``_apply_structural_tag``; K3's parser refuses only with
+    VLLM_ENFORCE_STRICT_TOOL_CALLING off), on chat and Messages alike."""
+    c = sim_client(family=family)
+    model = c.app.state.sim.cfg.model
+    body = aw.messages_req(model=model, tool_choice={"type": "tool", "name": "get_weather"})
+    r = await c.post("/v1/messages", json=body)
+    assert r.status_code == 200
+    assert [b["name"] for b in r.json()["content"] if b["type"] == "tool_use"] == ["get_weather"]
+    chat = wire.req(
+        model=model,
+        tools=[wire.WEATHER],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+    )
+    r = await c.post("/v1/chat/completions", json=chat)
+    assert r.status_code == 200
+    assert [t["function"]["name"] for t in r.json()["choices"][0]["message"]["tool_calls"]] == ["get_weather"]
     assert check_exchanges(c.exchanges, CheckConfig(direct=True)).findings == []
