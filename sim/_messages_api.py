@@ -35,6 +35,8 @@ class _Invalid(_Reject):
     def __init__(self, kind: str, loc: tuple[str | int, ...], msg: str, value: Any, **ctx: Any) -> None:
         param = ".".join(str(p) for p in ("body", *loc))
         err: dict[str, Any] = {"type": kind, "loc": param, "msg": msg, "input": _summary(value)}
+        if kind == "value_error":  # a validator's ValueError, as pydantic keeps it
+            ctx = {"error": ValueError(msg.removeprefix("Value error, "))}
         if ctx:
             err["ctx"] = ctx
         # the handler's message: a count, then one repr'd pydantic error per line
@@ -69,7 +71,10 @@ def _check_request(raw: Any) -> dict[str, Any]:
     of at least 1024 tokens, below ``max_tokens``) and a named ``tool_choice``'s name."""
     if not isinstance(raw, dict):
         raise _Invalid(
-            "model_attributes_type", (), "Input should be a valid dictionary or object to extract fields from", raw
+            "model_attributes_type",
+            (),
+            "Input should be a valid dictionary or object to extract fields from",
+            raw,
         )
     if not raw.get("model"):
         raise _Invalid("missing", ("model",), "Field required", raw)
