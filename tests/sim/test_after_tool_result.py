@@ -18,7 +18,11 @@ FINAL = {
     "type": "function",
     "function": {
         "name": "final_result",
-        "parameters": {"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"summary": {"type": "string"}},
+            "required": ["summary"],
+        },
     },
 }
 HISTORY = wire.tool_turn("What is the weather in Tokyo?", "Sunny, 21 C")
@@ -33,7 +37,10 @@ async def answer(c: Any, body: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("tool_choice", "called"),
-    [("required", "final_result"), ({"type": "function", "function": {"name": "get_weather"}}, "get_weather")],
+    [
+        ("required", "final_result"),
+        ({"type": "function", "function": {"name": "get_weather"}}, "get_weather"),
+    ],
 )
 async def test_a_forced_tool_choice_calls_after_a_tool_result(
     sim_client: Callable[..., Any], tool_choice: Any, called: str
