@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests import wire
+from tests.support import wire
 from wirecheck.contracts import CheckConfig, check_exchanges
 
 FINAL = {

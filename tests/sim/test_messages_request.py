@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests import apiwire as aw
-from tests import wire
+from tests.support import apiwire as aw
+from tests.support import wire
 from wirecheck.contracts import CheckConfig, check_exchanges
 
 SCHEMA = {
