@@ -14,6 +14,7 @@ import ipaddress
 import socket
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,24 +111,37 @@ def compare(
     upstream: Callable[[], AbstractContextManager[str]],
     model: str,
     workdir: Path,
+    *,
     extra_body: dict[str, Any] | None = None,
+    proxied_upstream: Callable[[], AbstractContextManager[str]] | None = None,
 ) -> Compared:
-    """Run ``case`` straight against ``upstream()`` and through a proxy in front of another
-    ``upstream()`` (a fresh simulator each time, so both runs see the same request numbers; or the
-    same real server twice), and check what the proxy recorded."""
+    """Run ``case`` straight against ``upstream()`` and, at the same time, through a proxy in front
+    of another ``upstream()`` (a fresh simulator each, so both runs see the same request numbers;
+    or the same real server twice, whose scripted answers do not depend on what else it serves),
+    and check what the proxy recorded. ``proxied_upstream``, when given, serves the proxied run (a
+    simulator that writes its ground truth)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    with loopback_only() as refused:
+    store = Store(workdir / f"{case.id}.db", writer=True)
+
+    def direct() -> Outcome:
         with upstream() as url:
-            direct = run_case(case, Target(url, model, extra_body))
-        store = Store(workdir / f"{case.id}.db", writer=True)
-        try:
-            with upstream() as url:
-                app = ProxyApp(TapConfig(upstream=url), store)
-                with serve(app, http=tap_protocol()) as proxy_url:
-                    proxied = run_case(case, Target(proxy_url, model, extra_body))
-                    exchanges = _recorded(store, proxied.requests)
-        finally:
-            store.close()
+            return run_case(case, Target(url, model, extra_body))
+
+    def proxied() -> tuple[Outcome, list[Exchange]]:
+        with (proxied_upstream or upstream)() as url:
+            app = ProxyApp(TapConfig(upstream=url), store)
+            with serve(app, http=tap_protocol()) as proxy_url:
+                out = run_case(case, Target(proxy_url, model, extra_body))
+                return out, _recorded(store, out.requests)
+
+    try:
+        # the two runs side by side: each waits on its server most of the time
+        with loopback_only() as refused, ThreadPoolExecutor(2) as pool:
+            straight = pool.submit(direct)
+            through, exchanges = pool.submit(proxied).result()
+            alone = straight.result()
+    finally:
+        store.close()
     found = check_exchanges(exchanges, CheckConfig(direct=True)).findings
     judged = [f for f in found if str(f.severity) in ("error", "warning")]
-    return Compared(case, direct, proxied, exchanges, judged, list(refused))
+    return Compared(case, alone, through, exchanges, judged, list(refused))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.frameworks.clients import CASES
+from tests.frameworks.clients import CASES, WARNINGS
 from tests.frameworks.harness import Compared, compare
 from wirecheck.acceptance._groundtruth import score_truth
 from wirecheck.record import serve
@@ -24,12 +24,12 @@ from wirecheck.sim import GroundTruth, SimConfig, create_app, parse_faults, read
 
 MODEL = "moonshotai/Kimi-K2-Thinking"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, *(pytest.mark.filterwarnings(w) for w in WARNINGS)]
 
 
 def simulator(faults: str = "", truth: Path | None = None) -> Callable[[], AbstractContextManager[str]]:
-    """A fresh simulator per run (the same request numbers, so the same faults, for both runs);
-    the ground truth of the last one (the proxied run) is written to ``truth``."""
+    """A fresh simulator per run (the same request numbers, so the same faults, for both runs),
+    writing its ground truth to ``truth`` when given."""
 
     @contextmanager
     def up() -> Iterator[str]:
@@ -87,7 +87,7 @@ FAULTS = [
 @pytest.mark.parametrize(("case_id", "fault"), FAULTS)
 def test_a_simulator_fault_is_found_and_blamed_right(case_id: str, fault: str, tmp_path: Path) -> None:
     truth = tmp_path / "truth.jsonl"
-    r = compare(CASES[case_id], simulator(fault, truth), MODEL, tmp_path)
+    r = compare(CASES[case_id], simulator(fault), MODEL, tmp_path, proxied_upstream=simulator(fault, truth))
     assert_same_and_local(r)
     lines = read_truth(truth)
     score = score_truth(r.exchanges, r.findings, lines)

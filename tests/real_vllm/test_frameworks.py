@@ -20,12 +20,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.frameworks.clients import ANTHROPIC_TOOL, CASES, SCHEMA
+from tests.frameworks.clients import ANTHROPIC_TOOL, CASES, SCHEMA, WARNINGS
 from tests.frameworks.harness import Compared, compare
 from wirecheck.record import serve
 from wirecheck.sim import SimConfig, create_app
 
 MODEL = "moonshotai/Kimi-K2-Thinking"
+
+pytestmark = [pytest.mark.filterwarnings(w) for w in WARNINGS]
 
 
 def at(url: str) -> Any:
@@ -67,17 +69,22 @@ def test_legal_traffic_completes_the_same_and_checks_clean(
 
 
 def test_a_reused_tool_call_id_is_found_and_blamed_on_the_model(real_vllm: str, tmp_path: Path) -> None:
-    """Every answer calls get_weather as ``functions.get_weather:0``: the second repeats an id the
-    history already holds. openai-agents stops on it; wirecheck must say so, on that exchange only."""
+    """Every answer calls get_weather as ``functions.get_weather:0``: from the second on, each
+    repeats an id the history already holds. openai-agents 0.24 takes a repeat with the same
+    arguments for the call it already ran, runs nothing and asks again, to its turn limit; wirecheck
+    must flag each repeat, on the model, and nothing else."""
     script = {"vllm_xargs": {"script": k2_call("functions.get_weather:0", '{"city": "Osaka"}')}}
-    r = compare(CASES["openai-agents-chat-run"], at(real_vllm), MODEL, tmp_path, script)
+    r = compare(CASES["openai-agents-chat-run"], at(real_vllm), MODEL, tmp_path, extra_body=script)
     assert_same_and_local(r)
-    assert not r.proxied.completed and r.proxied.requests == 2
-    # the request that carries the first call's result
-    [second] = [e.id for e in r.exchanges if b'"tool_call_id"' in e.request.body]
-    assert [(f.exchange_id, f.rule, str(f.fault)) for f in r.findings] == [
-        (second, r.findings[0].rule, "model")
-    ] and fnmatch.fnmatch(r.findings[0].rule, "tool-call-id-*"), r.judged
+    assert (r.proxied.completed, r.proxied.error) == (False, "MaxTurnsExceeded")
+    assert r.proxied.tool_args == [("get_weather", {"city": "Osaka"})]
+    # the requests that carry the first call's result: their answers repeat its id
+    repeats = {e.id for e in r.exchanges if b'"tool_call_id"' in e.request.body}
+    assert len(repeats) == len(r.exchanges) - 1 > 0
+    assert {f.exchange_id for f in r.findings} == repeats, r.judged
+    assert all(fnmatch.fnmatch(f.rule, "tool-call-id-*") and str(f.fault) == "model" for f in r.findings), (
+        r.judged
+    )
 
 
 @pytest.mark.parametrize(
@@ -87,7 +94,7 @@ def test_scripted_invalid_arguments_are_found_and_blamed_on_the_model(
     real_vllm: str, case_id: str, tmp_path: Path
 ) -> None:
     script = {"vllm_xargs": {"script": k2_call("functions.get_weather:0", '{"city": Osaka}')}}
-    r = compare(CASES[case_id], at(real_vllm), MODEL, tmp_path, script)
+    r = compare(CASES[case_id], at(real_vllm), MODEL, tmp_path, extra_body=script)
     assert_same_and_local(r)
     assert r.exchanges
     # every answer carries the broken call: each exchange has it, found and blamed on the model
