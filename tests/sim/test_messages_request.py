@@ -135,3 +135,22 @@ async def test_a_named_tool_choice_is_served_without_strict_tools(
     assert r.status_code == 200
     assert [t["function"]["name"] for t in r.json()["choices"][0]["message"]["tool_calls"]] == ["get_weather"]
     assert check_exchanges(c.exchanges, CheckConfig(direct=True)).findings == []
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_output_config_format_is_judged_like_response_format(
+    sim_client: Callable[..., Any], stream: bool
+) -> None:
+    """A fenced JSON answer under ``output_config.format`` breaks the format as it breaks
+    ``response_format`` on chat: the same finding, on the model."""
+    c = sim_client(family="kimi_k2", faults="model.bad_json_output")
+    body = {
+        "model": c.app.state.sim.cfg.model,
+        "max_tokens": 512,
+        "messages": [{"role": "user", "content": "Describe the weather in Osaka."}],
+        "output_config": {"format": {"type": "json_schema", "schema": SCHEMA}},
+        "stream": stream,
+    }
+    assert (await c.post("/v1/messages", json=body)).status_code == 200
+    found = check_exchanges(c.exchanges, CheckConfig(direct=True)).findings
+    assert [(f.rule, str(f.fault)) for f in found] == [("json-output-invalid", "model")]
