@@ -20,8 +20,6 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from wirecheck.contracts import FAMILIES
-
 from ._config import SimConfig
 from ._engine import Engine, EngineDead, SeqRequest
 from ._metrics import SimMetrics
@@ -86,10 +84,6 @@ def _validate(cfg: SimConfig, req: Any) -> dict[str, Any]:
     tc = req.get("tool_choice")
     if tc not in (None, "none", "auto") and not tools:
         raise _bad("When using `tool_choice`, `tools` must be set.", "tool_choice", tc)
-    if isinstance(tc, dict) and FAMILIES[cfg.family].named_choice_needs_strict:
-        strict = all(isinstance(t, dict) and (t.get("function") or {}).get("strict") for t in tools or [])
-        if not strict:
-            raise _bad("Named tool_choice needs strict tool calling for this model", "tool_choice", tc)
     for key in ("max_tokens", "max_completion_tokens"):
         v = req.get(key)
         if v is not None and (not isinstance(v, int) or v < 1):

@@ -270,10 +270,22 @@ def plan_reply(req: dict[str, Any], *, thinking: bool, faults: set[str], seq: in
                     PlannedCall(call["function"]["name"], text, prev if isinstance(prev, dict) else None)
                 )
                 plan.reasoning = f"The {call['function']['name']} call failed; I will retry it once more."
+            elif tc == "required" or forced in tools:
+                # constrained decoding forces a call on this turn too (vLLM's structural tag for
+                # required and named): the named tool, else the next one, not the one that answered
+                # (pydantic-ai answers through its output tool under tool_choice required)
+                answered = call["function"]["name"] if call else None
+                others = [n for n in tools if n != answered]
+                want = [forced] if forced in tools else others[:1] or [next(iter(tools))]
+                plan.reasoning = f"I have the tool result; I call {want[0]} next."
             else:
                 name = call["function"]["name"] if call else "the tool"
                 if failed:
                     plan.content = f"Sorry: {name} kept failing ({result[:60]}). Please try again later."
+                elif _structured(req):
+                    # response_format / structured_outputs hold on every turn (openai-agents sends its
+                    # output_type's schema with each request): the answer after a tool result is JSON
+                    plan.content = _answer(req, user_text, faults)
                 else:
                     plan.content = f"Based on the {name} result: {result[:80]}"
                 plan.reasoning = "I have the tool result and can answer now."
@@ -325,6 +337,11 @@ def plan_reply(req: dict[str, Any], *, thinking: bool, faults: set[str], seq: in
     if not thinking:
         plan.reasoning = None
     return plan
+
+
+def _structured(req: dict[str, Any]) -> bool:
+    rf, so = req.get("response_format"), req.get("structured_outputs")
+    return (isinstance(rf, dict) and rf.get("type") in ("json_schema", "json_object")) or bool(so)
 
 
 def _answer(req: dict[str, Any], user_text: str, faults: set[str]) -> str:

@@ -26,29 +26,114 @@ def _anthropic_error(status: int, type_: str, message: str) -> JSONResponse:
     return JSONResponse({"type": "error", "error": {"type": type_, "message": message}}, status_code=status)
 
 
+class _Invalid(_Reject):
+    """A body that ``AnthropicMessagesRequest`` does not validate. FastAPI refuses it before the
+    Messages handler runs, so vLLM's global validation handler answers, OpenAI-shaped
+    (``{"error": {"message", "type": "Bad Request", "param", "code": 400}}``), not in the Anthropic
+    error shape the handler's own errors get (``serve/exception_handling/handlers/validation.py``)."""
+
+    def __init__(self, kind: str, loc: tuple[str | int, ...], msg: str, value: Any, **ctx: Any) -> None:
+        param = ".".join(str(p) for p in ("body", *loc))
+        err: dict[str, Any] = {"type": kind, "loc": param, "msg": msg, "input": _summary(value)}
+        if kind == "value_error":  # a validator's ValueError, as pydantic keeps it
+            ctx = {"error": ValueError(msg.removeprefix("Value error, "))}
+        if ctx:
+            err["ctx"] = ctx
+        # the handler's message: a count, then one repr'd pydantic error per line
+        super().__init__(400, f"1 validation error:\n  {err!r}", "Bad Request", param)
+
+
+def _summary(value: Any) -> Any:
+    """``_summarize_error_input``: containers described, not echoed."""
+    if isinstance(value, list | dict):
+        return f"<{type(value).__name__} of {len(value)} items>"
+    return value if isinstance(value, str) else str(value)
+
+
 def _anthropic_reject(rej: _Reject) -> JSONResponse:
+    if isinstance(rej, _Invalid):
+        return rej.response()
     return _anthropic_error(rej.status, rej.type, rej.message)
 
 
-def messages_to_chat(raw: Any) -> dict[str, Any]:
-    """``to_chat_completion_request`` (anthropic/serving.py), for the shapes the simulator serves."""
+def _int_field(raw: dict[str, Any], key: str) -> int:
+    v = raw.get(key)
+    if v is None:
+        raise _Invalid("missing", (key,), "Field required", raw)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise _Invalid("int_type", (key,), "Input should be a valid integer", v)
+    return v
+
+
+def _check_request(raw: Any) -> dict[str, Any]:
+    """The fields of ``AnthropicMessagesRequest`` (anthropic/protocol.py) whose validation the
+    simulator's callers reach: the required ones, ``max_tokens > 0``, the thinking config (a budget
+    of at least 1024 tokens, below ``max_tokens``) and a named ``tool_choice``'s name."""
     if not isinstance(raw, dict):
-        raise _Reject(400, "Input should be a valid dictionary", "Bad Request", "body")
-    if not isinstance(raw.get("max_tokens"), int):
-        raise _Reject(400, "Field required", "Bad Request", "body.max_tokens")
-    src = raw.get("messages")
-    if not isinstance(src, list):
-        raise _Reject(400, "Field required", "Bad Request", "body.messages")
+        raise _Invalid(
+            "model_attributes_type",
+            (),
+            "Input should be a valid dictionary or object to extract fields from",
+            raw,
+        )
+    if not raw.get("model"):
+        raise _Invalid("missing", ("model",), "Field required", raw)
+    if not isinstance(raw.get("messages"), list):
+        raise _Invalid("missing", ("messages",), "Field required", raw)
+    for i, m in enumerate(raw["messages"]):
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
+            role = m.get("role") if isinstance(m, dict) else m
+            raise _Invalid(
+                "literal_error",
+                ("messages", i, "role"),
+                "Input should be 'user', 'assistant' or 'system'",
+                role,
+                expected="'user', 'assistant' or 'system'",
+            )
+    max_tokens = _int_field(raw, "max_tokens")
+    if max_tokens <= 0:
+        raise _Invalid("value_error", ("max_tokens",), "Value error, max_tokens must be positive", max_tokens)
+    thinking = raw.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int):
+            raise _Invalid("missing", ("thinking", "enabled", "budget_tokens"), "Field required", thinking)
+        if budget < 1024:
+            raise _Invalid(
+                "greater_than_equal",
+                ("thinking", "enabled", "budget_tokens"),
+                "Input should be greater than or equal to 1024",
+                budget,
+                ge=1024,
+            )
+        if budget >= max_tokens:
+            raise _Invalid(
+                "value_error", (), "Value error, thinking.budget_tokens must be less than max_tokens", raw
+            )
+    tc = raw.get("tool_choice")
+    if isinstance(tc, dict) and tc.get("type") == "tool" and not tc.get("name"):
+        raise _Invalid(
+            "value_error",
+            ("tool_choice",),
+            "Value error, tool_choice.name is required when type is 'tool'",
+            tc,
+        )
+    return raw
+
+
+def messages_to_chat(body: Any) -> dict[str, Any]:
+    """``to_chat_completion_request`` (anthropic/serving.py), for the shapes the simulator serves."""
+    raw = _check_request(body)
     msgs: list[dict[str, Any]] = []
     system = raw.get("system")
     if system is not None:
         msgs.append({"role": "system", "content": _text_of(system)})
-    for i, m in enumerate(src):
-        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
-            raise _Reject(
-                400, "Input should be 'user' or 'assistant'", "Bad Request", f"body.messages.{i}.role"
-            )
+    for m in raw["messages"]:
         content = m.get("content")
+        if m["role"] == "system":
+            # an inline system turn stays a system message (_convert_messages)
+            msgs.append({"role": "system", "content": _text_of(content)})
+            continue
         if isinstance(content, str):
             msgs.append({"role": m["role"], "content": content})
             continue
@@ -121,12 +206,11 @@ def messages_to_chat(raw: Any) -> dict[str, Any]:
             chat[key] = raw[key]
     oc = raw.get("output_config")
     fmt = oc.get("format") if isinstance(oc, dict) else None
-    if isinstance(fmt, dict) and fmt.get("json_schema"):
-        # _handle_output_config: the format's type names the json_schema response format
-        chat["response_format"] = {
-            "type": fmt.get("type"),
-            "json_schema": {"name": fmt.get("type"), "schema": fmt["json_schema"]},
-        }
+    if isinstance(fmt, dict) and fmt.get("schema"):
+        # _handle_output_config: the wire's "schema" (AnthropicJsonOutputFormat.json_schema's alias)
+        # becomes a json_schema response format, named after the format's type
+        kind = fmt.get("type") or "json_schema"
+        chat["response_format"] = {"type": kind, "json_schema": {"name": kind, "schema": fmt["schema"]}}
     if raw.get("stream"):
         chat["stream"] = True
         chat["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}

@@ -41,6 +41,9 @@ class TinyModel:
     think_close: str
     answer: str
     tools: str
+    #: ``{index}``: the call's number over the whole conversation from 0 (the calls in the history
+    #: come first), as a model that writes its own ids numbers them; ``{number}``: its place in
+    #: this answer from 1
     call: str
     #: per-argument patterns by kind (``string`` for text values, ``json`` for the rest); None: the
     #: arguments are one JSON object in ``call``'s ``{arguments}``
@@ -107,7 +110,7 @@ TINY_K3 = TinyModel(
         f"<|open|>think<|sep|>{_REASONING}<|close|>think<|sep|>\n"
         "{%- if m.content -%}<|open|>response<|sep|>{{ text(m.content) }}<|close|>response<|sep|>{%- endif -%}\n"
         "{%- if m.tool_calls -%}<|open|>tools<|sep|>{%- for tc in m.tool_calls -%}"
-        '<|open|>call tool="{{ tc.function.name }}" index="{{ loop.index0 }}"<|sep|>'
+        '<|open|>call tool="{{ tc.function.name }}" index="{{ loop.index }}"<|sep|>'
         f'<|open|>argument key="raw" type="object"<|sep|>{_ARGS}<|close|>argument<|sep|><|close|>call<|sep|>'
         "{%- endfor -%}<|close|>tools<|sep|>{%- endif -%}"
     ),
@@ -118,7 +121,9 @@ TINY_K3 = TinyModel(
     think_close="{reason}<|close|>think<|sep|>",
     answer="<|open|>response<|sep|>{text}<|close|>response<|sep|>",
     tools="<|open|>tools<|sep|>{calls}<|close|>tools<|sep|>",
-    call='<|open|>call tool="{name}" index="{index}"<|sep|>{arguments}<|close|>call<|sep|>',
+    # the index attribute counts the answer's calls from 1 (vllm/tool_parsers/kimi_k3_tool_parser.py's
+    # example); vLLM mints the ids
+    call='<|open|>call tool="{name}" index="{number}"<|sep|>{arguments}<|close|>call<|sep|>',
     argument={
         "string": '<|open|>argument key="{key}" type="string"<|sep|>{value}<|close|>argument<|sep|>',
         "json": '<|open|>argument key="{key}" type="json"<|sep|>{value}<|close|>argument<|sep|>',

@@ -161,10 +161,22 @@ def _arguments(args: Any, argument: dict[str, str] | None) -> str:
     )
 
 
+def prior_calls(prompt: str, dialect: dict[str, Any]) -> int:
+    """How many tool calls the conversation's history already holds: the chat template writes each
+    one in the family's native markup, which opens as the default agent's ``call`` pattern does.
+
+    Models that write their call ids number them over the whole conversation (Kimi K2's
+    ``functions.NAME:N``); an id that repeats one of an earlier turn makes agent frameworks stop
+    (openai-agents) or loop (pydantic-ai), so the default agent continues the count."""
+    marker = dialect["call"].split("{", 1)[0]
+    return prompt.count(marker) if marker else 0
+
+
 def default_scripts(prompt: str, dialect: dict[str, Any]) -> list[str]:
     """Candidate outputs, best first: what a small well-behaved agent would write for this prompt,
     in the markup ``dialect`` (families.json's ``script``) describes."""
     tools, role, text = _parse_prompt(prompt)
+    index = prior_calls(prompt, dialect)
     thinking_open = prompt.endswith(dialect["think_open"])
     fns = [t.get("function", t) for t in tools]
     fns = [f for f in fns if isinstance(f, dict) and isinstance(f.get("name"), str)]
@@ -178,7 +190,7 @@ def default_scripts(prompt: str, dialect: dict[str, Any]) -> list[str]:
     def call(fn: dict[str, Any]) -> str:
         args = _value(fn.get("parameters") or {"type": "object"}, _hint(text))
         one = dialect["call"].format(
-            name=fn["name"], index=0, arguments=_arguments(args, dialect["argument"])
+            name=fn["name"], index=index, number=1, arguments=_arguments(args, dialect["argument"])
         )
         return str(dialect["tools"].format(calls=one))
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests import wire
 from tests.real_vllm import traffic
 from wirecheck.record import Store
 
@@ -48,6 +49,27 @@ def test_the_default_agent_answers_sensibly(tap: tuple[str, Store]) -> None:
     )
     assert tool.finish_reason == "tool_calls"
     assert after.message.content and "temp_c" in after.message.content
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_the_default_agent_numbers_its_calls_over_the_conversation(
+    tap: tuple[str, Store], stream: bool
+) -> None:
+    """A retry after a failed tool result is the conversation's second call: Kimi K2 numbers call
+    ids over the whole conversation, and a repeated id stops openai-agents and loops pydantic-ai."""
+    url, _ = tap
+    history = [
+        *traffic.TOOL_HISTORY[:2],
+        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "error: timeout"},
+    ]
+    kw: dict[str, Any] = {"messages": history, "tools": [wire.WEATHER, wire.SEARCH]}
+    with traffic.client(url) as c:
+        out = traffic.call(c, stream=stream, **kw)
+    if stream:
+        ids = [tc.id for ch in out if ch.choices for tc in ch.choices[0].delta.tool_calls or [] if tc.id]
+    else:
+        ids = [tc.id for tc in out.choices[0].message.tool_calls or []]
+    assert ids == ["functions.get_weather:1"]
 
 
 def test_a_script_is_followed_exactly(real_vllm: str) -> None:
