@@ -37,7 +37,7 @@ def _scenarios(args: argparse.Namespace) -> int:
     import time
 
     from wirecheck.acceptance import Progress
-    from wirecheck.generators import ScenarioReport, run_scenarios
+    from wirecheck.generators import ScenarioReport, header_variable, run_scenarios
 
     progress, t0 = Progress(quiet=args.quiet, every_s=args.progress_every), time.monotonic()
 
@@ -75,6 +75,11 @@ def _scenarios(args: argparse.Namespace) -> int:
     if fail.note:
         print(f"note: {fail.note}")
     print("reproduce:")
+    names = list(headers_arg(args.header))
+    if names:
+        # the --header values are the operator's credentials: never printed (nor a raw control
+        # character); the lines below read them from these variables
+        print(f"  (set {', '.join(header_variable(n) for n in names)} to the --header values first)")
     if args.via_proxy:
         # the gateway forwards to the engine tap, which ends with the run: the curl line needs it back
         # (every reproduce line reruns as printed); --no-store: it only forwards
@@ -98,8 +103,6 @@ def _scenarios_line(args: argparse.Namespace) -> str:
         parts += ["--stream", args.stream]
     if args.model:
         parts += ["--model", args.model]
-    for h in args.header:
-        parts += ["--header", h]
     if args.via_proxy:
         parts += [
             "--via-proxy",
@@ -108,4 +111,9 @@ def _scenarios_line(args: argparse.Namespace) -> str:
             "--engine-listen",
             args.engine_listen,
         ]
-    return shlex.join(parts)
+    from wirecheck.generators import header_placeholder
+
+    line = shlex.join(parts)
+    for name in headers_arg(args.header):
+        line += f" --header {header_placeholder(name)}"
+    return line
