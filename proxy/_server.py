@@ -7,6 +7,16 @@ Here: a head larger than ``max_head`` bytes is a 431, a head not complete within
 is a 408, and a connection that sends nothing is closed after ``timeout_keep_alive`` like an idle one.
 The request body's deadline is the app's (``TapConfig.request_timeout_s``), which can answer in JSON.
 
+The head's bound is on the whole head, not on each read: a head that arrives whole in one read is
+counted from the parser's callbacks (request line and every header), so 100 KiB sent at once is a
+431 like 100 KiB sent in pieces.
+
+Each request's scope also carries ``Cut`` (``scope["extensions"]["wirecheck.cut"]``): the app ends the
+caller's connection mid-response with it (an upstream that broke: the caller sees the truncation)
+without raising into uvicorn, which would log a whole traceback for each. And ``wirecheck.target``,
+the request target as the caller sent it: uvicorn keeps only the path of an absolute-form target
+(``GET http://other.host/x``), and the proxy must see the host to refuse it.
+
 It also offers the app a shorter way out for a streamed body: ``DirectBody`` in the
 request's scope (``scope["extensions"]["wirecheck.direct_body"]``) writes each piece to the caller's
 socket from the upstream's read callback, framed as uvicorn frames a chunked body, instead of one ASGI
@@ -24,8 +34,11 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 __all__ = [
+    "CUT",
     "DIRECT_BODY",
     "HANDOFF",
+    "TARGET",
+    "Cut",
     "DirectBody",
     "Handoff",
     "guarded_protocol",
@@ -37,6 +50,10 @@ __all__ = [
 DIRECT_BODY = "wirecheck.direct_body"
 #: the scope extension under which the admin listener offers ``Handoff``
 HANDOFF = "wirecheck.handoff"
+#: the scope extension under which a listener offers ``Cut``
+CUT = "wirecheck.cut"
+#: the scope extension holding the request target as sent (bytes), when it is not origin-form
+TARGET = "wirecheck.target"
 #: ``0`` turns ``DirectBody`` off in the proxy's listeners
 DIRECT_BODY_ENV = "WIRECHECK_DIRECT_BODY"
 
@@ -87,6 +104,22 @@ class DirectBody:
         await self._flow.drain()
 
 
+class Cut:
+    """Ends the caller's connection mid-response, as uvicorn does for an app that raises after the
+    response began, but quietly: the app has recorded why, and says it in one line."""
+
+    __slots__ = ("_cycle",)
+
+    def __init__(self, cycle: RequestResponseCycle) -> None:
+        self._cycle = weakref.ref(cycle)  # no reference cycle through the scope (see DirectBody)
+
+    def __call__(self) -> None:
+        c = self._cycle()
+        if c is not None:
+            c.disconnected = True  # uvicorn then takes the app's return as the end of the connection
+            c.transport.close()
+
+
 class Handoff:
     """The connection of one request, to be moved to another process (the live view's).
 
@@ -121,6 +154,10 @@ class Handoff:
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
 
 
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback to stop parsing a head over the bound."""
+
+
 class _Guarded(HttpToolsProtocol):
     max_head = 64 * 1024
     head_timeout_s = 30.0
@@ -130,6 +167,8 @@ class _Guarded(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._head_bytes = 0
+        self._parsed_head = 0  # the head being parsed, counted from the parser's callbacks
+        self._head_over = False
         self._in_head = True
         self._head_timer: asyncio.TimerHandle | None = None
         # uvicorn arms its idle timer only after a response: a silent new connection gets it too
@@ -157,6 +196,32 @@ class _Guarded(HttpToolsProtocol):
         if self._in_head and self._head_bytes > self.max_head:
             self._refuse(431, f"request head over {self.max_head} bytes")
 
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._parsed_head = 16  # the request line's method, version and line ends
+
+    def on_url(self, url: bytes) -> None:
+        self._parsed_head += len(url)
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._parsed_head += len(name) + len(value) + 4
+        if self._parsed_head > self.max_head:
+            # a head that came whole in one read is never seen long by the count per read: the
+            # parser stops here (uvicorn answers a parse error through send_400_response, below)
+            self._head_over = True
+            raise _HeadTooLarge
+        super().on_header(name, value)
+
+    def send_400_response(self, msg: str) -> None:
+        if self._head_over:
+            self._refuse(431, f"request head over {self.max_head} bytes")
+            return
+        super().send_400_response(msg)
+
+    def _unsupported_upgrade_warning(self) -> None:
+        pass  # the tap answers an upgrade itself (501), and records it: no log line per request
+
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._head_bytes = 0
@@ -166,10 +231,14 @@ class _Guarded(HttpToolsProtocol):
         if cycle is not None and cycle.scope is self.scope and not cycle.response_started:
             # the app's task is created but has not run yet: it finds the extensions in its scope
             scope: dict[str, Any] = cycle.scope  # type: ignore[assignment]
+            ext = scope.setdefault("extensions", {})
+            ext[CUT] = Cut(cycle)
+            if not self.url.startswith(b"/"):
+                ext[TARGET] = bytes(self.url)  # absolute-form (or asterisk-form)
             if self.direct_body:
-                scope.setdefault("extensions", {})[DIRECT_BODY] = DirectBody(cycle)
+                ext[DIRECT_BODY] = DirectBody(cycle)
             if self.handoff:
-                scope.setdefault("extensions", {})[HANDOFF] = Handoff(self)
+                ext[HANDOFF] = Handoff(self)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()

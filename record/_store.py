@@ -85,6 +85,9 @@ class StoreStats:
     batches: int = 0
     reconnects: int = 0
     last_error: str | None = None
+    #: monotonic time of the first failed write since the last one that worked (None: writing works):
+    #: health says so from the first failure, not only once the retries are spent
+    failing_since: float | None = None
 
 
 class Store:
@@ -192,9 +195,12 @@ class Store:
                 self._write(batch)
                 if attempt:
                     self.stats.reconnects += 1
+                self.stats.failing_since = None
                 return
             except Exception as exc:  # any database error: retry, then account for it
                 self.stats.last_error = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+                if self.stats.failing_since is None:
+                    self.stats.failing_since = time.monotonic()
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 self._reconnect()

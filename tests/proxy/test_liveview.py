@@ -150,6 +150,21 @@ def test_findings_injected_by_simulator_faults_appear_on_the_page_within_a_secon
         assert "store: ok" in str(page.js("document.getElementById('health').textContent"))
 
 
+def test_with_a_token_the_page_opens_in_a_plain_browser(store: Store) -> None:
+    """EventSource sends no Authorization header: the page is opened once with ``?token=``, which
+    becomes an HttpOnly cookie, and the stream opens on that alone."""
+    with (
+        watched(store, process=True, token="s3cret-view") as (u, _),
+        LivePage(f"{u.admin}/wirecheck/?token=s3cret-view") as page,
+    ):
+        page.wait_for("document.getElementById('stream').dataset.state === 'open'")
+        _ask(u.proxy, "Osaka")
+        page.wait_for("document.querySelectorAll('#exchanges tr.exchange').length === 1", timeout=10)
+        # the token left the address bar, and the page's script cannot read the cookie
+        assert page.js("location.href") == f"{u.admin}/wirecheck/"
+        assert page.js("document.cookie") == ""
+
+
 def test_a_hostile_string_in_a_tool_argument_renders_as_text(store: Store) -> None:
     with (
         watched(store, "model.invalid_json", process=True) as (u, _),
