@@ -21,7 +21,7 @@ from wirecheck.record import Store
 from ._admin import AdminApp
 from ._app import Metrics, ProxyApp, TapConfig
 from ._live import CheckerSupervisor, start_checker
-from ._liveview import LiveView
+from ._liveview import SEND_BUFFER, LiveView
 from ._server import guarded_protocol, settle_gc
 from ._viewproc import ViewProcess
 
@@ -141,6 +141,7 @@ async def _serve(
                         max_head=run.max_head,
                         head_timeout_s=run.head_timeout_s,
                         handoff=isinstance(view, ViewProcess),  # the view's connections can move
+                        send_buffer=SEND_BUFFER,  # a viewer that stops reading holds this much
                     ),
                     timeout_keep_alive=5,
                 )

@@ -26,8 +26,10 @@ socket from the upstream's read callback, framed as uvicorn frames a chunked bod
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
+import socket
 import weakref
 from typing import Any
 
@@ -163,9 +165,15 @@ class _Guarded(HttpToolsProtocol):
     head_timeout_s = 30.0
     direct_body = True
     handoff = False
+    send_buffer = 0  # SO_SNDBUF of each connection; 0: the kernel's autotuning
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        if self.send_buffer:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
         self._head_bytes = 0
         self._parsed_head = 0  # the head being parsed, counted from the parser's callbacks
         self._head_over = False
@@ -269,12 +277,19 @@ class _Guarded(HttpToolsProtocol):
 
 
 def guarded_protocol(
-    *, max_head: int, head_timeout_s: float, direct_body: bool | None = None, handoff: bool = False
+    *,
+    max_head: int,
+    head_timeout_s: float,
+    direct_body: bool | None = None,
+    handoff: bool = False,
+    send_buffer: int = 0,
 ) -> type[Any]:
     """uvicorn's ``http=`` protocol class for a listener with these bounds. ``direct_body``: offer
     ``DirectBody`` (None: yes, unless ``WIRECHECK_DIRECT_BODY=0``, the switch back to one ASGI
     ``send`` per piece, e.g. for an A/B of the two paths in benchmarks/proxy_overhead.py).
-    ``handoff``: offer ``Handoff`` (the admin listener)."""
+    ``handoff``: offer ``Handoff`` (the admin listener). ``send_buffer``: a fixed kernel send buffer
+    per connection (the admin listener: a viewer that stops reading holds that much, not the
+    megabytes autotuning grows to; the socket keeps it when it is handed to the view process)."""
     if direct_body is None:
         direct_body = os.environ.get(DIRECT_BODY_ENV, "1").strip() != "0"
     attrs = {
@@ -282,6 +297,7 @@ def guarded_protocol(
         "head_timeout_s": head_timeout_s,
         "direct_body": direct_body,
         "handoff": handoff,
+        "send_buffer": send_buffer,
     }
     return type("GuardedHttpTools", (_Guarded,), attrs)
 

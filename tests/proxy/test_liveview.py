@@ -334,7 +334,7 @@ def test_a_stalled_viewer_is_dropped_and_the_proxy_keeps_forwarding(store: Store
         try:
             # asks for everything from the start and never reads a byte
             stalled.sendall(
-                b"GET /wirecheck/events?kind=exchange HTTP/1.1\r\nhost: x\r\nlast-event-id: 0-0\r\n\r\n"
+                b"GET /wirecheck/events?kind=exchange HTTP/1.1\r\nhost: localhost\r\nlast-event-id: 0-0\r\n\r\n"
             )
             deadline = time.monotonic() + 15
             while lv.stats.dropped == 0:
