@@ -95,14 +95,8 @@ def test_reading_a_postgres_database_runs_no_ddl(pg_url: str) -> None:
     assert tables == (0,)  # neither the schema table nor the migrations were created
 
 
-async def test_a_full_disk_loses_no_exchange_silently(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Disk full, made real and bounded with SQLite's own page cap: past ``PRAGMA max_page_count`` SQLite
-    fails writes with SQLITE_FULL ("database or disk is full"), the very error a full disk gives, without
-    root, a loop device or a tmpfs, and the cap is lifted to let space return. The cap is per connection,
-    so the store's connection set-up applies it (fault injection at that one boundary; everything else,
-    SQLite included, is real)."""
+def _page_cap(monkeypatch: pytest.MonkeyPatch) -> dict[str, int | None]:
+    """A full disk on demand: set ``["pages"]`` and the store's next connection is capped there."""
     cap: dict[str, int | None] = {"pages": None}
     real_connect = _sqlite.connect
 
@@ -113,6 +107,18 @@ async def test_a_full_disk_loses_no_exchange_silently(
         return conn
 
     monkeypatch.setattr(_sqlite, "connect", connect)
+    return cap
+
+
+async def test_a_full_disk_loses_no_exchange_silently(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Disk full, made real and bounded with SQLite's own page cap: past ``PRAGMA max_page_count`` SQLite
+    fails writes with SQLITE_FULL ("database or disk is full"), the very error a full disk gives, without
+    root, a loop device or a tmpfs, and the cap is lifted to let space return. The cap is per connection,
+    so the store's connection set-up applies it (fault injection at that one boundary; everything else,
+    SQLite included, is real)."""
+    cap = _page_cap(monkeypatch)
     db = tmp_path / "wc.db"
     store = Store(db, writer=True, retries=1)
     app = ProxyApp(TapConfig(upstream="http://upstream"), store, transport=StreamingASGITransport(upstream))
@@ -170,16 +176,7 @@ async def test_health_says_the_store_cannot_write_from_the_first_failed_write(
     """The writer retries a failing batch for about 20 s before it counts it as lost; health used to
     say ok all that time. Now it says degraded at the first failure: the fact shown is that health
     turned while nothing was counted lost yet (the batch still being retried)."""
-    cap: dict[str, int | None] = {"pages": None}
-    real_connect = _sqlite.connect
-
-    def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
-        conn = real_connect(path, readonly=readonly)
-        if cap["pages"] is not None and not readonly:
-            conn.execute(f"PRAGMA max_page_count = {cap['pages']}")
-        return conn
-
-    monkeypatch.setattr(_sqlite, "connect", connect)
+    cap = _page_cap(monkeypatch)
     db = tmp_path / "wc.db"
     store = Store(db, writer=True)  # the default retries
     app = ProxyApp(TapConfig(upstream="http://upstream"), store, transport=StreamingASGITransport(upstream))
