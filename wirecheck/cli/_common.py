@@ -9,13 +9,16 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from wirecheck._errors import WirecheckError
-from wirecheck.contracts import DEFAULT_REDACTION, Exchange, Finding, Redaction, printable, read_exchanges
+from wirecheck.contracts import DEFAULT_REDACTION, Exchange, Finding, Redaction, printable
 
 __all__ = [
     "PROGRESS_EVERY_S",
     "STORE_ENV",
+    "capture_limits",
+    "capture_options",
     "engine_tap_options",
     "float_list",
     "headers_arg",
@@ -151,27 +154,46 @@ def redaction(args: argparse.Namespace) -> Redaction:
     return DEFAULT_REDACTION.extended(args.redact)
 
 
-def load(files: Sequence[str], notes: list[Finding] | None = None) -> list[Exchange]:
-    """Exchanges from stores, exchange JSONL, HAR and mitmproxy flow files, told apart by content.
-    Stores are opened read-only; what a store says it lost (gap rows) or set aside (live checks
-    skipped) is added to ``notes`` as findings, so that a report counts it."""
-    from wirecheck.record import is_store, open_store, store_notes
-    from wirecheck.replay import load_capture
+def capture_options(p: argparse.ArgumentParser) -> None:
+    """The limits every reader of captures applies (``wirecheck.replay.CaptureLimits``)."""
+    from wirecheck.replay import CaptureLimits
+
+    d = CaptureLimits()
+    p.add_argument(
+        "--max-entry-size",
+        default=f"{d.entry_bytes // (1024 * 1024)}MiB",
+        metavar="SIZE",
+        help="largest single entry of a capture: a JSONL line, a HAR entry, a store row, a flow "
+        f"(default {d.entry_bytes // (1024 * 1024)}MiB)",
+    )
+    p.add_argument(
+        "--max-exchanges",
+        type=int,
+        default=d.exchanges,
+        metavar="N",
+        help=f"most exchanges read from one capture file or store (default {d.exchanges})",
+    )
+
+
+def capture_limits(args: argparse.Namespace) -> Any:
+    from wirecheck.replay import CaptureLimits
+
+    entry = size(args.max_entry_size, "--max-entry-size")
+    if entry < 1 or args.max_exchanges < 1:
+        raise WirecheckError("--max-entry-size and --max-exchanges must be positive")
+    return CaptureLimits(entry_bytes=entry, exchanges=args.max_exchanges)
+
+
+def load(files: Sequence[str], notes: list[Finding] | None = None, limits: Any = None) -> list[Exchange]:
+    """Exchanges from stores, exchange JSONL, HAR and mitmproxy flow files, told apart by content
+    (``wirecheck.replay.read_capture``, the one way every reader opens a capture). Stores are opened
+    read-only; what a store says it lost (gap rows) or set aside (live checks skipped) is added to
+    ``notes`` as findings, so that a report counts it."""
+    from wirecheck.replay import CaptureLimits, read_capture
 
     out: list[Exchange] = []
     for name in files:
-        if name == "-":
-            out.extend(read_exchanges(sys.stdin))
-        elif is_store(name):
-            store = open_store(name)
-            try:
-                out.extend(store.exchanges())
-                if notes is not None:
-                    notes.extend(store_notes(store))
-            finally:
-                store.close()
-        else:
-            out.extend(load_capture(name))
+        out.extend(read_capture(name, limits=limits or CaptureLimits(), notes=notes))
     return out
 
 
