@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import run_wirecheck
-from tests.wire import completion, exchange, tool_req
+from tests.support.servers import run_wirecheck
+from tests.support.wire import completion, exchange, tool_req
 from wirecheck.record import Store
 from wirecheck.replay import CaptureLimits, read_capture
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.servers import run_wirecheck, running, wait_up
+from tests.support.servers import run_wirecheck, running, wait_up
 from wirecheck.contracts import CheckConfig, Exchange, HttpRequest, check_exchanges
 from wirecheck.record import free_port, record_sync, serve
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.hostile._proxyproc import spawned, wait_guarded
-from tests.servers import port_open, run_wirecheck, running, stop
-from tests.wire import tool_req
+from tests.support.proctree import spawned, wait_guarded
+from tests.support.servers import port_open, run_wirecheck, running, stop
+from tests.support.wire import tool_req
 from wirecheck.record import Store, free_port, serve
 from wirecheck.sim import SimConfig, create_app
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import httpx
 
-from tests.hostile._proxyproc import spawned
-from tests.hostile.conftest import proxy_process
-from tests.servers import raw_server, read_request
+from tests.support.proctree import spawned
+from tests.support.proxy_process import proxy_process
+from tests.support.servers import raw_server, read_request
 from wirecheck.contracts import Exchange, HttpRequest, HttpResponse
 from wirecheck.record import Store
 

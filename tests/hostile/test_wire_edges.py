@@ -11,8 +11,8 @@ import socket
 import time
 from pathlib import Path
 
-from tests.hostile.conftest import proxy_process, recorded
-from tests.servers import raw_server, read_request
+from tests.support.proxy_process import proxy_process, recorded
+from tests.support.servers import raw_server, read_request
 
 KIB = 1024
 
