@@ -49,7 +49,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="where the (caller) listener forwards: the gateway, or vLLM",
     )
     x.add_argument("--listen", default="127.0.0.1:8100", metavar="HOST:PORT")
-    x.add_argument("--tap", default="caller", help="name of the first listener's tap (default caller)")
+    x.add_argument(
+        "--tap",
+        default="caller",
+        help="name of the first listener's tap (default caller); 'engine' reads x-wirecheck-id and never "
+        "sets it (the engine side of replicas sharing a store)",
+    )
     engine_tap_options(
         x,
         "dual tap: point the gateway's upstream here",
@@ -172,6 +177,10 @@ def _proxy(args: argparse.Namespace) -> int:
             TapConfig(
                 upstream=args.upstream,
                 tap=args.tap,
+                # an engine tap on its own (a replica of the engine side) reads the caller tap's id and
+                # never sets one: a caller tap takes back no id a tap minted, so re-stamping here would
+                # give the two sides of a request two ids
+                inject_correlation=args.tap != "engine",
                 ask_version=args.ask_version and not args.engine_upstream,
                 **tap_limits,
             ),
