@@ -163,8 +163,17 @@ def malformed(tmp: Path, big_line_mb: int) -> dict[str, Path]:
     return out
 
 
-def run_check(path: Path, extra: list[str]) -> dict[str, Any]:
-    """``wirecheck check`` on ``path`` in its own process: exit code, wall and CPU time, peak RSS."""
+#: reading alone: every exchange of the capture, one at a time, none kept (what the loaders cost)
+_READ = (
+    "import sys; from wirecheck.replay import CaptureLimits, read_capture; "
+    "n = sum(1 for _ in read_capture(sys.argv[1], limits=CaptureLimits(exchanges=10**9))); "
+    "print(f'{n} exchanges read', file=sys.stderr)"
+)
+
+
+def run_check(path: Path, extra: list[str], *, read_only: bool = False) -> dict[str, Any]:
+    """``wirecheck check`` on ``path`` (or, ``read_only``, just reading it) in its own process: exit
+    code, wall and CPU time, peak RSS."""
     cmd = [
         sys.executable,
         "-m",
@@ -177,6 +186,8 @@ def run_check(path: Path, extra: list[str]) -> dict[str, Any]:
         os.devnull,
         *extra,
     ]
+    if read_only:
+        cmd = [sys.executable, "-c", _READ, str(path)]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stderr is not None
