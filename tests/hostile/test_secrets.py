@@ -5,6 +5,9 @@ and the proxy's helper processes get none on theirs (``ps`` shows every local us
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -91,3 +94,29 @@ def test_secrets_from_files_and_the_environment_reach_no_argv_health_or_view(
                 _out, err = stop(proc, timeout=60)
     assert proc.returncode == 0, err
     assert PW not in err and TOKEN not in err and KEY not in err, err
+
+
+def test_check_and_export_read_the_store_from_the_environment_or_a_file(pg_url: str, tmp_path: Path) -> None:
+    """No FILE: the store comes from WIRECHECK_STORE or --store-file, so that its password need not
+    stand on the command line; it is in no message either way."""
+    Store(pg_url).close()  # the schema, no exchanges
+    url = f"{pg_url}?password={PW}"
+    env = {**os.environ, "WIRECHECK_STORE": url}
+    for args in (["check"], ["export"]):
+        run = subprocess.run(
+            [sys.executable, "-m", "wirecheck", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if args == ["check"]:
+            assert run.returncode == 2 and "an empty capture is not a pass" in run.stderr, run.stderr
+        else:
+            assert run.returncode == 0 and "0 exchange(s)" in run.stderr, run.stderr
+        assert PW not in run.stderr + run.stdout
+    store_file = tmp_path / "store"
+    store_file.write_text(url + "\n")
+    run = run_wirecheck("check", "--store-file", str(store_file), timeout=120)
+    assert run.returncode == 2 and "an empty capture is not a pass" in run.stderr and PW not in run.stderr
