@@ -57,8 +57,11 @@ class CaptureLimits:
     #: one entry: a JSONL line, a HAR entry, a store row's document, a mitmproxy flow (a proxy records
     #: at most 16 MiB of each body by default, which its interchange form holds in well under this)
     entry_bytes: int = 64 * 1024 * 1024
-    #: exchanges in one file (or store)
-    exchanges: int = 1_000_000
+    #: exchanges in one file (or store). Reading costs the same whatever the count, but ``check``
+    #: holds every exchange and its parsed view to pair them (about 8 KB an exchange of a chat
+    #: completion: 218 MB at 20 000 in benchmarks/hostile_captures.py), so this bounds its memory
+    #: near 2 GB; a larger capture says so and names the option
+    exchanges: int = 250_000
 
 
 DEFAULT_LIMITS = CaptureLimits()
