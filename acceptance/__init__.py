@@ -11,11 +11,7 @@ with plots, JSON (docs/acceptance.md), Prometheus alerting rules and a Grafana d
 Only the CLI (``wirecheck/cli/``, and the demo it runs) imports this package.
 """
 
-from ._capacity import CapacityPlan
 from ._catalogue import CHECKS, CheckSpec
-from ._demo import run_demo
-from ._evidence import parse_fingerprint, read_container, read_host, read_startup_log
-from ._locust import LocustLoad, locustfile_path
 from ._model import (
     CacheResult,
     CapacityResult,
@@ -27,10 +23,12 @@ from ._model import (
     Slo,
     Verdict,
 )
-from ._phases import PHASES, AcceptancePhase, RunContext
-from ._probe import probe, probe_script
 from ._run import PROFILES, AcceptanceResult, AcceptOptions, Progress, accept, run_acceptance, via_taps
 from ._verdict import ALL_PHASES
+from .demo import run_demo
+from .evidence import parse_fingerprint, probe, probe_script, read_container, read_host, read_startup_log
+from .load import CapacityPlan, LocustLoad, locustfile_path
+from .phases import PHASES, AcceptancePhase, RunContext
 
 __all__ = [
     "ALL_PHASES",

@@ -33,18 +33,13 @@ from wirecheck.generators import SAMPLE_SET_VERSION
 from wirecheck.proxy import ProxyApp, TapConfig, tap_protocol
 from wirecheck.record import Store, free_port
 
-from ._capacity import CapacityPlan
-from ._client import measure
-from ._compat import CompatInputs, run_compat
-from ._evidence import HostFacts, parse_fingerprint, read_host
-from ._gpu import GPU_SOURCES
-from ._interface import TapSource
 from ._model import Limits, PhaseResult, Slo, Verdict
-from ._phases import PHASES, RunContext
-from ._report import write_reports
-from ._samples import load_workload, workload_data
 from ._serving import serving
 from ._verdict import ALL_PHASES, checklist, decide
+from .evidence import HostFacts, parse_fingerprint, read_host
+from .load import GPU_SOURCES, CapacityPlan, load_workload, measure, workload_data
+from .phases import PHASES, CompatInputs, RunContext, TapSource, run_compat
+from .report import write_reports
 
 __all__ = [
     "PROFILES",

@@ -32,8 +32,8 @@ from wirecheck.acceptance import (
     Progress,
     Slo,
 )
-from wirecheck.acceptance._client import measure
 from wirecheck.acceptance._verdict import decide
+from wirecheck.acceptance.load import measure
 from wirecheck.record import serve
 from wirecheck.sim import (
     Environment,

@@ -27,7 +27,7 @@ from tests.acceptance.runs import accept_ci
 from tests.support.servers import process, wait_up
 from wirecheck import TransportError
 from wirecheck.acceptance import CapacityPlan, LocustLoad, locustfile_path
-from wirecheck.acceptance._workload import spec
+from wirecheck.acceptance.load import spec
 from wirecheck.record import free_port, serve
 from wirecheck.sim import SimConfig, create_app
 

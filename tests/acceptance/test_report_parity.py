@@ -19,7 +19,7 @@ import pytest
 from tests.acceptance.runs import FAST, run_accept
 from tests.acceptance.test_samples import team_bodies, write_bodies
 from wirecheck.acceptance import AcceptanceResult, CapacityPlan, Limits
-from wirecheck.acceptance._report import render_html, render_markdown
+from wirecheck.acceptance.report import render_html, render_markdown
 from wirecheck.sim import SimConfig, parse_faults
 
 # verdicts read timing figures (soak drift, TTFT SLOs): held until the vLLM servers are up

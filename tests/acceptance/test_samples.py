@@ -17,9 +17,15 @@ from jsonschema import Draft202012Validator
 from tests.acceptance.runs import DEAD, FAST, ROOT, accept_argv, checks, run_accept
 from tests.support.servers import run_wirecheck
 from wirecheck.acceptance import AcceptanceResult, CapacityPlan, Limits
-from wirecheck.acceptance._client import Sample, measure
-from wirecheck.acceptance._samples import load_workload, workload_data, workload_line
-from wirecheck.acceptance._workload import capacity_body, spec
+from wirecheck.acceptance.load import (
+    Sample,
+    capacity_body,
+    load_workload,
+    measure,
+    spec,
+    workload_data,
+    workload_line,
+)
 from wirecheck.contracts import Exchange, HttpRequest, HttpResponse, InputError, write_exchanges
 from wirecheck.generators import agent_sample_set
 from wirecheck.proxy import write_har

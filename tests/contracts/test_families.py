@@ -13,8 +13,8 @@ import pytest
 from tests.sim.test_app import battery
 from tests.support import wire
 from tests.support.recording import post
-from wirecheck.acceptance._compat import CompatInputs, run_compat
 from wirecheck.acceptance._run import AcceptOptions, _family
+from wirecheck.acceptance.phases import CompatInputs, run_compat
 from wirecheck.cli import main
 from wirecheck.contracts import (
     FAMILIES,

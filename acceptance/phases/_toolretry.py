@@ -21,8 +21,8 @@ from typing import Any
 
 from wirecheck.contracts import Exchange, build_view
 
-from ._client import Sample
-from ._model import Check
+from .._model import Check
+from ..load import Sample
 
 __all__ = ["failed_tool", "tool_retry_check"]
 

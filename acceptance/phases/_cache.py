@@ -23,8 +23,8 @@ import httpx
 from wirecheck.contracts import FAMILIES
 from wirecheck.generators import cache_probe_set
 
-from ._client import Metrics, Sample, delta, measure, scrape
-from ._model import CacheResult, Check, PhaseResult
+from .._model import CacheResult, Check, PhaseResult
+from ..load import Metrics, Sample, delta, measure, scrape
 
 __all__ = ["run_cache"]
 

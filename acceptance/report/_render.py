@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .._model import Slo
 from ._alerts import more_rules
-from ._model import Slo
 from ._sections import (
     details_html,
     evidence_html,

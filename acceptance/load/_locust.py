@@ -25,7 +25,7 @@ from ._client import REQUEST_READ_TIMEOUT_S, Sample
 
 __all__ = ["LocustLoad", "locustfile_path"]
 
-_MASTER = "from gevent import monkey; monkey.patch_all(); from wirecheck.acceptance.locustfile import master_main; master_main()"
+_MASTER = "from gevent import monkey; monkey.patch_all(); from wirecheck.acceptance.load.locustfile import master_main; master_main()"
 
 
 #: slack over the request timeout before a worker without a new sample fails the step
@@ -36,9 +36,9 @@ SILENT_S = 60.0
 
 def locustfile_path() -> str:
     """Where the locustfile is, found without importing it (importing it patches with gevent)."""
-    found = importlib.util.find_spec("wirecheck.acceptance.locustfile")
+    found = importlib.util.find_spec("wirecheck.acceptance.load.locustfile")
     if found is None or found.origin is None:
-        raise ConfigError("wirecheck.acceptance.locustfile is not installed")
+        raise ConfigError("wirecheck.acceptance.load.locustfile is not installed")
     return found.origin
 
 

@@ -40,11 +40,11 @@ from wirecheck.sim import (
     write_environment,
 )
 
-from ._compat import RECIPE_FAMILY
+from .._run import AcceptanceResult, AcceptOptions, Progress, run_acceptance, via_taps
+from .._serving import serving
+from .._verdict import ALL_PHASES
+from ..phases import RECIPE_FAMILY
 from ._groundtruth import TruthScore, score_truth
-from ._run import AcceptanceResult, AcceptOptions, Progress, run_acceptance, via_taps
-from ._serving import serving
-from ._verdict import ALL_PHASES
 
 __all__ = ["DEMO_GATEWAY_FAULTS", "DEMO_SIM_FAULTS", "TRUTH_FILE", "run_demo"]
 

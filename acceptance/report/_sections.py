@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ._samples import workload_line
+from ..load import workload_line
 
 __all__ = [
     "details_html",

@@ -23,24 +23,31 @@ from typing import Any
 
 import httpx
 
-from ._client import REQUEST_READ_TIMEOUT_S, Metrics, MetricsSampler, Sample, delta, scrape, summarize
-from ._drive import (
+from .._model import CapacityResult, Check, PhaseResult, Slo
+from ..evidence import HostFacts
+from ..load import (
+    REQUEST_READ_TIMEOUT_S,
     CapacityPlan,
+    GpuSampler,
     LoadCtx,
+    Metrics,
+    MetricsSampler,
     Progress,
+    Sample,
     closed_loop,
+    delta,
     healthy,
+    memory_summary,
     next_body,
     next_spec,
     oom_sign,
     open_loop,
     sample_spec,
+    scrape,
     send_one,
+    summarize,
+    workload_data,
 )
-from ._evidence import HostFacts
-from ._gpu import GpuSampler, memory_summary
-from ._model import CapacityResult, Check, PhaseResult, Slo
-from ._samples import workload_data
 
 __all__ = ["CapacityPlan", "run_capacity"]
 

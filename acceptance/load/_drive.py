@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
+from .._model import Slo
 from ._client import Sample, measure
-from ._model import Slo
 from ._workload import capacity_body, spec
 
 __all__ = [

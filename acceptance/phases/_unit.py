@@ -13,19 +13,17 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from wirecheck.contracts import Exchange
 
+from .._catalogue import CHECKS
+from .._model import CapacityResult, CompatResult, InterfaceResult, PhaseResult
+from ..evidence import HostFacts
+from ..load import CapacityPlan, Sample, Workload, make_gpu_source
 from ._cache import run_cache
-from ._capacity import CapacityPlan, run_capacity
-from ._catalogue import CHECKS
-from ._client import Sample
+from ._capacity import run_capacity
 from ._compat import CompatInputs
-from ._evidence import HostFacts
-from ._gpu import make_gpu_source
 from ._interface import run_interface
-from ._model import CapacityResult, CompatResult, InterfaceResult, PhaseResult
-from ._samples import Workload
 
 if TYPE_CHECKING:
-    from ._run import AcceptOptions
+    from .._run import AcceptOptions
 
 __all__ = ["PHASES", "AcceptancePhase", "RunContext"]
 
@@ -107,7 +105,7 @@ class CapacityPhase(_Declared):
     async def run(self, ctx: RunContext) -> PhaseResult:
         opts, load = ctx.opts, None
         if opts.load_engine == "locust":
-            from ._locust import LocustLoad
+            from ..load import LocustLoad
 
             load = LocustLoad(
                 workers=opts.locust_workers,

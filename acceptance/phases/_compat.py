@@ -17,22 +17,23 @@ from typing import Any
 
 from wirecheck.contracts import FAMILIES, InputError, detect_family
 
-from ._evidence import (
+from .._model import Check, CompatResult, PhaseResult
+from ..evidence import (
     ContainerFacts,
     HostFacts,
     StartupLog,
+    judge,
     parse_fingerprint,
     parse_version,
     read_container,
     read_host,
     read_startup_log,
+    read_topo,
+    topology_checks,
     version_at_least,
 )
-from ._model import Check, CompatResult, PhaseResult
-from ._topology import read_topo, topology_checks
-from ._warnings import judge
 
-__all__ = ["SELF_BUILT_FIELDS", "CompatInputs", "run_compat"]
+__all__ = ["OFFICIAL_IMAGE", "RECIPE_FAMILY", "SELF_BUILT_FIELDS", "CompatInputs", "run_compat"]
 
 MIN_DRIVER = "580.65.06"
 MIN_VLLM = "0.27.1"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["ANSI", "DANGEROUS", "PREFIX", "Judged", "clean_line", "judge"]
+__all__ = ["ANSI", "DANGEROUS", "PREFIX", "Danger", "Judged", "clean_line", "judge"]
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #: a vLLM process prefix: one or two words (``Worker_TP1``, ``VllmWorker TP1``, ``EngineCore_DP0``) and a pid

@@ -42,8 +42,7 @@ from locust.runners import (
     WorkerRunner,
 )
 
-from wirecheck.acceptance._client import REQUEST_READ_TIMEOUT_S, Sample, measure_sync
-from wirecheck.acceptance._workload import capacity_body, spec
+from wirecheck.acceptance.load import REQUEST_READ_TIMEOUT_S, Sample, capacity_body, measure_sync, spec
 
 __all__ = ["WirecheckUser"]
 

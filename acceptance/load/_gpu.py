@@ -28,7 +28,7 @@ import httpx
 
 from wirecheck.contracts import ConfigError
 
-from ._client import Periodic, pages
+from ._metrics import Periodic, pages
 
 __all__ = ["GPU_SOURCES", "GpuSampler", "GpuSource", "make_gpu_source", "memory_summary"]
 

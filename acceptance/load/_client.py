@@ -1,4 +1,4 @@
-"""Measuring clients: one chat completion with its timings, and ``/metrics`` scrapes.
+"""The measuring client: one chat completion sent, recorded and timed, and the figures over many.
 
 TTFT stops at the first chunk that carries content, reasoning or tool calls, never at the role chunk
 (vllm-wire.md §2); ITL is the gap between token-bearing chunks; TPOT is (e2e - TTFT) / (tokens - 1);
@@ -7,13 +7,9 @@ e2e runs to the end of the body. The timings come from the same stream assembly 
 
 from __future__ import annotations
 
-import abc
-import asyncio
-import contextlib
 import itertools
 import json
 import math
-import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
@@ -24,19 +20,7 @@ import httpx
 from wirecheck.contracts import Exchange, HttpRequest, build_view
 from wirecheck.record import CORRELATION_HEADER, mint_correlation, record_async, record_sync
 
-__all__ = [
-    "REQUEST_READ_TIMEOUT_S",
-    "Metrics",
-    "MetricsSampler",
-    "Periodic",
-    "Sample",
-    "measure",
-    "measure_sync",
-    "pages",
-    "percentile",
-    "scrape",
-    "summarize",
-]
+__all__ = ["REQUEST_READ_TIMEOUT_S", "Sample", "measure", "measure_sync", "percentile", "summarize"]
 
 #: the capacity clients' read timeout (in process and on Locust workers): the longest a streamed
 #: answer may stay silent; a Locust worker with no new sample for longer than this, plus slack,
@@ -219,153 +203,3 @@ def summarize(samples: list[Sample]) -> dict[str, Any]:
             errs[key] = errs.get(key, 0) + 1
     out["error_kinds"] = errs
     return out
-
-
-# --- /metrics ------------------------------------------------------------------------------------
-
-_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-@dataclass(slots=True)
-class Metrics:
-    """One scrape of a Prometheus text page: ``(name, labels) -> value``."""
-
-    source: str
-    at: float
-    samples: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
-
-    @classmethod
-    def parse(cls, text: str, source: str = "", at: float | None = None) -> Metrics:
-        m = cls(source, time.time() if at is None else at)
-        for line in text.splitlines():
-            if not line or line.startswith("#"):
-                continue
-            g = _LINE.match(line)
-            if not g:
-                continue
-            try:
-                value = float(g.group(3))
-            except ValueError:
-                continue
-            labels = dict(_LABEL.findall(g.group(2) or ""))
-            m.samples.append((g.group(1), labels, value))
-        return m
-
-    def value(self, name: str, **match: str) -> float | None:
-        """The sum over every series of ``name`` whose labels match (None: no such series)."""
-        found = [
-            v
-            for n, labels, v in self.samples
-            if n == name and all(labels.get(k) == w for k, w in match.items())
-        ]
-        return sum(found) if found else None
-
-    def labels(self, name: str) -> list[dict[str, str]]:
-        return [labels for n, labels, _ in self.samples if n == name]
-
-
-def delta(before: Metrics | None, after: Metrics | None, name: str, **match: str) -> float | None:
-    """``after - before`` for a counter (or a histogram's ``_sum``/``_count``); None when either lacks it."""
-    if before is None or after is None:
-        return None
-    a, b = after.value(name, **match), before.value(name, **match)
-    if a is None or b is None:
-        return None
-    return a - b
-
-
-async def pages(client: httpx.AsyncClient, urls: list[str], timeout: float = 10.0) -> list[Metrics]:
-    """The Prometheus page of every URL that answered 200 (one engine or exporter per URL); a URL
-    that fails or answers otherwise is left out."""
-    out: list[Metrics] = []
-    for url in urls:
-        try:
-            r = await client.get(url, timeout=timeout)
-        except httpx.HTTPError:
-            continue
-        if r.status_code == 200:
-            out.append(Metrics.parse(r.text, url))
-    return out
-
-
-async def scrape(client: httpx.AsyncClient, urls: list[str]) -> Metrics | None:
-    """Scrape every URL and merge the pages (one engine per URL); None when none answered."""
-    merged: Metrics | None = None
-    for page in await pages(client, urls):
-        if merged is None:
-            merged = page
-        else:
-            merged.samples.extend(page.samples)
-            merged.source += "," + page.source
-    return merged
-
-
-GAUGES = {
-    "kv": "vllm:kv_cache_usage_perc",
-    "running": "vllm:num_requests_running",
-    "waiting": "vllm:num_requests_waiting",
-    "preemptions": "vllm:num_preemptions_total",
-}
-
-
-class Periodic[T](abc.ABC):
-    """A background sampler while a capacity step runs: ``sample`` every ``interval_s`` from ``start``,
-    and once more at ``stop``, so that the series reaches the step's end. One loop for the engine's
-    gauges and the GPUs' memory."""
-
-    series: list[T]
-    interval_s: float
-    _task: asyncio.Task[None] | None
-
-    @property
-    @abc.abstractmethod
-    def has_source(self) -> bool:
-        """Whether there is anything to sample; without it ``start`` starts nothing."""
-
-    @abc.abstractmethod
-    async def sample(self) -> object:
-        """Take one reading and append it to ``series`` (a failed reading appends nothing)."""
-
-    async def _loop(self) -> None:
-        while True:
-            await self.sample()
-            await asyncio.sleep(self.interval_s)
-
-    def start(self) -> None:
-        if self.has_source:
-            self._task = asyncio.ensure_future(self._loop())
-
-    async def stop(self) -> list[T]:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            await self.sample()
-        return self.series
-
-
-class MetricsSampler(Periodic[dict[str, float | None]]):
-    """Samples the KV and queue gauges in the background while a step runs."""
-
-    def __init__(self, client: httpx.AsyncClient, urls: list[str], interval_s: float) -> None:
-        self.client, self.urls, self.interval_s = client, urls, interval_s
-        self.series: list[dict[str, float | None]] = []
-        self._task: asyncio.Task[None] | None = None
-        self._t0 = time.monotonic()
-
-    @property
-    def has_source(self) -> bool:
-        return bool(self.urls)
-
-    async def sample(self) -> None:
-        m = await scrape(self.client, self.urls) if self.urls else None
-        if m is None:
-            return
-        row: dict[str, float | None] = {"t": round(time.monotonic() - self._t0, 3)}
-        for key, name in GAUGES.items():
-            v = m.value(name)
-            if key == "kv" and v is not None and m.labels(name):
-                v = v / len(m.labels(name))  # mean over engines
-            row[key] = v
-        self.series.append(row)

@@ -19,8 +19,10 @@ from typing import Any
 
 from wirecheck.contracts import InputError
 
-from ._evidence import SIM_MARKER, HostFacts, StartupLog
-from ._model import Check, PhaseResult
+from .._model import Check, PhaseResult
+from ._files import SIM_MARKER
+from ._host import HostFacts
+from ._startup import StartupLog
 
 __all__ = ["TopoFacts", "group_nodes", "read_topo", "topology_checks"]
 

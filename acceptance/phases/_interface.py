@@ -27,8 +27,8 @@ import httpx
 from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges
 from wirecheck.generators import CITIES, function_tool, run_scenarios
 
-from ._client import Sample, measure
-from ._model import Check, InterfaceResult, Limits
+from .._model import Check, InterfaceResult, Limits
+from ..load import Sample, measure
 from ._toolretry import failed_tool, tool_retry_check
 
 __all__ = ["TapSource", "interface_requests", "run_interface"]
