@@ -40,8 +40,11 @@ from wirecheck.sim import (
     write_environment,
 )
 
-from .._run import AcceptanceResult, AcceptOptions, Progress, run_acceptance, via_taps
+from .._options import AcceptOptions
+from .._progress import Progress
+from .._run import AcceptanceResult, run_acceptance
 from .._serving import serving
+from .._taps import via_taps
 from .._verdict import ALL_PHASES
 from ..phases import RECIPE_FAMILY
 from ._groundtruth import TruthScore, score_truth

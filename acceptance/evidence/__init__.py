@@ -11,7 +11,7 @@ from ._files import SIM_MARKER, read_text
 from ._host import GpuFacts, HostFacts, read_host
 from ._probe import probe, probe_script
 from ._startup import StartupLog, read_startup_log
-from ._topology import TopoFacts, group_nodes, read_topo, topology_checks
+from ._topology import TopoFacts, group_nodes, interconnect, read_topo, topology
 from ._versions import parse_fingerprint, parse_version, version_at_least
 from ._warnings import ANSI, DANGEROUS, PREFIX, Danger, Judged, clean_line, judge
 
@@ -29,6 +29,7 @@ __all__ = [
     "TopoFacts",
     "clean_line",
     "group_nodes",
+    "interconnect",
     "judge",
     "parse_fingerprint",
     "parse_version",
@@ -39,6 +40,6 @@ __all__ = [
     "read_startup_log",
     "read_text",
     "read_topo",
-    "topology_checks",
+    "topology",
     "version_at_least",
 ]

@@ -7,7 +7,7 @@
 - The interconnect comes from ``nvidia-smi topo -m`` (``NV#`` between GPUs is NVLink; ``mlx5_*`` NICs are
   InfiniBand/RoCE), the Fabric Manager state in ``nvidia-smi -q -x`` (NVSwitch systems: ``Completed``
   when it serves), and the startup logs' NCCL lines (``NET/IB`` or ``NET/Socket``; ``P2P/NVLink``).
-- TP x PP x DP (from the startup log, else the fingerprint) must equal the GPUs the host files show.
+- TP x PP x DP comes from the startup log, else the fingerprint (``compat.topology`` holds it to the GPUs).
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from typing import Any
 
 from wirecheck.contracts import InputError
 
-from .._model import Check, PhaseResult
 from ._files import SIM_MARKER
 from ._host import HostFacts
 from ._startup import StartupLog
 
-__all__ = ["TopoFacts", "group_nodes", "read_topo", "topology_checks"]
+__all__ = ["TopoFacts", "group_nodes", "interconnect", "read_topo", "topology"]
 
 
 @dataclass(slots=True)
@@ -90,7 +89,7 @@ def group_nodes(hosts: list[HostFacts]) -> list[dict[str, Any]]:
     ]
 
 
-def _interconnect(hosts: list[HostFacts], topos: list[TopoFacts], logs: list[StartupLog]) -> dict[str, Any]:
+def interconnect(hosts: list[HostFacts], topos: list[TopoFacts], logs: list[StartupLog]) -> dict[str, Any]:
     nccl = [ln for log in logs for ln in log.nccl + log.warnings]
     fabric = sorted({g.fabric for h in hosts for g in h.gpus if g.fabric and g.fabric != "N/A"})
     return {
@@ -103,88 +102,16 @@ def _interconnect(hosts: list[HostFacts], topos: list[TopoFacts], logs: list[Sta
     }
 
 
-def topology_checks(
-    ph: PhaseResult,
-    hosts: list[HostFacts],
-    topos: list[TopoFacts],
-    logs: list[StartupLog],
-    parallel: dict[str, int | None],
+def topology(
+    hosts: list[HostFacts], topos: list[TopoFacts], logs: list[StartupLog], parallel: dict[str, int | None]
 ) -> dict[str, Any]:
+    """Nodes, GPUs, the interconnect, and the parallelism (missing sizes are 1) with the GPUs it needs."""
     nodes = group_nodes(hosts)
-    gpus = sum(n["gpus"] for n in nodes)
-    link = _interconnect(hosts, topos, logs)
     tp, pp, dp = (parallel.get(k) or 1 for k in ("tp", "pp", "dp"))
-    need = tp * pp * dp
-    facts = {
+    return {
         "nodes": nodes,
         "node_count": len(nodes),
-        "gpu_count": gpus,
-        "interconnect": link,
-        "parallel": {"tp": tp, "pp": pp, "dp": dp, "gpus_needed": need},
+        "gpu_count": sum(n["gpus"] for n in nodes),
+        "interconnect": interconnect(hosts, topos, logs),
+        "parallel": {"tp": tp, "pp": pp, "dp": dp, "gpus_needed": tp * pp * dp},
     }
-    title = "TP x PP x DP matches the GPUs the host files show"
-    if not nodes:
-        ph.add(
-            Check(
-                "compat.topology",
-                title,
-                "missing",
-                "no host files: nodes and GPUs unknown",
-                facts,
-                leads_to="rework",
-            )
-        )
-    elif need == gpus:
-        ph.add(
-            Check(
-                "compat.topology",
-                title,
-                "pass",
-                f"{len(nodes)} nodes, {gpus} GPUs = TP{tp} x PP{pp} x DP{dp}",
-                facts,
-            )
-        )
-    else:
-        why = (
-            f"TP{tp} x PP{pp} x DP{dp} = {need} GPUs, but the host files show {gpus} on {len(nodes)} nodes"
-            + (": give every node's host file" if need > gpus else ": GPUs left idle, or another instance")
-        )
-        ph.add(Check("compat.topology", title, "fail", why, facts, leads_to="rework"))
-    seen = []
-    if link["nvlink_pairs"]:
-        seen.append(f"NVLink ({link['nvlink_pairs']} GPU pairs)")
-    if link["fabric_manager"]:
-        seen.append(f"Fabric Manager {', '.join(link['fabric_manager'])}")
-    if link["nics"]:
-        seen.append(f"NICs {', '.join(link['nics'])}")
-    if link["nccl_ib"]:
-        seen.append("NCCL over InfiniBand")
-    if link["nccl_nvlink"]:
-        seen.append("NCCL P2P/NVLink")
-    ititle = "Interconnect recorded (NVLink, InfiniBand, Fabric Manager)"
-    if link["nccl_socket"] and len(nodes) > 1:
-        ph.add(
-            Check(
-                "compat.interconnect",
-                ititle,
-                "fail",
-                "NCCL uses sockets between nodes: no InfiniBand/RoCE in the container",
-                link,
-                leads_to="rework",
-            )
-        )
-    elif seen:
-        ph.add(Check("compat.interconnect", ititle, "pass", "; ".join(seen), link))
-    else:
-        ph.add(
-            Check(
-                "compat.interconnect",
-                ititle,
-                "missing",
-                "no interconnect evidence: pass --topology with `nvidia-smi topo -m` output from each node "
-                "(and NCCL_DEBUG=INFO lines in the startup logs)",
-                link,
-                leads_to="rework",
-            )
-        )
-    return facts

@@ -23,6 +23,7 @@ from ._gpu import GPU_SOURCES, GpuSampler, GpuSource, make_gpu_source, memory_su
 from ._locust import LocustLoad, locustfile_path
 from ._metrics import GAUGES, Metrics, MetricsSampler, Periodic, delta, pages, scrape
 from ._samples import Workload, load_workload, size_summary, workload_data, workload_line
+from ._step import Step, breaches, measure_step, resource_signs
 from ._workload import capacity_body, spec
 
 __all__ = [
@@ -40,7 +41,9 @@ __all__ = [
     "Periodic",
     "Progress",
     "Sample",
+    "Step",
     "Workload",
+    "breaches",
     "capacity_body",
     "closed_loop",
     "delta",
@@ -49,6 +52,7 @@ __all__ = [
     "locustfile_path",
     "make_gpu_source",
     "measure",
+    "measure_step",
     "measure_sync",
     "memory_summary",
     "next_body",
@@ -57,6 +61,7 @@ __all__ = [
     "open_loop",
     "pages",
     "percentile",
+    "resource_signs",
     "sample_spec",
     "scrape",
     "send_one",

@@ -20,6 +20,8 @@ import httpx
 from wirecheck.contracts import Exchange, HttpRequest, build_view
 from wirecheck.record import CORRELATION_HEADER, mint_correlation, record_async, record_sync
 
+from .._clock import SYSTEM_CLOCK, Clock
+
 __all__ = ["REQUEST_READ_TIMEOUT_S", "Sample", "measure", "measure_sync", "percentile", "summarize"]
 
 #: the capacity clients' read timeout (in process and on Locust workers): the longest a streamed
@@ -152,10 +154,12 @@ async def measure(
     headers: dict[str, str] | None = None,
     keep: bool = False,
     exchange_id: str = "",
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Sample:
-    """Send one chat completion and time it; never raises for HTTP or transport failures."""
+    """Send one chat completion and time it; never raises for HTTP or transport failures. The
+    timings are the recording's; ``clock`` stamps when it was sent."""
     ex = _prepare(body, headers, exchange_id)
-    started = time.time()
+    started = clock.now()
     e2e = await record_async(client, ex, url, headers=ex.request.headers)
     return _sample(ex, e2e, started, keep)
 

@@ -1,19 +1,17 @@
-"""Driving the capacity load: the plan, closed-loop and open-loop steps, in process or on Locust.
-
-Split from ``_capacity`` (no module over 600 lines); the judging stays there.
-"""
+"""Driving the capacity load: the plan, and closed-loop and open-loop steps, in process or on Locust
+workers. A closed loop keeps ``concurrency`` requests in flight; an open loop sends at a fixed rate
+whatever the answers do, and records how late each send was."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from .._model import Slo
+from .._clock import SYSTEM_CLOCK, Clock
 from ._client import Sample, measure
 from ._workload import capacity_body, spec
 
@@ -69,17 +67,15 @@ class LoadCtx:
     metrics_urls: list[str]
     model: str | None
     headers: dict[str, str]
-    slo: Slo
     plan: CapacityPlan
     progress: Progress
+    clock: Clock = SYSTEM_CLOCK
     seq: int = 0
     samples: list[Sample] = field(default_factory=list)
     #: the Locust load engine, when the load runs on Locust workers (else in this process)
     load: Any = None
     #: where GPU memory is read from through every step (``_gpu``); None: not measured
     gpu_source: Any = None
-    #: the startup log's facts (flags, max_model_len) for the OOM evidence
-    startup: dict[str, Any] | None = None
     #: ``--samples``: the team's requests, sent by the long-input and ramp stages (``_samples``)
     workload: Any = None
     #: the team's requests sent so far, by index (the report says whether the ramp cycled them)
@@ -113,7 +109,7 @@ def next_body(ctx: LoadCtx, kind: str, turns: int = 2, salt: str = "") -> dict[s
 
 
 async def send_one(ctx: LoadCtx, body: dict[str, Any]) -> Sample:
-    s = await measure(ctx.client, ctx.chat_url, body, headers=ctx.headers)
+    s = await measure(ctx.client, ctx.chat_url, body, headers=ctx.headers, clock=ctx.clock)
     ctx.samples.append(s)
     return s
 
@@ -170,15 +166,16 @@ async def open_loop(
 ) -> tuple[list[Sample], dict[str, Any]]:
     """Send at fixed intervals whatever the answers do; record how late each send was."""
     if ctx.load is not None:
-        t_start = time.monotonic()
+        t_start = ctx.clock.monotonic()
         got: list[Sample] = await ctx.load.step(
             label, specs, url=ctx.chat_url, headers=ctx.headers, users=len(specs), rate=rate
         )
         ctx.samples.extend(got)
-        return got, schedule_stats(got, rate, time.monotonic() - t_start)
+        return got, schedule_stats(got, rate, ctx.clock.monotonic() - t_start)
     bodies = [capacity_body(sp) for sp in specs]
     interval = 1.0 / rate
-    t0 = time.monotonic()
+    clock = ctx.clock
+    t0 = clock.monotonic()
     tasks: list[asyncio.Task[Sample]] = []
     lags: list[float] = []
     in_flight = peak = 0
@@ -196,15 +193,15 @@ async def open_loop(
 
     for i, body in enumerate(bodies):
         due = t0 + i * interval
-        now = time.monotonic()
+        now = clock.monotonic()
         if due > now:
-            await asyncio.sleep(due - now)
-        lag = max(time.monotonic() - due, 0.0)
+            await clock.sleep(due - now)
+        lag = max(clock.monotonic() - due, 0.0)
         lags.append(lag)
         tasks.append(asyncio.ensure_future(fire(body, lag)))
         ctx.progress(f"{label}: sent {i + 1}/{len(bodies)}")
     samples = list(await asyncio.gather(*tasks))
-    stats = schedule_stats(samples, rate, time.monotonic() - t0)
+    stats = schedule_stats(samples, rate, clock.monotonic() - t0)
     stats["peak_in_flight"] = max(stats["peak_in_flight"], peak)
     return samples, stats
 

@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import dataclasses
 import shutil
-import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,6 +27,7 @@ import httpx
 
 from wirecheck.contracts import ConfigError
 
+from .._clock import SYSTEM_CLOCK, Clock
 from ._metrics import Periodic, pages
 
 __all__ = ["GPU_SOURCES", "GpuSampler", "GpuSource", "make_gpu_source", "memory_summary"]
@@ -188,9 +188,10 @@ class GpuSampler(Periodic[dict[str, Any]]):
     client: httpx.AsyncClient
     source: GpuSource | None
     interval_s: float
+    clock: Clock = SYSTEM_CLOCK
     series: list[dict[str, Any]] = field(default_factory=list)
     _task: asyncio.Task[None] | None = None
-    _t0: float = field(default_factory=time.monotonic)
+    _t0: float | None = None
 
     @property
     def has_source(self) -> bool:
@@ -203,7 +204,10 @@ class GpuSampler(Periodic[dict[str, Any]]):
         if rows is None:
             return None
         snap = [r.to_json() for r in rows]
-        self.series.append({"t": round(time.monotonic() - self._t0, 3), "gpus": snap})
+        now = self.clock.monotonic()
+        if self._t0 is None:
+            self._t0 = now  # the first reading starts the series' time
+        self.series.append({"t": round(now - self._t0, 3), "gpus": snap})
         return snap
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from .._clock import SYSTEM_CLOCK, Clock
+
 __all__ = ["GAUGES", "Metrics", "MetricsSampler", "Periodic", "delta", "pages", "scrape"]
 
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
@@ -108,6 +110,7 @@ class Periodic[T](abc.ABC):
 
     series: list[T]
     interval_s: float
+    clock: Clock
     _task: asyncio.Task[None] | None
 
     @property
@@ -122,7 +125,7 @@ class Periodic[T](abc.ABC):
     async def _loop(self) -> None:
         while True:
             await self.sample()
-            await asyncio.sleep(self.interval_s)
+            await self.clock.sleep(self.interval_s)
 
     def start(self) -> None:
         if self.has_source:
@@ -140,11 +143,13 @@ class Periodic[T](abc.ABC):
 class MetricsSampler(Periodic[dict[str, float | None]]):
     """Samples the KV and queue gauges in the background while a step runs."""
 
-    def __init__(self, client: httpx.AsyncClient, urls: list[str], interval_s: float) -> None:
-        self.client, self.urls, self.interval_s = client, urls, interval_s
+    def __init__(
+        self, client: httpx.AsyncClient, urls: list[str], interval_s: float, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        self.client, self.urls, self.interval_s, self.clock = client, urls, interval_s, clock
         self.series: list[dict[str, float | None]] = []
         self._task: asyncio.Task[None] | None = None
-        self._t0 = time.monotonic()
+        self._t0 = clock.monotonic()
 
     @property
     def has_source(self) -> bool:
@@ -154,7 +159,7 @@ class MetricsSampler(Periodic[dict[str, float | None]]):
         m = await scrape(self.client, self.urls) if self.urls else None
         if m is None:
             return
-        row: dict[str, float | None] = {"t": round(time.monotonic() - self._t0, 3)}
+        row: dict[str, float | None] = {"t": round(self.clock.monotonic() - self._t0, 3)}
         for key, name in GAUGES.items():
             v = m.value(name)
             if key == "kv" and v is not None and m.labels(name):
