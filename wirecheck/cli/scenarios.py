@@ -23,6 +23,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sc.add_argument("--header", action="append", default=[], metavar="K:V")
     via_proxy_options(sc, "with --via-proxy: the engine (vLLM) behind the gateway")
     sc.add_argument(
+        "--through-gateway",
+        action="store_true",
+        help="--target is a gateway and nothing taps its engine side: a failure the model, the parser or "
+        "the engine would carry is blamed unknown (the gateway is not ruled out); --via-proxy sees both sides",
+    )
+    sc.add_argument(
         "--endpoint",
         choices=("chat", "responses", "messages"),
         default="chat",
@@ -37,6 +43,7 @@ def _scenarios(args: argparse.Namespace) -> int:
     import time
 
     from wirecheck.acceptance import Progress
+    from wirecheck.contracts import CheckConfig
     from wirecheck.generators import ScenarioReport, header_variable, run_scenarios
 
     progress, t0 = Progress(quiet=args.quiet, every_s=args.progress_every), time.monotonic()
@@ -59,6 +66,8 @@ def _scenarios(args: argparse.Namespace) -> int:
         model=args.model,
         headers=headers_arg(args.header),
         via_proxy=via,
+        # one attribution, the contracts': what only the caller's side saw is the caller tap's to judge
+        config=None if via else CheckConfig(direct=not args.through_gateway),
         endpoint=args.endpoint,
         progress=tick,
     )
@@ -103,6 +112,8 @@ def _scenarios_line(args: argparse.Namespace) -> str:
         parts += ["--stream", args.stream]
     if args.model:
         parts += ["--model", args.model]
+    if args.through_gateway and not args.via_proxy:
+        parts.append("--through-gateway")
     if args.via_proxy:
         parts += [
             "--via-proxy",
