@@ -3,8 +3,8 @@
     caller (accept) -> [caller tap] -> faulty gateway -> [engine tap] -> simulator (faulty model,
     parser and engine)
 
-The simulator (Kimi K3, with the environment evidence a real host would give) and the gateway inject
-faults at fixed rates from a seed; the dual-tap proxy records both sides into a store; ``accept
+The simulator (Kimi K3, with the environment evidence a real host would give, and its DCGM exporter
+for the GPU memory curves) and the gateway inject faults at fixed rates from a seed; the dual-tap proxy records both sides into a store; ``accept
 --profile quick`` runs compat, capacity, cache and interface through it and decides. The report goes to
 ``--out`` (default ``./wirecheck-demo/``): the acceptance report (HTML, Markdown, JSON, alerts,
 dashboard), the findings over every recorded exchange (JSON, JUnit, HTML), the capture and the store.
@@ -29,10 +29,12 @@ from wirecheck.contracts import (
 )
 from wirecheck.record import Store, free_port
 from wirecheck.sim import (
+    Environment,
     GatewayConfig,
     GroundTruth,
     SimConfig,
     create_app,
+    create_dcgm_app,
     create_gateway,
     parse_faults,
     parse_gateway_faults,
@@ -68,7 +70,7 @@ async def _run(
     scenario_examples: int | None,
     quiet: bool,
 ) -> tuple[AcceptanceResult, float]:
-    sim_port, gw_port, engine_port = (free_port() for _ in range(3))
+    sim_port, gw_port, engine_port, dcgm_port = (free_port() for _ in range(4))
     cfg = SimConfig(
         family=RECIPE_FAMILY,
         faults=parse_faults(DEMO_SIM_FAULTS, seed=seed),
@@ -87,8 +89,12 @@ async def _run(
         )
     )
     sim_url, gw_url = f"http://127.0.0.1:{sim_port}", f"http://127.0.0.1:{gw_port}"
-    async with serving([(sim, sim_port), (gateway, gw_port)], "a demo server failed to start"):
-        env = write_environment(out / "evidence", cfg)
+    host = Environment()
+    # the simulated host's GPUs as a DCGM exporter shows them: memory follows the simulated KV use
+    dcgm = create_dcgm_app(sim, host)
+    servers = [(sim, sim_port), (gateway, gw_port), (dcgm, dcgm_port)]
+    async with serving(servers, "a demo server failed to start"):
+        env = write_environment(out / "evidence", cfg, host)
         store = Store(out / "wirecheck.db", writer=True)
         t0 = time.monotonic()
         try:
@@ -100,6 +106,7 @@ async def _run(
                     out=out,
                     host_files=[str(env["host_xml"]), str(env["host_text"])],
                     container_file=str(env["container"]),
+                    gpu_metrics_urls=[f"http://127.0.0.1:{dcgm_port}/metrics"],
                     startup_log=str(env["startup_log"]),
                     official_image=True,
                     profile="quick",
@@ -112,6 +119,7 @@ async def _run(
                         "gateway": f"{gw_url} (simulated, faults {DEMO_GATEWAY_FAULTS})",
                         "taps": f"caller tap {caller_url}, engine tap :{engine_port}",
                         "simulator": f"{sim_url} (faults {DEMO_SIM_FAULTS})",
+                        "gpu_metrics": f"simulated DCGM exporter :{dcgm_port}",
                     },
                 )
                 result = await run_acceptance(opts, Progress(quiet=quiet))
