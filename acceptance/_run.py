@@ -40,7 +40,7 @@ from .phases import (
 )
 from .report import Report, write_reports
 
-__all__ = ["AcceptanceResult", "accept", "run_acceptance"]
+__all__ = ["AcceptanceResult", "accept", "report_run", "run_acceptance"]
 
 
 @dataclass(slots=True)
@@ -186,7 +186,7 @@ async def run_acceptance(
         progress=prog,
     )
     phases = await _phases(ctx, opts.phases, prog)
-    report = conclude(
+    return report_run(
         opts,
         engine,
         compat,
@@ -195,6 +195,24 @@ async def run_acceptance(
         finished=clock.now(),
         metrics=metrics,
         workload=workload,
+    )
+
+
+def report_run(
+    opts: AcceptOptions,
+    engine: EngineInfo,
+    compat: CompatFacts,
+    phases: list[PhaseResult],
+    *,
+    started: float,
+    finished: float,
+    metrics: list[str],
+    workload: Workload | None = None,
+) -> AcceptanceResult:
+    """Decide from judged phases and write the report folder: a run's last step, and all a test of
+    recorded facts needs (``started``, ``finished``: the run's clock, seconds since the epoch)."""
+    report = conclude(
+        opts, engine, compat, phases, started=started, finished=finished, metrics=metrics, workload=workload
     )
     _write(opts, report, phases)
     return AcceptanceResult(report.verdict, phases, report.to_json(), report.files, report)

@@ -4,7 +4,7 @@ sources, the capacity plan with its closed- and open-loop steps (in process or o
 the request specs every driver builds the same bodies from, and the team's own requests
 (``--samples``)."""
 
-from ._client import REQUEST_READ_TIMEOUT_S, Sample, measure, measure_sync, percentile, summarize
+from ._client import REQUEST_READ_TIMEOUT_S, Sample, measure, measure_sync, percentile, summarize, timed
 from ._drive import (
     OOM_WORDS,
     CapacityPlan,
@@ -68,6 +68,7 @@ __all__ = [
     "size_summary",
     "spec",
     "summarize",
+    "timed",
     "workload_data",
     "workload_line",
 ]

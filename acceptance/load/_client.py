@@ -22,7 +22,7 @@ from wirecheck.record import CORRELATION_HEADER, mint_correlation, record_async,
 
 from .._clock import SYSTEM_CLOCK, Clock
 
-__all__ = ["REQUEST_READ_TIMEOUT_S", "Sample", "measure", "measure_sync", "percentile", "summarize"]
+__all__ = ["REQUEST_READ_TIMEOUT_S", "Sample", "measure", "measure_sync", "percentile", "summarize", "timed"]
 
 #: the capacity clients' read timeout (in process and on Locust workers): the longest a streamed
 #: answer may stay silent; a Locust worker with no new sample for longer than this, plus slack,
@@ -116,7 +116,10 @@ def _prepare(body: dict[str, Any], headers: dict[str, str] | None, exchange_id: 
     return ex
 
 
-def _sample(ex: Exchange, e2e: float, started: float, keep: bool) -> Sample:
+def timed(ex: Exchange, e2e: float, started: float, keep: bool = False) -> Sample:
+    """The measurement of one recorded exchange: TTFT and ITL from its chunks' times, TPOT, usage,
+    the error, the fingerprint. ``e2e``: seconds to the end of the body; ``started``: when it was sent
+    (seconds since the epoch)."""
     view = build_view(ex)
     sample = Sample(
         ok=view.ok, status=view.status, e2e_s=e2e, correlation=ex.correlation or "", started_s=started
@@ -161,7 +164,7 @@ async def measure(
     ex = _prepare(body, headers, exchange_id)
     started = clock.now()
     e2e = await record_async(client, ex, url, headers=ex.request.headers)
-    return _sample(ex, e2e, started, keep)
+    return timed(ex, e2e, started, keep)
 
 
 def measure_sync(
@@ -171,7 +174,7 @@ def measure_sync(
     ex = _prepare(body, headers, "")
     started = time.time()
     e2e = record_sync(client, ex, url, headers=ex.request.headers)
-    return _sample(ex, e2e, started, False)
+    return timed(ex, e2e, started)
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:

@@ -40,7 +40,9 @@ def long_functions(root: Path) -> list[str]:
     return found
 
 
-def _resolve(module: str, is_package: bool, node: ast.ImportFrom, known: set[str]) -> list[tuple[str, list[str]]]:
+def _resolve(
+    module: str, is_package: bool, node: ast.ImportFrom, known: set[str]
+) -> list[tuple[str, list[str]]]:
     """(imported module, names taken from it) for one ``from ... import`` inside the package."""
     if node.level:
         base = module.split(".") if module else []
@@ -79,7 +81,11 @@ def import_graph(root: Path) -> tuple[dict[str, set[str]], list[str]]:
             for target, names in _resolve(name, is_package, node, set(mods)):
                 if target in mods and target != name:
                     graph[name].add(target)
-                private += [f"{name or '(package)'} imports {n} from {target or '(package)'}" for n in names if n.startswith("_")]
+                private += [
+                    f"{name or '(package)'} imports {n} from {target or '(package)'}"
+                    for n in names
+                    if n.startswith("_")
+                ]
     return graph, private
 
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
-from tests.acceptance.runs import DEAD, FAST, ROOT, accept_argv, checks, run_accept
+from tests.acceptance.runs import DEAD, FAST, ROOT, accept_argv, checks, run_accept, small_plan
 from tests.support.servers import run_wirecheck
 from wirecheck.acceptance import AcceptanceResult, CapacityPlan, Limits
 from wirecheck.acceptance.load import (
@@ -59,7 +59,7 @@ def write_bodies(path: Path, bodies: list[dict[str, Any]]) -> Path:
 
 
 def plan() -> CapacityPlan:
-    return CapacityPlan(ramp=[1, 2, 4], long_input_turns=[12, 48], soak_requests=4, soak_windows=2)
+    return small_plan(long_input_turns=[12, 48], soak_requests=4)
 
 
 @pytest.fixture(scope="module")
