@@ -8,10 +8,13 @@ scenarios``, put a gateway's doing on the model (a double-encoding gateway's arg
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
-from tests.acceptance.runs import FAST, accept_ci, checks
+from jsonschema import Draft202012Validator
+
+from tests.acceptance.runs import FAST, ROOT, accept_ci, checks
 from tests.support.servers import run_wirecheck
 from wirecheck.record import serve
 from wirecheck.sim import GatewayConfig, SimConfig, create_app, create_gateway, parse_gateway_faults
@@ -43,6 +46,10 @@ def test_accept_scenarios_through_a_single_tap_gateway_blame_as_its_agent_reques
     assert all("engine tap missing" in f["message"] for f in found), found
     detail = checks(res)["interface.scenarios"].detail
     assert "[unknown]" in detail and "[model]" not in detail, detail
+    # the blame is one the documented report names (a label of its own broke the schema)
+    schema = json.loads((ROOT / "docs" / "acceptance-report.schema.json").read_text())
+    report = json.loads(Path(res.files["json"]).read_text())
+    assert not list(Draft202012Validator(schema).iter_errors(report))
 
 
 def test_wirecheck_scenarios_through_a_gateway_without_an_engine_tap_blames_unknown() -> None:
