@@ -193,22 +193,22 @@ def declared(check_id: str) -> CheckSpec | None:
     return fam if fam is not None and tail.isdigit() else None
 
 
-def consequence(spec: CheckSpec, ruling: Ruling) -> str | None:
-    """What ``ruling`` leads to: none unless it blocks; else the one named, which must be declared,
-    or the only one declared."""
-    if ruling.status not in STATUSES:
-        raise ValueError(f"check {spec.id}: status {ruling.status!r}")
-    if ruling.status not in ("fail", "missing"):
-        if ruling.leads_to is not None:
-            raise ValueError(f"check {spec.id}: a {ruling.status} leads nowhere")
+def consequence(spec: CheckSpec, status: str, leads_to: str | None) -> str | None:
+    """What a check of ``spec`` with ``status`` leads to: nothing unless it blocks; else ``leads_to``,
+    which must be declared, or the only consequence declared."""
+    if status not in STATUSES:
+        raise ValueError(f"check {spec.id}: status {status!r}")
+    if status not in ("fail", "missing"):
+        if leads_to is not None:
+            raise ValueError(f"check {spec.id}: a {status} leads nowhere")
         return None
-    if ruling.leads_to is None:
+    if leads_to is None:
         if len(spec.leads_to) != 1:
-            raise ValueError(f"check {spec.id}: a {ruling.status} must name one of {spec.leads_to}")
+            raise ValueError(f"check {spec.id}: a {status} must name one of {spec.leads_to}")
         return spec.leads_to[0]
-    if ruling.leads_to not in spec.leads_to:
-        raise ValueError(f"check {spec.id}: leads to {ruling.leads_to}, declared {spec.leads_to}")
-    return ruling.leads_to
+    if leads_to not in spec.leads_to:
+        raise ValueError(f"check {spec.id}: leads to {leads_to}, declared {spec.leads_to}")
+    return leads_to
 
 
 def render_catalogue() -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from wirecheck.contracts import Exchange
 
 from ._blocks import Block
-from ._catalogue import STATUSES, declared
+from ._catalogue import consequence, declared
 
 __all__ = ["Check", "Facts", "Limits", "PhaseResult", "Slo", "Verdict"]
 
@@ -38,12 +38,7 @@ class Check:
         if spec is None:
             # every id is declared in the catalogue (_catalogue.py), which the docs are generated from
             raise ValueError(f"check id {self.id!r} is not declared in the catalogue")
-        if self.status not in STATUSES:
-            raise ValueError(f"check status {self.status!r}")
-        if self.blocking and self.leads_to is None and len(spec.leads_to) == 1:
-            self.leads_to = spec.leads_to[0]
-        if self.blocking and self.leads_to not in spec.leads_to:
-            raise ValueError(f"check {self.id}: leads to {self.leads_to}, declared {spec.leads_to}")
+        self.leads_to = consequence(spec, self.status, self.leads_to)
 
     @property
     def title(self) -> str:

@@ -29,7 +29,7 @@ from wirecheck.generators import run_scenarios
 from .._blocks import Block, Code, Table, Text
 from .._model import Facts
 from ..load import Sample, measure
-from ._context import RunContext, Target
+from ._context import RunContext, TapSource, Target
 from ._interface_set import failed_tool, interface_requests
 
 __all__ = ["Attempt", "InterfaceFacts", "ToolRetry", "measure_interface"]
@@ -310,7 +310,9 @@ def _tool_retries(
         )
 
 
-async def _attribute(facts: InterfaceFacts, t: Target, taps: Any, view: CheckConfig) -> dict[str, Exchange]:
+async def _attribute(
+    facts: InterfaceFacts, t: Target, taps: TapSource | None, view: CheckConfig
+) -> dict[str, Exchange]:
     """The run's one attribution: both taps' exchanges when there are any, else the caller's. Returns
     the engine side's exchanges by correlation id (empty without both taps)."""
     samples = [s for at in facts.attempts for s in at.samples]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Protocol
 
-from .._catalogue import checks, consequence
+from .._catalogue import checks
 from .._model import Check, Facts, PhaseResult
 from . import _cache_judges, _capacity_judges, _compat_judges, _interface_judges  # noqa: F401 - registers judges
 from ._cache import measure_cache
@@ -28,7 +28,7 @@ def judge_facts(phase: str, facts: Facts) -> list[Check]:
     for spec in checks(phase):
         assert spec.func is not None  # a declared check is its judge's
         for r in spec.func(facts):
-            out.append(Check(spec.member(r.number), r.status, r.detail, r.evidence, consequence(spec, r)))
+            out.append(Check(spec.member(r.number), r.status, r.detail, r.evidence, r.leads_to))
     return out
 
 
