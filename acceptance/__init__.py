@@ -16,11 +16,12 @@ renders. Only the CLI (``wirecheck/cli/``, and the demo it runs) imports this pa
 
 from ._catalogue import CheckSpec, Ruling, checks, judge
 from ._clock import SYSTEM_CLOCK, Clock
+from ._conclude import AcceptanceResult, report_run
 from ._discover import EngineInfo
 from ._model import Check, Facts, Limits, PhaseResult, Slo, Verdict
 from ._options import PROFILES, AcceptOptions
 from ._progress import Progress
-from ._run import AcceptanceResult, accept, report_run, run_acceptance
+from ._run import accept, run_acceptance
 from ._taps import via_taps
 from ._verdict import ALL_PHASES, decide
 from .demo import run_demo

@@ -1,28 +1,30 @@
-"""From the judged phases to the report: the verdict with its suggested next steps, the evidence
-section, the evidence files copied with their hashes, and a self-built image's comparison with the
-official image's run. Everything here reads the phases' facts through ``Facts``: no phase is looked up
-by name."""
+"""From the judged phases to the report folder: the verdict with its suggested next steps, the
+evidence section, the evidence files copied with their hashes, a self-built image's comparison with the
+official image's run, and every file written. Everything here reads the phases' facts through
+``Facts``: no phase is looked up by name."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wirecheck._version import __version__
+from wirecheck.contracts import write_exchanges
 from wirecheck.generators import SAMPLE_SET_VERSION
 
 from ._clock import stamp
 from ._discover import EngineInfo
-from ._model import PhaseResult, Slo
+from ._model import PhaseResult, Slo, Verdict
 from ._options import AcceptOptions
 from ._verdict import checklist, decide
-from .load import workload_data
+from .load import Workload, workload_data
 from .phases import CompatFacts
-from .report import Report
+from .report import Report, write_reports
 
-__all__ = ["conclude", "copy_evidence", "self_built_diff"]
+__all__ = ["AcceptanceResult", "copy_evidence", "report_run", "self_built_diff", "suggestions"]
 
 
 def _facts(phases: list[PhaseResult]) -> list[Any]:
@@ -144,7 +146,53 @@ def self_built_diff(compat: CompatFacts, phases: list[PhaseResult]) -> dict[str,
     }
 
 
-def conclude(
+@dataclass(slots=True)
+class AcceptanceResult:
+    verdict: Verdict
+    phases: list[PhaseResult]
+    #: report.json
+    report: dict[str, Any]
+    files: dict[str, str]
+    document: Report
+
+
+def _verdict(opts: AcceptOptions, compat: CompatFacts, phases: list[PhaseResult]) -> Verdict:
+    verdict = decide(phases, opts.phases, opts.limits, suggestions(phases, opts.slo))
+    verdict.simulated_sources = compat.simulated_sources() + [
+        s for f in _facts(phases) if f is not compat for s in f.simulated_sources()
+    ]
+    return verdict
+
+
+_FILES = {
+    "markdown": "report.md",
+    "html": "report.html",
+    "json": "report.json",
+    "alerts": "alerts.yml",
+    "dashboard": "grafana-dashboard.json",
+    "samples": "samples.jsonl",
+}
+
+
+def _write(opts: AcceptOptions, report: Report) -> None:
+    """The report folder: every format, the requests sent (samples.jsonl) and the exchanges checked
+    (interface.jsonl), with the checklist, which names the files it wrote."""
+    out = opts.out
+    out.mkdir(parents=True, exist_ok=True)
+    report.files = {kind: str(out / name) for kind, name in _FILES.items()}
+    exchanges = [x for f in _facts(report.phases) for x in f.recorded()]
+    if exchanges:
+        report.files["exchanges"] = str(out / "interface.jsonl")
+        with open(report.files["exchanges"], "w", encoding="utf-8") as fh:
+            write_exchanges(exchanges, fh, redaction=opts.written_redaction())
+    with open(report.files["samples"], "w", encoding="utf-8") as fh:
+        for s in (s for f in _facts(report.phases) for s in f.sent()):
+            fh.write(json.dumps(s.to_json()) + "\n")
+    report.checklist = checklist(report.phases, opts.reviewer, report.verdict, report.files)
+    write_reports(report)
+
+
+def report_run(
     opts: AcceptOptions,
     engine: EngineInfo,
     compat: CompatFacts,
@@ -153,13 +201,10 @@ def conclude(
     started: float,
     finished: float,
     metrics: list[str],
-    workload: Any = None,
-) -> Report:
-    """The verdict and the report of a run whose phases are judged; ``files`` are set by the caller."""
-    verdict = decide(phases, opts.phases, opts.limits, suggestions(phases, opts.slo))
-    verdict.simulated_sources = compat.simulated_sources() + [
-        s for f in _facts(phases) if f is not compat for s in f.simulated_sources()
-    ]
+    workload: Workload | None = None,
+) -> AcceptanceResult:
+    """Decide from judged phases and write the report folder: a run's last step, and all a test of
+    recorded facts needs (``started``, ``finished``: the run's clock, seconds since the epoch)."""
     evidence = {
         "started_at": stamp(started),
         "finished_at": stamp(finished),
@@ -171,17 +216,13 @@ def conclude(
     }
     for f in _facts(phases):
         evidence.update({k: v for k, v in f.evidence().items() if v})
-    return Report(
-        verdict=verdict,
+    report = Report(
+        verdict=_verdict(opts, compat, phases),
         evidence=evidence,
         phases=phases,
         selected=list(opts.phases),
         self_built=self_built_diff(compat, phases),
         slo=opts.slo,
     )
-
-
-def with_checklist(report: Report) -> Report:
-    """The checklist needs the files the report will be written to (the alert rules, the dashboard)."""
-    report.checklist = checklist(report.phases, report.evidence["reviewer"], report.verdict, report.files)
-    return report
+    _write(opts, report)
+    return AcceptanceResult(report.verdict, phases, report.to_json(), report.files, report)

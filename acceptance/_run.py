@@ -9,20 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from wirecheck._errors import TransportError
-from wirecheck.contracts import write_exchanges
 
 from ._clock import SYSTEM_CLOCK, Clock, stamp
-from ._conclude import conclude, with_checklist
+from ._conclude import AcceptanceResult, report_run
 from ._discover import EngineInfo, discover
-from ._model import PhaseResult, Verdict
+from ._model import PhaseResult
 from ._options import PROFILES, AcceptOptions
 from ._progress import Progress
 from .evidence import read_host
@@ -38,19 +35,8 @@ from .phases import (
     judged,
     measure_compat,
 )
-from .report import Report, write_reports
 
-__all__ = ["AcceptanceResult", "accept", "report_run", "run_acceptance"]
-
-
-@dataclass(slots=True)
-class AcceptanceResult:
-    verdict: Verdict
-    phases: list[PhaseResult]
-    #: report.json
-    report: dict[str, Any]
-    files: dict[str, str]
-    document: Report
+__all__ = ["accept", "run_acceptance"]
 
 
 def _capacity(opts: AcceptOptions, workload: Workload | None) -> CapacitySettings:
@@ -133,30 +119,6 @@ async def _phases(ctx: RunContext, selected: list[str], progress: Callable[[str]
     return results
 
 
-def _write(opts: AcceptOptions, report: Report, phases: list[PhaseResult]) -> None:
-    out = opts.out
-    out.mkdir(parents=True, exist_ok=True)
-    report.files = {
-        "markdown": str(out / "report.md"),
-        "html": str(out / "report.html"),
-        "json": str(out / "report.json"),
-        "alerts": str(out / "alerts.yml"),
-        "dashboard": str(out / "grafana-dashboard.json"),
-        "samples": str(out / "samples.jsonl"),
-    }
-    exchanges = [x for ph in phases if ph.facts is not None for x in ph.facts.recorded()]
-    if exchanges:
-        report.files["exchanges"] = str(out / "interface.jsonl")
-        with open(report.files["exchanges"], "w", encoding="utf-8") as fh:
-            write_exchanges(exchanges, fh, redaction=opts.written_redaction())
-    with_checklist(report)
-    with open(report.files["samples"], "w", encoding="utf-8") as fh:
-        for ph in phases:
-            for s in ph.facts.sent() if ph.facts is not None else []:
-                fh.write(json.dumps(s.to_json()) + "\n")
-    write_reports(report)
-
-
 async def run_acceptance(
     opts: AcceptOptions, progress: Callable[[str], None] | None = None, *, clock: Clock = SYSTEM_CLOCK
 ) -> AcceptanceResult:
@@ -196,26 +158,6 @@ async def run_acceptance(
         metrics=metrics,
         workload=workload,
     )
-
-
-def report_run(
-    opts: AcceptOptions,
-    engine: EngineInfo,
-    compat: CompatFacts,
-    phases: list[PhaseResult],
-    *,
-    started: float,
-    finished: float,
-    metrics: list[str],
-    workload: Workload | None = None,
-) -> AcceptanceResult:
-    """Decide from judged phases and write the report folder: a run's last step, and all a test of
-    recorded facts needs (``started``, ``finished``: the run's clock, seconds since the epoch)."""
-    report = conclude(
-        opts, engine, compat, phases, started=started, finished=finished, metrics=metrics, workload=workload
-    )
-    _write(opts, report, phases)
-    return AcceptanceResult(report.verdict, phases, report.to_json(), report.files, report)
 
 
 def accept(

@@ -42,9 +42,10 @@ from wirecheck.sim import (
     write_environment,
 )
 
+from .._conclude import AcceptanceResult
 from .._options import AcceptOptions
 from .._progress import Progress
-from .._run import AcceptanceResult, run_acceptance
+from .._run import run_acceptance
 from .._serving import serving
 from .._taps import via_taps
 from .._verdict import ALL_PHASES
