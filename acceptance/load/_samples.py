@@ -5,7 +5,8 @@ request, and the KV cache a deployment needs depends on the context lengths its 
 FILE is either a JSONL of chat-completion request bodies (one ``{"messages": [...], ...}`` per line), or
 a capture that ``wirecheck replay`` reads (exchange JSONL as ``wirecheck export`` writes it, HAR,
 mitmproxy flows, a wirecheck store): the requests are those replay would re-send (POSTs to
-``/chat/completions``, the caller's side when both taps recorded one), read with replay's loaders.
+``/chat/completions``, the caller's side when both taps recorded one), read as replay reads any
+capture (``read_capture``, with its limits).
 
 Everything is read and checked before any request is sent: a file that cannot be read, is empty, or
 holds no chat request is an :class:`InputError` (exit 2). A capture's exchanges that are not chat
@@ -23,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from wirecheck.contracts import DEFAULT_REDACTION, Exchange, InputError, Redaction, build_view
-from wirecheck.record import is_store, open_store
-from wirecheck.replay import detect_format, load_capture, replay
+from wirecheck.record import is_store
+from wirecheck.replay import detect_format, read_capture, replay
 
 from ._client import Sample, percentile
 
@@ -172,11 +173,7 @@ def load_workload(path: str, target: str, *, redaction: Redaction = DEFAULT_REDA
     A PostgreSQL store's URL is shown with ``redaction`` (no password in the report)."""
     if is_store(path):
         shown = redaction.url(path) if "://" in path else path
-        store = open_store(path)
-        try:
-            w = _from_exchanges(shown, "store", list(store.exchanges()), target)
-        finally:
-            store.close()
+        w = _from_exchanges(shown, "store", list(read_capture(path)), target)
     else:
         p = Path(path)
         if not p.is_file():
@@ -192,7 +189,7 @@ def load_workload(path: str, target: str, *, redaction: Redaction = DEFAULT_REDA
                 source=path,
             )
         else:
-            w = _from_exchanges(path, fmt, list(load_capture(p)), target)
+            w = _from_exchanges(path, fmt, list(read_capture(p)), target)
     if Path(path).is_file():
         digest = hashlib.sha256()
         with open(path, "rb") as fh:
