@@ -92,11 +92,6 @@ def mint_id(seed: str, i: int) -> str:
     return "chatcmpl-tool-" + hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()[:16]
 
 
-def mint_call_id(seed: str, i: int) -> str:
-    """The qwen3_coder parser's own ids: ``call_<24 hex>``."""
-    return "call_" + hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()[:24]
-
-
 def _typed(value: str) -> str:
     # vLLM converts each value by the tool's schema; without it, a value that is JSON of another
     # type than string (a number, a list) is taken as that, anything else as a string
@@ -140,7 +135,7 @@ def _kv_calls(
 
 def parse_xml_functions(rest: str, out: Parsed, id_seed: str) -> Parsed:
     """Qwen3-Coder's ``<function=NAME><parameter=K>V</parameter></function>`` calls."""
-    return _kv_calls(rest, out, id_seed, call=_XML_CALL, arg=_XML_PARAM, mint=mint_call_id)
+    return _kv_calls(rest, out, id_seed, call=_XML_CALL, arg=_XML_PARAM, mint=mint_id)
 
 
 def parse_full_width(rest: str, out: Parsed, id_seed: str) -> Parsed:
@@ -155,7 +150,7 @@ def parse_invokes(rest: str, out: Parsed, id_seed: str) -> Parsed:
     section = _call_section(rest, out, _MM_START)
     if section:
         content = out.content
-        _kv_calls(section, out, id_seed, call=_MM_INVOKE, arg=_MM_PARAM, mint=mint_call_id, start="<invoke")
+        _kv_calls(section, out, id_seed, call=_MM_INVOKE, arg=_MM_PARAM, mint=mint_id, start="<invoke")
         out.content = content  # the wrapper and what is inside it are the call section's
     return out
 

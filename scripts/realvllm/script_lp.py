@@ -128,24 +128,44 @@ def _hint(user: str) -> str:
     return caps[-1] if caps else (re.findall(r"[a-zA-Z]{3,}", user)[-1:] or ["value"])[0]
 
 
-def _parse_prompt(prompt: str) -> tuple[list[dict[str, Any]], str, str]:
-    """(declared tools, role of the last turn, its text) from the chat template's output."""
-    tools: list[dict[str, Any]] = []
-    m = re.search(r"<\|im_system\|>tool_declare<\|im_middle\|>(.*?)<\|im_end\|>", prompt, re.S)
-    if m:
+def _tools_in(text: str) -> list[dict[str, Any]]:
+    """JSON values one after another (a list of tools, or tools or functions one per line)."""
+    out: list[dict[str, Any]] = []
+    decoder, i = json.JSONDecoder(), 0
+    while i < len(text):
+        if text[i] in " \n\t,":
+            i += 1
+            continue
         try:
-            decl = json.loads(m.group(1))
-            tools = [t for t in decl if isinstance(t, dict)] if isinstance(decl, list) else []
+            value, i = decoder.raw_decode(text, i)
         except ValueError:
-            tools = []
-    turns = re.findall(
-        r"<\|im_(user|system)\|>(user|tool|system)<\|im_middle\|>(.*?)<\|im_end\|>", prompt, re.S
-    )
+            break
+        out += [v for v in (value if isinstance(value, list) else [value]) if isinstance(v, dict)]
+    return out
+
+
+def _parse_prompt(prompt: str, dialect: dict[str, Any]) -> tuple[list[dict[str, Any]], str, str, int]:
+    """(declared tools, role of the last turn, its text, where the conversation starts) from the
+    chat template's output, read with the family's patterns (families.json)."""
+    tools: list[dict[str, Any]] = []
+    start = 0
+    for m in re.finditer(dialect["tools_pattern"], prompt, re.S):
+        start = m.end()
+        if "name" in m.groupdict():  # a function's name and its parameters, apart
+            try:
+                params = json.loads(m.group("json"))
+            except ValueError:
+                params = {"type": "object"}
+            tools.append({"name": m.group("name").strip(), "parameters": params})
+        else:
+            tools += _tools_in(m.group("json"))
     last_role, last_text = ("user", "")
-    for _, role, text in turns:
-        if role in ("user", "tool"):
-            last_role, last_text = role, text
-    return tools, last_role, last_text
+    for m in re.finditer(dialect["turns_pattern"], prompt, re.S):
+        if m.group("tool") is not None:
+            last_role, last_text = "tool", m.group("tool")
+        elif m.group("user") is not None:
+            last_role, last_text = "user", m.group("user")
+    return tools, last_role, last_text, start
 
 
 def _arguments(args: Any, argument: dict[str, str] | None) -> str:
@@ -161,7 +181,7 @@ def _arguments(args: Any, argument: dict[str, str] | None) -> str:
     )
 
 
-def prior_calls(prompt: str, dialect: dict[str, Any]) -> int:
+def prior_calls(history: str, dialect: dict[str, Any]) -> int:
     """How many tool calls the conversation's history already holds: the chat template writes each
     one in the family's native markup, which opens as the default agent's ``call`` pattern does.
 
@@ -169,15 +189,15 @@ def prior_calls(prompt: str, dialect: dict[str, Any]) -> int:
     ``functions.NAME:N``); an id that repeats one of an earlier turn makes agent frameworks stop
     (openai-agents) or loop (pydantic-ai), so the default agent continues the count."""
     marker = dialect["call"].split("{", 1)[0]
-    return prompt.count(marker) if marker else 0
+    return history.count(marker) if marker else 0
 
 
 def default_scripts(prompt: str, dialect: dict[str, Any]) -> list[str]:
     """Candidate outputs, best first: what a small well-behaved agent would write for this prompt,
     in the markup ``dialect`` (families.json's ``script``) describes."""
-    tools, role, text = _parse_prompt(prompt)
-    index = prior_calls(prompt, dialect)
-    thinking_open = prompt.endswith(dialect["think_open"])
+    tools, role, text, start = _parse_prompt(prompt, dialect)
+    index = prior_calls(prompt[start:], dialect)
+    thinking_open = dialect["think_open"] is not None and prompt.endswith(dialect["think_open"])
     fns = [t.get("function", t) for t in tools]
     fns = [f for f in fns if isinstance(f, dict) and isinstance(f.get("name"), str)]
 
@@ -199,7 +219,7 @@ def default_scripts(prompt: str, dialect: dict[str, Any]) -> list[str]:
     named = [f for f in fns if f["name"] in text] if role == "user" else []
     # a tool result that reports a failure: call the tool again, as a well-behaved agent model does
     # (accept's interface.tool-retry). The failed tool is the declared one the history
-    # names last (its call and "## Return of functions.NAME:N" come after the tool_declare block).
+    # names last (its call, and its id in the result for some families, come after the tools).
     failed = role == "tool" and re.search(r"\berror\b|\bfailed\b|\btimeout\b|\bexception\b", text, re.I)
     if failed and fns:
         named = [max(fns, key=lambda f: prompt.rfind(f["name"]))]
