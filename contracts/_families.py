@@ -301,7 +301,9 @@ _ROWS = (
         id_shape="chatcmpl-tool-<hex>, minted by vLLM",
         tool_parser="hermes",
         reasoning_parser="qwen3",
-        thinks_by_default=False,
+        # vLLM's qwen3 reasoning parser reads output as reasoning until </think> unless the request
+        # says enable_thinking: false (vllm/parser/qwen3.py), as Qwen3's template thinks by default
+        thinks_by_default=True,
         stream_misparse_issues=(9693, 28806),
     ),
 )

@@ -70,8 +70,9 @@ class TinyModel:
     #: come first), as a model that writes its own ids numbers them; ``{number}``: its place in
     #: this answer from 1
     call: str
-    #: per-argument patterns by kind (``string`` for text values, ``json`` for the rest); None: the
-    #: arguments are one JSON object in ``call``'s ``{arguments}``
+    #: per-argument patterns by kind (``string`` for text values, ``json`` for the rest, with
+    #: ``{type}`` the value's JSON type, integers as ``number``); None: the arguments are one JSON
+    #: object in ``call``'s ``{arguments}``
     argument: Mapping[str, str] | None = None
     #: markers after which the output may be JSON (where steering tracks open strings)
     json_after: tuple[str, ...]
@@ -149,13 +150,14 @@ TINY_K3 = TinyModel(
     think_open="<|open|>think<|sep|>",
     think_close="{reason}<|close|>think<|sep|>",
     answer="<|open|>response<|sep|>{text}<|close|>response<|sep|>",
-    tools="<|open|>tools<|sep|>{calls}<|close|>tools<|sep|>",
+    # the response channel always comes before the tools channel, empty or not
+    tools="<|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|>{calls}<|close|>tools<|sep|>",
     # the index attribute counts the answer's calls from 1 (vllm/tool_parsers/kimi_k3_tool_parser.py's
     # example); vLLM mints the ids
     call='<|open|>call tool="{name}" index="{number}"<|sep|>{arguments}<|close|>call<|sep|>',
     argument={
         "string": '<|open|>argument key="{key}" type="string"<|sep|>{value}<|close|>argument<|sep|>',
-        "json": '<|open|>argument key="{key}" type="json"<|sep|>{value}<|close|>argument<|sep|>',
+        "json": '<|open|>argument key="{key}" type="{type}"<|sep|>{value}<|close|>argument<|sep|>',
     },
     json_after=("<|sep|>",),
     prefilled="<|open|>think<|sep|>",

@@ -25,6 +25,9 @@ _MACROS = (
     "{%- if p.type == 'text' -%}{{ p.text }}{%- endif -%}{%- endfor -%}{%- endif -%}{%- endmacro -%}"
     "{%- macro args(a) -%}{%- if a is string -%}{{ a }}{%- else -%}{{ a | tojson }}{%- endif -%}{%- endmacro -%}"
     "{%- macro value(v) -%}{%- if v is string -%}{{ v }}{%- else -%}{{ v | tojson }}{%- endif -%}{%- endmacro -%}"
+    "{%- macro xtml(v) -%}{%- if v is string -%}string{%- elif v is boolean -%}boolean"
+    "{%- elif v is number -%}number{%- elif v is none -%}null{%- elif v is mapping -%}object"
+    "{%- else -%}array{%- endif -%}{%- endmacro -%}"
     "{%- macro reasoning(m) -%}{{ m.reasoning or m.reasoning_content or '' }}{%- endmacro -%}"
 )
 _OFF = "{%- set off = THINKING is defined and not THINKING -%}"
@@ -61,11 +64,12 @@ K3_TEMPLATE = _render(
     _KIMI.replace(
         "@TURN@",
         "<|open|>think<|sep|>{{ reasoning(m) }}<|close|>think<|sep|>"
-        "{%- if m.content -%}<|open|>response<|sep|>{{ text(m.content) }}<|close|>response<|sep|>{%- endif -%}"
+        "{%- if m.content or m.tool_calls -%}<|open|>response<|sep|>{{ text(m.content) }}"
+        "<|close|>response<|sep|>{%- endif -%}"
         "{%- if m.tool_calls -%}<|open|>tools<|sep|>{%- for tc in m.tool_calls -%}"
         '<|open|>call tool="{{ tc.function.name }}" index="{{ loop.index }}"<|sep|>'
         "{%- if tc.function.arguments is mapping -%}{%- for k, v in tc.function.arguments.items() -%}"
-        '<|open|>argument key="{{ k }}" type="{{ "string" if v is string else "json" }}"<|sep|>'
+        '<|open|>argument key="{{ k }}" type="{{ xtml(v) }}"<|sep|>'
         "{{ value(v) }}<|close|>argument<|sep|>{%- endfor -%}"
         '{%- else -%}<|open|>argument key="raw" type="object"<|sep|>{{ tc.function.arguments }}'
         "<|close|>argument<|sep|>{%- endif -%}"

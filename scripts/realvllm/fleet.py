@@ -4,7 +4,7 @@ Runs in .venv-vllm (Python 3.11, no wirecheck), so that ``./dev test`` can start
 before any test tier, and the real tier only reads what it writes. A vLLM start is ~35 s of mostly
 one core and ~1.3 GB (serve.py), so never all at once: ``--ahead N`` servers are up or starting at
 a time; when the tier is done with one (it touches ``STATE/SLOT.done``) that server stops and the
-next slot starts. Each slot's outcome goes to ``STATE/SLOT.json``, written whole:
+next slot starts. A slot the tier waits for (``STATE/SLOT.wanted``) starts at once. Each slot's outcome goes to ``STATE/SLOT.json``, written whole:
 
     {"slot", "family", "flags", "url" | null, "error" | null, "start_s", "metrics_before"}
 
@@ -47,13 +47,14 @@ class Slot:
 
 
 def slots() -> dict[str, Slot]:
-    """Every family with a tiny model, the default family first (its tier is the longest), and a
-    second default-family server without prefix caching (accept's cache phase must fail on it)."""
+    """Every family with a tiny model, the default family first (its tier is the longest), then a
+    second default-family server without prefix caching (accept's cache phase must fail on it),
+    then the other families by name: the order in which the tier takes them."""
     known = family_facts()
     default = known["default"]
-    order = [default, *sorted(f for f in known["families"] if f != default)]
-    out = {f: Slot(f, f) for f in order}
+    out = {default: Slot(default, default)}
     out["no_prefix_caching"] = Slot("no_prefix_caching", default, ("--no-prefix-caching",))
+    out.update((f, Slot(f, f)) for f in sorted(known["families"]) if f != default)
     return out
 
 
@@ -177,6 +178,12 @@ class Fleet:
                 break
             while self.pending and len(self.running) < self.ahead:
                 self.launch(self.pending.pop(0))
+            # a slot the tier is already waiting for starts at once, past --ahead: the tier may
+            # take its slots in another order than the fleet's, and must never wait on a slot
+            # that waits on the tier
+            for slot in [s for s in self.pending if (self.state / f"{s.name}.wanted").exists()]:
+                self.pending.remove(slot)
+                self.launch(slot)
             self.poll()
             rss = sum(_rss_kb(r.proc.pid) for r in self.running)
             self.report["peak_rss_mb"] = max(self.report["peak_rss_mb"], rss // 1024)
@@ -209,9 +216,23 @@ def main(argv: list[str] | None = None) -> int:
     args.state.mkdir(parents=True, exist_ok=True)
     order = [known[s] for s in (args.slot or list(known))]
     # every model first, in this one process (one torch import), then the servers reuse them
-    for family in dict.fromkeys(s.family for s in order):
-        model_dir(family, ROOT / ".venv-vllm" / "models")
-    fleet = Fleet(args.state, order, args.ahead)
+    built: list[Slot] = []
+    for slot in order:
+        try:
+            model_dir(slot.family, ROOT / ".venv-vllm" / "models")
+            built.append(slot)
+        except Exception as exc:  # a family whose model cannot be built fails alone, and says why
+            (args.state / f"{slot.name}.json").write_text(
+                json.dumps(
+                    {
+                        "slot": slot.name,
+                        "family": slot.family,
+                        "url": None,
+                        "error": f"building its model: {exc!r}",
+                    }
+                )
+            )
+    fleet = Fleet(args.state, built, args.ahead)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         fleet.run()

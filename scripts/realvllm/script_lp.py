@@ -16,7 +16,7 @@ has random weights, so this processor decides every token:
 Structured outputs: xgrammar's mask is applied before this processor, so disallowed tokens arrive as
 -inf. Several candidate scripts are followed in step (the default answer and, for ``required`` or
 named ``tool_choice``, one call per declared tool); a candidate drops out when the grammar forbids its
-next token. When none is left, the processor steers to the shortest legal completion (closing tokens
+next token (a whitespace token the grammar forbids is left out instead). When none is left, the processor steers to the shortest legal completion (closing tokens
 first, whitespace last: a plain argmax loops on whitespace inside JSON).
 """
 
@@ -49,6 +49,8 @@ class _Vocab:
         # steering preferences, outside and inside a JSON string (see _steer_score)
         self.rank_out = torch.tensor([_steer_score(t) for t in texts], dtype=torch.float32)
         self.rank_in = torch.tensor([_steer_score_in_string(t) for t in texts], dtype=torch.float32)
+        # whitespace-only tokens, which a constrained format may leave out (_Request._next)
+        self.blank = [bool(t) and not t.strip() for t in texts]
         # how this family's model writes (build_model.py stores it beside the weights)
         meta = json.loads((Path(path) / "wirecheck-model.json").read_text(encoding="utf-8"))
         self.dialect: dict[str, Any] = meta["script"]
@@ -176,9 +178,20 @@ def _arguments(args: Any, argument: dict[str, str] | None) -> str:
     return "".join(
         argument["string"].format(key=k, value=v)
         if isinstance(v, str)
-        else argument["json"].format(key=k, value=json.dumps(v))
+        else argument["json"].format(key=k, value=json.dumps(v), type=_json_type(v))
         for k, v in (args.items() if isinstance(args, dict) else [])
     )
+
+
+def _json_type(value: Any) -> str:
+    """A value's JSON type as K3's XTML ``type=`` names it (integers are ``number``)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if value is None:
+        return "null"
+    return "object" if isinstance(value, dict) else "array"
 
 
 def prior_calls(history: str, dialect: dict[str, Any]) -> int:
@@ -240,24 +253,57 @@ def default_scripts(prompt: str, dialect: dict[str, Any]) -> list[str]:
 # --- the processor ----------------------------------------------------------------------------
 
 
+#: how many whitespace tokens of a candidate the grammar may leave out in a row: a constrained
+#: format that starts its call right after the reasoning (hermes' structural tag after </think>)
+#: forbids the blank line the model would write there
+_SKIP = 3
+
+
 class _Request:
-    """Per-request state: candidate token scripts followed in step with the output so far."""
+    """Per-request state: candidate token scripts followed in step with the output so far, each
+    with a cursor; a candidate drops out when the output leaves it."""
 
     def __init__(self, vocab: _Vocab, scripts: list[list[int]] | None, lazy: bool) -> None:
         self.vocab = vocab
         self.scripts = scripts
         self.lazy = lazy  # default agent: candidates built from the prompt on the first step
+        self.cursors: list[int] = [0] * len(scripts or [])
+        self.seen = 0  # output tokens already followed
+
+    def _next(self, script: list[int], pos: int, ok: Any) -> int | None:
+        """Where the candidate goes on: its next token if ``ok`` takes it, else the first one
+        after at most _SKIP whitespace tokens that ``ok`` takes; None when neither."""
+        for j in range(pos, min(pos + _SKIP + 1, len(script))):
+            if ok(script[j]):
+                return j
+            if not self.vocab.blank[script[j]]:
+                return None
+        return None
+
+    def _follow(self, output_ids: list[int]) -> None:
+        assert self.scripts is not None
+        for tok in output_ids[self.seen :]:
+            live = [
+                (script, j + 1)
+                for script, pos in zip(self.scripts, self.cursors, strict=True)
+                if (j := self._next(script, pos, lambda t, tok=tok: t == tok)) is not None
+            ]
+            self.scripts = [script for script, _ in live]
+            self.cursors = [pos for _, pos in live]
+        self.seen = len(output_ids)
 
     def __call__(self, prompt_ids: list[int], output_ids: list[int], logits: torch.Tensor) -> torch.Tensor:
         if self.scripts is None:
             prompt = self.vocab.tok.decode(prompt_ids, skip_special_tokens=False)
             self.scripts = [self.vocab.encode(s) for s in default_scripts(prompt, self.vocab.dialect)]
-        n = len(output_ids)
+            self.cursors = [0] * len(self.scripts)
+        self._follow(list(output_ids))
         allowed = torch.isfinite(logits)
         choice: int | None = None
-        for script in self.scripts:
-            if n < len(script) and script[:n] == list(output_ids) and bool(allowed[script[n]]):
-                choice = script[n]
+        for script, pos in zip(self.scripts, self.cursors, strict=True):
+            j = self._next(script, pos, lambda t: bool(allowed[t]))
+            if j is not None:
+                choice = script[j]
                 break
         if choice is None:
             if bool(allowed[self.vocab.eos]):
