@@ -404,7 +404,9 @@ def xtml_type(value: Any) -> str:
         return "number"
     if value is None:
         return "null"
-    return {str: "string", dict: "object", list: "array"}.get(type(value), "string")
+    if isinstance(value, dict):
+        return "object"
+    return "array" if isinstance(value, list) else "string"
 
 
 def _k3_args(args_text: str, args: dict[str, Any] | None) -> str:

@@ -11,9 +11,10 @@ next slot starts. A slot the tier waits for (``STATE/SLOT.wanted``) starts at on
 ``metrics_before`` is the server's /metrics page read once /health answers and before any request,
 so the tier can compare a fresh simulator with a fresh real server. ``STATE/fleet.json`` says at the
 end how long each start took and the fleet's peak resident memory. The fleet stops every server
-and exits when every slot is done, when ``STATE/stop`` appears, or when its parent process dies.
+and exits when every slot is done, when ``STATE/stop`` appears, when its parent process dies, or
+(``--stop-on-stdin-eof``, for ./dev test, which holds the pipe) when its standard input closes.
 
-    python fleet.py --state DIR [--slot NAME ...] [--ahead N]
+    python fleet.py --state DIR [--slot NAME ...] [--ahead N] [--stop-on-stdin-eof]
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -206,12 +208,23 @@ class Fleet:
         (self.state / "fleet.json").write_text(json.dumps(self.report, indent=2))
 
 
+def _stop_on_eof(state: Path) -> None:
+    while sys.stdin.buffer.read(4096):
+        pass
+    (state / "stop").touch()
+
+
 def main(argv: list[str] | None = None) -> int:
     known = slots()
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--state", type=Path, required=True)
     ap.add_argument("--slot", action="append", choices=sorted(known), help="default: every slot")
     ap.add_argument("--ahead", type=int, default=3, help="servers up or starting at once")
+    ap.add_argument(
+        "--stop-on-stdin-eof",
+        action="store_true",
+        help="stop everything when standard input closes (./dev test holds it open for the run)",
+    )
     args = ap.parse_args(argv)
     args.state.mkdir(parents=True, exist_ok=True)
     order = [known[s] for s in (args.slot or list(known))]
@@ -234,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
             )
     fleet = Fleet(args.state, built, args.ahead)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    if args.stop_on_stdin_eof:
+        threading.Thread(target=_stop_on_eof, args=(args.state,), daemon=True).start()
     try:
         fleet.run()
     finally:

@@ -4,7 +4,7 @@ it publishes.
 The fleet (scripts/realvllm/fleet.py) starts one real vLLM per family a few at a time and writes
 each one's URL (or why there is none) to ``STATE/SLOT.json``; when the tier is done with a family
 it touches ``STATE/SLOT.done`` and the fleet starts the next one. ``./dev test`` may start the fleet
-itself, first thing, and hand its folder over in WIRECHECK_REAL_VLLM_STATE; otherwise the chain
+itself, first thing, and hand its folder over in WIRECHECK_REAL_VLLM_STATUS; otherwise the chain
 here does it as soon as collection ends (install, then the fleet), so the install and the first
 starts overlap the rest of the suite either way.
 
@@ -34,8 +34,8 @@ INSTALL_TIMEOUT_S = 900
 # busy machine
 WAIT_TIMEOUT_S = INSTALL_TIMEOUT_S + 600
 DEFAULT_SLOT = "kimi_k2"
-#: the environment variable naming a fleet's state folder that ./dev test started
-STATE_ENV = "WIRECHECK_REAL_VLLM_STATE"
+#: the environment variable naming the state folder of a fleet that ./dev test started
+STATE_ENV = "WIRECHECK_REAL_VLLM_STATUS"
 
 
 def install() -> str | None:

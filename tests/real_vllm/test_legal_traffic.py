@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests.support import wire
 from tests.real_vllm import apis, traffic
 from tests.real_vllm.conftest import FamilyServer
 from tests.real_vllm.families import call_id, script, thinking_off, xargs
+from tests.support import wire
 from wirecheck.contracts import Exchange
 
 TOOLS = [wire.WEATHER, wire.SEARCH]
