@@ -105,7 +105,10 @@ class TinyModel:
 # Kimi's chat-template tokens, in the order the tokenizer numbers them (EOS first).
 _KIMI_CHAT = ("<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>")
 _KIMI_TOOLS = r"<\|im_system\|>tool_declare<\|im_middle\|>(?P<json>.*?)<\|im_end\|>"
-_KIMI_TURNS = r"<\|im_(?:user|system)\|>(?:user<\|im_middle\|>(?P<user>.*?)|tool<\|im_middle\|>(?P<tool>.*?))<\|im_end\|>"
+_KIMI_TURNS = (
+    r"<\|im_(?:user|system)\|>(?:user<\|im_middle\|>(?P<user>.*?)"
+    r"|tool<\|im_middle\|>(?:## Return of [^\n]*\n)?(?P<tool>.*?))<\|im_end\|>"
+)
 # ChatML (Qwen, Hermes): tool results come back in a user turn, each in <tool_response> tags
 _CHATML = ("<|im_end|>", "<|im_start|>")
 _CHATML_TOOLS = r"<tools>\n(?P<json>.*?)\n</tools>"

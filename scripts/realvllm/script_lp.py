@@ -146,9 +146,10 @@ def _tools_in(text: str) -> list[dict[str, Any]]:
     return out
 
 
-def _parse_prompt(prompt: str, dialect: dict[str, Any]) -> tuple[list[dict[str, Any]], str, str, int]:
-    """(declared tools, role of the last turn, its text, where the conversation starts) from the
-    chat template's output, read with the family's patterns (families.json)."""
+def _parse_prompt(prompt: str, dialect: dict[str, Any]) -> tuple[list[dict[str, Any]], str, str, str, int]:
+    """(declared tools, role of the last turn, its text, the last user turn's text, where the
+    conversation starts) from the chat template's output, read with the family's patterns
+    (families.json)."""
     tools: list[dict[str, Any]] = []
     start = 0
     for m in re.finditer(dialect["tools_pattern"], prompt, re.S):
@@ -161,13 +162,14 @@ def _parse_prompt(prompt: str, dialect: dict[str, Any]) -> tuple[list[dict[str, 
             tools.append({"name": m.group("name").strip(), "parameters": params})
         else:
             tools += _tools_in(m.group("json"))
-    last_role, last_text = ("user", "")
+    last_role, last_text, user_text = ("user", "", "")
     for m in re.finditer(dialect["turns_pattern"], prompt, re.S):
         if m.group("tool") is not None:
             last_role, last_text = "tool", m.group("tool")
         elif m.group("user") is not None:
             last_role, last_text = "user", m.group("user")
-    return tools, last_role, last_text, start
+            user_text = last_text
+    return tools, last_role, last_text, user_text, start
 
 
 def _arguments(args: Any, argument: dict[str, str] | None) -> str:
@@ -208,7 +210,7 @@ def prior_calls(history: str, dialect: dict[str, Any]) -> int:
 def default_scripts(prompt: str, dialect: dict[str, Any]) -> list[str]:
     """Candidate outputs, best first: what a small well-behaved agent would write for this prompt,
     in the markup ``dialect`` (families.json's ``script``) describes."""
-    tools, role, text, start = _parse_prompt(prompt, dialect)
+    tools, role, text, user_text, start = _parse_prompt(prompt, dialect)
     index = prior_calls(prompt[start:], dialect)
     thinking_open = dialect["think_open"] is not None and prompt.endswith(dialect["think_open"])
     fns = [t.get("function", t) for t in tools]
@@ -221,7 +223,8 @@ def default_scripts(prompt: str, dialect: dict[str, Any]) -> list[str]:
         return str(dialect["answer"].format(text=words))
 
     def call(fn: dict[str, Any]) -> str:
-        args = _value(fn.get("parameters") or {"type": "object"}, _hint(text))
+        # arguments from the user's words, so a retry repeats the failed call's arguments
+        args = _value(fn.get("parameters") or {"type": "object"}, _hint(user_text or text))
         one = dialect["call"].format(
             name=fn["name"], index=index, number=1, arguments=_arguments(args, dialect["argument"])
         )
@@ -230,23 +233,31 @@ def default_scripts(prompt: str, dialect: dict[str, Any]) -> list[str]:
     # one reasoning for every candidate: reasoning is never constrained, so candidates that share it
     # stay in step until the grammar (if any) picks among the answers after it
     named = [f for f in fns if f["name"] in text] if role == "user" else []
+    # the tool that answered last: the declared one the history names last (its call, and its id
+    # in the result for some families, come after the tools)
+    answered = max(fns, key=lambda f: prompt.rfind(f["name"])) if role == "tool" and fns else None
     # a tool result that reports a failure: call the tool again, as a well-behaved agent model does
-    # (accept's interface.tool-retry). The failed tool is the declared one the history
-    # names last (its call, and its id in the result for some families, come after the tools).
+    # (accept's interface.tool-retry)
     failed = role == "tool" and re.search(r"\berror\b|\bfailed\b|\btimeout\b|\bexception\b", text, re.I)
-    if failed and fns:
-        named = [max(fns, key=lambda f: prompt.rfind(f["name"]))]
-        reason, words = f"The {named[0]['name']} call failed; I will retry it.", "Sorry: the tool failed."
+    if failed and answered is not None:
+        named = [answered]
+        reason, words = f"The {answered['name']} call failed; I will retry it.", "Sorry: the tool failed."
     elif role == "tool":
         reason, words = "The tool answered; I report it.", f"Done: {text.strip()[:80]}"
     elif named:
         reason, words = f"I will call {named[0]['name']}.", "Hello! Here is a short answer."
     else:
         reason, words = "A short answer will do.", "Hello! Here is a short answer."
-    calls = [think(reason) + call(f) for f in named + [f for f in fns if f not in named]]
     plain = think(reason) + answer(words)
     # under response_format json_object the grammar rules out the plain answer: answer in JSON
     as_json = think(reason) + answer(json.dumps({"answer": words}))
+    if role == "tool" and not failed:
+        # after a good result a model answers (in JSON where a grammar wants it); where a grammar
+        # demands a call (required tool_choice), it calls a tool other than the one that just
+        # answered first (an agent framework's final_result tool), not the same one forever
+        others = [f for f in fns if f is not answered] + ([answered] if answered else [])
+        return [plain, as_json, *(think(reason) + call(f) for f in others)]
+    calls = [think(reason) + call(f) for f in named + [f for f in fns if f not in named]]
     return [*calls, plain, as_json] if named else [plain, *calls, as_json]
 
 
