@@ -450,8 +450,11 @@ def write_channels(plan: Plan) -> str:
         tools = f"<|open|>tools<|sep|>{body}<|close|>tools<|sep|>"
     # the response channel always comes before the tools channel, empty or not (K3's channel
     # grammar: vLLM's K3 structural tag requires it, and required/named tool_choice enforce it)
+    empty_before_tools = bool(calls) and not plan.call_in_think
     response = (
-        f"<|open|>response<|sep|>{plan.content}<|close|>response<|sep|>" if plan.content or calls else ""
+        f"<|open|>response<|sep|>{plan.content}<|close|>response<|sep|>"
+        if plan.content or empty_before_tools
+        else ""
     )
     return _around_thinking(
         plan, tools, answer=response, opening="<|open|>think<|sep|>", closing="<|close|>think<|sep|>"
