@@ -23,6 +23,10 @@ from wirecheck.generators._endpoints import ENDPOINT_PATHS, endpoint_body
 from wirecheck.record import Store
 
 APIS = ("chat", "responses", "messages")
+#: every request's max_tokens unless it sets one: a tiny model that a grammar leads astray (the
+#: processor steers to the shortest legal completion) then stops early instead of writing the
+#: whole context's worth of junk and holding the tier for minutes
+MAX_TOKENS = 512
 TAG = "x-realtier-tag"
 #: vLLM extensions that /v1/responses and /v1/messages accept as they are
 _PASSED = ("vllm_xargs", "chat_template_kwargs")
@@ -41,6 +45,7 @@ def _tool_choice(api: str, choice: Any) -> Any:
 
 def body_for(api: str, chat: dict[str, Any], *, stream: bool) -> dict[str, Any]:
     """The chat-form request ``chat`` as a request of ``api``."""
+    chat = {"max_tokens": MAX_TOKENS, **chat}
     base = {**chat, "stream": stream}
     if stream and api == "chat":
         base["stream_options"] = {"include_usage": True}
