@@ -496,10 +496,12 @@ def write_xml_functions(plan: Plan) -> str:
 
 
 def write_arg_pairs(plan: Plan) -> str:
-    """GLM-4.5: ``<tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n</tool_call>``."""
+    """GLM: ``<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>``, GLM-4.7's
+    compact form, which vLLM 0.32 serves under the glm45 name (its parser and the structural tag
+    that constrains even auto calls, vllm/tool_parsers/structural_tag_registry.py)."""
     tools = "".join(
-        f"<tool_call>{c.name}\n"
-        + "".join(f"<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>\n" for k, v in _xml_params(c).items())
+        f"<tool_call>{c.name}"
+        + "".join(f"<arg_key>{k}</arg_key><arg_value>{v}</arg_value>" for k, v in _xml_params(c).items())
         + "</tool_call>"
         for c in plan.calls
     )

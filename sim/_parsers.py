@@ -56,7 +56,9 @@ _K3_ARG = re.compile(
 _HERMES_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.S)
 _XML_CALL = re.compile(r"<tool_call>\s*<function=([^>\n]*)>(.*?)(</function>\s*</tool_call>|$)", re.S)
 _XML_PARAM = re.compile(r"<parameter=([^>\n]*)>\n?(.*?)\n?</parameter>", re.S)
-_PAIR_CALL = re.compile(r"<tool_call>([^\n<]*)\n(.*?)(</tool_call>|$)", re.S)
+# the name ends at a newline (GLM-4.5) or at the first tag (GLM-4.7's compact form): a name still
+# being written is not a call yet
+_PAIR_CALL = re.compile(r"<tool_call>([^\n<]*)(?:\n|(?=<))(.*?)(</tool_call>|$)", re.S)
 _DS_CALLS = "<\uff5ctool\u2581calls\u2581begin\uff5c>"
 _DS_CALL = re.compile(
     "<\uff5ctool\u2581call\u2581begin\uff5c>(.*?)<\uff5ctool\u2581sep\uff5c>(.*?)(<\uff5ctool\u2581call\u2581end\uff5c>|$)",

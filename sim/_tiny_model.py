@@ -259,7 +259,7 @@ TINY_DEEPSEEK_V31 = TinyModel(
     prefilled="<think>",
 )
 
-#: GLM-4.5/4.6: ``<tool_call>NAME`` with <arg_key>/<arg_value> pairs (vllm/parser/glm47_moe.py);
+#: GLM: ``<tool_call>NAME`` with <arg_key>/<arg_value> pairs (vllm/parser/glm47_moe.py, GLM-4.7's form);
 #: the model opens <think> itself; ``enable_thinking: false`` prefills an empty block
 TINY_GLM45 = TinyModel(
     special=(
@@ -290,10 +290,11 @@ TINY_GLM45 = TinyModel(
     think_close="<think>{reason}</think>",
     answer="{text}",
     tools="{calls}",
-    call="<tool_call>{name}\n{arguments}</tool_call>",
+    # GLM-4.7's compact form, which vLLM 0.32's glm45 parser and structural tag expect
+    call="<tool_call>{name}{arguments}</tool_call>",
     argument={
-        "string": "<arg_key>{key}</arg_key>\n<arg_value>{value}</arg_value>\n",
-        "json": "<arg_key>{key}</arg_key>\n<arg_value>{value}</arg_value>\n",
+        "string": "<arg_key>{key}</arg_key><arg_value>{value}</arg_value>",
+        "json": "<arg_key>{key}</arg_key><arg_value>{value}</arg_value>",
     },
     json_after=("</think>", "<arg_value>"),
 )

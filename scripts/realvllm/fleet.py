@@ -124,6 +124,7 @@ class Running:
 class Fleet:
     def __init__(self, state: Path, order: list[Slot], ahead: int) -> None:
         self.state, self.pending, self.ahead = state, list(order), ahead
+        self.slots = list(order)
         self.running: list[Running] = []
         self.report: dict[str, Any] = {"starts": {}, "peak_rss_mb": 0, "ahead": ahead}
         self.parent = os.getppid()
@@ -174,6 +175,18 @@ class Fleet:
                 run.up = True
                 self.publish(run, None, page if status == 200 else None)
 
+    def refuse_unknown(self) -> None:
+        """A slot the tier waits for that this fleet does not have (started with --slot): say so,
+        so that the test fails at once instead of waiting."""
+        mine = {s.name for s in self.slots}
+        for wanted in self.state.glob("*.wanted"):
+            name = wanted.name.removesuffix(".wanted")
+            out = self.state / f"{name}.json"
+            if name not in mine and not out.exists():
+                out.write_text(
+                    json.dumps({"slot": name, "url": None, "error": "not among this fleet's --slot"})
+                )
+
     def run(self) -> None:
         while self.pending or self.running:
             if (self.state / "stop").exists() or os.getppid() != self.parent:
@@ -186,6 +199,7 @@ class Fleet:
             for slot in [s for s in self.pending if (self.state / f"{s.name}.wanted").exists()]:
                 self.pending.remove(slot)
                 self.launch(slot)
+            self.refuse_unknown()
             self.poll()
             rss = sum(_rss_kb(r.proc.pid) for r in self.running)
             self.report["peak_rss_mb"] = max(self.report["peak_rss_mb"], rss // 1024)
