@@ -76,6 +76,9 @@ class TinyModel:
     argument: Mapping[str, str] | None = None
     #: markers after which the output may be JSON (where steering tracks open strings)
     json_after: tuple[str, ...]
+    #: ``tools`` after an answer, where it differs (K3: the answer already wrote the response
+    #: channel that ``tools`` opens with)
+    tools_after_answer: str | None = None
     #: what the generation prompt already wrote of a thinking block that the simulator's markup
     #: writer (``_agent``) writes whole: a script made from that writer's output drops it
     prefilled: str = ""
@@ -98,6 +101,7 @@ class TinyModel:
                 "call": self.call,
                 "argument": dict(self.argument) if self.argument is not None else None,
                 "json_after": list(self.json_after),
+                "tools_after_answer": self.tools_after_answer,
             },
         }
 
@@ -163,6 +167,7 @@ TINY_K3 = TinyModel(
         "json": '<|open|>argument key="{key}" type="{type}"<|sep|>{value}<|close|>argument<|sep|>',
     },
     json_after=("<|sep|>",),
+    tools_after_answer="<|open|>tools<|sep|>{calls}<|close|>tools<|sep|>",
     prefilled="<|open|>think<|sep|>",
 )
 

@@ -222,13 +222,13 @@ def default_scripts(prompt: str, dialect: dict[str, Any]) -> list[str]:
     def answer(words: str) -> str:
         return str(dialect["answer"].format(text=words))
 
-    def call(fn: dict[str, Any]) -> str:
+    def call(fn: dict[str, Any], section: str = "tools") -> str:
         # arguments from the user's words, so a retry repeats the failed call's arguments
         args = _value(fn.get("parameters") or {"type": "object"}, _hint(user_text or text))
         one = dialect["call"].format(
             name=fn["name"], index=index, number=1, arguments=_arguments(args, dialect["argument"])
         )
-        return str(dialect["tools"].format(calls=one))
+        return str((dialect.get(section) or dialect["tools"]).format(calls=one))
 
     # one reasoning for every candidate: reasoning is never constrained, so candidates that share it
     # stay in step until the grammar (if any) picks among the answers after it
@@ -257,8 +257,14 @@ def default_scripts(prompt: str, dialect: dict[str, Any]) -> list[str]:
         # answered first (an agent framework's final_result tool), not the same one forever
         others = [f for f in fns if f is not answered] + ([answered] if answered else [])
         return [plain, as_json, *(think(reason) + call(f) for f in others)]
-    calls = [think(reason) + call(f) for f in named + [f for f in fns if f not in named]]
-    return [*calls, plain, as_json] if named else [plain, *calls, as_json]
+    order = named + [f for f in fns if f not in named]
+    calls = [think(reason) + call(f) for f in order]
+    # an answer, then a call: where a grammar lets the answer through and then demands a call (K3's
+    # structural tag for required tool_choice: the response channel, then the tools channel)
+    answer_then_call = [plain + call(f, "tools_after_answer") for f in order]
+    if named:
+        return [*calls, plain, as_json, *answer_then_call]
+    return [plain, *answer_then_call, *calls, as_json]
 
 
 # --- the processor ----------------------------------------------------------------------------
