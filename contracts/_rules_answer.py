@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from ._assembly import AssembledChoice
 from ._families import rows_saying
 from ._markup import TOOL_MARKUP, find_markup
-from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
+from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, Severity, hit, rule
 from ._rules_content import output_constraint
 from ._rules_message import _stopped_by_length
 from ._translate import usage_meaning
@@ -48,7 +48,7 @@ def _judged(view: ExchangeView) -> bool:
     return tc == "required" or isinstance(tc, dict) or output_constraint(view.req) is not None
 
 
-@rule("reasoning-unclosed", fault=Fault.MODEL, area="reasoning")
+@rule("reasoning-unclosed", fault=Fault.MODEL, area="reasoning", endpoints=ALL_ENDPOINTS)
 def _reasoning_unclosed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The whole answer is reasoning: the model never closed its thinking, so content is empty.
 
@@ -84,6 +84,7 @@ _SILENT_DROPS = rows_saying(
     "answer-empty",
     fault=Fault.MODEL,
     area="tools",
+    endpoints=ALL_ENDPOINTS,
     summary="The answer ends with stop but carries no content and no tool call.",
     doc=f"""An agent gets nothing to act on. When usage shows tokens written after the reasoning, the
     parser dropped them ({_SILENT_DROPS} without a trace): tokens that vanished between the model and

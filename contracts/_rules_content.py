@@ -12,7 +12,7 @@ from ._assembly import AssembledChoice
 from ._json import JsonLimitError
 from ._json import loads as bounded_loads
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP, find_markup
-from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
+from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, Severity, hit, rule
 from ._rules_message import _cap_fault, _forced_name, _not_validated, _stopped_by_length, schema_errors
 from ._view import ExchangeView
 
@@ -23,7 +23,7 @@ _KNOWN_FINISH = frozenset(
 # --- finish_reason ---------------------------------------------------------------------------------
 
 
-@rule("finish-reason-mismatch", fault=Fault.PARSER, area="tools")
+@rule("finish-reason-mismatch", fault=Fault.PARSER, area="tools", endpoints=ALL_ENDPOINTS)
 def _finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """finish_reason disagrees with the tool calls of the message.
 
@@ -47,7 +47,7 @@ def _finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("finish-reason-missing", fault=Fault.ENGINE, area="tools")
+@rule("finish-reason-missing", fault=Fault.ENGINE, area="tools", endpoints=ALL_ENDPOINTS)
 def _finish_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A choice ends without a finish_reason, or with one outside the known set.
 
@@ -119,10 +119,10 @@ for _id, _fault, _summary, _doc, _check in (
         ),
     ),
 ):
-    rule(_id, fault=_fault, area="markup", summary=_summary, doc=_doc)(_check)
+    rule(_id, fault=_fault, area="markup", summary=_summary, doc=_doc, endpoints=ALL_ENDPOINTS)(_check)
 
 
-@rule("special-token-leak", fault=Fault.PARSER, area="markup")
+@rule("special-token-leak", fault=Fault.PARSER, area="markup", endpoints=ALL_ENDPOINTS)
 def _special(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Other special tokens (<|close|>message<|sep|>, <|im_end|>) in content or reasoning.
 
@@ -160,7 +160,7 @@ def reasoning_expected(view: ExchangeView, ctx: CheckConfig) -> bool:
     return ctx.expect_reasoning is True
 
 
-@rule("reasoning-missing", fault=Fault.PARSER, area="reasoning")
+@rule("reasoning-missing", fault=Fault.PARSER, area="reasoning", endpoints=ALL_ENDPOINTS)
 def _reasoning_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Thinking is on but the response has no reasoning field.
 
@@ -182,7 +182,7 @@ def _reasoning_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("reasoning-shape", fault=Fault.PARSER, area="reasoning")
+@rule("reasoning-shape", fault=Fault.PARSER, area="reasoning", endpoints=ALL_ENDPOINTS)
 def _reasoning_shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Reasoning is not a string, or reasoning and reasoning_content disagree.
 
@@ -252,7 +252,7 @@ def _constrained_choices(view: ExchangeView) -> Iterator[tuple[AssembledChoice, 
         yield ch, c[0], c[1]
 
 
-@rule("json-output-invalid", fault=Fault.MODEL, area="output")
+@rule("json-output-invalid", fault=Fault.MODEL, area="output", endpoints=ALL_ENDPOINTS)
 def _json_invalid(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """response_format / structured_outputs asked for JSON and content is not JSON (or not an object).
 
@@ -273,7 +273,13 @@ def _json_invalid(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("json-output-truncated", fault=Fault.CALLER, severity=Severity.WARNING, area="output")
+@rule(
+    "json-output-truncated",
+    fault=Fault.CALLER,
+    severity=Severity.WARNING,
+    area="output",
+    endpoints=ALL_ENDPOINTS,
+)
 def _json_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Requested JSON output was cut off by finish_reason length.
 
@@ -292,7 +298,7 @@ def _json_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 )
 
 
-@rule("json-output-schema", fault=Fault.MODEL, area="output")
+@rule("json-output-schema", fault=Fault.MODEL, area="output", endpoints=ALL_ENDPOINTS)
 def _json_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """JSON output breaks the requested schema.
 
@@ -313,7 +319,7 @@ def _json_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit("; ".join(errors), f"/choices/{ch.index}/message/content", ch.content)
 
 
-@rule("structured-output-violated", fault=Fault.MODEL, area="output")
+@rule("structured-output-violated", fault=Fault.MODEL, area="output", endpoints=ALL_ENDPOINTS)
 def _structured(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Content does not match the structured_outputs regex or choice.
 

@@ -18,7 +18,7 @@ from ._families import FAMILIES, detect_family
 from ._json import JsonLimitError
 from ._json import loads as bounded_loads
 from ._markup import TOOL_MARKUP, find_markup
-from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
+from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, Severity, hit, rule
 from ._view import ExchangeView
 
 # --- helpers shared by the rules ---------------------------------------------------------------------
@@ -203,7 +203,7 @@ def _call_hit(
 # --- tool calls ------------------------------------------------------------------------------------
 
 
-@rule("tool-call-undeclared", fault=Fault.MODEL, area="tools")
+@rule("tool-call-undeclared", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
 def _undeclared(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool call names a tool the request did not declare.
 
@@ -222,7 +222,7 @@ def _undeclared(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/function/name", message, excerpt=c.name)
 
 
-@rule("tool-call-shape", fault=Fault.PARSER, area="tools")
+@rule("tool-call-shape", fault=Fault.PARSER, area="tools", endpoints=ALL_ENDPOINTS)
 def _shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool call lacks its name or type 'function', or arguments are not a JSON string.
 
@@ -242,7 +242,7 @@ def _shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("tool-call-args-invalid-json", fault=Fault.MODEL, area="tools")
+@rule("tool-call-args-invalid-json", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
 def _args_json(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Tool call arguments are not valid JSON.
 
@@ -297,7 +297,13 @@ def _aborted_args(view: ExchangeView) -> Iterator[Hit]:
                 yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments)
 
 
-@rule("tool-call-args-truncated", fault=Fault.CALLER, severity=Severity.WARNING, area="tools")
+@rule(
+    "tool-call-args-truncated",
+    fault=Fault.CALLER,
+    severity=Severity.WARNING,
+    area="tools",
+    endpoints=ALL_ENDPOINTS,
+)
 def _args_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Tool call arguments were cut off by finish_reason length.
 
@@ -320,7 +326,7 @@ def _args_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments, fault=fault)
 
 
-@rule("tool-call-args-not-object", fault=Fault.MODEL, area="tools")
+@rule("tool-call-args-not-object", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
 def _args_object(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Tool call arguments are JSON but not an object.
 
@@ -339,7 +345,7 @@ def _args_object(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments)
 
 
-@rule("tool-call-args-schema", fault=Fault.MODEL, area="tools")
+@rule("tool-call-args-schema", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
 def _args_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Tool call arguments break the tool's parameters schema (JSON Schema 2020-12).
 
@@ -361,7 +367,7 @@ def _args_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("tool-call-id-missing", fault=Fault.PARSER, area="tools")
+@rule("tool-call-id-missing", fault=Fault.PARSER, area="tools", endpoints=ALL_ENDPOINTS)
 def _id_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool call has no id.
 
@@ -371,7 +377,7 @@ def _id_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/id", f"{c.name or 'tool call'}: no id")
 
 
-@rule("tool-call-id-duplicate", fault=Fault.PARSER, area="tools")
+@rule("tool-call-id-duplicate", fault=Fault.PARSER, area="tools", endpoints=ALL_ENDPOINTS)
 def _id_dup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Two tool calls of one message share an id.
 
@@ -385,7 +391,9 @@ def _id_dup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 seen[c.id] = c
 
 
-@rule("tool-call-id-format", fault=Fault.MODEL, severity=Severity.WARNING, area="tools")
+@rule(
+    "tool-call-id-format", fault=Fault.MODEL, severity=Severity.WARNING, area="tools", endpoints=ALL_ENDPOINTS
+)
 def _id_format(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool call id the model writes itself (Kimi K2: functions.NAME:IDX) has another shape, or disagrees with the name.
 
@@ -411,7 +419,7 @@ def _id_format(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/id", message, excerpt=c.id, fault=Fault.PARSER)
 
 
-@rule("tool-choice-violated", fault=Fault.MODEL, area="tools")
+@rule("tool-choice-violated", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
 def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The response ignores tool_choice none, required or a named function.
 
@@ -454,7 +462,7 @@ def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("parallel-tool-calls-violated", fault=Fault.MODEL, area="tools")
+@rule("parallel-tool-calls-violated", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
 def _parallel(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """More than one tool call although parallel_tool_calls is false.
 

@@ -10,7 +10,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
-from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
+from ._registry import ALL_ENDPOINTS, CHAT, CheckConfig, Fault, Hit, Severity, hit, rule
 from ._view import ExchangeView
 from ._wire import ChatRequest
 
@@ -24,7 +24,7 @@ _GUIDED = (
 )
 
 
-@rule("request-malformed", fault=Fault.CALLER, area="request")
+@rule("request-malformed", fault=Fault.CALLER, area="request", endpoints=(CHAT,))
 def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The chat request body is not a JSON object with a messages list.
 
@@ -52,7 +52,7 @@ def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit(f"{where}: {err['msg']}", f"/request/body/{where}", json.dumps(err.get("input"))[:200])
 
 
-@rule("request-orphan-tool-call-id", fault=Fault.CALLER, area="request")
+@rule("request-orphan-tool-call-id", fault=Fault.CALLER, area="request", endpoints=ALL_ENDPOINTS)
 def _orphan(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool message answers a tool_call_id that no earlier assistant message issued.
 
@@ -81,7 +81,7 @@ def _orphan(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 )
 
 
-@rule("request-guided-fields", fault=Fault.CALLER, area="request")
+@rule("request-guided-fields", fault=Fault.CALLER, area="request", endpoints=(CHAT,))
 def _guided(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Removed guided_* fields: vLLM ignores them with HTTP 200 and unconstrained output.
 
@@ -96,7 +96,7 @@ def _guided(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("request-empty-tools", fault=Fault.CALLER, area="request")
+@rule("request-empty-tools", fault=Fault.CALLER, area="request", endpoints=ALL_ENDPOINTS)
 def _empty_tools(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """tools is an empty list, or tool_choice is set without tools.
 
@@ -109,7 +109,13 @@ def _empty_tools(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit(f"tool_choice {tc!r} without tools", "/request/body/tool_choice")
 
 
-@rule("request-tool-schema-invalid", fault=Fault.CALLER, severity=Severity.WARNING, area="request")
+@rule(
+    "request-tool-schema-invalid",
+    fault=Fault.CALLER,
+    severity=Severity.WARNING,
+    area="request",
+    endpoints=ALL_ENDPOINTS,
+)
 def _tool_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool's parameters are not a valid JSON Schema.
 
@@ -132,7 +138,7 @@ def _tool_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("http-server-error", fault=Fault.ENGINE, area="http")
+@rule("http-server-error", fault=Fault.ENGINE, area="http", endpoints=ALL_ENDPOINTS)
 def _server_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """HTTP 5xx from the upstream.
 
@@ -142,7 +148,7 @@ def _server_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit(f"HTTP {view.status}: {_error_message(view)}", "/response/status", view.status)
 
 
-@rule("http-client-error", fault=Fault.CALLER, area="http")
+@rule("http-client-error", fault=Fault.CALLER, area="http", endpoints=ALL_ENDPOINTS)
 def _client_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """HTTP 4xx: the request broke the server's contract.
 
@@ -170,7 +176,7 @@ _JSON_ERROR = re.compile(
 )
 
 
-@rule("error-body-shape", fault=Fault.ENGINE, severity=Severity.WARNING, area="http")
+@rule("error-body-shape", fault=Fault.ENGINE, severity=Severity.WARNING, area="http", endpoints=ALL_ENDPOINTS)
 def _error_body(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """An error response whose body is not {"error": {"message", ...}}.
 
@@ -192,7 +198,7 @@ def _error_body(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("error has no message string", "/response/body/error", json.dumps(err)[:200])
 
 
-@rule("response-malformed", fault=Fault.ENGINE, area="http")
+@rule("response-malformed", fault=Fault.ENGINE, area="http", endpoints=ALL_ENDPOINTS)
 def _response_malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A 2xx chat completion whose body is not a chat.completion object.
 
@@ -215,7 +221,7 @@ _TRANSPORT_FAULT = {
 }
 
 
-@rule("transport-error", fault=Fault.ENGINE, area="http")
+@rule("transport-error", fault=Fault.ENGINE, area="http", endpoints=ALL_ENDPOINTS)
 def _transport(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The exchange broke on the transport: refused, reset mid-stream, timeout, client abort.
 
@@ -241,7 +247,9 @@ def truncated_sides(view: ExchangeView) -> dict[str, dict[str, int]]:
     return {k: v for k, v in marks.items() if k in ("request", "response") and isinstance(v, dict)}
 
 
-@rule("capture-truncated", fault=Fault.UNKNOWN, severity=Severity.WARNING, area="http")
+@rule(
+    "capture-truncated", fault=Fault.UNKNOWN, severity=Severity.WARNING, area="http", endpoints=ALL_ENDPOINTS
+)
 def _capture_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The proxy recorded a body only up to its record limit; the rest was forwarded, not kept.
 
