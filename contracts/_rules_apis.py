@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from ._registry import MESSAGES, REGISTRY, RESPONSES, CheckConfig, Fault, Hit, hit, rule
+from ._registry import MESSAGES, REGISTRY, RESPONSES, CheckConfig, Fault, Hit, Severity, hit, rule
 from ._view import ExchangeView
 
 
@@ -84,3 +84,27 @@ for _id, _where, _kinds, _summary, _doc in _FRAMING_RULES:
 def rule_endpoints(rule_id: str) -> tuple[str, ...]:
     """The endpoints a rule judges, as it declared them (docs/rules.md's endpoints column)."""
     return REGISTRY[rule_id].endpoints
+
+
+@rule("api-field-missing", fault=Fault.ENGINE, area="stream", endpoints=(MESSAGES,))
+def _field_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """A Messages event or message lacks what its clients read: message_start without type or role, message_delta without usage, a thinking block without its signature.
+
+    vLLM sets ``type`` and ``role`` on ``message_start`` explicitly because strict anthropic SDK
+    clients reject the event without them (vllm #45367); ``message_delta`` carries the output token
+    count (the chat stream under it always includes usage); a thinking block ends with its
+    ``signature`` (a ``signature_delta`` in a stream), which clients send back with the block. A
+    missing signature is a warning: vLLM does not check it when the block comes back."""
+    if view.kind not in ("stream", "json"):
+        return
+    seen = 0
+    for a in view.anomalies:
+        if a.kind not in ("api-incomplete", "api-unsigned"):
+            continue
+        seen += 1
+        if seen <= 3:
+            where = f"/events/{a.event}{a.pointer}" if view.kind == "stream" else a.pointer
+            severity = Severity.WARNING if a.kind == "api-unsigned" else None
+            yield hit(a.detail, where, event=a.event, severity=severity)
+    if seen > 3:
+        yield hit(f"{seen - 3} more of the same", "/events" if view.kind == "stream" else "")

@@ -134,8 +134,12 @@ def responses_events(
     args_pieces: tuple[str, ...] = ('{"city": ', '"Tokyo"}'),
     reasoning: tuple[str, ...] = ("I should call ", "the weather tool."),
     content: tuple[str, ...] = (),
+    *,
+    message_parts: bool = True,
 ) -> list[dict[str, Any]]:
-    """vLLM's simple streaming path: reasoning item, then a message item if any, then the call."""
+    """vLLM's simple streaming path: reasoning item, then a message item if any, then the call.
+    ``message_parts``: the message item's content_part.added / .done events, as vLLM 0.32 sends them
+    (``emit_simple_content_open``); older servers send none."""
     ev: list[dict[str, Any]] = [
         {"type": "response.created", "response": response_object([], "in_progress")},
         {"type": "response.in_progress", "response": response_object([], "in_progress")},
@@ -173,8 +177,13 @@ def responses_events(
             "status": "in_progress",
         }
         ev.append(_item_event("response.output_item.added", oi, added))
+        empty = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        if message_parts:
+            ev.append(_part_event("response.content_part.added", "msg_1", oi, part=empty))
         ev += [_part_event("response.output_text.delta", "msg_1", oi, delta=d, logprobs=[]) for d in content]
         ev.append(_part_event("response.output_text.done", "msg_1", oi, text=text, logprobs=[]))
+        if message_parts:
+            ev.append(_part_event("response.content_part.done", "msg_1", oi, part=empty | {"text": text}))
         item = {
             "id": "msg_1",
             "type": "message",
@@ -214,7 +223,11 @@ def responses_events(
 
 def number(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
-        {"type": e["type"], "sequence_number": i, **{k: v for k, v in e.items() if k != "type"}}
+        {
+            "type": e["type"],
+            "sequence_number": i,
+            **{k: v for k, v in e.items() if k not in ("type", "sequence_number")},
+        }
         for i, e in enumerate(events)
     ]
 
