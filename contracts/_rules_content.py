@@ -9,11 +9,20 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ._assembly import AssembledChoice
+from ._families import FAMILIES
 from ._json import JsonLimitError
 from ._json import loads as bounded_loads
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP, find_markup
-from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, Severity, hit, rule
-from ._rules_message import _cap_fault, _forced_name, _not_validated, _stopped_by_length, schema_errors
+from ._registry import ALL_ENDPOINTS, CHAT, MESSAGES, RESPONSES, CheckConfig, Fault, Hit, Severity, hit, rule
+from ._rules_message import (
+    _cap_fault,
+    _forced_name,
+    _not_validated,
+    _stopped_by_length,
+    family_of,
+    schema_errors,
+    stop_sequence,
+)
 from ._view import ExchangeView
 
 _KNOWN_FINISH = frozenset(
@@ -38,11 +47,62 @@ def _finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit(
                 "finish_reason is tool_calls but the message has no tool calls", ptr, event=ch.finish_event
             )
+        elif view.endpoint == "messages" and ch.finish_reason == "stop" and ch.calls:
+            # _to_anthropic_stop_reason: a complete call is tool_use, forced or not; only a stop
+            # string that cut the last call short ends the turn with stop_sequence
+            if stop_sequence(ch, view) is None or _complete(ch.calls[-1].arguments):
+                yield hit(
+                    f"the message has tool_use blocks but stop_reason is {ch.native_finish} (vLLM sends tool_use)",
+                    ptr,
+                    event=ch.finish_event,
+                )
         elif ch.finish_reason == "stop" and ch.calls and _forced_name(view) is None:
             yield hit(
                 "message has tool calls but finish_reason is stop (vLLM sends tool_calls)",
                 ptr,
                 severity=Severity.WARNING,
+                event=ch.finish_event,
+            )
+
+
+def _complete(arguments: str) -> bool:
+    try:
+        bounded_loads(arguments)
+    except ValueError:
+        return False
+    return True
+
+
+@rule(
+    "stop-sequence-unrequested",
+    fault=Fault.ENGINE,
+    severity=Severity.WARNING,
+    area="tools",
+    endpoints=(CHAT, MESSAGES),
+)
+def _stop_sequence(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """The answer says a stop sequence ended it, and the request set no such stop sequence.
+
+    vLLM reports the stop string that matched as the choice's ``stop_reason`` (an int there is a stop
+    token) and /v1/messages as ``stop_reason: "stop_sequence"`` with the string in ``stop_sequence``
+    (anthropic/serving.py ``_to_anthropic_stop_reason``); both come from the request's ``stop`` /
+    ``stop_sequences``. A warning: a deployment's generation config may add stop strings of its own."""
+    if not view.ok:
+        return
+    for ch in view.choices:
+        ptr = f"/choices/{ch.index}/stop_reason"
+        named = ch.native_finish == "stop_sequence" or isinstance(ch.stop_reason, str)
+        if not named or stop_sequence(ch, view) is not None:
+            continue
+        if ch.stop_reason is None:
+            yield hit(
+                "stop_reason is stop_sequence but no stop_sequence is named", ptr, event=ch.finish_event
+            )
+        else:
+            yield hit(
+                f"ended by the stop sequence {ch.stop_reason!r}, which the request did not set",
+                ptr,
+                ch.stop_reason,
                 event=ch.finish_event,
             )
 
@@ -79,6 +139,8 @@ def _markup_left(
     def check(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         if not view.ok:
             return
+        if markup is TOOL_MARKUP and field == "content" and view.req.get("tool_choice") == "none":
+            return  # no tool parser runs under tool_choice none: the call is the model's (tool-choice-violated)
         for ch in view.choices:
             m = find_markup(markup, ch.content if field == "content" else ch.reasoning)
             if m:
@@ -144,17 +206,42 @@ def _special(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 # --- reasoning -------------------------------------------------------------------------------------
 
 
+def _reasons(view: ExchangeView, ctx: CheckConfig) -> bool:
+    """The model can send reasoning at all: its family has a reasoning parser, or it is none the
+    table knows (then the request's word is taken)."""
+    family = FAMILIES.get(family_of(view, ctx))
+    return family is None or family.reasoning_parser is not None
+
+
 def reasoning_expected(view: ExchangeView, ctx: CheckConfig) -> bool:
+    """Whether this request makes a reasoning field part of the answer's contract, per endpoint.
+
+    ``include_reasoning: false`` drops reasoning from the answer whatever the model did (chat
+    serving.py, responses serving.py); ``chat_template_kwargs`` ``thinking`` / ``enable_thinking``
+    turn the template's thinking on or off and win over an effort (``build_chat_params`` sets
+    ``enable_thinking`` from ``reasoning_effort`` only when the caller did not); an effort other than
+    none or minimal asks a reasoning model to think, and is nothing to a model without a reasoning
+    parser (Qwen3-Coder) or one the family table does not know; Messages ``thinking.type`` enabled
+    only sets a token budget, so it is expected of families that think unasked. A family without a
+    reasoning parser never sends the field."""
+    if view.req.get("include_reasoning") is False:
+        return False
     kwargs = view.req.get("chat_template_kwargs")
     if isinstance(kwargs, dict):
         for key in ("thinking", "enable_thinking"):
             if key in kwargs:
-                return kwargs[key] is True
+                return kwargs[key] is True and _reasons(view, ctx)
     effort = view.req.get("reasoning_effort")
+    family = FAMILIES.get(family_of(view, ctx))
     if isinstance(effort, str):
-        return effort.lower() not in ("none", "minimal")
-    if view.req.get("include_reasoning") is False:
-        return False
+        return (
+            effort.lower() not in ("none", "minimal")
+            and family is not None
+            and family.reasoning_parser is not None
+        )
+    thinking = view.raw_req.get("thinking") if view.endpoint == "messages" else None
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        return family is not None and family.reasoning_parser is not None and family.thinks_by_default
     # Not inferred from the model name: thinking models may skip reasoning on some turns, and a
     # false alarm is a defect too. --expect-reasoning says so for a whole capture.
     return ctx.expect_reasoning is True
@@ -164,9 +251,12 @@ def reasoning_expected(view: ExchangeView, ctx: CheckConfig) -> bool:
 def _reasoning_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Thinking is on but the response has no reasoning field.
 
-    Expected when the request turns thinking on (``chat_template_kwargs.thinking``, ``enable_thinking``,
-    ``reasoning_effort``) or ``--expect-reasoning`` is given. Both
-    ``reasoning`` (vLLM 0.16+) and ``reasoning_content`` count. Think markup left in content is
+    Expected when the request turns thinking on for a model that reasons (``chat_template_kwargs``
+    ``thinking`` / ``enable_thinking``, a ``reasoning_effort`` above minimal, Responses
+    ``reasoning.effort``, Messages ``output_config.effort``, or Messages ``thinking`` enabled for a
+    family that thinks unasked) or ``--expect-reasoning`` is given; never with ``include_reasoning:
+    false``, thinking turned off, or a family without a reasoning parser. Both ``reasoning`` (vLLM
+    0.16+) and ``reasoning_content`` count. Think markup left in content is
     ``reasoning-markup-in-content`` instead."""
     if not view.ok or not reasoning_expected(view, ctx):
         return
@@ -194,6 +284,25 @@ def _reasoning_shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         elif a.kind == "reasoning-conflict":
             yield hit(
                 "reasoning and reasoning_content carry different text", a.pointer, a.detail, event=a.event
+            )
+
+
+@rule("reasoning-unrequested", fault=Fault.ENGINE, area="reasoning", endpoints=(CHAT, RESPONSES))
+def _reasoning_unrequested(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """Reasoning arrived although the request turned it off with include_reasoning false.
+
+    vLLM still lets the model think but drops the reasoning from the answer, streamed and not, and
+    hides logprobs and token ids that would leak it (``include_reasoning`` in chat_completion and
+    responses ``serving.py``, the parsers' ``parse_delta``): reasoning on the wire means the server
+    ignored the field (an older vLLM, another server) or a gateway added it back."""
+    if not view.ok or view.req.get("include_reasoning") is not False:
+        return
+    for ch in view.choices:
+        if ch.reasoning:
+            yield hit(
+                "include_reasoning is false but the answer carries reasoning",
+                f"/choices/{ch.index}/message/reasoning",
+                ch.reasoning,
             )
 
 
@@ -289,7 +398,7 @@ def _json_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             try:
                 bounded_loads(ch.content or "")
             except ValueError:
-                fault, why = _cap_fault(view)
+                fault, why = _cap_fault(view, ch)
                 yield hit(
                     f"JSON output incomplete; {why}",
                     f"/choices/{ch.index}/message/content",

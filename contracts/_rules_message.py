@@ -119,8 +119,25 @@ def family_of(view: ExchangeView, ctx: CheckConfig) -> str:
 
 
 def _cap(view: ExchangeView) -> int | None:
+    # max_completion_tokens wins over max_tokens (ChatCompletionRequest.build_tok_params); Responses'
+    # max_output_tokens and Messages' max_tokens are read into max_tokens
     cap = view.req.get("max_completion_tokens") or view.req.get("max_tokens")
     return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def output_tokens(view: ExchangeView) -> tuple[int | None, int | None]:
+    """(output tokens, of which reasoning) from usage, whichever API's names it uses: chat's
+    ``completion_tokens`` / ``completion_tokens_details``, Responses' and Messages' ``output_tokens``
+    / ``output_tokens_details``. None where usage does not say."""
+    usage = view.usage if isinstance(view.usage, dict) else {}
+    used = _count(usage.get("completion_tokens", usage.get("output_tokens")))
+    details = usage.get("completion_tokens_details", usage.get("output_tokens_details"))
+    reasoning = _count(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+    return used, reasoning
 
 
 def _used_whole_cap(view: ExchangeView) -> bool:
@@ -131,21 +148,27 @@ def _used_whole_cap(view: ExchangeView) -> bool:
     real-vllm-cpu.md). Usage covers all choices, so this only judges single-choice answers.
     """
     cap = _cap(view)
-    usage = view.usage or {}
-    used = usage.get("completion_tokens")
-    return (
-        cap is not None
-        and len(view.choices) == 1
-        and isinstance(used, int)
-        and not isinstance(used, bool)
-        and used >= cap
-    )
+    used = output_tokens(view)[0]
+    return cap is not None and len(view.choices) == 1 and used is not None and used >= cap
+
+
+def stop_sequence(choice: AssembledChoice, view: ExchangeView) -> str | None:
+    """The caller's stop string that ended this choice, if one did: vLLM reports the matched string
+    as the choice's ``stop_reason`` (Messages: ``stop_sequence``), an int there is a stop token."""
+    stop = view.req.get("stop")
+    wanted = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
+    matched = choice.stop_reason
+    return matched if isinstance(matched, str) and matched in wanted else None
 
 
 def _stopped_by_length(choice: AssembledChoice, view: ExchangeView | None = None) -> bool:
-    """The output was cut by a length limit: finish_reason says so, or usage shows the caller's
-    max_tokens used up whatever finish_reason says."""
-    return choice.finish_reason == "length" or (view is not None and _used_whole_cap(view))
+    """The output was cut by a limit the caller set: finish_reason says length, or usage shows the
+    caller's max_tokens used up whatever finish_reason says, or one of the caller's stop strings
+    ended it (vLLM stops there, inside a tool call too: anthropic/serving.py keeps such a call
+    incomplete rather than reporting tool_use)."""
+    if choice.finish_reason == "length":
+        return True
+    return view is not None and (_used_whole_cap(view) or stop_sequence(choice, view) is not None)
 
 
 def _cut_call(view: ExchangeView, choice: AssembledChoice, call: AssembledCall) -> bool:
@@ -155,8 +178,11 @@ def _cut_call(view: ExchangeView, choice: AssembledChoice, call: AssembledCall) 
     return _stopped_by_length(choice, view) and bool(choice.calls) and call is choice.calls[-1]
 
 
-def _cap_fault(view: ExchangeView) -> tuple[Fault, str]:
+def _cap_fault(view: ExchangeView, choice: AssembledChoice) -> tuple[Fault, str]:
     cap = _cap(view)
+    matched = stop_sequence(choice, view)
+    if choice.finish_reason != "length" and matched is not None:
+        return Fault.CALLER, f"the caller's stop sequence {matched!r} ended the output there"
     if cap and _used_whole_cap(view) and all(ch.finish_reason != "length" for ch in view.choices):
         reasons = ", ".join(sorted({str(ch.finish_reason) for ch in view.choices}))
         return (
@@ -321,7 +347,7 @@ def _args_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
         )
         if _stopped_by_length(ch, view) and incomplete:
-            fault, why = _cap_fault(view)
+            fault, why = _cap_fault(view, ch)
             message = f"{c.name}: arguments incomplete; {why}"
             yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments, fault=fault)
 
@@ -423,24 +449,35 @@ def _id_format(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The response ignores tool_choice none, required or a named function.
 
-    ``none``: no calls; ``required``: at least one call; named: a call to that function. With
-    markup left in content the parser, not the model, lost the call."""
+    ``none``: no calls, and no call markup either: vLLM does not run the tool parser then, so a
+    call the model writes anyway stays in content as text (``_extract_tool_calls`` in
+    vllm/parser/abstract_parser.py; engine-based parsers strip it instead); ``required``: at least
+    one call; named: a call to that function. Under required or named, markup left in content means
+    the parser, not the model, lost the call. Messages ``tool_choice`` any and tool are required and
+    named (anthropic/serving.py ``_convert_tool_choice``), Responses ``{"type": "function",
+    "name"}`` is named."""
     if not view.ok or not view.tools:
         return
     tc = view.req.get("tool_choice")
     forced = _forced_name(view)
     for ch in view.choices:
+        markup = find_markup(TOOL_MARKUP, ch.content)
         # markup left in content, or finish_reason tool_calls with the calls gone: the model did
         # call, and the parser lost it
-        lost = find_markup(TOOL_MARKUP, ch.content) is not None or (
-            ch.finish_reason == "tool_calls" and not ch.calls
-        )
+        lost = markup is not None or (ch.finish_reason == "tool_calls" and not ch.calls)
         fault = Fault.PARSER if lost else None
         names = [c.name for c in ch.calls]
         if tc == "none" and names:
             yield hit(
                 f"tool_choice is none but the response calls {', '.join(names)}",
                 f"/choices/{ch.index}/message/tool_calls",
+            )
+        elif tc == "none" and markup is not None:
+            yield hit(
+                "tool_choice is none but the model wrote a tool call (left in content: vLLM does not "
+                "parse calls under none)",
+                f"/choices/{ch.index}/message/content",
+                markup[1],
             )
         elif tc == "required" and not names and not _stopped_by_length(ch, view):
             yield hit(
@@ -462,11 +499,16 @@ def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("parallel-tool-calls-violated", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
+@rule("parallel-tool-calls-violated", fault=Fault.ENGINE, area="tools", endpoints=ALL_ENDPOINTS)
 def _parallel(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """More than one tool call although parallel_tool_calls is false.
 
-    ``parallel_tool_calls: false`` allows at most one call per message."""
+    ``parallel_tool_calls: false`` (Messages: ``tool_choice.disable_parallel_tool_use``) allows at
+    most one call per message, and vLLM enforces it itself: it keeps the first call and drops the
+    rest, streamed (deltas of index 0 only) and not (``maybe_filter_parallel_tool_calls``,
+    entrypoints/serve/utils/tool_calls_utils.py). So the dropped calls vanish legally, and a second
+    call on the wire means the server did not filter (an older vLLM, another server) or a gateway
+    merged answers."""
     if not view.ok or view.req.get("parallel_tool_calls") is not False:
         return
     for ch in view.choices:

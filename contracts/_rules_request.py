@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -98,15 +99,31 @@ def _guided(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 
 @rule("request-empty-tools", fault=Fault.CALLER, area="request", endpoints=ALL_ENDPOINTS)
 def _empty_tools(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """tools is an empty list, or tool_choice is set without tools.
+    """tools is an empty list where the endpoint rejects one, or tool_choice asks for a call without tools.
 
-    vLLM rejects both with 400 (``parameter=tools``); other servers silently differ."""
+    Per endpoint, as vLLM 0.32 validates: chat rejects ``tools: []`` and any ``tool_choice`` but none
+    without tools with 400 (``ChatCompletionRequest.check_tool_usage``, ``parameter=tools`` /
+    ``tool_choice``); /v1/responses takes ``tools: []`` and turns auto or none without tools into
+    none, rejecting only required or a named function (``ResponsesRequest.check_tool_usage``);
+    /v1/messages sets its tools after the chat validators, so ``tools: []`` passes, and ``any`` or a
+    named tool without tools is the caller's (Anthropic's contract). openai-agents sends
+    ``tools: []`` on every Responses request without tools: legal there."""
     tools = view.req.get("tools")
-    if tools == []:
-        yield hit("tools is an empty list (omit it instead)", "/request/body/tools")
     tc = view.req.get("tool_choice")
-    if tc not in (None, "none", "auto") and not tools:
-        yield hit(f"tool_choice {tc!r} without tools", "/request/body/tool_choice")
+    forcing = tc == "required" or _named(tc)
+    if view.endpoint == "chat":
+        if tools == []:
+            yield hit("tools is an empty list (omit it instead)", "/request/body/tools")
+        elif tc not in (None, "none") and tools is None:
+            yield hit(f"tool_choice {tc!r} without tools", "/request/body/tool_choice")
+    elif forcing and not tools:
+        yield hit(
+            f"tool_choice {tc!r} asks for a call but no tools are declared", "/request/body/tool_choice"
+        )
+
+
+def _named(tc: Any) -> bool:
+    return isinstance(tc, dict) and tc.get("type") == "function"
 
 
 @rule(

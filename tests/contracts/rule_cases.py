@@ -77,6 +77,12 @@ def reasoning_only(
     return completion(message(None, reasoning=reasoning), usage=usage)
 
 
+def _stopped_by(matched: str) -> dict[str, Any]:
+    """A choice that vLLM ended on the stop string ``matched`` (its ``stop_reason``)."""
+    choice: dict[str, Any] = completion(message("Hello"))["choices"][0]
+    return choice | {"stop_reason": matched}
+
+
 OK_TOOL = one(tool_req(), tool_msg(call()))
 OK_TEXT = one(req(), completion())
 HISTORY = tool_turn("weather?", "sunny")
@@ -201,9 +207,14 @@ SINGLE: dict[str, tuple[Case, Case, str]] = {
     "parallel-tool-calls-violated": (
         one(tool_req(parallel_tool_calls=False), tool_msg(call(), call("search", {"q": "x"}, idx=1))),
         one(tool_req(parallel_tool_calls=False), tool_msg(call())),
-        "model",
+        "engine",
     ),
     "finish-reason-mismatch": (one(tool_req(), completion(message("hi"), "tool_calls")), OK_TOOL, "parser"),
+    "stop-sequence-unrequested": (
+        one(req(), completion(message("Hello")) | {"choices": [_stopped_by("###")]}),
+        one(req(stop=["###"]), completion(message("Hello")) | {"choices": [_stopped_by("###")]}),
+        "engine",
+    ),
     "finish-reason-missing": (
         sse(req(), [role_chunk(), chunk({"content": "hi"})]),
         sse(req(), wire.text_stream("hi")),
@@ -266,6 +277,11 @@ SINGLE: dict[str, tuple[Case, Case, str]] = {
         one(req(), reasoning_only("Thinking forever", 17, 8, reasoning_tokens=7)),
         one(req(), completion(message("Hello", reasoning="Thinking"))),
         "model",
+    ),
+    "reasoning-unrequested": (
+        one(req(include_reasoning=False), completion(message("Hello", reasoning="The user greets."))),
+        one(req(include_reasoning=False), completion(message("Hello"))),
+        "engine",
     ),
     "reasoning-shape": (
         one(req(), completion(message("Hello", reasoning={"text": "x"}))),

@@ -255,7 +255,7 @@ MESSAGES_LEGAL: dict[str, Callable[[], Exchange]] = {
     "empty-partial-json-first": lambda: msg(_empty_partials()),
     "event-types-newer-than-the-checker": lambda: msg(_with_unknown(aw.messages_events())),
     "stop-sequence": lambda: msg(
-        aw.messages_events(args_pieces=(), text=("Sunny",), stop_reason="stop_sequence"),
+        aw.messages_events(args_pieces=(), text=("Sunny",), stop_reason="stop_sequence", stop_sequence="###"),
         stop_sequences=["###"],
     ),
 }

@@ -260,6 +260,7 @@ def messages_events(
     thinking: tuple[str, ...] = ("I should call ", "the weather tool."),
     text: tuple[str, ...] = (),
     stop_reason: str = "tool_use",
+    stop_sequence: str | None = None,
 ) -> list[dict[str, Any]]:
     ev: list[dict[str, Any]] = [
         {
@@ -328,7 +329,7 @@ def messages_events(
     ev.append(
         {
             "type": "message_delta",
-            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+            "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
             "usage": {"input_tokens": 20, "output_tokens": 12},
         }
     )
