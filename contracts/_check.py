@@ -21,6 +21,7 @@ from . import (  # noqa: F401 - registers rules
     _rules_answer,
     _rules_apis,
     _rules_content,
+    _rules_history,
     _rules_limits,
     _rules_message,
     _rules_pairs,

@@ -53,35 +53,6 @@ def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit(f"{where}: {err['msg']}", f"/request/body/{where}", json.dumps(err.get("input"))[:200])
 
 
-@rule("request-orphan-tool-call-id", fault=Fault.CALLER, area="request", endpoints=ALL_ENDPOINTS)
-def _orphan(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """A tool message answers a tool_call_id that no earlier assistant message issued.
-
-    Each ``role: tool`` message links to a call of an earlier assistant turn. A broken chain is the
-    caller's, or a gateway's that rewrote ids (CLIProxyAPI #3184): the dual tap tells which."""
-    msgs = view.req.get("messages")
-    if not isinstance(msgs, list):
-        return
-    issued: set[str] = set()
-    for i, m in enumerate(msgs):
-        if not isinstance(m, dict):
-            continue
-        if m.get("role") == "assistant" and isinstance(m.get("tool_calls"), list):
-            for tc in m["tool_calls"]:
-                if isinstance(tc, dict) and isinstance(tc.get("id"), str):
-                    issued.add(tc["id"])
-        elif m.get("role") == "tool":
-            tid = m.get("tool_call_id")
-            if not isinstance(tid, str) or not tid:
-                yield hit(f"messages[{i}] (tool) has no tool_call_id", f"/request/body/messages/{i}")
-            elif tid not in issued:
-                yield hit(
-                    f"messages[{i}] answers tool_call_id {tid!r}, which no earlier assistant turn issued",
-                    f"/request/body/messages/{i}/tool_call_id",
-                    tid,
-                )
-
-
 @rule("request-guided-fields", fault=Fault.CALLER, area="request", endpoints=(CHAT,))
 def _guided(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Removed guided_* fields: vLLM ignores them with HTTP 200 and unconstrained output.

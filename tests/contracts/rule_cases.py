@@ -194,6 +194,12 @@ SINGLE: dict[str, tuple[Case, Case, str]] = {
         one(tool_req(), tool_msg(call(id="c1"), call("search", {"q": "x"}, id="c2"))),
         "parser",
     ),
+    # a K2 model writes its ids itself, counting calls across the conversation
+    "tool-call-id-reused": (
+        one(tool_req(messages=HISTORY), tool_msg(call())),
+        one(tool_req(messages=HISTORY), tool_msg(call(idx=1))),
+        "model",
+    ),
     "tool-call-id-format": (
         one(tool_req(), tool_msg(call("search", {"q": "x"}, id="search:0"))),
         one(tool_req(), tool_msg(call("search", {"q": "x"}, idx=0))),
@@ -441,6 +447,16 @@ SINGLE: dict[str, tuple[Case, Case, str]] = {
             ),
             completion(),
         ),
+        one(tool_req(messages=HISTORY), completion()),
+        "caller",
+    ),
+    "request-tool-call-unanswered": (
+        one(tool_req(messages=[*HISTORY[:2], {"role": "user", "content": "and Osaka?"}]), completion()),
+        one(tool_req(messages=HISTORY), completion()),
+        "caller",
+    ),
+    "request-role-misplaced": (
+        one(tool_req(messages=[{"role": "user", "content": "x", "tool_calls": [call()]}]), completion()),
         one(tool_req(messages=HISTORY), completion()),
         "caller",
     ),

@@ -54,8 +54,8 @@ def test_an_empty_tools_list_is_the_callers_on_chat_only() -> None:
     assert str(f.fault) == "caller"
     # openai-agents sends tools: [] (and tool_choice auto) on every Responses request without tools
     agents = aw.responses_req(tools=[], tool_choice="auto", parallel_tool_calls=False)
-    assert clean(body(RESP, agents, aw.response_object([_message_item("Hi")]))) == []
-    assert clean(body(MSG, aw.messages_req(tools=[]), _text_message("Hi"))) == []
+    assert clean(body(RESP, agents, aw.response_object([aw.message_item("Hi")]))) == []
+    assert clean(body(MSG, aw.messages_req(tools=[]), aw.text_message("Hi"))) == []
 
 
 @pytest.mark.parametrize(
@@ -75,9 +75,9 @@ def test_tool_choice_without_tools(path: str, sent: dict[str, Any], rejected: bo
     if path == "chat":
         ex = exchange(request, completion())
     elif path == RESP:
-        ex = body(RESP, request, aw.response_object([_message_item("Hi")]))
+        ex = body(RESP, request, aw.response_object([aw.message_item("Hi")]))
     else:
-        ex = body(MSG, request, _text_message("Hi"))
+        ex = body(MSG, request, aw.text_message("Hi"))
     assert bool(hits(ex, "request-empty-tools")) == rejected
 
 
@@ -112,13 +112,13 @@ def test_reasoning_is_expected_as_the_request_and_the_model_make_it(
 
 
 def test_responses_and_messages_turn_reasoning_on_and_off_their_own_way() -> None:
-    no_reasoning = aw.response_object([_message_item("Hello")])
+    no_reasoning = aw.response_object([aw.message_item("Hello")])
     assert hits(body(RESP, aw.responses_req(reasoning={"effort": "high"}), no_reasoning), "reasoning-missing")
     assert not hits(
         body(RESP, aw.responses_req(reasoning={"effort": "high"}, include_reasoning=False), no_reasoning),
         "reasoning-missing",
     )
-    no_thinking = _text_message("Hello")
+    no_thinking = aw.text_message("Hello")
     enabled = {"type": "enabled", "budget_tokens": 2048}
     assert hits(body(MSG, aw.messages_req(thinking=enabled), no_thinking), "reasoning-missing")
     assert hits(
@@ -167,7 +167,7 @@ def test_messages_forced_tool_choice_answers_with_tool_use() -> None:
     ended = aw.messages_body() | {"stop_reason": "end_turn"}
     [f] = hits(body(MSG, named, ended), "finish-reason-mismatch")
     assert f.severity == "error"
-    text = _text_message("Sunny")
+    text = aw.text_message("Sunny")
     assert hits(body(MSG, aw.messages_req(tool_choice={"type": "any"}), text), "tool-choice-violated")
 
 
@@ -256,37 +256,17 @@ SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "require
 def test_structured_output_is_judged_on_every_endpoint() -> None:
     bad, good = '{"town": "Tokyo"}', '{"city": "Tokyo"}'
     resp = aw.responses_req(tools=[], text={"format": {"type": "json_schema", "name": "w", "schema": SCHEMA}})
-    assert hits(body(RESP, resp, aw.response_object([_message_item(bad)])), "json-output-schema")
-    assert clean(body(RESP, resp, aw.response_object([_message_item(good)]))) == []
+    assert hits(body(RESP, resp, aw.response_object([aw.message_item(bad)])), "json-output-schema")
+    assert clean(body(RESP, resp, aw.response_object([aw.message_item(good)]))) == []
     # Anthropic structured output: output_config.format, the schema under "schema" (vLLM honours it)
     msg = aw.messages_req(tools=None, output_config={"format": {"type": "json_schema", "schema": SCHEMA}})
     msg = {k: v for k, v in msg.items() if v is not None}
-    [f] = hits(body(MSG, msg, _text_message(bad)), "json-output-schema")
+    [f] = hits(body(MSG, msg, aw.text_message(bad)), "json-output-schema")
     assert str(f.fault) == "model"
-    assert clean(body(MSG, msg, _text_message(good))) == []
-    assert hits(body(MSG, msg, _text_message("Sure! Tokyo.")), "json-output-invalid")
+    assert clean(body(MSG, msg, aw.text_message(good))) == []
+    assert hits(body(MSG, msg, aw.text_message("Sure! Tokyo.")), "json-output-invalid")
     regex = aw.responses_req(tools=[], structured_outputs={"regex": "[0-9]+"})
     assert hits(
-        body(RESP, regex, aw.response_object([_message_item("twelve")])), "structured-output-violated"
+        body(RESP, regex, aw.response_object([aw.message_item("twelve")])), "structured-output-violated"
     )
-    assert clean(body(RESP, regex, aw.response_object([_message_item("12")]))) == []
-
-
-# --- builders -------------------------------------------------------------------------------------------
-
-
-def _message_item(text: str) -> dict[str, Any]:
-    return {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "status": "completed",
-        "content": [{"type": "output_text", "text": text, "annotations": []}],
-    }
-
-
-def _text_message(text: str) -> dict[str, Any]:
-    out = aw.messages_body()
-    out["content"] = [{"type": "text", "text": text}]
-    out["stop_reason"] = "end_turn"
-    return out
+    assert clean(body(RESP, regex, aw.response_object([aw.message_item("12")]))) == []

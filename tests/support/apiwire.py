@@ -115,6 +115,17 @@ def reasoning_item(text: str = "I should call the weather tool.") -> dict[str, A
     }
 
 
+def message_item(text: str) -> dict[str, Any]:
+    """An assistant message output item with one output_text part."""
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
 def responses_body(args: str = ARGS) -> dict[str, Any]:
     return response_object([reasoning_item(), call_item(args)])
 
@@ -253,6 +264,14 @@ def messages_body(inp: dict[str, Any] | None = None) -> dict[str, Any]:
         "stop_reason": "tool_use",
         "usage": {"input_tokens": 20, "output_tokens": 12},
     }
+
+
+def text_message(text: str) -> dict[str, Any]:
+    """A non-streamed message that answers with text only (``end_turn``)."""
+    out = messages_body()
+    out["content"] = [{"type": "text", "text": text}]
+    out["stop_reason"] = "end_turn"
+    return out
 
 
 def messages_events(
