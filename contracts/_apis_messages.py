@@ -13,7 +13,8 @@ Wire facts from the vLLM 0.32 wheel, ``entrypoints/anthropic/serving.py`` and ``
   ``parallel_tool_calls`` false; ``tools: []`` is accepted (set after the chat request's validators);
 - the stream (``message_stream_converter``): ``message_start`` with ``type`` and ``role`` set
   explicitly (strict SDKs need them: vllm #45367), content blocks one at a time with indexes from 0, a
-  thinking block closed by a ``signature_delta``, ``message_delta`` with ``stop_reason`` and ``usage``
+  thinking block closed by a ``signature_delta`` (a random one: vLLM has no signature to give, and
+  neither has a bridge in front of a chat engine, whose empty signature is as legal), ``message_delta`` with ``stop_reason`` and ``usage``
   (the chat stream under it always has include_usage), then ``message_stop``;
 - ``stop_reason`` (``_to_anthropic_stop_reason``): ``max_tokens`` for a length stop, ``tool_use``
   whenever a complete call was made (a forced one included, whose chat finish is ``stop``),
@@ -172,7 +173,7 @@ def take_body(view: ExchangeView) -> None:
         if body.get(key) != want:
             view.anomalies.append(
                 StreamAnomaly(
-                    "api-incomplete", f"the message's {key} is {body.get(key)!r}, not {want!r}", -1, f"/{key}"
+                    "bad-shape", f"the message's {key} is {body.get(key)!r}, not {want!r}", -1, f"/{key}"
                 )
             )
     choice = AssembledChoice(0, role="assistant")
@@ -196,10 +197,6 @@ def _take_block(view: ExchangeView, choice: AssembledChoice, block: dict[str, An
     if kind == "thinking":
         if isinstance(block.get("thinking"), str):
             choice.reasoning = append(choice.reasoning, block["thinking"])
-        if not block.get("signature"):
-            view.anomalies.append(
-                StreamAnomaly("api-unsigned", "thinking block without a signature", -1, ptr)
-            )
     elif kind == "text":
         if isinstance(block.get("text"), str):
             choice.content = append(choice.content, block["text"])
@@ -226,10 +223,10 @@ _FITS = {
 class _Block:
     """The open content block."""
 
-    __slots__ = ("call", "index", "signed", "type")
+    __slots__ = ("call", "index", "type")
 
-    def __init__(self, index: int, kind: str, call: AssembledCall | None, signed: bool) -> None:
-        self.index, self.type, self.call, self.signed = index, kind, call, signed
+    def __init__(self, index: int, kind: str, call: AssembledCall | None) -> None:
+        self.index, self.type, self.call = index, kind, call
 
 
 class _Stream(TypedStream):
@@ -267,13 +264,13 @@ class _Stream(TypedStream):
         if self.st.frames != 1:
             self.flag("api-order", "message_start again inside the stream", n, "/type")
         if not isinstance(msg, dict):
-            self.flag("api-incomplete", "message_start without a message object", n, "/message")
+            self.flag("api-order", "message_start without a message object", n, "/message")
             return
         for key, want in (("type", "message"), ("role", "assistant")):
             if msg.get(key) != want:
                 got = "no" if key not in msg else repr(msg[key])
                 self.flag(
-                    "api-incomplete",
+                    "api-order",
                     f"message_start carries {got} {key} (clients need {want!r})",
                     n,
                     f"/message/{key}",
@@ -304,7 +301,7 @@ class _Stream(TypedStream):
         elif btype == "thinking" and b.get("thinking"):
             self.choice.reasoning = append(self.choice.reasoning, str(b["thinking"]))
         index = idx if isinstance(idx, int) else self.next_block
-        self.block = _Block(index, str(btype), call, bool(b.get("signature")))
+        self.block = _Block(index, str(btype), call)
         self.next_block = index + 1
 
     def block_delta(self, obj: dict[str, Any], ev: SSEEvent) -> None:
@@ -337,7 +334,6 @@ class _Stream(TypedStream):
             block.call.arguments += value
             block.call.deltas += 1
         else:
-            block.signed = block.signed or bool(value)
             return  # a signature is not output
         self.token(ev)
 
@@ -350,8 +346,6 @@ class _Stream(TypedStream):
         if block.call is not None and not block.call.arguments:
             # no JSON text streamed: the client keeps the block's input, {} (a call without arguments)
             block.call.arguments = "{}"
-        if block.type == "thinking" and not block.signed:
-            self.flag("api-unsigned", f"thinking block {block.index} closed without a signature", n, "/index")
         self.block = None
 
     def message_delta(self, obj: dict[str, Any], n: int) -> None:
@@ -366,7 +360,7 @@ class _Stream(TypedStream):
         if isinstance(obj.get("usage"), dict):
             self.st.usage = obj["usage"]
         else:
-            self.flag("api-incomplete", "message_delta without usage (the output token count)", n, "/usage")
+            self.flag("api-order", "message_delta without usage (the output token count)", n, "/usage")
 
 
 def assemble(events: list[SSEEvent]) -> AssembledStream:

@@ -23,6 +23,7 @@ from . import (  # noqa: F401 - registers rules
     _rules_content,
     _rules_history,
     _rules_limits,
+    _rules_markup,
     _rules_message,
     _rules_pairs,
     _rules_request,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from ._registry import MESSAGES, REGISTRY, RESPONSES, CheckConfig, Fault, Hit, Severity, hit, rule
+from ._registry import MESSAGES, REGISTRY, RESPONSES, CheckConfig, Fault, Hit, hit, rule
 from ._view import ExchangeView
 
 
@@ -40,13 +40,17 @@ _FRAMING_RULES = (
         "api-stream-order",
         (RESPONSES, MESSAGES),
         ("api-order", "api-terminal-missing"),
-        "A Responses or Messages event stream out of order: wrong first or last event, an event for an item or block that is not open, an event name that is not its data's type.",
+        "A Responses or Messages event stream out of order or short of what its clients read: wrong first or last event, an event for an item or block that is not open, an event name that is not its data's type, a message_start without type or role, a message_delta without usage.",
         """Responses open with ``response.created`` and end with ``response.completed``; an item is
-        added, fed and closed by ``response.output_item.done`` before the next is added. Messages open
-        with ``message_start``, carry ``stop_reason`` in ``message_delta`` and end with
+        added, fed and closed by ``response.output_item.done`` before the next is added, its content
+        parts counted from 0. Messages open with ``message_start`` (whose ``type`` and ``role`` vLLM
+        sets explicitly because strict anthropic SDK clients reject the event without them: vllm
+        #45367), carry ``stop_reason`` and ``usage`` in ``message_delta`` and end with
         ``message_stop``; a delta's type fits its block (``input_json_delta`` in ``tool_use``).
         Clients (the openai and anthropic SDKs) build the message from these events and drop or
-        reject what breaks the order.""",
+        reject what breaks them. Event types the checker does not know are legal (both APIs add
+        new ones; the SDKs skip them), and so is a thinking block's empty signature (vLLM signs
+        with a random string; a bridge in front of a chat engine has none to give).""",
     ),
     (
         "api-stream-sequence",
@@ -84,27 +88,3 @@ for _id, _where, _kinds, _summary, _doc in _FRAMING_RULES:
 def rule_endpoints(rule_id: str) -> tuple[str, ...]:
     """The endpoints a rule judges, as it declared them (docs/rules.md's endpoints column)."""
     return REGISTRY[rule_id].endpoints
-
-
-@rule("api-field-missing", fault=Fault.ENGINE, area="stream", endpoints=(MESSAGES,))
-def _field_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """A Messages event or message lacks what its clients read: message_start without type or role, message_delta without usage, a thinking block without its signature.
-
-    vLLM sets ``type`` and ``role`` on ``message_start`` explicitly because strict anthropic SDK
-    clients reject the event without them (vllm #45367); ``message_delta`` carries the output token
-    count (the chat stream under it always includes usage); a thinking block ends with its
-    ``signature`` (a ``signature_delta`` in a stream), which clients send back with the block. A
-    missing signature is a warning: vLLM does not check it when the block comes back."""
-    if view.kind not in ("stream", "json"):
-        return
-    seen = 0
-    for a in view.anomalies:
-        if a.kind not in ("api-incomplete", "api-unsigned"):
-            continue
-        seen += 1
-        if seen <= 3:
-            where = f"/events/{a.event}{a.pointer}" if view.kind == "stream" else a.pointer
-            severity = Severity.WARNING if a.kind == "api-unsigned" else None
-            yield hit(a.detail, where, event=a.event, severity=severity)
-    if seen > 3:
-        yield hit(f"{seen - 3} more of the same", "/events" if view.kind == "stream" else "")

@@ -5,14 +5,14 @@ reasoning, reasoning itself, structured output. Split from ``_rules_message`` (n
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from ._assembly import AssembledChoice
 from ._families import FAMILIES
 from ._json import JsonLimitError
 from ._json import loads as bounded_loads
-from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP, find_markup
+from ._markup import REASONING_MARKUP, find_markup
 from ._registry import ALL_ENDPOINTS, CHAT, MESSAGES, RESPONSES, CheckConfig, Fault, Hit, Severity, hit, rule
 from ._rules_message import (
     _cap_fault,
@@ -38,7 +38,10 @@ def _finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 
     ``tool_calls`` needs calls (an empty one is vllm #54701); calls with ``stop`` are wrong for
     vLLM unless a named ``tool_choice`` forced them (a warning: some upstreams legitimately do it, so
-    the dual tap decides); ``length`` stays ``length`` with partial calls."""
+    the dual tap decides); ``length`` stays ``length`` with partial calls. On /v1/messages the stop
+    reason is made by vLLM's Messages layer, not the parser: a complete call is ``tool_use``, forced
+    or not, so ``end_turn`` there is the engine's (vLLM 0.29 labelled forced calls so: vllm-project
+    agentic-api PR #296)."""
     if not view.ok:
         return
     for ch in view.choices:
@@ -52,9 +55,11 @@ def _finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             # string that cut the last call short ends the turn with stop_sequence
             if stop_sequence(ch, view) is None or _complete(ch.calls[-1].arguments):
                 yield hit(
-                    f"the message has tool_use blocks but stop_reason is {ch.native_finish} (vLLM sends tool_use)",
+                    f"the message has tool_use blocks but stop_reason is {ch.native_finish}: vLLM's "
+                    "Messages layer labels a complete call tool_use",
                     ptr,
                     event=ch.finish_event,
+                    fault=Fault.ENGINE,
                 )
         elif ch.finish_reason == "stop" and ch.calls and _forced_name(view) is None:
             yield hit(
@@ -128,81 +133,6 @@ def _finish_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-# --- markup in text --------------------------------------------------------------------------------
-
-
-def _markup_left(
-    markup: re.Pattern[str], field: str, message: str
-) -> Callable[[ExchangeView, CheckConfig], Iterator[Hit]]:
-    """A rule for markup a parser should have mapped, left in ``content`` or ``reasoning`` of a choice."""
-
-    def check(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-        if not view.ok:
-            return
-        if markup is TOOL_MARKUP and field == "content" and view.req.get("tool_choice") == "none":
-            return  # no tool parser runs under tool_choice none: the call is the model's (tool-choice-violated)
-        for ch in view.choices:
-            m = find_markup(markup, ch.content if field == "content" else ch.reasoning)
-            if m:
-                yield hit(message, f"/choices/{ch.index}/message/{field}", m[1])
-
-    return check
-
-
-# the rules differ only in the markup, the field and the message: rule id, fault, summary,
-# doc, and what the check looks for
-for _id, _fault, _summary, _doc, _check in (
-    (
-        "tool-markup-in-content",
-        Fault.PARSER,
-        "Tool-call markup of any family (K2 tokens, K3 <|open|>tools, <tool_call>) left in content.",
-        """The model wrote a call and the tool parser did not map it (vllm #39056, #42021, #51073), or
-        no tool parser is configured.""",
-        _markup_left(
-            TOOL_MARKUP, "content", "tool-call markup in content: the tool parser did not map the call"
-        ),
-    ),
-    (
-        "tool-call-in-reasoning",
-        Fault.MODEL,
-        "Tool-call markup inside reasoning: the model called a tool before its thinking closed.",
-        "A call written before ``</think>`` lands in reasoning, where no tool parser looks.",
-        _markup_left(
-            TOOL_MARKUP, "reasoning", "tool-call markup inside reasoning: a call before </think> closed"
-        ),
-    ),
-    (
-        "reasoning-markup-in-content",
-        Fault.PARSER,
-        "Think markup (</think>, <|open|>think) left in content.",
-        "The reasoning parser did not split reasoning from the answer.",
-        _markup_left(
-            REASONING_MARKUP, "content", "reasoning markup in content: the reasoning parser did not split it"
-        ),
-    ),
-):
-    rule(_id, fault=_fault, area="markup", summary=_summary, doc=_doc, endpoints=ALL_ENDPOINTS)(_check)
-
-
-@rule("special-token-leak", fault=Fault.PARSER, area="markup", endpoints=ALL_ENDPOINTS)
-def _special(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Other special tokens (<|close|>message<|sep|>, <|im_end|>) in content or reasoning.
-
-    Kimi chat-template and channel tokens that no field should carry (vllm #51399, PR #38579).
-    Text already reported as tool or think markup is not reported twice."""
-    if not view.ok:
-        return
-    for ch in view.choices:
-        for name, text in (("content", ch.content), ("reasoning", ch.reasoning)):
-            if not text:
-                continue
-            if find_markup(TOOL_MARKUP, text) or find_markup(REASONING_MARKUP, text):
-                continue
-            m = find_markup(SPECIAL_TOKENS, text)
-            if m:
-                yield hit(f"special token in {name}", f"/choices/{ch.index}/message/{name}", m[1])
-
-
 # --- reasoning -------------------------------------------------------------------------------------
 
 
@@ -220,8 +150,9 @@ def reasoning_expected(view: ExchangeView, ctx: CheckConfig) -> bool:
     serving.py, responses serving.py); ``chat_template_kwargs`` ``thinking`` / ``enable_thinking``
     turn the template's thinking on or off and win over an effort (``build_chat_params`` sets
     ``enable_thinking`` from ``reasoning_effort`` only when the caller did not); an effort other than
-    none or minimal asks a reasoning model to think, and is nothing to a model without a reasoning
-    parser (Qwen3-Coder) or one the family table does not know; Messages ``thinking.type`` enabled
+    none or minimal asks the model to think, and is nothing to a family without a reasoning parser
+    (Qwen3-Coder); a model the family table does not know is taken at the request's word; Messages
+    ``thinking.type`` enabled
     only sets a token budget, so it is expected of families that think unasked. A family without a
     reasoning parser never sends the field."""
     if view.req.get("include_reasoning") is False:
@@ -232,15 +163,11 @@ def reasoning_expected(view: ExchangeView, ctx: CheckConfig) -> bool:
             if key in kwargs:
                 return kwargs[key] is True and _reasons(view, ctx)
     effort = view.req.get("reasoning_effort")
-    family = FAMILIES.get(family_of(view, ctx))
     if isinstance(effort, str):
-        return (
-            effort.lower() not in ("none", "minimal")
-            and family is not None
-            and family.reasoning_parser is not None
-        )
+        return effort.lower() not in ("none", "minimal") and _reasons(view, ctx)
     thinking = view.raw_req.get("thinking") if view.endpoint == "messages" else None
     if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        family = FAMILIES.get(family_of(view, ctx))
         return family is not None and family.reasoning_parser is not None and family.thinks_by_default
     # Not inferred from the model name: thinking models may skip reasoning on some turns, and a
     # false alarm is a defect too. --expect-reasoning says so for a whole capture.

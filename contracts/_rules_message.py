@@ -17,7 +17,7 @@ from ._assembly import AssembledCall, AssembledChoice
 from ._families import FAMILIES, detect_family
 from ._json import JsonLimitError
 from ._json import loads as bounded_loads
-from ._markup import TOOL_MARKUP, find_markup
+from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP, find_markup
 from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, Severity, hit, rule
 from ._view import ExchangeView
 
@@ -235,7 +235,9 @@ def _undeclared(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 
     The name must be one of ``tools[].function.name``. The main residual error of Kimi K2 after
     parser fixes (Moonshot's vendor verifier). An empty name is ``tool-call-shape``. A declared name
-    cut short by max_tokens is the caller's limit, not the model's (``tool-call-args-truncated``)."""
+    cut short by max_tokens is the caller's limit, not the model's (``tool-call-args-truncated``). A
+    name that carries markup or a special token (``query_dataset<|channel|>commentary``: vllm
+    #32587) was cut from the model's output by the parser at the wrong place: the parser's."""
     for ch, c in _calls(view):
         if c.name and c.name not in view.tools:
             stem = c.name.removeprefix("functions.")
@@ -244,6 +246,14 @@ def _undeclared(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 # max_tokens, reported by tool-call-args-truncated (seen on vLLM 0.32)
                 continue
             declared = ", ".join(sorted(view.tools)) or "none"
+            token = next(
+                (m for p in (TOOL_MARKUP, REASONING_MARKUP, SPECIAL_TOKENS) if (m := find_markup(p, c.name))),
+                None,
+            )
+            if token is not None:
+                message = f"tool name {c.name!r} carries model markup: the parser cut the name wrong (declared: {declared})"
+                yield _call_hit(view, ch, c, "/function/name", message, excerpt=c.name, fault=Fault.PARSER)
+                continue
             message = f"tool {c.name!r} was not declared (declared: {declared})"
             yield _call_hit(view, ch, c, "/function/name", message, excerpt=c.name)
 
@@ -449,9 +459,11 @@ def _id_format(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The response ignores tool_choice none, required or a named function.
 
-    ``none``: no calls, and no call markup either: vLLM does not run the tool parser then, so a
-    call the model writes anyway stays in content as text (``_extract_tool_calls`` in
-    vllm/parser/abstract_parser.py; engine-based parsers strip it instead); ``required``: at least
+    ``none``: no calls, and no call markup either. vLLM does not run the tool parser then, so a
+    call the model writes anyway stays in content as text, the model's (``_extract_tool_calls`` in
+    vllm/parser/abstract_parser.py; engine-based parsers strip it instead), and a call returned as
+    ``tool_calls`` is the parser's, which should not have produced one (Gemma 4: vllm PR #46875);
+    ``required``: at least
     one call; named: a call to that function. Under required or named, markup left in content means
     the parser, not the model, lost the call. Messages ``tool_choice`` any and tool are required and
     named (anthropic/serving.py ``_convert_tool_choice``), Responses ``{"type": "function",
@@ -462,15 +474,22 @@ def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     forced = _forced_name(view)
     for ch in view.choices:
         markup = find_markup(TOOL_MARKUP, ch.content)
-        # markup left in content, or finish_reason tool_calls with the calls gone: the model did
-        # call, and the parser lost it
-        lost = markup is not None or (ch.finish_reason == "tool_calls" and not ch.calls)
+        # markup left in content or reasoning, or finish_reason tool_calls with the calls gone: the
+        # model did call, and the parser lost it
+        lost = (
+            markup is not None
+            or find_markup(TOOL_MARKUP, ch.reasoning) is not None
+            or (ch.finish_reason == "tool_calls" and not ch.calls)
+        )
         fault = Fault.PARSER if lost else None
         names = [c.name for c in ch.calls]
         if tc == "none" and names:
+            # the model may write a call, but under none no parser may return one
             yield hit(
-                f"tool_choice is none but the response calls {', '.join(names)}",
+                f"tool_choice is none but the response returns calls to {', '.join(names)}: the tool "
+                "parser ran although none forbids it",
                 f"/choices/{ch.index}/message/tool_calls",
+                fault=Fault.PARSER,
             )
         elif tc == "none" and markup is not None:
             yield hit(

@@ -143,9 +143,22 @@ def _client_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     vLLM answers schema errors with 400 (never 422), unknown models with 404, a wrong key with 401.
     A non-streamed ``/v1/messages`` is the exception: vLLM ``json.loads`` the model's tool arguments
     to build ``tool_use.input`` (anthropic/serving.py), so invalid arguments come back as a 400 with
-    the JSON error as its message: that one is the model's."""
+    the JSON error as its message: that one is the model's. A 400 whose validation error rejects a
+    type the endpoint's API defines (a Messages ``thinking`` block in the history, a Responses
+    ``reasoning`` item), sent by the request, is the server's: its request model is older than the
+    API its clients speak (vLLM 0.14 refused thinking blocks: intel/llm-scaler #341)."""
     if view.status is not None and 400 <= view.status < 500:
         msg = _error_message(view)
+        unknown = _legal_type_rejected(view)
+        if unknown is not None:
+            yield hit(
+                f"HTTP {view.status}: the server's request model rejects {unknown!r}, which the "
+                f"{view.endpoint} API defines: the server is older than its clients (upgrade it)",
+                "/response/status",
+                _error_message(view, 240),
+                fault=Fault.ENGINE,
+            )
+            return
         if view.endpoint == "messages" and view.status == 400 and _JSON_ERROR.match(msg):
             yield hit(
                 f"HTTP 400: {msg}: vLLM could not read the model's tool arguments as JSON",
@@ -155,6 +168,47 @@ def _client_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
             return
         yield hit(f"HTTP {view.status}: {msg}", "/response/status", view.status)
+
+
+#: the type names each API defines for what a request sends (content blocks, input items, content
+#: parts): a validation error that rejects one of these, when the request sent it, is the server's
+_LEGAL_TYPES = {
+    "messages": frozenset(
+        {
+            "text", "image", "document", "search_result", "thinking", "redacted_thinking", "tool_use",
+            "tool_result", "server_tool_use", "web_search_tool_result", "web_fetch_tool_result",
+            "code_execution_tool_result", "mcp_tool_use", "mcp_tool_result", "container_upload",
+            "tool_reference",
+        }
+    ),
+    "responses": frozenset(
+        {
+            "message", "function_call", "function_call_output", "reasoning", "item_reference",
+            "input_text", "input_image", "input_file", "input_audio", "output_text", "refusal",
+            "custom_tool_call", "custom_tool_call_output", "computer_call", "computer_call_output",
+            "web_search_call", "file_search_call", "image_generation_call", "code_interpreter_call",
+            "local_shell_call", "local_shell_call_output", "mcp_call", "mcp_list_tools",
+            "mcp_approval_request", "mcp_approval_response",
+        }
+    ),
+    "chat": frozenset({"text", "image_url", "input_audio", "file", "refusal"}),
+}  # fmt: skip
+# the value a pydantic validation error says it rejected: 'input': 'thinking' (or input_value=...)
+_REJECTED = re.compile(r"(?:'input': |input_value=)'([a-z_]{2,40})'")
+
+
+def _legal_type_rejected(view: ExchangeView) -> str | None:
+    legal = _LEGAL_TYPES.get(str(view.endpoint))
+    if legal is None or view.status != 400:
+        return None
+    msg = _error_message(view, 4000)
+    if "Input should be" not in msg and "Input tag" not in msg:
+        return None
+    body = view.ex.request.body
+    for value in _REJECTED.findall(msg):
+        if value in legal and f'"{value}"'.encode() in body:
+            return str(value)
+    return None
 
 
 # json.JSONDecodeError messages (what vLLM's json.loads of tool arguments raises)
@@ -251,14 +305,14 @@ def _capture_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         )
 
 
-def _error_message(view: ExchangeView) -> str:
+def _error_message(view: ExchangeView, limit: int = 200) -> str:
     body = view.body
     if isinstance(body, dict):
         err = body.get("error")
         if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return str(err["message"])[:200]
+            return str(err["message"])[:limit]
         if isinstance(err, str):
-            return err[:200]
+            return err[:limit]
     if view.ex.response is not None:
         return view.ex.response.content[:120].decode("utf-8", "replace") or "(empty body)"
     return "(no response)"

@@ -250,7 +250,7 @@ SINGLE: dict[str, tuple[Case, Case, str]] = {
             ),
         ),
         one(tool_req(), completion(message("ok", reasoning="I will call the weather tool."))),
-        "model",
+        "parser",  # vLLM's parsers end reasoning where a call opens: one left there was not handed over
     ),
     "reasoning-markup-in-content": (
         one(req(), completion(message("I think so.</think>Hello"))),

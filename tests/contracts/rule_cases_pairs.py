@@ -173,19 +173,6 @@ PAIRS: dict[str, tuple[Case, Case, str]] = {
         lambda: [api_stream("/v1/messages", aw.messages_events())],
         "engine",
     ),
-    "api-field-missing": (
-        lambda: [
-            api_stream(
-                "/v1/messages",
-                [
-                    {"type": "message_start", "message": {"id": "msg_1", "content": [], "model": wire.K2}},
-                    *aw.messages_events()[1:],
-                ],
-            )
-        ],
-        lambda: [api_stream("/v1/messages", aw.messages_events())],
-        "engine",
-    ),
     "api-stream-disagrees": (
         lambda: [
             api_stream(

@@ -98,10 +98,11 @@ def _plain(model: str = wire.K2, **kw: Any) -> Exchange:
         # the caller's kwargs win over the effort (build_chat_params sets enable_thinking only when absent)
         (wire.K2, {"reasoning_effort": "high", "chat_template_kwargs": {"enable_thinking": False}}, False),
         (DEEPSEEK, {"reasoning_effort": "low"}, True),
-        # a model without a reasoning parser, or one the family table does not know
+        # a family without a reasoning parser never sends the field; a model the family table does
+        # not know is taken at the request's word
         (CODER, {"reasoning_effort": "high"}, False),
         (CODER, {"chat_template_kwargs": {"enable_thinking": True}}, False),
-        (UNKNOWN, {"reasoning_effort": "high"}, False),
+        (UNKNOWN, {"reasoning_effort": "high"}, True),
         (UNKNOWN, {"chat_template_kwargs": {"thinking": True}}, True),
     ],
 )
@@ -270,3 +271,38 @@ def test_structured_output_is_judged_on_every_endpoint() -> None:
         body(RESP, regex, aw.response_object([aw.message_item("twelve")])), "structured-output-violated"
     )
     assert clean(body(RESP, regex, aw.response_object([aw.message_item("12")]))) == []
+
+
+# --- a server older than the API its clients speak -----------------------------------------------------
+
+
+def _rejected(request: dict[str, Any], value: str) -> Exchange:
+    """vLLM's 400 for a request its pydantic model cannot read, naming the ``value`` it rejected."""
+    msg = (
+        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'messages', 1, 'content', 0, 'type'), "
+        f"'msg': \"Input should be 'text', 'image', 'tool_use' or 'tool_result'\", 'input': '{value}'}}"
+    )
+    err = {"error": {"message": msg, "type": "BadRequestError", "param": None, "code": 400}}
+    return _status(MSG, request, err, 400)
+
+
+def _status(path: str, request: dict[str, Any], response: dict[str, Any], status: int) -> Exchange:
+    ex = aw.api_exchange(path, request, response)
+    assert ex.response is not None
+    ex.response.status = status
+    return ex
+
+
+def test_a_legal_block_the_server_cannot_read_is_the_servers() -> None:
+    thinking = {"type": "thinking", "thinking": "Read the file.", "signature": ""}
+    history = [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": [thinking, {"type": "text", "text": "Checking."}]},
+        {"role": "user", "content": "Go on."},
+    ]
+    [f] = hits(_rejected(aw.messages_req(messages=history), "thinking"), "http-client-error")
+    assert str(f.fault) == "engine" and "thinking" in f.message
+    # a block type no API defines is the caller's
+    history[1]["content"][0] = {"type": "scratchpad", "text": "x"}
+    [g] = hits(_rejected(aw.messages_req(messages=history), "scratchpad"), "http-client-error")
+    assert str(g.fault) == "caller"
