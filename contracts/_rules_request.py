@@ -146,14 +146,16 @@ def _client_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     the JSON error as its message: that one is the model's. A 400 whose validation error rejects a
     type the endpoint's API defines (a Messages ``thinking`` block in the history, a Responses
     ``reasoning`` item), sent by the request, is the server's: its request model is older than the
-    API its clients speak (vLLM 0.14 refused thinking blocks: intel/llm-scaler #341)."""
+    API its clients speak (vLLM 0.14 refused thinking blocks: intel/llm-scaler #341), and so is one
+    that rejects an explicit null the API allows for an optional field (a Responses item's ``"id":
+    null``, which OpenAI accepts and SDKs send: vllm #54224)."""
     if view.status is not None and 400 <= view.status < 500:
         msg = _error_message(view)
-        unknown = _legal_type_rejected(view)
+        unknown = _legal_input_rejected(view)
         if unknown is not None:
             yield hit(
-                f"HTTP {view.status}: the server's request model rejects {unknown!r}, which the "
-                f"{view.endpoint} API defines: the server is older than its clients (upgrade it)",
+                f"HTTP {view.status}: the server's request model rejects {unknown}, which the "
+                f"{view.endpoint} API allows: the server is stricter or older than its clients",
                 "/response/status",
                 _error_message(view, 240),
                 fault=Fault.ENGINE,
@@ -193,11 +195,29 @@ _LEGAL_TYPES = {
     ),
     "chat": frozenset({"text", "image_url", "input_audio", "file", "refusal"}),
 }  # fmt: skip
-# the value a pydantic validation error says it rejected: 'input': 'thinking' (or input_value=...)
+#: fields each API lets a caller send as null (optional, nullable in the OpenAI and Anthropic
+#: schemas): SDKs and agent frameworks send explicit nulls for them
+_NULLABLE = {
+    "responses": frozenset(
+        {"id", "status", "name", "annotations", "logprobs", "summary", "encrypted_content"}
+    ),
+    "messages": frozenset({"cache_control", "citations", "is_error", "signature", "stop_sequence"}),
+    "chat": frozenset(
+        {"name", "refusal", "audio", "function_call", "tool_calls", "reasoning", "reasoning_content"}
+    ),
+}
+# what a pydantic validation error says it rejected: 'input': 'thinking' (or input_value=...), and a
+# null under a named field (".id\n  Input should be ... input_value=None", "'loc': (..., 'id'), ...
+# 'input': None")
 _REJECTED = re.compile(r"(?:'input': |input_value=)'([a-z_]{2,40})'")
+_NULL_FIELD = re.compile(
+    r"\.(\w+)\s+Input should be [^\n]*input_value=None|'(\w+)'\), 'msg': [^}]*'input': None"
+)
 
 
-def _legal_type_rejected(view: ExchangeView) -> str | None:
+def _legal_input_rejected(view: ExchangeView) -> str | None:
+    """What of a legal request the server's validation rejected: a type the endpoint's API defines
+    that the request sent, or a null the API allows for an optional field. None otherwise."""
     legal = _LEGAL_TYPES.get(str(view.endpoint))
     if legal is None or view.status != 400:
         return None
@@ -207,7 +227,11 @@ def _legal_type_rejected(view: ExchangeView) -> str | None:
     body = view.ex.request.body
     for value in _REJECTED.findall(msg):
         if value in legal and f'"{value}"'.encode() in body:
-            return str(value)
+            return repr(value)
+    for field_a, field_b in _NULL_FIELD.findall(msg):
+        name = field_a or field_b
+        if name in _NULLABLE[str(view.endpoint)] and re.search(rf'"{name}"\s*:\s*null'.encode(), body):
+            return f"an explicit null {name}"
     return None
 
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests import apiwire as aw
-from tests import wire
+from tests.support import apiwire as aw
+from tests.support import wire
 from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges
 
 RESP, MSG = "/v1/responses", "/v1/messages"

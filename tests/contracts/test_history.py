@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests import apiwire as aw
-from tests import wire
-from tests.wire import call, completion, exchange, message, tool_req, tool_turn
+from tests.support import apiwire as aw
+from tests.support import wire
+from tests.support.wire import call, completion, exchange, message, tool_req, tool_turn
 from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges
 
 RESP, MSG = "/v1/responses", "/v1/messages"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests import apiwire as aw
-from tests.wire import call, completion, exchange, message, req, tool_req, usage_counts
+from tests.support import apiwire as aw
+from tests.support.wire import call, completion, exchange, message, req, tool_req, usage_counts
 from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
 
 K2_CALL = "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"

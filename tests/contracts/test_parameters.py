@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests import apiwire as aw
-from tests import wire
-from tests.wire import (
+from tests.support import apiwire as aw
+from tests.support import wire
+from tests.support.wire import (
     call,
     chunk,
     completion,
@@ -305,4 +305,30 @@ def test_a_legal_block_the_server_cannot_read_is_the_servers() -> None:
     # a block type no API defines is the caller's
     history[1]["content"][0] = {"type": "scratchpad", "text": "x"}
     [g] = hits(_rejected(aw.messages_req(messages=history), "scratchpad"), "http-client-error")
+    assert str(g.fault) == "caller"
+
+
+def test_an_explicit_null_the_api_allows_is_refused_by_the_server() -> None:
+    """OpenAI accepts ``"id": null`` on an input item (SDKs send it); vLLM 0.27 refused it (vllm #54224)."""
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "A river in Spain?"}]},
+        {
+            "type": "message",
+            "role": "assistant",
+            "id": None,
+            "content": [{"type": "output_text", "text": "Ebro."}],
+        },
+    ]
+    msg = (
+        "1 validation error for ResponsesRequest\ninput.list[...].1.ResponseOutputMessage.id\n  Input should be "
+        "a valid string [type=string_type, input_value=None, input_type=NoneType]"
+    )
+    err = {"error": {"message": msg, "type": "BadRequestError", "param": None, "code": 400}}
+    [f] = hits(_status(RESP, aw.responses_req(input=items), err, 400), "http-client-error")
+    assert str(f.fault) == "engine" and "null id" in f.message
+    # a null where the API wants a value is the caller's
+    items[0]["content"] = None
+    msg = msg.replace("1.ResponseOutputMessage.id", "0.Message.content").replace("valid string", "valid list")
+    err = {"error": {"message": msg, "type": "BadRequestError", "param": None, "code": 400}}
+    [g] = hits(_status(RESP, aw.responses_req(input=items), err, 400), "http-client-error")
     assert str(g.fault) == "caller"

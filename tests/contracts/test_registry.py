@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests import apiwire as aw
-from tests.wire import completion, exchange, req
+from tests.support import apiwire as aw
+from tests.support.wire import completion, exchange, req
 from wirecheck.contracts import Fault, check_exchanges, hit, rules
 from wirecheck.contracts._registry import ALL_ENDPOINTS, CHAT, REGISTRY, Hit, rule
 
