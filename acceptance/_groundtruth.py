@@ -95,8 +95,9 @@ RULES: dict[str, frozenset[str]] = {
 
 #: the party the catalogue blames for a simulator fault, where the simulator's name says another: a
 #: call left in reasoning is the parser's, because vLLM 0.32's parsers end the reasoning where a call
-#: opens (vllm/parser/kimi_k2.py, qwen3.py), whichever side the simulator's fault name claims
-BLAME: dict[str, str] = {"model.call_in_think": "parser"}
+#: opens (vllm/parser/kimi_k2.py, qwen3.py); JSON output that breaks the requested format is the
+#: engine's, because vLLM decodes under it (structured outputs)
+BLAME: dict[str, str] = {"model.call_in_think": "parser", "model.bad_json_output": "engine"}
 
 #: rules that compare two exchanges (a streamed and a non-streamed twin): any fault of the blamed
 #: side on either twin explains them, since either twin's fault makes the two answers differ

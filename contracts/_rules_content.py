@@ -288,12 +288,17 @@ def _constrained_choices(view: ExchangeView) -> Iterator[tuple[AssembledChoice, 
         yield ch, c[0], c[1]
 
 
-@rule("json-output-invalid", fault=Fault.MODEL, area="output", endpoints=ALL_ENDPOINTS)
+@rule("json-output-invalid", fault=Fault.ENGINE, area="output", endpoints=ALL_ENDPOINTS)
 def _json_invalid(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """response_format / structured_outputs asked for JSON and content is not JSON (or not an object).
 
     With ``json_object`` the content is a JSON object; with ``json_schema`` it is JSON. Cut by
-    ``length`` is ``json-output-truncated`` instead."""
+    ``length`` is ``json-output-truncated`` instead. vLLM does not ask the model to comply: it
+    constrains decoding to the format (structured outputs: xgrammar or guidance mask every token,
+    ``extract_structured_outputs`` in the chat and responses protocol.py; Messages
+    ``output_config.format`` too), so output that breaks it means the constraint was not applied,
+    the engine's fault (the V1 engine ignoring a schema: vllm #13038); at a caller tap alone a
+    gateway that dropped the format is not ruled out."""
     for ch, kind, _ in _constrained_choices(view):
         if kind not in ("json_object", "json_schema") or _stopped_by_length(ch, view):
             continue
@@ -334,11 +339,13 @@ def _json_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 )
 
 
-@rule("json-output-schema", fault=Fault.MODEL, area="output", endpoints=ALL_ENDPOINTS)
+@rule("json-output-schema", fault=Fault.ENGINE, area="output", endpoints=ALL_ENDPOINTS)
 def _json_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """JSON output breaks the requested schema.
 
-    Validated against ``response_format.json_schema.schema`` (or ``structured_outputs.json``)."""
+    Validated against ``response_format.json_schema.schema`` (or ``structured_outputs.json``). Like
+    ``json-output-invalid``, the engine's: vLLM decodes under the schema, so a value outside it was
+    not constrained (or the schema uses a keyword the grammar backend does not enforce)."""
     for ch, kind, schema in _constrained_choices(view):
         if kind != "json_schema":
             continue
@@ -355,11 +362,12 @@ def _json_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit("; ".join(errors), f"/choices/{ch.index}/message/content", ch.content)
 
 
-@rule("structured-output-violated", fault=Fault.MODEL, area="output", endpoints=ALL_ENDPOINTS)
+@rule("structured-output-violated", fault=Fault.ENGINE, area="output", endpoints=ALL_ENDPOINTS)
 def _structured(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Content does not match the structured_outputs regex or choice.
 
-    ``structured_outputs.choice``: content is one of the choices; ``regex``: it matches whole."""
+    ``structured_outputs.choice``: content is one of the choices; ``regex``: it matches whole. The
+    engine's, as vLLM decodes under the choice or regex."""
     for ch, kind, arg in _constrained_choices(view):
         if _stopped_by_length(ch, view):
             continue

@@ -298,7 +298,7 @@ SINGLE: dict[str, tuple[Case, Case, str]] = {
     "json-output-invalid": (
         one(req(response_format={"type": "json_object"}), completion(message("```json\n{}\n```"))),
         one(req(response_format={"type": "json_object"}), completion(message('{"a": 1}'))),
-        "model",
+        "engine",
     ),
     "json-output-truncated": (
         one(
@@ -314,12 +314,12 @@ SINGLE: dict[str, tuple[Case, Case, str]] = {
     "json-output-schema": (
         one(req(response_format=JSON_SCHEMA), completion(message('{"t": "hot"}'))),
         one(req(response_format=JSON_SCHEMA), completion(message('{"t": 21.5}'))),
-        "model",
+        "engine",
     ),
     "structured-output-violated": (
         one(req(structured_outputs={"choice": ["yes", "no"]}), completion(message("maybe"))),
         one(req(structured_outputs={"choice": ["yes", "no"]}), completion(message("yes"))),
-        "model",
+        "engine",
     ),
     # --- stream framing
     "stream-malformed-frame": (
