@@ -19,12 +19,24 @@ Anthropic add event types; their SDKs skip unknown ones), so it is counted and o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._assembly import AssembledCall, AssembledChoice, AssembledStream, StreamAnomaly, frame_object
 from ._sse import SSEEvent
 
-__all__ = ["API_ENDPOINTS", "TypedStream", "add_call", "append", "endpoint_of", "text_of"]
+if TYPE_CHECKING:
+    from ._view import ExchangeView
+
+__all__ = [
+    "API_ENDPOINTS",
+    "TypedStream",
+    "add_call",
+    "append",
+    "body_parts",
+    "endpoint_of",
+    "finish_body",
+    "text_of",
+]
 
 #: the endpoints read here; "chat" is /v1/chat/completions itself
 API_ENDPOINTS = ("responses", "messages")
@@ -82,6 +94,29 @@ def add_call(
     )
     choice.calls.append(call)
     return call
+
+
+def body_parts(view: ExchangeView, key: str, problem: str) -> list[Any] | None:
+    """The list a non-streamed answer holds its parts in (``output``, ``content``); None, with the
+    view marked unreadable, when the body is not an object with that list."""
+    body = view.body
+    if not isinstance(body, dict) or not isinstance(body.get(key), list):
+        view.body_problem = problem
+        view.kind = "other"
+        return None
+    parts: list[Any] = body[key]
+    return parts
+
+
+def finish_body(view: ExchangeView, choice: AssembledChoice) -> None:
+    """What every non-streamed answer ends with: its model and usage on the view, its one choice."""
+    body = view.body if isinstance(view.body, dict) else {}
+    view.model = body.get("model") if isinstance(body.get("model"), str) else None
+    usage = body.get("usage")
+    view.usage = usage if isinstance(usage, dict) else None
+    if choice.reasoning is not None:
+        choice.reasoning_fields.add("reasoning")
+    view.choices = [choice]
 
 
 class TypedStream:

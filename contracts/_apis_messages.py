@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ._apis import TypedStream, add_call, append, text_of
+from ._apis import TypedStream, add_call, append, body_parts, finish_body, text_of
 from ._assembly import AssembledCall, AssembledChoice, AssembledStream, StreamAnomaly, _excerpt
 from ._sse import SSEEvent
 
@@ -164,11 +164,10 @@ def normalize_request(raw: dict[str, Any]) -> dict[str, Any]:
 
 def take_body(view: ExchangeView) -> None:
     """Fill ``view.choices`` (one choice) from a message (``messages_full_converter``)."""
-    body = view.body
-    if not isinstance(body, dict) or not isinstance(body.get("content"), list):
-        view.body_problem = "a message needs an object with a content list"
-        view.kind = "other"
+    blocks = body_parts(view, "content", "a message needs an object with a content list")
+    if blocks is None:
         return
+    body = view.body
     for key, want in (("type", "message"), ("role", "assistant")):
         if body.get(key) != want:
             view.anomalies.append(
@@ -177,19 +176,14 @@ def take_body(view: ExchangeView) -> None:
                 )
             )
     choice = AssembledChoice(0, role="assistant")
-    for i, block in enumerate(body["content"]):
+    for i, block in enumerate(blocks):
         ptr = f"/content/{i}"
         if isinstance(block, dict):
             _take_block(view, choice, block, ptr)
         else:
             view.anomalies.append(StreamAnomaly("bad-shape", "content block is not an object", -1, ptr))
     _finish(choice, body.get("stop_reason"), body.get("stop_sequence"))
-    view.model = body.get("model") if isinstance(body.get("model"), str) else None
-    usage = body.get("usage")
-    view.usage = usage if isinstance(usage, dict) else None
-    if choice.reasoning is not None:
-        choice.reasoning_fields.add("reasoning")
-    view.choices = [choice]
+    finish_body(view, choice)
 
 
 def _take_block(view: ExchangeView, choice: AssembledChoice, block: dict[str, Any], ptr: str) -> None:

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._apis import TypedStream, add_call, append, text_of
+from ._apis import TypedStream, add_call, append, body_parts, finish_body, text_of
 from ._assembly import AssembledCall, AssembledChoice, AssembledStream, StreamAnomaly, _excerpt
 from ._sse import SSEEvent
 
@@ -149,11 +149,10 @@ def normalize_request(raw: dict[str, Any]) -> dict[str, Any]:
 
 def take_body(view: ExchangeView) -> None:
     """Fill ``view.choices`` (one choice) from a response object."""
-    body = view.body
-    if not isinstance(body, dict) or not isinstance(body.get("output"), list):
-        view.body_problem = "a response needs an object with an output list"
-        view.kind = "other"
+    items = body_parts(view, "output", "a response needs an object with an output list")
+    if items is None:
         return
+    body = view.body
     status = body.get("status")
     if view.raw_req.get("background") is True and status in ("queued", "in_progress"):
         # background mode answers at once and the output comes later (GET /v1/responses/{id}):
@@ -161,7 +160,7 @@ def take_body(view: ExchangeView) -> None:
         view.kind = "other"
         return
     choice = AssembledChoice(0, role="assistant")
-    for i, item in enumerate(body["output"]):
+    for i, item in enumerate(items):
         if isinstance(item, dict):
             _take_item(view, choice, item, f"/output/{i}")
         else:
@@ -170,12 +169,7 @@ def take_body(view: ExchangeView) -> None:
             )
     choice.finish_reason = finish_reason(status, choice)
     choice.native_finish = status if isinstance(status, str) else None
-    view.model = body.get("model") if isinstance(body.get("model"), str) else None
-    usage = body.get("usage")
-    view.usage = usage if isinstance(usage, dict) else None
-    if choice.reasoning is not None:
-        choice.reasoning_fields.add("reasoning")
-    view.choices = [choice]
+    finish_body(view, choice)
 
 
 def _take_item(view: ExchangeView, choice: AssembledChoice, item: dict[str, Any], ptr: str) -> None:
