@@ -19,10 +19,9 @@ from ._assembly import AssembledChoice
 from ._families import rows_saying
 from ._markup import TOOL_MARKUP, find_markup
 from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, Severity, hit, rule
-from ._rules_content import output_constraint
 from ._rules_message import _stopped_by_length
 from ._translate import usage_meaning
-from ._view import ExchangeView
+from ._view import ExchangeView, output_constraint
 
 __all__: list[str] = []
 
@@ -115,19 +114,13 @@ def _answer_empty(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 severity=Severity.WARNING,
             )
         elif outside > 2:
-            # a call written inside the thinking is still on the wire (tool-call-in-reasoning says
-            # so): the tokens did not vanish, the model put them there
-            inside = find_markup(TOOL_MARKUP, ch.reasoning) is not None
+            # a call left in reasoning never gets here (_judged: tool-call-in-reasoning says it)
             yield hit(
                 f"no content and no tool call, yet usage shows {outside} completion tokens outside the "
-                + (
-                    "reasoning, and the reasoning holds call markup: the model called inside its thinking"
-                    if inside
-                    else "reasoning: the parser dropped them (a Kimi K2 tool-call header without :N is "
-                    "dropped silently)"
-                ),
+                "reasoning: the parser dropped them (a Kimi K2 tool-call header without :N is dropped "
+                "silently)",
                 ptr,
-                fault=Fault.MODEL if inside else Fault.PARSER,
+                fault=Fault.PARSER,
             )
         elif outside == 2 or not ch.reasoning:
             yield hit("the model closed its thinking and wrote nothing: no content, no tool call", ptr)

@@ -23,7 +23,7 @@ from ._rules_message import (
     schema_errors,
     stop_sequence,
 )
-from ._view import ExchangeView
+from ._view import ExchangeView, output_constraint
 
 _KNOWN_FINISH = frozenset(
     {"stop", "length", "tool_calls", "content_filter", "function_call", "repetition", "abort", "error"}
@@ -234,35 +234,6 @@ def _reasoning_unrequested(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit
 
 
 # --- structured output -----------------------------------------------------------------------------
-
-
-def output_constraint(req: dict[str, Any]) -> tuple[str, Any] | None:
-    """("json_object", None) | ("json_schema", schema) | ("regex", pattern) | ("choice", [...]) or None."""
-    rf = req.get("response_format")
-    if isinstance(rf, dict):
-        kind = rf.get("type")
-        if kind == "json_object":
-            return "json_object", None
-        if kind == "json_schema":
-            js = rf.get("json_schema")
-            return "json_schema", js.get("schema", {}) if isinstance(js, dict) else {}
-    so = req.get("structured_outputs")
-    if isinstance(so, dict):
-        if so.get("json") is not None:
-            schema = so["json"]
-            if isinstance(schema, str):
-                try:
-                    schema = bounded_loads(schema)
-                except ValueError:
-                    schema = {}
-            return "json_schema", schema
-        if so.get("json_object"):
-            return "json_object", None
-        if isinstance(so.get("regex"), str):
-            return "regex", so["regex"]
-        if isinstance(so.get("choice"), list):
-            return "choice", so["choice"]
-    return None
 
 
 _THINK_END = re.compile(r"</think>|<\|close\|>think<\|sep\|>")

@@ -20,8 +20,7 @@ from ._json import JsonLimitError
 from ._json import loads as bounded_loads
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP, find_markup
 from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, hit, rule
-from ._rules_content import output_constraint
-from ._view import ExchangeView
+from ._view import ExchangeView, output_constraint
 
 __all__ = ["json_call"]
 

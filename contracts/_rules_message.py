@@ -19,6 +19,7 @@ from ._json import JsonLimitError
 from ._json import loads as bounded_loads
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP, find_markup
 from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, Severity, hit, rule
+from ._translate import usage_meaning
 from ._view import ExchangeView
 
 # --- helpers shared by the rules ---------------------------------------------------------------------
@@ -125,21 +126,6 @@ def _cap(view: ExchangeView) -> int | None:
     return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None
 
 
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def output_tokens(view: ExchangeView) -> tuple[int | None, int | None]:
-    """(output tokens, of which reasoning) from usage, whichever API's names it uses: chat's
-    ``completion_tokens`` / ``completion_tokens_details``, Responses' and Messages' ``output_tokens``
-    / ``output_tokens_details``. None where usage does not say."""
-    usage = view.usage if isinstance(view.usage, dict) else {}
-    used = _count(usage.get("completion_tokens", usage.get("output_tokens")))
-    details = usage.get("completion_tokens_details", usage.get("output_tokens_details"))
-    reasoning = _count(details.get("reasoning_tokens")) if isinstance(details, dict) else None
-    return used, reasoning
-
-
 def _used_whole_cap(view: ExchangeView) -> bool:
     """The caller's max_tokens was spent to the last token (usage against the request).
 
@@ -148,7 +134,8 @@ def _used_whole_cap(view: ExchangeView) -> bool:
     real-vllm-cpu.md). Usage covers all choices, so this only judges single-choice answers.
     """
     cap = _cap(view)
-    used = output_tokens(view)[0]
+    usage = usage_meaning(view)
+    used = usage.completion if usage is not None else None
     return cap is not None and len(view.choices) == 1 and used is not None and used >= cap
 
 

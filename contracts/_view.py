@@ -19,7 +19,7 @@ from ._json import MAX_BYTES, JsonLimitError
 from ._json import loads as bounded_loads
 from ._sse import SSEAnomaly, SSEDecoder, SSEEvent
 
-__all__ = ["ExchangeView", "build_view"]
+__all__ = ["ExchangeView", "build_view", "output_constraint"]
 
 
 @dataclass(slots=True)
@@ -364,3 +364,34 @@ _MESSAGE_KEYS = frozenset(
         "name",
     }
 )
+
+
+def output_constraint(req: dict[str, Any]) -> tuple[str, Any] | None:
+    """What a chat-shaped request constrains the answer's text to, per ``response_format`` and
+    ``structured_outputs`` (the typed APIs' formats are read into these): ("json_object", None) |
+    ("json_schema", schema) | ("regex", pattern) | ("choice", [...]) or None."""
+    rf = req.get("response_format")
+    if isinstance(rf, dict):
+        kind = rf.get("type")
+        if kind == "json_object":
+            return "json_object", None
+        if kind == "json_schema":
+            js = rf.get("json_schema")
+            return "json_schema", js.get("schema", {}) if isinstance(js, dict) else {}
+    so = req.get("structured_outputs")
+    if isinstance(so, dict):
+        if so.get("json") is not None:
+            schema = so["json"]
+            if isinstance(schema, str):
+                try:
+                    schema = bounded_loads(schema)
+                except ValueError:
+                    schema = {}
+            return "json_schema", schema
+        if so.get("json_object"):
+            return "json_object", None
+        if isinstance(so.get("regex"), str):
+            return "regex", so["regex"]
+        if isinstance(so.get("choice"), list):
+            return "choice", so["choice"]
+    return None
