@@ -314,3 +314,11 @@ def test_a_stream_of_the_wrong_endpoint_rules_is_not_judged_by_chat_framing() ->
     assert "stream-done-missing" not in rules_of(msg(aw.messages_events()[:-1]))
     assert "stream-done-missing" not in rules_of(resp(aw.responses_events()[:-1]))
     assert wire.K2  # the requests above name a K2 model
+
+
+def test_a_background_response_still_queued_is_not_an_answer_yet() -> None:
+    """background: true answers at once with status queued; the output comes later (GET by id)."""
+    queued = aw.response_object([], "queued")
+    assert run(aw.api_exchange(RESP, aw.responses_req(background=True), queued)) == []
+    # the same status without background is an answer that never finished
+    assert "finish-reason-missing" in rules_of(aw.api_exchange(RESP, aw.responses_req(), queued))
