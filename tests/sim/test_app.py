@@ -184,10 +184,9 @@ def test_every_fault_has_an_expectation() -> None:
     assert set(EXPECTED) == set(FAULTS) - {"engine.slow_first_token", "model.no_tool_retry"}
 
 
-# where an open upstream parser bug leaves the same bytes in the simulator's vLLM version: a Kimi K3
-# model that enters its tools channel from the thinking one is left all in reasoning by the K3
-# parsers (https://github.com/vllm-project/vllm/issues/54273, open), so the call in the reasoning is
-# the parser's to fix there
+# where an open upstream parser bug leaves these bytes in the simulator's vLLM version, the findings
+# name it: a Kimi K3 model that enters its tools channel from the thinking one is left all in
+# reasoning by the K3 parsers (https://github.com/vllm-project/vllm/issues/54273, open)
 KNOWN_PARSER_BUG: dict[tuple[str, str], str] = {("model.call_in_think", "kimi_k3"): "vllm-54273"}
 
 
@@ -210,9 +209,6 @@ async def test_each_fault_alone_is_found_with_the_right_class(
     rule_id, fault_class = EXPECTED[fault]
     bug = KNOWN_PARSER_BUG.get((fault, family))
     if bug is not None:
-        # the simulator serves vLLM 0.33, inside the range of an open parser bug whose bytes these are:
-        # the finding names it and takes its party
-        fault_class = "parser"
         assert {(f.known_bug or {}).get("id") for f in res.findings if f.rule == rule_id} == {bug}
     hits = [f for f in res.findings if f.rule == rule_id]
     assert hits, (fault, sorted({f.rule for f in res.findings}))
