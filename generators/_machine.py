@@ -358,12 +358,15 @@ def run_scenarios(
     def drive(url: str, found: Taps | None, repro: str | None) -> ScenarioReport:
         path = ENDPOINT_PATHS[endpoint]
         with httpx.Client(timeout=120) as client:
+            asked = model
+            if asked is None and endpoint == "messages":
+                asked = _served_model(client, url, headers or {}, found)
             d = _Drive(
                 url=url.rstrip("/") + path,
                 repro_url=(repro or url).rstrip("/") + path,
                 path=path,
                 endpoint=endpoint,
-                model=model,
+                model=asked,
                 stream_mode=stream,
                 headers=headers or {},
                 config=config or CheckConfig(direct=found is None),
@@ -378,6 +381,22 @@ def run_scenarios(
         with dual_taps(target, engine, engine_port) as (caller_url, sink):
             return drive(caller_url, sink.take, reproduce_target or target)
     return drive(target, taps, reproduce_target)
+
+
+def _served_model(client: httpx.Client, url: str, headers: dict[str, str], taps: Taps | None) -> str | None:
+    """The model ``url`` serves (the first of ``/v1/models``): /v1/messages requires one, where chat
+    completions and Responses default to it (vLLM's ``AnthropicMessagesRequest.model`` is required).
+    None when it does not say: the requests then go without, and the 400 they get is the failure."""
+    corr = mint_correlation()
+    try:
+        r = client.get(url.rstrip("/") + "/v1/models", headers={**headers, CORRELATION_HEADER: corr})
+        served = r.json()["data"][0]["id"]
+    except (httpx.HTTPError, ValueError, LookupError, TypeError):
+        served = None
+    finally:
+        if taps is not None:
+            taps(corr)  # what the taps recorded of this question is no scenario's to judge
+    return served if isinstance(served, str) and served else None
 
 
 def _run(
