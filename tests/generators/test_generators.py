@@ -259,7 +259,7 @@ def test_scenarios_cli_via_proxy_blames_the_gateway() -> None:
             took = time.monotonic() - t0
             assert out.returncode == 1, out.stderr
             # paired: attributed to the gateway, not judged on the caller side alone
-            assert "gateway-reasoning-dropped [gateway]" in out.stdout, out.stdout
+            assert "gateway-reasoning-dropped [gateway] at the caller tap: " in out.stdout, out.stdout
             assert "tap missing" not in out.stdout
             # no 5 s wait per request for an engine side that never came
             requests = int(out.stdout.split("contract broken after ")[1].split()[0])
