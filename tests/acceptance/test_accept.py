@@ -43,10 +43,6 @@ from wirecheck.sim import (
     write_environment,
 )
 
-# verdicts read timing figures (soak drift, TTFT SLOs): held until the vLLM servers are up
-# (tests/schedule.py)
-pytestmark = pytest.mark.timing
-
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory: pytest.TempPathFactory) -> AcceptanceResult:

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -29,10 +28,6 @@ from wirecheck.sim import (
     parse_gateway_faults,
     write_environment,
 )
-
-# verdicts read timing figures (soak drift, TTFT SLOs): held until the vLLM servers are up
-# (tests/schedule.py)
-pytestmark = pytest.mark.timing
 
 
 def test_an_oom_without_recovery_is_scale_up_led_by_the_oom_and_later_phases_are_blocked(

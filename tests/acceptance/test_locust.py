@@ -67,7 +67,6 @@ def _agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return 1 / 1.6 <= b["e2e_p50_s"] / a["e2e_p50_s"] <= 1.6 and abs(b["ttft_p50_s"] - a["ttft_p50_s"]) < 0.06
 
 
-@pytest.mark.timing  # p50s compared across two drivers run one after the other
 def test_two_locust_workers_give_the_in_process_figures(tmp_path: Path) -> None:
     # The simulator runs in its own process (``wirecheck sim``): served from the test process it shared
     # the interpreter lock with the in-process driver, and on a loaded machine that alone moved the
@@ -142,7 +141,6 @@ def _masters_on(port: int) -> list[int]:
     return found
 
 
-@pytest.mark.timing  # an achieved rate and late sends
 def test_an_open_loop_rate_is_split_over_workers_started_elsewhere(tmp_path: Path) -> None:
     port = free_port()
     # the second worker says ready again only 2 s after each step's stop, as a worker process kept

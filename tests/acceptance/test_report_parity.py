@@ -22,10 +22,6 @@ from wirecheck.acceptance import AcceptanceResult, CapacityPlan, Limits
 from wirecheck.acceptance._report import render_html, render_markdown
 from wirecheck.sim import SimConfig, parse_faults
 
-# verdicts read timing figures (soak drift, TTFT SLOs): held until the vLLM servers are up
-# (tests/schedule.py)
-pytestmark = pytest.mark.timing
-
 
 class _Page(HTMLParser):
     """The page's headings and its text, each element's text set apart by a space."""

@@ -8,7 +8,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.support import wire
 from tests.support.proxy_process import proxy_process, recorded
@@ -23,7 +22,6 @@ FORGED = {
 }
 
 
-@pytest.mark.timing  # pairing by time when ids are forged
 def test_forged_and_duplicated_ids_give_no_false_gateway_findings(tmp_path: Path) -> None:
     sp, gp, ep = free_port(), free_port(), free_port()
     with (
