@@ -30,7 +30,7 @@ from wirecheck.contracts import (
     write_exchanges,
 )
 from wirecheck.generators import SAMPLE_SET_VERSION
-from wirecheck.proxy import ProxyApp, TapConfig, tap_protocol
+from wirecheck.proxy import ProxyApp, TapConfig
 from wirecheck.record import Store, free_port
 
 from ._capacity import CapacityPlan
@@ -570,9 +570,7 @@ async def via_taps(
             await asyncio.sleep(0.1)
 
     apps = [(engine_app, engine_port), (caller, caller_port)]
-    async with serving(
-        apps, f"a tap could not listen (engine tap port {engine_port} in use?)", http=tap_protocol()
-    ):
+    async with serving(apps, f"a tap could not listen (engine tap port {engine_port} in use?)"):
         yield f"http://127.0.0.1:{caller_port}", source
 
 

@@ -42,7 +42,7 @@ from wirecheck.contracts import (
 )
 from wirecheck.record import Correlator, Sink, correlation_secret
 
-from ._server import DIRECT_BODY, DirectBody
+from ._http import DIRECT_BODY, DirectBody
 from ._upstream import (
     Batch,
     BodySink,

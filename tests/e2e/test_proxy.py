@@ -17,7 +17,7 @@ from tests.proxy.test_app import raw_upstream, recorded
 from tests.support import wire
 from tests.support.nginx import nginx_gateway
 from wirecheck.contracts import CheckConfig, check_exchanges
-from wirecheck.proxy import ProxyApp, TapConfig, check_pending, tap_protocol
+from wirecheck.proxy import ProxyApp, TapConfig, check_pending, serve_listener
 from wirecheck.record import Store, serve
 from wirecheck.sim import GatewayConfig, SimConfig, create_app, create_gateway, parse_gateway_faults
 
@@ -25,7 +25,7 @@ from wirecheck.sim import GatewayConfig, SimConfig, create_app, create_gateway, 
 @contextmanager
 def proxy(upstream: str, store: Store, **cfg: Any) -> Iterator[str]:
     app = ProxyApp(TapConfig(upstream=upstream, **cfg), store)
-    with serve(app, http=tap_protocol()) as url:
+    with serve_listener(app) as url:
         yield url
 
 

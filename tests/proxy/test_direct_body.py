@@ -17,14 +17,14 @@ import httpx
 import pytest
 
 from tests.proxy.test_app import raw_upstream, recorded
-from wirecheck.proxy import ProxyApp, TapConfig, tap_protocol
-from wirecheck.proxy._server import DirectBody
+from wirecheck.proxy import ProxyApp, TapConfig, serve_listener
+from wirecheck.proxy._http import DirectBody
 from wirecheck.record import Store, read_body, serve
 
 
 @contextmanager
 def tap(upstream: str, store: Store, **cfg: Any) -> Iterator[str]:
-    with serve(ProxyApp(TapConfig(upstream=upstream, **cfg), store), http=tap_protocol()) as url:
+    with serve_listener(ProxyApp(TapConfig(upstream=upstream, **cfg), store)) as url:
         yield url
 
 
