@@ -490,13 +490,13 @@ class DirectBody:
     # the request is held weakly: it holds the scope, and the scope this object, and a reference cycle
     # per request left every caller's socket and transport to the cyclic GC, whose full collections
     # then paused the event loop 35 ms at 256 streams
-    __slots__ = ("_conn", "_cycle", "_transport")
+    __slots__ = ("_cycle", "_transport", "_writable")
 
     def __init__(self, cycle: _Cycle) -> None:
-        self._cycle = weakref.ref(cycle)
         assert cycle.conn is not None
-        self._conn = weakref.ref(cycle.conn)
+        self._cycle = weakref.ref(cycle)
         self._transport = cycle.conn.transport
+        self._writable = cycle.conn.writable  # set while the caller's socket takes more
 
     def usable(self) -> bool:
         c = self._cycle()
@@ -519,13 +519,10 @@ class DirectBody:
 
     def full(self) -> bool:
         """The caller's transport is over its high-water mark: stop feeding it until ``drain``."""
-        conn = self._conn()
-        return conn is not None and conn.write_paused
+        return not self._writable.is_set()
 
     async def drain(self) -> None:
-        conn = self._conn()
-        if conn is not None:
-            await conn.drain()
+        await self._writable.wait()
 
 
 class Handoff:
