@@ -277,7 +277,7 @@ def junit_counts(path: Path) -> dict[str, int]:
 def pytest_run(name: str, args: list[str], env: dict[str, str], logs: Path) -> Outcome:
     junit = logs / f"{name}.xml"
     cmd = [str(VENV / "bin/python"), "-m", "pytest", *args, f"--junitxml={junit}"]
-    say(f"tier {name}: {' '.join(cmd[1:-1])}")
+    say(f"{name}: pytest {' '.join(args)}")
     t0 = time.monotonic()
     rc = run(cmd, env=env, cwd=ROOT).returncode
     out = Outcome(name, rc, time.monotonic() - t0, junit_counts(junit))
