@@ -338,7 +338,7 @@ def test(args: list[str]) -> int:
     real = any("real_vllm" in a for a in args) if plain else any(t.name == "real_vllm" for t in tiers)
     logs = Path(tempfile.mkdtemp(prefix="wirecheck-dev-"))
     launcher, status = start_real_servers(logs) if real else (None, None)
-    setup = [Background("litellm-install", logs), Background("system-packages", logs)]
+    litellm, packages = Background("litellm-install", logs), Background("system-packages", logs)
     try:
         ensure_venv()
         say(f".venv ready after {time.monotonic() - t0:.0f} s; ruff")
@@ -357,9 +357,7 @@ def test(args: list[str]) -> int:
             stderr=subprocess.STDOUT,
             cwd=ROOT,
         )
-        setup[
-            1
-        ].wait()  # Chromium, nginx, PostgreSQL; LiteLLM is waited for by its tests (./dev litellm-install)
+        packages.wait()  # nginx, Chromium, PostgreSQL; LiteLLM's tests wait for it (./dev litellm-install)
         env = {**os.environ, "PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
         if status is not None:
             env["WIRECHECK_REAL_VLLM_STATUS"] = str(status)
@@ -369,6 +367,8 @@ def test(args: list[str]) -> int:
         else:
             outcomes = [pytest_run(t.name, tier_args(t), env, logs) for t in tiers]
         mypy_rc = mypy.wait()
+        if status is not None:  # the real servers' install and start times
+            print((logs / "real-servers.log").read_text(), end="", flush=True)
         mypy_log.seek(0)
         say("mypy (strict):")
         print(mypy_log.read(), end="", flush=True)
@@ -380,8 +380,7 @@ def test(args: list[str]) -> int:
     finally:
         if launcher is not None:
             stop(launcher)
-        for s in setup:  # an install the selected tests never needed finishes rather than being cut off
-            s.proc.wait()
+        litellm.wait()  # an install the selected tests never needed finishes rather than being cut off
         say(f"all done after {time.monotonic() - t0:.0f} s")
 
 
