@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
@@ -48,16 +49,27 @@ class Tier:
     paths: tuple[str, ...]
     #: pytest-xdist workers (0: the tests run in the pytest process, one after the other)
     workers: int
+    #: how xdist hands tests out: ``load`` one by one (the busiest balance); ``loadfile`` a file's
+    #: tests to one worker, so a module's fixture (a LiteLLM start) is set up once
+    dist: str
     about: str
 
 
 TIERS = (
     # everything that is not another tier's folder: a new tests/<package>/ folder runs with no edit here
-    Tier("unit", ("tests",), 2, "each package's tests: in process, or on loopback with the simulator"),
-    Tier("e2e", ("tests/e2e",), 2, "real parts: nginx, LiteLLM, PostgreSQL, Chromium, mitmproxy, the SDKs"),
-    Tier("hostile", ("tests/hostile",), 2, "bounded attacks on wirecheck processes"),
+    Tier(
+        "unit", ("tests",), 2, "load", "each package's tests: in process, or on loopback with the simulator"
+    ),
+    Tier(
+        "e2e",
+        ("tests/e2e",),
+        2,
+        "loadfile",
+        "real parts: nginx, LiteLLM, PostgreSQL, Chromium, mitmproxy, SDKs",
+    ),
+    Tier("hostile", ("tests/hostile",), 2, "load", "bounded attacks on wirecheck processes"),
     # its tests share the servers and read their counters: one after the other
-    Tier("real_vllm", ("tests/real_vllm",), 0, "the CPU build of vLLM, one server per configuration"),
+    Tier("real_vllm", ("tests/real_vllm",), 0, "", "the CPU build of vLLM, one server per configuration"),
 )
 OTHER_TIERS = tuple(f"--ignore={p}" for t in TIERS[1:] for p in t.paths)
 
@@ -274,12 +286,21 @@ def junit_counts(path: Path) -> dict[str, int]:
     return {k: int(suite.get(k, "0")) for k in ("tests", "failures", "errors", "skipped")}
 
 
-def pytest_run(name: str, args: list[str], env: dict[str, str], logs: Path) -> Outcome:
+def pytest_run(
+    name: str, args: list[str], env: dict[str, str], logs: Path, *, quiet: bool = False
+) -> Outcome:
+    """One pytest run, its output on the console (``quiet``: into ``logs/NAME.out``, shown later)."""
     junit = logs / f"{name}.xml"
     cmd = [str(VENV / "bin/python"), "-m", "pytest", *args, f"--junitxml={junit}"]
-    say(f"{name}: pytest {' '.join(args)}")
+    say(
+        f"{name}: pytest {' '.join(args)}"
+        + (" (beside the others; its output follows at the end)" if quiet else "")
+    )
     t0 = time.monotonic()
-    rc = run(cmd, env=env, cwd=ROOT).returncode
+    with open(logs / f"{name}.out", "w") if quiet else contextlib.nullcontext() as out_file:
+        rc = run(
+            cmd, env=env, cwd=ROOT, stdout=out_file, stderr=subprocess.STDOUT if quiet else None
+        ).returncode
     out = Outcome(name, rc, time.monotonic() - t0, junit_counts(junit))
     if rc == 5 or not out.counts.get("tests"):
         say(f"tier {name} collected no tests: that is a failure, not a pass")
@@ -288,9 +309,30 @@ def pytest_run(name: str, args: list[str], env: dict[str, str], logs: Path) -> O
 
 def tier_args(tier: Tier) -> list[str]:
     workers = int(os.environ.get("WIRECHECK_TEST_WORKERS", tier.workers)) if tier.workers else 0
-    # a file's tests on one worker: a module's fixture (a LiteLLM start, an acceptance run) is set up once
-    xdist = ["-n", str(workers), "--dist", "loadfile"] if workers else []
+    xdist = ["-n", str(workers), "--dist", tier.dist] if workers else []
     return [*tier.paths, *(OTHER_TIERS if tier.name == "unit" else ()), *xdist]
+
+
+def run_tiers(tiers: list[Tier], env: dict[str, str], logs: Path) -> list[Outcome]:
+    """The tiers in order; the real_vllm tier, when there are others, starts once the first is done
+    and runs beside the rest (its tests mostly wait on the vLLM servers, which started at the
+    beginning), its output kept for the end."""
+    real = [t for t in tiers if t.name == "real_vllm"]
+    others = [t for t in tiers if t.name != "real_vllm"]
+    if not real or not others:
+        return [pytest_run(t.name, tier_args(t), env, logs) for t in tiers]
+    beside: dict[str, Outcome] = {}
+    lane = threading.Thread(
+        target=lambda: beside.update(real=pytest_run("real_vllm", tier_args(real[0]), env, logs, quiet=True))
+    )
+    outcomes = []
+    for i, t in enumerate(others):
+        outcomes.append(pytest_run(t.name, tier_args(t), env, logs))
+        if i == 0:
+            lane.start()
+    lane.join()
+    print((logs / "real_vllm.out").read_text(), end="", flush=True)
+    return [*outcomes, beside["real"]]
 
 
 def table(outcomes: list[Outcome]) -> None:
@@ -362,10 +404,7 @@ def test(args: list[str]) -> int:
         if status is not None:
             env["WIRECHECK_REAL_VLLM_STATUS"] = str(status)
         say(f"set-up done after {time.monotonic() - t0:.0f} s")
-        if plain:
-            outcomes = [pytest_run("pytest", args, env, logs)]
-        else:
-            outcomes = [pytest_run(t.name, tier_args(t), env, logs) for t in tiers]
+        outcomes = [pytest_run("pytest", args, env, logs)] if plain else run_tiers(tiers, env, logs)
         mypy_rc = mypy.wait()
         if status is not None:  # the real servers' install and start times
             print((logs / "real-servers.log").read_text(), end="", flush=True)

@@ -104,7 +104,8 @@ def _events(
     is dropped by the client, as a browser that goes away does."""
     out: list[dict[str, Any]] = []
     cur: dict[str, Any] = {}
-    with httpx.stream("GET", url, headers=headers or {}, timeout=httpx.Timeout(10, read=5)) as r:
+    # bounds to fail by: the first view request may start the view's process
+    with httpx.stream("GET", url, headers=headers or {}, timeout=httpx.Timeout(60, read=30)) as r:
         assert r.status_code == 200, r.read()
         assert r.headers["content-type"].startswith("text/event-stream")
         for line in r.iter_lines():
