@@ -379,7 +379,10 @@ def test(args: list[str]) -> int:
     plain = bool(args) and not all(a in names for a in args)  # paths and options: one plain pytest run
     real = any("real_vllm" in a for a in args) if plain else any(t.name == "real_vllm" for t in tiers)
     logs = Path(tempfile.mkdtemp(prefix="wirecheck-dev-"))
-    launcher, status = start_real_servers(logs) if real else (None, None)
+    # servers already running (WIRECHECK_REAL_VLLM_URL, docs/real-vllm.md) need none of ours
+    launcher, status = (
+        start_real_servers(logs) if real and not os.environ.get("WIRECHECK_REAL_VLLM_URL") else (None, None)
+    )
     litellm, packages = Background("litellm-install", logs), Background("system-packages", logs)
     try:
         ensure_venv()
