@@ -62,10 +62,10 @@ TIERS = (
     ),
     Tier(
         "e2e",
-        ("tests/e2e",),
+        ("tests/e2e", "tests/frameworks"),
         2,
         "loadfile",
-        "real parts: nginx, LiteLLM, PostgreSQL, Chromium, mitmproxy, SDKs",
+        "real parts: nginx, LiteLLM, PostgreSQL, Chromium, mitmproxy, the SDKs and agent frameworks",
     ),
     Tier("hostile", ("tests/hostile",), 2, "load", "bounded attacks on wirecheck processes"),
     # its tests share the servers and read their counters: one after the other

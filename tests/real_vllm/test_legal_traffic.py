@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests import wire
 from tests.real_vllm import traffic
+from tests.support import wire
 from wirecheck.record import Store
 
 
