@@ -48,28 +48,22 @@ class Tier:
     name: str
     paths: tuple[str, ...]
     #: pytest-xdist workers (0: the tests run in the pytest process, one after the other)
-    workers: int
-    #: how xdist hands tests out: ``load`` one by one (the busiest balance); ``loadfile`` a file's
-    #: tests to one worker, so a module's fixture (a LiteLLM start) is set up once
-    dist: str
-    about: str
+    workers: int = 2
+    #: how xdist hands tests out: ``load`` one by one (the best balance); ``loadfile`` a file's tests
+    #: to one worker, so a module's fixture (a LiteLLM start) is set up once
+    dist: str = "load"
 
 
 TIERS = (
-    # everything that is not another tier's folder: a new tests/<package>/ folder runs with no edit here
-    Tier(
-        "unit", ("tests",), 2, "load", "each package's tests: in process, or on loopback with the simulator"
-    ),
-    Tier(
-        "e2e",
-        ("tests/e2e", "tests/frameworks"),
-        2,
-        "loadfile",
-        "real parts: nginx, LiteLLM, PostgreSQL, Chromium, mitmproxy, the SDKs and agent frameworks",
-    ),
-    Tier("hostile", ("tests/hostile",), 2, "load", "bounded attacks on wirecheck processes"),
-    # its tests share the servers and read their counters: one after the other
-    Tier("real_vllm", ("tests/real_vllm",), 0, "", "the CPU build of vLLM, one server per configuration"),
+    # each package's tests (tests/<package>/, in process or on loopback with the simulator): every
+    # folder that is not another tier's, so a new one runs with no edit here
+    Tier("unit", ("tests",)),
+    # real parts: nginx, LiteLLM, PostgreSQL, Chromium, mitmproxy, the SDKs and agent frameworks
+    Tier("e2e", ("tests/e2e", "tests/frameworks"), dist="loadfile"),
+    # bounded attacks on wirecheck processes
+    Tier("hostile", ("tests/hostile",)),
+    # the CPU build of vLLM: its tests share the servers and read their counters, one after the other
+    Tier("real_vllm", ("tests/real_vllm",), workers=0),
 )
 OTHER_TIERS = tuple(f"--ignore={p}" for t in TIERS[1:] for p in t.paths)
 
