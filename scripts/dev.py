@@ -69,7 +69,8 @@ OTHER_TIERS = tuple(f"--ignore={p}" for t in TIERS[1:] for p in t.paths)
 
 
 def say(msg: str) -> None:
-    print(f"dev: {msg}", flush=True)
+    sys.stdout.write(f"dev: {msg}\n")  # one write: two tiers' threads may say something at once
+    sys.stdout.flush()
 
 
 def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
