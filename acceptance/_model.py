@@ -3,78 +3,127 @@
 A ``Check`` is one judged statement with the evidence it was judged on. Its ``status`` is ``pass``,
 ``fail``, ``warn`` (recorded, does not block), ``missing`` (no evidence: it cannot pass), or ``info``.
 A failed or missing check names the verdict it leads to in ``leads_to``: ``rework`` (environment),
-``scale-up`` (resources) or ``limited`` (bounded, non-critical).
+``scale-up`` (resources) or ``limited`` (bounded, non-critical). Its title is the catalogue's
+(``_catalogue``): a check never carries a title of its own.
+
+A phase's result holds its typed facts (what it measured: :class:`Facts`), the checks its judges ruled
+from them, and how the run went (when it started, how long it took, an error, or why it was blocked).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from ._catalogue import declared
+from wirecheck.contracts import Exchange
 
-__all__ = [
-    "CacheResult",
-    "CapacityResult",
-    "Check",
-    "CompatResult",
-    "InterfaceResult",
-    "Limits",
-    "PhaseResult",
-    "Slo",
-    "Verdict",
-]
+from ._blocks import Block
+from ._catalogue import consequence, declared
 
-STATUSES = ("pass", "fail", "warn", "missing", "info")
+__all__ = ["Check", "Facts", "Limits", "PhaseResult", "Slo", "Verdict"]
+
 VERDICTS = ("go", "limited", "rework", "scale-up")
 
 
 @dataclass(slots=True)
 class Check:
     id: str
-    title: str
     status: str
     detail: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
     leads_to: str | None = None
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"check status {self.status!r}")
         spec = declared(self.id)
         if spec is None:
             # every id is declared in the catalogue (_catalogue.py), which the docs are generated from
-            raise ValueError(f"check id {self.id!r} is not declared in acceptance/_catalogue.py")
-        if self.status in ("fail", "missing") and self.leads_to is None:
-            self.leads_to = "rework"
-        if self.blocking and self.leads_to not in spec.leads_to:
-            raise ValueError(f"check {self.id}: leads to {self.leads_to}, declared {spec.leads_to}")
+            raise ValueError(f"check id {self.id!r} is not declared in the catalogue")
+        self.leads_to = consequence(spec, self.status, self.leads_to)
+
+    @property
+    def title(self) -> str:
+        spec = declared(self.id)
+        assert spec is not None  # checked when the check was made
+        return spec.title
 
     @property
     def blocking(self) -> bool:
         return self.status in ("fail", "missing")
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "id": self.id,
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+            "evidence": self.evidence,
+            "leads_to": self.leads_to,
+        }
+
+
+class Facts:
+    """What a phase measured, typed: the judges read it, the report renders it, and its JSON is the
+    phase's ``data`` in report.json. The defaults here are a phase with nothing more to say."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {}
+
+    def blocks(self) -> list[Block]:
+        """What the report shows of these facts beyond the checks, in both formats."""
+        return []
+
+    def suggestions(self) -> dict[str, str]:
+        """Next steps the measurements suggest (a rate limit, a caller policy), by name."""
+        return {}
+
+    def alert_thresholds(self) -> dict[str, float]:
+        """Rollback thresholds the measurements set (the alert rules' defaults otherwise)."""
+        return {}
+
+    def evidence(self) -> dict[str, Any]:
+        """What these facts add to the report's evidence section, by key."""
+        return {}
+
+    @classmethod
+    def figures_of(cls, data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Key figures per row of a phase's ``data`` (ours, or another run's report.json): what a
+        self-built image's run is compared with the official image's by."""
+        return {}
+
+    def simulated_sources(self) -> list[str]:
+        """The evidence that came from the simulator, not a deployment."""
+        return []
+
+    def sent(self) -> list[Any]:
+        """Every request the phase sent, measured (``load.Sample``), for samples.jsonl."""
+        return []
+
+    def recorded(self) -> list[Exchange]:
+        """The exchanges the phase checked against the contracts, for interface.jsonl."""
+        return []
+
+    @property
+    def stops_run(self) -> str | None:
+        """Why the phases after this one cannot run (the engine died and did not come back)."""
+        return None
 
 
 @dataclass(slots=True)
 class PhaseResult:
-    """What one phase found: its checks, its record for report.json (``data``), and, in the typed
-    subclasses below, the figures later phases and the verdict read (never ``data`` by key)."""
+    """One phase: its facts (none when it could not measure), its checks, and how the run went."""
 
     name: str
+    facts: Facts | None = None
+    checks: list[Check] = field(default_factory=list)
     started_at: str = ""
     duration_s: float = 0.0
-    checks: list[Check] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     #: the phase did not run because the engine died before it: neither passed nor failed
     blocked: str | None = None
 
-    def add(self, check: Check) -> Check:
-        self.checks.append(check)
-        return check
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.facts.to_json() if self.facts is not None else {}
 
     @property
     def status(self) -> str:
@@ -99,44 +148,6 @@ class PhaseResult:
             "checks": [c.to_json() for c in self.checks],
             "data": self.data,
         }
-
-
-@dataclass(slots=True)
-class CompatResult(PhaseResult):
-    container: dict[str, Any] = field(default_factory=dict)
-    startup: dict[str, Any] | None = None
-    self_built: dict[str, Any] | None = None
-    #: nodes, GPUs, interconnect and parallelism
-    topology: dict[str, Any] = field(default_factory=dict)
-    #: the evidence files that carry the simulator's marker
-    simulated: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class CapacityResult(PhaseResult):
-    max_good_concurrency: int | None = None
-    ramp: list[dict[str, Any]] = field(default_factory=list)
-    oom: dict[str, Any] | None = None
-
-    @property
-    def engine_dead(self) -> str | None:
-        """Why later phases cannot run: the engine died of OOM in this phase and did not come back."""
-        if self.oom is None or self.oom.get("recovered"):
-            return None
-        return f"the engine died at {self.oom.get('step')} and did not recover within {self.oom.get('recover_wait_s')}s"
-
-
-@dataclass(slots=True)
-class CacheResult(PhaseResult):
-    pass
-
-
-@dataclass(slots=True)
-class InterfaceResult(PhaseResult):
-    retries: int = 0
-    outcomes: dict[str, int] = field(default_factory=dict)
-    errors_by_fault: dict[str, int] = field(default_factory=dict)
-    attributed_from: str = ""
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._catalogue import CHECKS, PHASE_NAMES
+from ._catalogue import PHASE_NAMES, checks
 from ._model import Check, Limits, PhaseResult, Verdict
 
 __all__ = ["ALL_PHASES", "CHECKLIST", "checklist", "decide", "oom_line", "render_checklist"]
@@ -90,7 +90,7 @@ def render_checklist() -> str:
     ]
     for title, keys in CHECKLIST:
         specs = [
-            c for c in CHECKS if any(c.id == k or (k.endswith(".") and c.id.startswith(k)) for k in keys)
+            c for c in checks() if any(c.id == k or (k.endswith(".") and c.id.startswith(k)) for k in keys)
         ]
         ids = ", ".join(f"`{k}*`" if k.endswith(".") else f"`{k}`" for k in keys)
         sections = ", ".join(dict.fromkeys(c.section for c in specs))

@@ -69,7 +69,7 @@ async def viewers(port: int, n: int) -> None:
     async def viewer(i: int) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(
-            b"GET /wirecheck/events?backlog=0 HTTP/1.1\r\nhost: bench\r\naccept: text/event-stream\r\n\r\n"
+            b"GET /wirecheck/events?backlog=0 HTTP/1.1\r\nhost: localhost\r\naccept: text/event-stream\r\n\r\n"
         )
         await writer.drain()
         with contextlib.suppress(ConnectionError):

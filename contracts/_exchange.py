@@ -218,9 +218,15 @@ def _load(obj: Any) -> Exchange:
     if not isinstance(tap, str) or not tap:
         raise _Bad("exchange.tap: expected a non-empty string")
     req_obj = _need(obj, "request", dict, "exchange")
+    # checked, not coerced: "path": 123 is a broken capture, not a request to "/123"
+    method, path = req_obj.get("method", "POST"), req_obj.get("path", "/v1/chat/completions")
+    if not isinstance(method, str) or not method:
+        raise _Bad("request.method: expected a non-empty string")
+    if not isinstance(path, str) or not path:
+        raise _Bad("request.path: expected a non-empty string")
     request = HttpRequest(
-        method=str(req_obj.get("method", "POST")).upper(),
-        path=str(req_obj.get("path", "/v1/chat/completions")),
+        method=method.upper(),
+        path=path,
         headers=_headers_in(req_obj.get("headers"), "request.headers"),
         body=_body_in(req_obj, "request"),
     )
@@ -272,6 +278,8 @@ def _load(obj: Any) -> Exchange:
     elif isinstance(err_obj, dict):
         kind = _need(err_obj, "kind", str, "error")
         t = err_obj.get("t_ms")
+        if t is not None and (not isinstance(t, int | float) or isinstance(t, bool)):
+            raise _Bad("error.t_ms: expected a number")
         error = ExchangeError(kind, str(err_obj.get("message", "")), float(t) if t is not None else None)
     elif err_obj is not None:
         raise _Bad("error: expected a string, an object or null")
@@ -339,41 +347,73 @@ def dump_exchange(ex: Exchange, *, redaction: Redaction | None = None) -> dict[s
     return out
 
 
-def read_exchanges(source: str | Path | IO[str]) -> Iterator[Exchange]:
-    """Yield the exchanges of a JSONL file; blank lines are skipped, anything else bad is an error."""
+def read_exchanges(
+    source: str | Path | IO[str] | IO[bytes], *, max_line: int | None = None, name: str | None = None
+) -> Iterator[Exchange]:
+    """Yield the exchanges of a JSONL file; blank lines are skipped, anything else bad is an error.
+
+    ``max_line``: the longest line read, in bytes; a line past it is an :class:`InputError` for that
+    line, and no more of it than the limit is ever held (a file, a binary stream, or a text stream
+    with a binary ``buffer`` such as standard input)."""
     if isinstance(source, str | Path):
         path = Path(source)
-        name = str(path)
         try:
-            fh: IO[str] = path.open(encoding="utf-8", errors="strict")
+            fh: IO[bytes] = path.open("rb")
         except OSError as exc:
-            raise InputError(f"cannot open: {exc.strerror or exc}", source=name) from None
+            raise InputError(f"cannot open: {exc.strerror or exc}", source=str(path)) from None
         with fh:
-            yield from _read_lines(fh, name)
-    else:
-        yield from _read_lines(source, getattr(source, "name", "<stream>"))
+            yield from _read_lines(fh, name or str(path), max_line)
+        return
+    label = name or str(getattr(source, "name", "<stream>"))
+    raw = getattr(source, "buffer", source)
+    if isinstance(raw.read(0), bytes):
+        yield from _read_lines(raw, label, max_line)
+    else:  # a text stream with no bytes under it (io.StringIO): its lines as they are
+        yield from _read_lines(_Encoded(source), label, max_line)
 
 
-def _read_lines(fh: IO[str], name: str) -> Iterator[Exchange]:
+class _Encoded:
+    """The lines of a text stream as UTF-8 bytes, read as a binary stream is."""
+
+    def __init__(self, fh: Any) -> None:
+        self._lines = iter(fh)
+
+    def readline(self, _size: int = -1) -> bytes:
+        line = next(self._lines, "")
+        return str(line).encode("utf-8", "surrogatepass")
+
+
+def _read_lines(fh: Any, name: str, max_line: int | None) -> Iterator[Exchange]:
     lineno = 0
-    try:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    f"not JSON ({exc.msg} at column {exc.colno})", source=name, line=lineno
-                ) from None
-            except RecursionError:
-                # a body written as a JSON value thousands of levels deep
-                raise InputError(
-                    "JSON nested too deep to read (write a deep body as body_text)", source=name, line=lineno
-                ) from None
-            yield load_exchange(obj, source=name, line=lineno)
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc.reason})", source=name, line=lineno + 1) from None
+    while True:
+        raw: bytes = fh.readline(max_line + 1) if max_line is not None else fh.readline()
+        if not raw:
+            return
+        lineno += 1
+        if max_line is not None and len(raw) > max_line and not raw.endswith(b"\n"):
+            raise InputError(
+                f"a line over the limit of {max_line} bytes for one entry (--max-entry-size raises it)",
+                source=name,
+                line=lineno,
+            )
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 text ({exc.reason})", source=name, line=lineno) from None
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(
+                f"not JSON ({exc.msg} at column {exc.colno})", source=name, line=lineno
+            ) from None
+        except RecursionError:
+            # a body written as a JSON value thousands of levels deep
+            raise InputError(
+                "JSON nested too deep to read (write a deep body as body_text)", source=name, line=lineno
+            ) from None
+        yield load_exchange(obj, source=name, line=lineno)
 
 
 def write_exchanges(exchanges: Iterable[Exchange], fh: IO[str], *, redaction: Redaction | None = None) -> int:

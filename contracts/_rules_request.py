@@ -211,6 +211,8 @@ def _response_malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 
 _TRANSPORT_FAULT = {
     "client_abort": (Fault.CALLER, Severity.INFO),
+    # the caller's request could not be written as HTTP (a header HTTP refuses): never sent
+    "request_invalid": (Fault.CALLER, Severity.ERROR),
     "store_gap": (Fault.UNKNOWN, Severity.INFO),
 }
 
@@ -220,7 +222,8 @@ def _transport(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The exchange broke on the transport: refused, reset mid-stream, timeout, client abort.
 
     Recorded by the proxy as the exchange's ``error``. A client abort is the caller's and only
-    informational; a record gap (store overflow) says evidence is missing."""
+    informational; a request that could not be written as HTTP (``request_invalid``) is the
+    caller's; a record gap (store overflow) says evidence is missing."""
     err = view.ex.error
     if err is None or view.closed_after_done:  # the stream had ended: nothing was lost
         return

@@ -1,7 +1,7 @@
 """wirecheck.generators: hypothesis strategies for agent traffic, the agent-loop state machine, the
 versioned sample sets, and ``run_scenarios`` (the conformance suite as a callable)."""
 
-from ._machine import ScenarioFailure, ScenarioReport, run_scenarios
+from ._machine import ScenarioFailure, ScenarioReport, header_placeholder, header_variable, run_scenarios
 from ._strategies import (
     CITIES,
     SAMPLE_SET_VERSION,
@@ -24,6 +24,8 @@ __all__ = [
     "cache_probe_set",
     "conversations",
     "function_tool",
+    "header_placeholder",
+    "header_variable",
     "json_schemas",
     "run_scenarios",
     "structured_output_schemas",

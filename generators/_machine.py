@@ -10,6 +10,7 @@ reproduce it (the seed, and the exact request as a curl line).
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -82,8 +83,20 @@ class _ContractBroken(AssertionError):
     pass
 
 
+def header_variable(name: str) -> str:
+    """The shell variable a printed command line reads a ``--header`` value from."""
+    return "WIRECHECK_HEADER_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def header_placeholder(name: str) -> str:
+    """A shell word for a header whose value is the operator's (``--header``: a credential, as
+    a rule), with a variable in place of the value: a printed command line must not show it (it
+    lands in terminals, CI logs and bug reports), yet reruns as printed once the variable is set."""
+    return shlex.quote(f"{name}: ") + f'"${{{header_variable(name)}}}"'
+
+
 def _curl(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> str:
-    extra = "".join(f" -H {shlex.quote(f'{k}: {v}')}" for k, v in (headers or {}).items())
+    extra = "".join(f" -H {header_placeholder(k)}" for k in (headers or {}))
     return (
         f"curl -sN {shlex.quote(url)} -H 'content-type: application/json'{extra} "
         f"-d {shlex.quote(json.dumps(body))}"

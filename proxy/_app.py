@@ -12,7 +12,9 @@ too (so the caller sees the truncation, as it would without the proxy); a caller
 cancels the upstream request at once, so vLLM aborts it and frees its KV cache.
 
 Safe defaults: it forwards only to its one upstream (an absolute-form target for another host is
-refused), and bodies over the limit get 413.
+refused with 403), and bodies over the limit get 413. A websocket upgrade gets a 501: the taps record
+HTTP exchanges, and a tunnel they cannot read would pass through unchecked (vLLM's chat, Responses and
+Messages endpoints are all plain HTTP).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -42,10 +45,11 @@ from wirecheck.contracts import (
 )
 from wirecheck.record import Correlator, Sink, correlation_secret
 
-from ._http import DIRECT_BODY, DirectBody
+from ._http import CUT, DIRECT_BODY, TARGET, DirectBody
 from ._upstream import (
     Batch,
     BodySink,
+    UpstreamInvalid,
     UpstreamResponse,
     UpstreamTimeout,
     UpstreamUnreachable,
@@ -59,6 +63,8 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+
+_log = logging.getLogger("wirecheck.proxy")
 
 #: the default credential header names (the whole policy, query keys too, is contracts.Redaction)
 DEFAULT_REDACT = DEFAULT_REDACTION.headers
@@ -192,6 +198,9 @@ class ProxyApp:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
+        if scope["type"] == "websocket":
+            await _refuse_websocket(scope, send)
+            return
         if scope["type"] != "http":
             return
         # every path is forwarded, /wirecheck/ too: the admin endpoints live on their own listener
@@ -211,15 +220,25 @@ class ProxyApp:
     # --- forwarding --------------------------------------------------------------------------------
 
     def _target(self, scope: Scope) -> str | None:
+        """The target to send upstream, or None for an absolute-form target naming another host."""
+        sent: bytes | None = (scope.get("extensions") or {}).get(TARGET)
         raw: bytes = scope.get("raw_path") or scope.get("path", "/").encode()
         target = raw.decode("latin-1")
-        if target.startswith(("http://", "https://")):
-            t = urlsplit(target)
-            if t.netloc != self._up.netloc:
+        if sent is not None or target.startswith(("http://", "https://")):
+            # absolute-form (``GET http://host/x``): the host must be the upstream, or this listener
+            t = urlsplit((sent or raw).decode("latin-1"))
+            if t.scheme.lower() not in ("http", "https") or not self._names_us(t.netloc, scope):
                 return None
             target = t.path or "/"
         qs: bytes = scope.get("query_string") or b""
         return self._base_path + target + (("?" + qs.decode("latin-1")) if qs else "")
+
+    def _names_us(self, netloc: str, scope: Scope) -> bool:
+        name = netloc.lower().rsplit("@", 1)[-1]
+        if name == self._up.netloc.lower():
+            return True
+        server: tuple[str, int] | None = scope.get("server")
+        return server is not None and name == f"{server[0]}:{server[1]}".lower()
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
         cfg = self.cfg
@@ -237,6 +256,19 @@ class ProxyApp:
                 self._redacted(in_headers),
                 b"",
             )
+            if _is_upgrade(in_headers):
+                await self._reply(
+                    send,
+                    _json_error(
+                        501,
+                        "this proxy records HTTP exchanges and does not forward protocol upgrades "
+                        "(websocket); send the request straight to the upstream",
+                        "upgrade_not_supported",
+                    ),
+                    ex,
+                    outcome="refused",
+                )
+                return
             if target is None:
                 await self._reply(
                     send,
@@ -297,6 +329,7 @@ class ProxyApp:
                 send=send,
                 t0=t0,
                 direct=(scope.get("extensions") or {}).get(DIRECT_BODY),
+                scope_ext=scope.get("extensions"),
             )
         finally:
             self.in_flight -= 1
@@ -338,6 +371,7 @@ class ProxyApp:
         send: Send,
         t0: float,
         direct: DirectBody | None = None,
+        scope_ext: dict[str, Any] | None = None,
     ) -> None:
         tap = self.cfg.tap
         if self._version is not None:
@@ -346,11 +380,17 @@ class ProxyApp:
             upstream = await self._upstream.open(method, target, headers, body)
         except UpstreamTimeout as exc:
             ex.error = ExchangeError(
-                "timeout", f"no answer from {self.cfg.upstream}: {type(exc).__name__}", _ms(t0)
+                "timeout",
+                f"no answer from {self.cfg.redact.url(self.cfg.upstream)}: {type(exc).__name__}",
+                _ms(t0),
             )
             await self._reply(
                 send,
-                _json_error(504, f"upstream {self.cfg.upstream} did not answer in time", "upstream_timeout"),
+                _json_error(
+                    504,
+                    f"upstream {self.cfg.redact.url(self.cfg.upstream)} did not answer in time",
+                    "upstream_timeout",
+                ),
                 ex,
                 outcome="timeout",
                 record_response=False,
@@ -358,11 +398,14 @@ class ProxyApp:
             return
         except UpstreamUnreachable as exc:
             ex.error = ExchangeError("upstream_refused", str(exc), _ms(t0))
+            upstream_url = self.cfg.redact.url(self.cfg.upstream)
             await self._reply(
                 send,
                 _json_error(
                     502,
-                    f"upstream {self.cfg.upstream} is unreachable ({type(exc).__name__})",
+                    f"upstream {upstream_url} sent no usable answer: {exc}"
+                    if isinstance(exc, UpstreamInvalid)
+                    else f"upstream {upstream_url} is unreachable ({type(exc).__name__})",
                     "upstream_unreachable",
                 ),
                 ex,
@@ -406,8 +449,20 @@ class ProxyApp:
                         ex.error = ExchangeError("upstream_reset", str(err), _ms(t0))
                         outcome = "upstream_reset"
                     if not isinstance(err, _DownstreamGone):
-                        # make the caller see the break, as it would without the proxy
-                        raise _Broken(str(err)) from err
+                        # make the caller see the break, as it would without the proxy: its
+                        # connection is cut, and the log gets one line (the record has the rest)
+                        cut = (scope_ext or {}).get(CUT)
+                        if cut is None:
+                            raise _Broken(str(err)) from err
+                        _log.warning(
+                            "wirecheck proxy: %s tap: %s after %d bytes (%s); the caller's connection "
+                            "was cut",
+                            tap,
+                            outcome.replace("_", " "),
+                            sizes[0],
+                            str(err)[:200],
+                        )
+                        cut()
         finally:
             watcher.cancel()
             await upstream.aclose()
@@ -526,6 +581,31 @@ async def _relay(relay: Callable[[BodySink], Awaitable[bool]], direct: DirectBod
         if direct.gone():  # a closed connection stays closed: the sink stopped for it, or will
             raise _DownstreamGone("the caller's connection closed")
         await direct.drain()
+
+
+def _is_upgrade(headers: list[tuple[str, str]]) -> bool:
+    """A request asking to switch protocols (``Connection: upgrade`` with an ``Upgrade`` header)."""
+    upgrade = connection = False
+    for k, v in headers:
+        low = k.lower()
+        if low == "upgrade":
+            upgrade = True
+        elif low == "connection" and "upgrade" in (t.strip().lower() for t in v.split(",")):
+            connection = True
+    return upgrade and connection
+
+
+async def _refuse_websocket(scope: Scope, send: Send) -> None:
+    """A server that upgrades websockets itself (the taps' does not) hands them over as their own
+    scope: refused with the same 501 where the server can send a response, else closed."""
+    if "websocket.http.response" in (scope.get("extensions") or {}):
+        status, headers, body = _json_error(
+            501, "this proxy does not forward websocket upgrades", "upgrade_not_supported"
+        )
+        await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": body})
+    else:
+        await send({"type": "websocket.close", "code": 1003})
 
 
 async def _watch_disconnect(receive: Receive) -> None:

@@ -3,17 +3,22 @@ Node and uvicorn) parses each request; this module owns what is around it and se
 
 What a server for a proxy needs beyond parsing, and where each is:
 
-- bounds on what a caller may hold: a request head past ``max_head`` bytes is a 431, a head not
-  complete within ``head_timeout_s`` is a 408, and a connection that is idle (kept alive after a
-  response, or never used) is closed after ``idle_timeout_s``. The request body's deadline is the
-  app's (``TapConfig.request_timeout_s``), which can answer in JSON;
+- bounds on what a caller may hold: a request head past ``max_head`` bytes is a 431 (the whole head:
+  counted per read while it arrives, and from the parser's callbacks for a head that came in one
+  read), a head not complete within ``head_timeout_s`` is a 408, and a connection that is idle (kept
+  alive after a response, or never used) is closed after ``idle_timeout_s``. The request body's
+  deadline is the app's (``TapConfig.request_timeout_s``), which can answer in JSON;
 - keep-alive and pipelining: requests on one connection are answered in order, one app call at a time;
 - back-pressure both ways: reading pauses while a request body waits unread past 64 KiB, and a
   response waits (``send`` and ``DirectBody.drain``) while the caller's socket buffer is full;
 - the response framing the app's headers ask for: its content-length, or chunked when it gives none;
-- two ways out the ASGI ``send`` lacks, offered in the request's scope (``scope["extensions"]``):
-  ``DirectBody`` writes a streamed body's pieces straight to the caller's socket from the upstream's
-  read callback, and ``Handoff`` moves the whole connection to another process (the live view's).
+- what the ASGI scope lacks, offered in ``scope["extensions"]``: ``DirectBody`` writes a streamed
+  body's pieces straight to the caller's socket from the upstream's read callback; ``Handoff`` moves
+  the whole connection to another process (the live view's); ``Cut`` ends the caller's connection
+  mid-response (an upstream that broke: the caller sees the truncation) without the app raising;
+  ``wirecheck.target`` is the request target as sent when it is not origin-form (the scope's path
+  keeps only the path of ``GET http://other.host/x``, and the proxy must see the host to refuse it).
+  A protocol upgrade (a websocket) reaches the app as a plain request, which the tap refuses.
 
 No header is added that the app did not send (no ``server`` or ``date``): a proxy's answer carries
 the upstream's.
@@ -22,9 +27,11 @@ the upstream's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http
 import logging
 import re
+import socket
 import urllib.parse
 import weakref
 from collections import deque
@@ -37,12 +44,26 @@ import httptools
 if TYPE_CHECKING:
     from ._server import Listener
 
-__all__ = ["DIRECT_BODY", "HANDOFF", "DirectBody", "Handoff", "HttpConnection", "ListenerConfig"]
+__all__ = [
+    "CUT",
+    "DIRECT_BODY",
+    "HANDOFF",
+    "TARGET",
+    "Cut",
+    "DirectBody",
+    "Handoff",
+    "HttpConnection",
+    "ListenerConfig",
+]
 
 #: the scope extension under which a listener offers ``DirectBody``
 DIRECT_BODY = "wirecheck.direct_body"
 #: the scope extension under which a listener configured for it offers ``Handoff``
 HANDOFF = "wirecheck.handoff"
+#: the scope extension under which a listener offers ``Cut``
+CUT = "wirecheck.cut"
+#: the scope extension holding the request target as sent (bytes), when it is not origin-form
+TARGET = "wirecheck.target"
 #: ``0`` turns ``DirectBody`` off in the proxy's listeners (an A/B of the two paths:
 #: benchmarks/proxy_overhead.py)
 DIRECT_BODY_ENV = "WIRECHECK_DIRECT_BODY"
@@ -89,6 +110,10 @@ class ListenerConfig:
     direct_body: bool = field(default_factory=_direct_body_default)
     #: offer ``Handoff`` (the admin listener, whose live view connections move)
     handoff: bool = False
+    #: SO_SNDBUF of each connection; 0: the kernel's autotuning (the admin listener sets one: a viewer
+    #: that stops reading holds that much, not the megabytes autotuning grows to; the socket keeps it
+    #: when it is handed to the view process)
+    send_buffer: int = 0
 
 
 class HttpConnection(asyncio.Protocol):
@@ -114,7 +139,9 @@ class HttpConnection(asyncio.Protocol):
         self._headers: list[tuple[bytes, bytes]] = []
         self._expect_100 = False
         self._in_head = True
-        self._head_bytes = 0
+        self._head_bytes = 0  # the head's bytes read so far, counted per read
+        self._parsed_head = 0  # the head being parsed, counted from the parser's callbacks
+        self._head_over = False
         self._head_timer: asyncio.TimerHandle | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
 
@@ -124,6 +151,11 @@ class HttpConnection(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         self.listener.connections.add(self)
+        if self.cfg.send_buffer:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.cfg.send_buffer)
         self.server = _address(transport.get_extra_info("sockname"))
         self.client = _address(transport.get_extra_info("peername"))
         self._arm_idle()  # a connection that never says anything is idle too
@@ -175,7 +207,10 @@ class HttpConnection(asyncio.Protocol):
         except httptools.HttpParserUpgrade:
             pass  # no protocol upgrade here: the request was served as plain HTTP
         except httptools.HttpParserError:
-            self._refuse(400, "invalid HTTP request")
+            if self._head_over:
+                self._refuse(431, f"request head over {self.cfg.max_head} bytes")
+            else:
+                self._refuse(400, "invalid HTTP request")
             return
         # counted before parsing and checked after, so a first read that also carries body bytes
         # past a complete head is never taken for a long head
@@ -186,11 +221,19 @@ class HttpConnection(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._url, self._headers, self._expect_100 = b"", [], False
+        self._parsed_head = 16  # the request line's method, version and line ends
 
     def on_url(self, url: bytes) -> None:
+        self._parsed_head += len(url)
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._parsed_head += len(name) + len(value) + 4
+        if self._parsed_head > self.cfg.max_head:
+            # a head that came whole in one read is never long by the count per read: the parser
+            # stops here, and data_received answers 431
+            self._head_over = True
+            raise _HeadTooLarge
         name = name.lower()
         value = value.rstrip(b" \t")  # llhttp keeps trailing whitespace, which RFC 9110 leaves out
         if name == b"expect" and value.lower() == b"100-continue":
@@ -224,6 +267,9 @@ class HttpConnection(asyncio.Protocol):
         keep_alive = version != "1.0" and self.parser.should_keep_alive()
         cycle = _Cycle(self, scope, keep_alive=keep_alive, expect_100=self._expect_100)
         # the app's task has not run yet: it finds the extensions in its scope
+        scope["extensions"][CUT] = Cut(cycle)
+        if not self._url.startswith(b"/"):
+            scope["extensions"][TARGET] = bytes(self._url)  # absolute-form (or asterisk-form)
         if self.cfg.direct_body:
             scope["extensions"][DIRECT_BODY] = DirectBody(cycle)
         if self.cfg.handoff:
@@ -477,6 +523,26 @@ class _Cycle:
         if not self.keep_alive:
             conn.transport.close()
         conn.response_complete()
+
+
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback to stop parsing a head over the bound."""
+
+
+class Cut:
+    """Ends the caller's connection mid-response, as for an app that raises after its response
+    began, but quietly: the app has recorded why, and says it in one line."""
+
+    __slots__ = ("_cycle",)
+
+    def __init__(self, cycle: _Cycle) -> None:
+        self._cycle = weakref.ref(cycle)  # no reference cycle through the scope (see DirectBody)
+
+    def __call__(self) -> None:
+        c = self._cycle()
+        if c is not None and c.conn is not None:
+            c.disconnected = True  # the app's return is then taken as the end of the connection
+            c.conn.transport.close()
 
 
 class DirectBody:

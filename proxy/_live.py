@@ -188,9 +188,11 @@ def run_checker(
     settle_s: float = 1.0,
     interval_s: float = 0.25,
     isolate: list[str] | None = None,
+    config: CheckConfig | None = None,
 ) -> None:
     """The worker process: dies with its parent, stops when the parent says so (then checks what is
-    left), reports each batch before checking it, and survives database errors."""
+    left), reports each batch before checking it, and survives database errors. ``config``: how
+    to judge (``direct``: no gateway between the taps and the engine)."""
     stop = threading.Event()
     # forwarding first: the checker runs on the CPU forwarding leaves (``yield_cpu``), falls
     # behind under overload (health says so past LAG_S) and catches up, losing nothing
@@ -213,10 +215,10 @@ def run_checker(
                 store = Store(path)
             for one in isolate or []:  # in flight when the last worker died: one at a time
                 announce([one])
-                check_ids(store, [one])
+                check_ids(store, [one], config=config)
                 announce(None)
             isolate = None
-            if check_pending(store, settle_s=settle_s, announce=announce, recent=recent) == 0:
+            if check_pending(store, settle_s=settle_s, config=config, announce=announce, recent=recent) == 0:
                 stop.wait(interval_s)
             delay = interval_s
         except Exception as exc:  # the database failed (full disk, lost server): wait, reopen, go on
@@ -230,7 +232,7 @@ def run_checker(
     try:
         if store is None:
             store = Store(path)
-        check_pending(store, settle_s=0.0, announce=announce)  # the last ones, on the way out
+        check_pending(store, settle_s=0.0, config=config, announce=announce)  # the last ones, on the way out
     finally:
         if store is not None:
             store.close()
@@ -241,10 +243,17 @@ class CheckerSupervisor:
     ``state()`` is what ``/wirecheck/health`` shows."""
 
     def __init__(
-        self, store: Store, *, settle_s: float = 1.0, max_tries: int = 2, lag_s: float = LAG_S
+        self,
+        store: Store,
+        *,
+        settle_s: float = 1.0,
+        max_tries: int = 2,
+        lag_s: float = LAG_S,
+        config: CheckConfig | None = None,
     ) -> None:
         self.store = store
         self.settle_s = settle_s
+        self.config = config
         self.max_tries = max_tries
         self.lag_s = lag_s
         self.restarts = 0
@@ -277,6 +286,7 @@ class CheckerSupervisor:
                 "parent_pid": os.getpid(),
                 "settle_s": self.settle_s,
                 "isolate": isolate,
+                "config": self.config,
             },
             name="wirecheck-live-checks",
             daemon=True,
@@ -402,6 +412,9 @@ class CheckerSupervisor:
             self._thread.join(timeout=5)
 
 
-def start_checker(store: Store, *, settle_s: float = 1.0) -> CheckerSupervisor:
-    """Start the supervised live-check worker over this (writer's) store."""
-    return CheckerSupervisor(store, settle_s=settle_s).start()
+def start_checker(
+    store: Store, *, settle_s: float = 1.0, config: CheckConfig | None = None
+) -> CheckerSupervisor:
+    """Start the supervised live-check worker over this (writer's) store; ``config`` is how it
+    judges (``CheckConfig(direct=True)`` for taps with no gateway behind them)."""
+    return CheckerSupervisor(store, settle_s=settle_s, config=config).start()

@@ -16,9 +16,18 @@ Routes (under ``prefix``, ``/wirecheck`` by default):
 
 Bounded by construction: every viewer reads the store from its own position, in pages of ``batch``
 rows, through the view's own reader connection and threads (never the writer's), so nothing is queued
-for a viewer at all; viewers at the same position share one read and one encoding. A slow browser only slows its own reads; one that stops reading for
-``send_timeout_s`` is dropped and counted (it reconnects and resumes from its last id); viewers past
-``max_viewers`` get a 503. The proxy's request path and the checker never wait on any of it.
+for a viewer at all; viewers at the same position share one read and one encoding. A slow browser
+only slows its own reads; one that stops reading is dropped and counted once its connection holds
+what its kernel send buffer (``SEND_BUFFER``, set on the admin listener's sockets) and the transport's
+high-water mark hold and ``send_timeout_s`` passes (it reconnects and resumes from its last id).
+
+The viewer cap is a :class:`ViewerSlots`: a slot is taken before the request awaits anything, so a
+burst cannot pass the check together, and one proxy's view shares one (the view process's viewers and
+those the proxy serves itself while it cannot hand them over count alike: ``_viewproc``). Viewers past
+``max_viewers`` get a 503. An exchange's detail is served with each body cut to ``detail_body``
+bytes (a 16 MiB exchange asked for by 40 stalled readers held 738 MB), at most ``max_details`` at a
+time, and a reader that does not take it within ``send_timeout_s`` is cut off. The proxy's request
+path and the checker never wait on any of it.
 
 Rows are read in row-id order. SQLite has one writer at a time, so ids commit in order. On a
 PostgreSQL store shared by several replicas, ids are handed out at insert and committed a moment
@@ -53,7 +62,15 @@ from starlette.types import Receive, Scope, Send
 from wirecheck.contracts import REGISTRY, Fault, Severity
 from wirecheck.record import Store
 
-__all__ = ["LiveView", "LiveViewConfig"]
+from ._server import CUT
+
+__all__ = ["SEND_BUFFER", "LiveView", "LiveViewConfig", "ViewerSlots"]
+
+#: the kernel send buffer of an admin connection (Linux doubles it): a viewer that stops reading
+#: holds at most this, the transport's 64 KiB high-water mark and one page of events. Left to the
+#: kernel's autotuning it grew to about 4 MB a viewer, and 420 stalled viewers reached the host's
+#: TCP memory pressure
+SEND_BUFFER = 128 * 1024
 
 _PAGE = Path(__file__).with_name("_liveview_page.html")
 _T = TypeVar("_T")
@@ -83,6 +100,30 @@ class LiveViewConfig:
     ping_s: float = 15.0
     #: exchanges looked at for the pairing state
     pairing_window: int = 1000
+    #: an exchange's detail shows at most this much of each body (and of its chunks together)
+    detail_body: int = 256 * 1024
+    #: exchange details being read or sent at once; more get a 503 (each holds its answer in memory)
+    max_details: int = 16
+
+
+class ViewerSlots:
+    """The viewer cap as slots. ``take`` and ``give`` run on one event loop and never await, so a
+    check and its count are one step: a burst of 200 requests admits ``limit`` of them, never more."""
+
+    __slots__ = ("limit", "open")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open = 0
+
+    def take(self) -> bool:
+        if self.open >= self.limit:
+            return False
+        self.open += 1
+        return True
+
+    def give(self, n: int = 1) -> None:
+        self.open = max(0, self.open - n)
 
 
 @dataclass(slots=True)
@@ -249,12 +290,16 @@ class LiveView:
         taps: Sequence[str] = ("caller",),
         health: Callable[[], dict[str, Any]] | None = None,
         config: LiveViewConfig | None = None,
+        slots: ViewerSlots | None = None,
     ) -> None:
         self.cfg = config or LiveViewConfig()
         self.store_path = store_path
         self.taps = list(taps)
         self.health = health
         self.stats = ViewStats()
+        #: the cap, shared with whatever else serves this proxy's viewers (``_viewproc``)
+        self.slots = slots or ViewerSlots(self.cfg.max_viewers)
+        self._details = 0
         self._reader: Store | None = None
         # its own threads: the viewers' reads never wait behind (or hold up) anything else's
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="wirecheck-liveview")
@@ -342,16 +387,18 @@ class LiveView:
                 start = (int(m.group(1)), int(m.group(2)))
         except _BadRequest as exc:
             return _error(400, str(exc), "invalid_request")
-        if self.stats.viewers >= self.cfg.max_viewers:
+        # the slot is taken before anything awaits: a burst cannot pass this check together
+        if not self.slots.take():
             self.stats.refused += 1
-            return _error(503, f"already {self.stats.viewers} viewers (the limit)", "too_many_viewers")
+            return _error(503, f"already {self.slots.open} viewers (the limit)", "too_many_viewers")
+        self.stats.viewers += 1
         if start is None:
             try:
                 x, f = await self._read(Store.positions)
             except Exception as exc:  # the database is down: say so; the browser retries
+                self._leave()
                 return _error(503, f"the store cannot be read ({type(exc).__name__})", "store_unavailable")
             start = (max(x - backlog, 0), max(f - backlog, 0))
-        self.stats.viewers += 1
         self.stats.connected += 1
         return _Stream(
             self._stream(filters, start),
@@ -361,49 +408,49 @@ class LiveView:
             view=self,
         )
 
+    def _leave(self) -> None:
+        """A viewer is gone (its response ended, however): its slot is free again."""
+        self.stats.viewers -= 1
+        self.slots.give()
+
     async def _stream(self, f: _Filters, start: tuple[int, int]) -> AsyncIterator[ServerSentEvent | bytes]:
         xpos, fpos = start
         batch = self.cfg.batch
         idle = 0
-        try:
-            # the browser retries after this long when the connection drops
-            yield ServerSentEvent(retry=1000, comment="wirecheck live view")
-            while not self._closing:
-                try:
-                    xs = await self._rows("exchange", xpos) if "exchange" in f.kinds else []
-                    fs = await self._rows("finding", fpos) if "finding" in f.kinds else []
-                except Exception:  # the database is away: keep the stream and the position, retry
-                    await asyncio.sleep(1.0)
-                    continue
-                # exchanges first: a finding names an exchange that is already stored. One write
-                # a read, not one an event: a busy proxy carries hundreds of exchanges a second,
-                # and each send costs the proxy's event loop (the data is one line of JSON, which
-                # escapes every line break, so the frames are whole)
-                frames: list[bytes] = []
-                for row in xs:
-                    xpos = row.seq
-                    if row.matches(f):
-                        frames.append(
-                            b"id: %d-%d\r\nevent: exchange\r\ndata: %s\r\n\r\n" % (xpos, fpos, row.data)
-                        )
-                for row in fs:
-                    fpos = row.seq
-                    if row.matches(f):
-                        frames.append(
-                            b"id: %d-%d\r\nevent: finding\r\ndata: %s\r\n\r\n" % (xpos, fpos, row.data)
-                        )
-                if frames:
-                    self.stats.events += len(frames)
-                    yield b"".join(frames)
-                idle = idle + 1 if not xs and not fs else 0
-                if idle > 1:  # the head said there was more, yet nothing came: never spin
-                    await asyncio.sleep(self.cfg.poll_s)
-                if len(xs) < batch and len(fs) < batch:
-                    await self._news(xpos, fpos, f.kinds)
-                else:
-                    await asyncio.sleep(0)  # a long catch-up still lets the proxy's loop run
-        finally:
-            self.stats.viewers -= 1
+        # the browser retries after this long when the connection drops
+        yield ServerSentEvent(retry=1000, comment="wirecheck live view")
+        while not self._closing:
+            try:
+                xs = await self._rows("exchange", xpos) if "exchange" in f.kinds else []
+                fs = await self._rows("finding", fpos) if "finding" in f.kinds else []
+            except Exception:  # the database is away: keep the stream and the position, retry
+                await asyncio.sleep(1.0)
+                continue
+            # exchanges first: a finding names an exchange that is already stored. One write
+            # a read, not one an event: a busy proxy carries hundreds of exchanges a second,
+            # and each send costs the proxy's event loop (the data is one line of JSON, which
+            # escapes every line break, so the frames are whole)
+            frames: list[bytes] = []
+            for row in xs:
+                xpos = row.seq
+                if row.matches(f):
+                    frames.append(
+                        b"id: %d-%d\r\nevent: exchange\r\ndata: %s\r\n\r\n" % (xpos, fpos, row.data)
+                    )
+            for row in fs:
+                fpos = row.seq
+                if row.matches(f):
+                    frames.append(b"id: %d-%d\r\nevent: finding\r\ndata: %s\r\n\r\n" % (xpos, fpos, row.data))
+            if frames:
+                self.stats.events += len(frames)
+                yield b"".join(frames)
+            idle = idle + 1 if not xs and not fs else 0
+            if idle > 1:  # the head said there was more, yet nothing came: never spin
+                await asyncio.sleep(self.cfg.poll_s)
+            if len(xs) < batch and len(fs) < batch:
+                await self._news(xpos, fpos, f.kinds)
+            else:
+                await asyncio.sleep(0)  # a long catch-up still lets the proxy's loop run
 
     async def _news(self, xpos: int, fpos: int, kinds: tuple[str, ...]) -> None:
         """Wait until the store holds rows past this viewer's position. One watcher reads the
@@ -485,7 +532,7 @@ class LiveView:
             body = {"store_ok": False, "store_error": f"{type(exc).__name__}: {str(exc)[:200]}"}
         body["health"] = self.health() if self.health is not None else None
         body["viewers"] = {
-            "open": self.stats.viewers,
+            "open": self.slots.open,
             "connected": self.stats.connected,
             "refused": self.stats.refused,
             "dropped": self.stats.dropped,
@@ -500,28 +547,43 @@ class LiveView:
         exchange_id: str = request.path_params["exchange_id"]
         if not 0 < len(exchange_id) <= 200:
             return _error(400, "an exchange id is 1 to 200 characters", "invalid_request")
-
-        def read(store: Store) -> dict[str, Any] | None:
-            doc = store.exchange_doc(exchange_id)
-            if doc is None:
-                return None
-            corr = doc.get("correlation")
-            pairs = (
-                [
-                    {"id": e.id, "tap": e.tap}
-                    for e in store.exchanges(
-                        where="WHERE correlation = ? AND id <> ?", args=(corr, exchange_id)
-                    )
-                ]
-                if isinstance(corr, str)
-                else []
-            )
-            return {"exchange": doc, "findings": store.findings(exchange_id=exchange_id), "pairs": pairs}
-
-        body = await self._read(read)
+        if self._details >= self.cfg.max_details:
+            return _error(503, f"already {self._details} exchange details being served", "busy")
+        self._details += 1
+        try:
+            body = await self._read(partial(self._detail, exchange_id=exchange_id))
+        except BaseException:
+            self._details -= 1
+            raise
         if body is None:
+            self._details -= 1
             return _error(404, f"no exchange {exchange_id[:80]!r} in the store", "not_found")
-        return JSONResponse(body, headers={"cache-control": "no-store"})
+        return _Detail(body, headers={"cache-control": "no-store"}, view=self)
+
+    def _detail(self, store: Store, *, exchange_id: str) -> dict[str, Any] | None:
+        """One exchange for the page, its bodies cut to ``detail_body``: the whole stays in the store
+        (``wirecheck export``)."""
+        doc = store.exchange_doc(exchange_id)
+        if doc is None:
+            return None
+        cut = _cut_bodies(doc, self.cfg.detail_body)
+        corr = doc.get("correlation")
+        pairs = (
+            [
+                {"id": e.id, "tap": e.tap}
+                for e in store.exchanges(where="WHERE correlation = ? AND id <> ?", args=(corr, exchange_id))
+            ]
+            if isinstance(corr, str)
+            else []
+        )
+        out: dict[str, Any] = {
+            "exchange": doc,
+            "findings": store.findings(exchange_id=exchange_id),
+            "pairs": pairs,
+        }
+        if cut:
+            out["view_truncated"] = cut
+        return out
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
@@ -551,7 +613,8 @@ def _pairing(recent: list[tuple[str, str | None]], taps: list[str]) -> dict[str,
 
 
 class _Stream(EventSourceResponse):
-    """An event stream that counts the viewers it drops for not reading (send timeout)."""
+    """An event stream that gives its viewer's slot back however it ends (its generator may never
+    have started), and counts the viewers it drops for not reading (send timeout)."""
 
     def __init__(self, *args: Any, view: LiveView, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -562,3 +625,58 @@ class _Stream(EventSourceResponse):
             await super().__call__(scope, receive, send)
         except TimeoutError:  # sse-starlette's SendTimeoutError: the browser stopped reading
             self._view.stats.dropped += 1
+        finally:
+            self._view._leave()
+
+
+class _Detail(JSONResponse):
+    """An exchange's detail: counted while it is read or sent (``max_details``), and cut off when
+    the reader does not take it within ``send_timeout_s`` (the answer is held until it is sent)."""
+
+    def __init__(self, content: Any, *, view: LiveView, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._view = view
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            async with asyncio.timeout(self._view.cfg.send_timeout_s):
+                await super().__call__(scope, receive, send)
+        except TimeoutError:
+            self._view.stats.dropped += 1
+            cut = (scope.get("extensions") or {}).get(CUT)
+            if cut is not None:
+                cut()  # the connection goes; uvicorn takes the app's return as its end
+        finally:
+            self._view._details -= 1
+
+
+def _cut_bodies(doc: dict[str, Any], limit: int) -> dict[str, int]:
+    """Cut each body of an interchange-form exchange to ``limit`` bytes (a response's chunks to
+    ``limit`` together), in place; returns what was cut, by part, with its whole size."""
+    cut: dict[str, int] = {}
+    for side in ("request", "response"):
+        part = doc.get(side)
+        if not isinstance(part, dict):
+            continue
+        if "body" in part:
+            text = json.dumps(part["body"])
+            if len(text) > limit:
+                del part["body"]
+                part["body_text"] = text
+        for key in ("body_text", "body_b64"):
+            value = part.get(key)
+            if isinstance(value, str) and len(value) > limit:
+                part[key] = value[: limit - limit % 4] if key == "body_b64" else value[:limit]
+                cut[f"{side}.{key}"] = len(value)
+        chunks = part.get("chunks")
+        if isinstance(chunks, list):
+            total, kept = 0, 0
+            for c in chunks:
+                total += len(str(c.get("text") or c.get("b64") or "")) if isinstance(c, dict) else 0
+                if total > limit:
+                    break
+                kept += 1
+            if kept < len(chunks):
+                cut[f"{side}.chunks"] = len(chunks)
+                del chunks[kept:]
+    return cut

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from wirecheck.contracts import ConfigError
+from wirecheck.contracts import CheckConfig, ConfigError
 from wirecheck.record import Store
 
 from ._admin import AdminApp
 from ._app import Metrics, ProxyApp, TapConfig
 from ._http import ListenerConfig
 from ._live import CheckerSupervisor, start_checker
-from ._liveview import LiveView
+from ._liveview import SEND_BUFFER, LiveView
 from ._server import Listener, settle_gc
 from ._viewproc import ViewProcess
 
@@ -36,6 +36,8 @@ class ProxyRun:
     admin: tuple[str, int] | None = None
     #: bearer token the admin listener asks for; None: none (loopback only, the CLI enforces it)
     admin_token: str | None = None
+    #: Host names the admin listener answers without a token, besides loopback's (DNS rebinding)
+    admin_hosts: tuple[str, ...] = ()
     #: largest request head a caller may send (431 past it)
     max_head: int = 64 * 1024
     #: longest a caller may take to send a request head (408 past it)
@@ -44,6 +46,13 @@ class ProxyRun:
     idle_timeout_s: float = 75.0
     #: proxy processes sharing the listeners' ports (SO_REUSEPORT): see _workers.py
     workers: int = 1
+    #: the taps sit straight in front of the engine (no gateway): the live checks judge single-tap
+    #: findings with their rule's own fault, as ``wirecheck check --direct`` does
+    direct: bool = False
+
+    def check_config(self) -> CheckConfig:
+        """How the live checker judges this run's exchanges."""
+        return CheckConfig(direct=self.direct)
 
 
 async def _serve(
@@ -77,7 +86,9 @@ async def _serve(
             listeners.append((Listener(app, bounds), host, port, sockets[i] if sockets is not None else None))
     view: LiveView | ViewProcess | None = None
     if run.admin is not None:
-        admin = AdminApp(apps, store, token=run.admin_token)
+        host, port = run.admin
+        own = f"[{host}]" if ":" in host else host  # the listener's own address is a loopback name too
+        admin = AdminApp(apps, store, token=run.admin_token, hosts=(*run.admin_hosts, own), direct=run.direct)
         taps = [a.cfg.tap for a in apps]
         if store is not None and serve_taps:
             # the live view is the admin listener's too: it shows every caller's traffic.
@@ -87,9 +98,12 @@ async def _serve(
         elif store is not None:  # the supervisor of --workers forwards nothing: the view stays here
             view = LiveView(store.url, taps=taps, health=admin.health_info)
             admin.mount(view.cfg.prefix, view)
-        host, port = run.admin
-        # the view's connections can move to its process
-        admin_bounds = replace(bounds, idle_timeout_s=5.0, handoff=isinstance(view, ViewProcess))
+        admin_bounds = replace(
+            bounds,
+            idle_timeout_s=5.0,
+            handoff=isinstance(view, ViewProcess),  # the view's connections can move
+            send_buffer=SEND_BUFFER,  # a viewer that stops reading holds this much
+        )
         listeners.append((Listener(admin, admin_bounds), host, port, None))
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
@@ -126,7 +140,7 @@ def run_proxy(run: ProxyRun) -> int:
     store = Store(run.store_path, writer=True) if run.store_path else None
     checker = None
     if store is not None and run.live_checks:
-        checker = start_checker(store, settle_s=run.settle_s)
+        checker = start_checker(store, settle_s=run.settle_s, config=run.check_config())
     for cfg, host, port in run.taps:
         # the log is an artefact too: no user:password@ or ?key= from the upstream URL
         upstream = cfg.redact.url(cfg.upstream)

@@ -26,6 +26,7 @@ __all__ = [
     "BodySink",
     "Upstream",
     "UpstreamBroken",
+    "UpstreamInvalid",
     "UpstreamResponse",
     "UpstreamTimeout",
     "UpstreamUnreachable",
@@ -43,6 +44,10 @@ class UpstreamUnreachable(Exception):
 
 class UpstreamBroken(Exception):
     """The connection broke mid-response."""
+
+
+class UpstreamInvalid(UpstreamUnreachable):
+    """The upstream answered, but not with a usable response head (not HTTP, or over the bound)."""
 
 
 #: body pieces with the monotonic time each arrived, as many as were waiting when the proxy asked
@@ -102,6 +107,11 @@ class _Surplus(Exception):
     """Bytes past the end of the response: never handed to the next caller."""
 
 
+class _HeadTooLarge(Exception):
+    """The response head passed ``_MAX_HEAD``: raised from the parser's callback, so that a head
+    that arrives whole in one read is bounded too (the count per read never sees it)."""
+
+
 class _Conn(asyncio.Protocol):
     """One upstream connection: llhttp (httptools) parses each response; this class only decides
     what the parse means for the connection. It is reusable only after a complete message with
@@ -126,6 +136,7 @@ class _Conn(asyncio.Protocol):
         self.active = True
         self.got_bytes = False
         self.head_bytes = 0
+        self.head_parsed = 0  # of the head being parsed, from the parser's callbacks
         self.status = 0
         self.headers: list[tuple[bytes, bytes]] = []
         self.framed = False  # content-length or chunked: the body does not end with the connection
@@ -178,6 +189,8 @@ class _Conn(asyncio.Protocol):
         except httptools.HttpParserCallbackError as exc:
             if isinstance(exc.__context__, _Surplus):
                 self.keep = False  # the response itself is whole: only the connection goes
+            elif isinstance(exc.__context__, _HeadTooLarge):
+                self.error = UpstreamBroken(f"response head over {_MAX_HEAD} bytes")
             else:
                 self.error = UpstreamBroken(f"{type(exc).__name__}: {exc}")
             self.close()
@@ -233,6 +246,9 @@ class _Conn(asyncio.Protocol):
             raise _Surplus
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self.head_parsed += len(name) + len(value) + 4
+        if self.head_parsed > _MAX_HEAD:
+            raise _HeadTooLarge
         self.headers.append((name, value))
         low = name.lower()
         if low == b"content-length" or (low == b"transfer-encoding" and b"chunked" in value.lower()):
@@ -242,6 +258,7 @@ class _Conn(asyncio.Protocol):
         status = self.parser.get_status_code()
         if 100 <= status < 200 and status != 101:
             self.informational = True  # 100 Continue and friends: the real answer follows
+            self.head_parsed = 0
             self.headers = []
             self.framed = False
             return
@@ -348,6 +365,8 @@ class _Raw(Upstream):
             conn.close()
             if isinstance(conn.error, _EarlyClose) and conn.reused and attempt == 0:
                 continue  # a kept-alive connection the upstream had closed: once more, fresh
+            if isinstance(conn.error, UpstreamBroken) and conn.got_bytes:
+                raise UpstreamInvalid(str(conn.error)) from conn.error
             raise UpstreamUnreachable(str(conn.error)) from conn.error
         state = {"done": False}
 

@@ -21,6 +21,14 @@ every ``RESPAWN_S``). Whenever a request cannot be handed off (no ``send_fds``, 
 down or its queue full), the proxy serves it itself, as before. ``WIRECHECK_VIEW_PROCESS=0`` keeps the
 whole view in the proxy's process.
 
+The viewer cap holds across both processes. The proxy decides it, on its one event loop: a stream
+request (``/events``) takes a slot of the shared :class:`ViewerSlots` before it is handed over (and
+is marked so, ``x-wirecheck-viewer-slot``, a header the proxy sets and strips from callers), and the
+view process says on the channel when each marked request has ended, which gives the slot back. A
+stream the proxy serves itself takes from the same slots, so a burst of 200 (some handed over, some
+served here while the channel is full) admits ``max_viewers`` in all. When the view process dies,
+every slot it held is free again (its connections died with it).
+
 The view's ``/state`` shows the proxy's own health (in flight, the store's queue and drops, the
 checker): the view process asks the proxy for it on a second Unix socket, and the proxy answers
 from its event loop, once per request (the page asks every 2 s).
@@ -46,7 +54,7 @@ from wirecheck.record import Store
 from ._app import Receive, Scope, Send
 from ._http import HANDOFF, ListenerConfig
 from ._lifeline import become_helper
-from ._liveview import LiveView, LiveViewConfig
+from ._liveview import LiveView, LiveViewConfig, ViewerSlots
 from ._server import Listener
 
 __all__ = ["VIEW_PROCESS_ENV", "ViewProcess"]
@@ -59,15 +67,18 @@ RESPAWN_S = 5.0
 HEALTH_TIMEOUT_S = 1.0
 
 _log = logging.getLogger("wirecheck.proxy")
+#: set on a handed request that holds a viewer slot (never taken from a caller: stripped first)
+VIEWER_SLOT = b"x-wirecheck-viewer-slot"
 #: headers that frame a request body, left out of a handed request's head (see ``_request_head``)
 _BODY = frozenset({b"content-length", b"transfer-encoding", b"expect"})
 #: what sending to a view process that is gone fails with
 _GONE = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ECONNREFUSED, errno.ENOTCONN})
 
 
-def _request_head(scope: Scope) -> bytes:
+def _request_head(scope: Scope, *, slot: bool = False) -> bytes:
     """The request's head as the caller sent it, near enough for a parser: method, path, query and
-    headers from the scope (the admin app has read, and authorised, exactly these)."""
+    headers from the scope (the admin app has read, and authorised, exactly these). ``slot``: mark it
+    as holding a viewer slot (a caller's own mark is always dropped)."""
     target = bytes(scope.get("raw_path") or scope["path"].encode("utf-8"))
     query = bytes(scope.get("query_string", b""))
     if query:
@@ -76,8 +87,12 @@ def _request_head(scope: Scope) -> bytes:
     # a body sent with a GET was read here already: without its framing headers the view process's
     # parser takes the request as complete, as the admin listener did, and waits for nothing more
     lines += [
-        bytes(k) + b": " + bytes(v) for k, v in scope.get("headers", []) if bytes(k).lower() not in _BODY
+        bytes(k) + b": " + bytes(v)
+        for k, v in scope.get("headers", [])
+        if bytes(k).lower() not in _BODY and bytes(k).lower() != VIEWER_SLOT
     ]
+    if slot:
+        lines.append(VIEWER_SLOT + b": 1")
     return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
@@ -98,8 +113,13 @@ class ViewProcess:
         self.taps = list(taps)
         self.health = health
         self.max_head = max_head
-        self.fallback = LiveView(store.url, taps=self.taps, health=health, config=config)
+        cfg = config or LiveViewConfig()
+        #: the one viewer cap of this proxy's view, in whichever process a viewer is served
+        self.slots = ViewerSlots(cfg.max_viewers)
+        self.fallback = LiveView(store.url, taps=self.taps, health=health, config=cfg, slots=self.slots)
         self.cfg = self.fallback.cfg
+        self._events = self.cfg.prefix.rstrip("/") + "/events"
+        self._there = 0  # slots held by streams handed to the view process
         self.handed = 0
         self.served_here = 0
         self.starts = 0
@@ -130,21 +150,44 @@ class ViewProcess:
         fd = handoff.fileno()  # first: a connection that cannot move starts no process
         if fd is None:
             return False
-        head = _request_head(scope)
+        stream = scope.get("path", "").rstrip("/") == self._events
+        head = _request_head(scope, slot=stream)
         if len(head) > self.max_head or not self._ensure_running() or self._chan is None:
             return False
+        if stream and not self.slots.take():
+            return False  # served here, where the same slots answer it with a 503
         try:
             socket.send_fds(self._chan, [head], [fd])
-        except BlockingIOError:  # the view process is behind: this request is served here
-            return False
         except OSError as exc:
-            if exc.errno in _GONE or not self._proc_alive():
+            if stream:
+                self.slots.give()
+            if not isinstance(exc, BlockingIOError) and (exc.errno in _GONE or not self._proc_alive()):
                 self._drop_process()  # the view process is gone: started again on a later request
-            # else a limit of the kernel's (ETOOMANYREFS: too many sockets in flight): served here
+            # else it is behind (its queue full) or a limit of the kernel's (ETOOMANYREFS): served here
             return False
+        if stream:
+            self._there += 1
         handoff.release()
         self.handed += 1
         return True
+
+    def _on_released(self) -> None:
+        """The view process says streams ended (``R<count>``): their slots are free."""
+        sock = self._chan
+        while sock is not None:
+            try:
+                msg = sock.recv(64)
+            except BlockingIOError:
+                return
+            except OSError:
+                msg = b""
+            if not msg:  # the view process is gone: _drop_process frees what it held
+                self._stop_reading(sock)
+                return
+            if msg.startswith(b"R") and msg[1:].isdigit():
+                n = min(int(msg[1:]), self._there)
+                self._there -= n
+                self.slots.give(n)
 
     # --- the process -----------------------------------------------------------------------------
 
@@ -203,6 +246,7 @@ class ViewProcess:
         self.starts += 1
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(health_here.fileno(), self._answer_health)
+        self._loop.add_reader(chan_here.fileno(), self._on_released)
 
     def _answer_health(self) -> None:
         """One request from the view process for the proxy's health: its number, answered with it."""
@@ -216,7 +260,7 @@ class ViewProcess:
         except OSError:
             asked = b""
         if not asked:  # the view process is gone
-            self._stop_reading_health()
+            self._stop_reading(sock)
             return
         try:
             info: Any = self.health()
@@ -225,13 +269,17 @@ class ViewProcess:
         with contextlib.suppress(OSError):
             sock.send(asked[:20] + b" " + json.dumps(info).encode())
 
-    def _stop_reading_health(self) -> None:
-        if self._health is not None and self._loop is not None:
+    def _stop_reading(self, sock: socket.socket | None) -> None:
+        if sock is not None and self._loop is not None:
             with contextlib.suppress(Exception):
-                self._loop.remove_reader(self._health.fileno())
+                self._loop.remove_reader(sock.fileno())
 
     def _drop_process(self) -> None:
-        self._stop_reading_health()
+        self._stop_reading(self._health)
+        self._stop_reading(self._chan)
+        # its streams died with it: their slots are free
+        self.slots.give(self._there)
+        self._there = 0
         for s in (self._chan, self._health):
             if s is not None:
                 s.close()
@@ -312,9 +360,10 @@ class _RemoteHealth:
         return {"status": "unknown", "reason": "the proxy did not answer"}
 
 
-def _closing(app: Any) -> Any:
+def _closing(app: Any, released: Callable[[], None]) -> Any:
     """Every response says ``connection: close``: a handed connection carries one request, so the
-    next one goes through the admin listener (and its token check) again."""
+    next one goes through the admin listener (and its token check) again. A request that holds a
+    viewer slot says so when it ends, however (``released``)."""
 
     async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
         async def send_closing(msg: dict[str, Any]) -> None:
@@ -322,18 +371,51 @@ def _closing(app: Any) -> Any:
                 msg = {**msg, "headers": [*msg.get("headers", []), (b"connection", b"close")]}
             await send(msg)
 
-        await app(scope, receive, send_closing)
+        slot = any(bytes(k).lower() == VIEWER_SLOT for k, _ in scope.get("headers", []))
+        try:
+            await app(scope, receive, send_closing)
+        finally:
+            if slot:
+                released()
 
     return wrapped
 
 
+class _Releases:
+    """Tells the proxy, on the channel, how many slot-holding requests have ended (``R<count>``);
+    what cannot be sent at once (the channel full) goes with the next one, or a moment later."""
+
+    def __init__(self, chan: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+        self.chan, self.loop = chan, loop
+        self.pending = 0
+        self._retry: asyncio.TimerHandle | None = None
+
+    def __call__(self) -> None:
+        self.pending += 1
+        self.flush()
+
+    def flush(self) -> None:
+        self._retry = None
+        if not self.pending:
+            return
+        try:
+            self.chan.send(b"R%d" % self.pending)
+            self.pending = 0
+        except BlockingIOError:
+            if self._retry is None:
+                self._retry = self.loop.call_later(0.05, self.flush)
+        except OSError:
+            self.pending = 0  # the proxy is gone
+
+
 async def _serve_handed(view: LiveView, *, max_head: int, chan: socket.socket) -> None:
     loop = asyncio.get_running_loop()
+    chan.setblocking(False)
     bounds = ListenerConfig(max_head=max_head, head_timeout_s=30.0, idle_timeout_s=5.0, direct_body=False)
-    listener = Listener(_closing(view), bounds, lifespan=False)  # it listens on no socket: it adopts
+    # it listens on no socket of its own: it adopts the connections the proxy hands over
+    listener = Listener(_closing(view, _Releases(chan, loop)), bounds, lifespan=False)
     ended = asyncio.Event()
     adopting: set[asyncio.Task[None]] = set()  # held until done: the loop keeps only weak references
-    chan.setblocking(False)
 
     async def adopt(head: bytes, fd: int) -> None:
         sock = socket.socket(fileno=fd)

@@ -202,7 +202,9 @@ def run_workers(run: ProxyRun) -> int:
         # the parent migrates the store before any worker opens it; it writes nothing itself
         store = Store(run.store_path) if run.store_path else None
         checker = (
-            start_checker(store, settle_s=run.settle_s) if store is not None and run.live_checks else None
+            start_checker(store, settle_s=run.settle_s, config=run.check_config())
+            if store is not None and run.live_checks
+            else None
         )
         pool = WorkerPool(replace(run, admin=None), sockets).start()
         for cfg, host, port in taps:

@@ -8,6 +8,7 @@ record through it."""
 from ._client import HOP_HEADERS, error_of, record_async, record_sync
 from ._correlation import CORRELATION_HEADER, Correlator, correlation_secret, mint_correlation
 from ._correlation import SECRET_ENV as CORRELATION_SECRET_ENV
+from ._postgres import dsn_secrets, is_postgres, redact_url
 from ._serve import StreamingASGITransport, free_port, read_body, serve
 from ._sink import MemorySink, Sink
 from ._store import LIVE_CHECK_SKIPPED, SCHEMA_VERSION, Store, StoreStats, is_store, open_store, store_notes
@@ -28,15 +29,18 @@ __all__ = [
     "StreamingASGITransport",
     "TapApp",
     "correlation_secret",
+    "dsn_secrets",
     "dual_taps",
     "error_of",
     "free_port",
+    "is_postgres",
     "is_store",
     "mint_correlation",
     "open_store",
     "read_body",
     "record_async",
     "record_sync",
+    "redact_url",
     "serve",
     "store_notes",
 ]

@@ -41,11 +41,16 @@ def error_of(exc: BaseException, *, responded: bool, t_ms: float | None = None) 
     - ``timeout``: no answer, or no next chunk, in time (any httpx timeout);
     - ``upstream_refused``: no connection was made (connect failed, no such protocol), so nothing was
       answered;
+    - ``request_invalid``: the request itself could not be sent as HTTP (a header name or value that
+      HTTP's grammar refuses, such as a raw CR: h11 will not write it), so nothing reached the
+      upstream and the fault is the caller's, not the engine's;
     - ``upstream_reset``: the connection broke after it was made: mid-answer, or before the answer's
       head (a peer that closes at once), and anything else that ends a stream early.
     """
     if isinstance(exc, httpx.TimeoutException):
         kind = "timeout"
+    elif not responded and isinstance(exc, httpx.LocalProtocolError):
+        kind = "request_invalid"
     elif not responded and isinstance(exc, httpx.ConnectError | httpx.UnsupportedProtocol):
         kind = "upstream_refused"
     else:

@@ -6,6 +6,14 @@ and its HMAC-SHA256 under a secret that callers never see. The caller tap replac
 verify (or has seen before) with one it mints, and the engine tap records only ids that verify, so a
 forged id pairs with nothing and pairing falls back to the request fingerprint.
 
+An id says who minted it, under the MAC: the caller tap's own (``tap``) or an in-process client's that
+chooses its id (``client``: :func:`mint_correlation`). The caller tap takes only ``client`` ids from
+callers. An id it minted itself travels on to the gateway and the engine, where a caller may read it
+(a gateway that echoes headers or logs them); sent back once by another caller, it would put two
+requests on one id, and ``check`` would pair the victim's exchange with the wrong engine side. So its
+own ids are never accepted back, however long ago they were minted (no memory to overflow), and the
+engine tap accepts both kinds.
+
 The secret is random per process, so the taps of one ``wirecheck proxy`` (and in-process users such as
 ``accept --via-proxy``, which mint their ids with :func:`mint_correlation`) agree without setup.
 Replicas in several processes that share one store give the same secret to each
@@ -41,14 +49,23 @@ def correlation_secret(given: str | None = None) -> bytes:
     return _PROCESS_SECRET
 
 
-def _mac(secret: bytes, nonce: str) -> str:
-    return hmac.new(secret, nonce.encode("ascii"), hashlib.sha256).hexdigest()[:_MAC_HEX]
+#: who minted an id: the caller tap itself, or an in-process client choosing its own
+_TAP, _CLIENT = "tap", "client"
+
+
+def _mac(secret: bytes, nonce: str, kind: str) -> str:
+    return hmac.new(secret, f"{kind}:{nonce}".encode("ascii"), hashlib.sha256).hexdigest()[:_MAC_HEX]
+
+
+def _mint(secret: bytes, kind: str) -> str:
+    nonce = secrets.token_hex(_NONCE_HEX // 2)
+    return f"{nonce}.{_mac(secret, nonce, kind)}"
 
 
 def mint_correlation(secret: bytes | None = None) -> str:
-    """A fresh id that the taps of this process (or of replicas sharing the secret) accept."""
-    nonce = secrets.token_hex(_NONCE_HEX // 2)
-    return f"{nonce}.{_mac(secret or correlation_secret(), nonce)}"
+    """A fresh id for an in-process client to send (``accept --via-proxy``, the scenario generator):
+    the caller tap of this process (or of replicas sharing the secret) takes it once."""
+    return _mint(secret or correlation_secret(), _CLIENT)
 
 
 class Correlator:
@@ -61,22 +78,31 @@ class Correlator:
         self._seen: OrderedDict[str, None] = OrderedDict()
 
     def mint(self) -> str:
-        return mint_correlation(self.secret)
+        """An id of the caller tap's own, which it never takes back from a caller."""
+        return _mint(self.secret, _TAP)
+
+    def minted_by(self, value: str | None) -> str | None:
+        """``"tap"`` or ``"client"`` for an id minted under this secret, else None."""
+        if value is None or len(value) != _NONCE_HEX + 1 + _MAC_HEX or value[_NONCE_HEX] != ".":
+            return None
+        nonce, mac = value[:_NONCE_HEX], value[_NONCE_HEX + 1 :]
+        for kind in (_TAP, _CLIENT):
+            try:
+                expected = _mac(self.secret, nonce, kind)
+            except UnicodeEncodeError:
+                return None
+            if hmac.compare_digest(expected, mac):
+                return kind
+        return None
 
     def verifies(self, value: str | None) -> bool:
-        if value is None or len(value) != _NONCE_HEX + 1 + _MAC_HEX or value[_NONCE_HEX] != ".":
-            return False
-        nonce, mac = value[:_NONCE_HEX], value[_NONCE_HEX + 1 :]
-        try:
-            expected = _mac(self.secret, nonce)
-        except UnicodeEncodeError:
-            return False
-        return hmac.compare_digest(expected, mac)
+        return self.minted_by(value) is not None
 
     def for_caller(self, incoming: str | None) -> str:
-        """The id a caller tap sends on: the caller's own only when it verifies and is new (an
-        in-process client that minted it, e.g. ``accept --via-proxy``), else a fresh one."""
-        if incoming is not None and self.verifies(incoming) and incoming not in self._seen:
+        """The id a caller tap sends on: the caller's own only when an in-process client minted it
+        (``mint_correlation``, e.g. ``accept --via-proxy``) and it is new, else a fresh one. An id
+        this tap minted is never taken back, so a caller that read one cannot borrow a victim's."""
+        if incoming is not None and self.minted_by(incoming) == _CLIENT and incoming not in self._seen:
             self._seen[incoming] = None
             if len(self._seen) > _SEEN_MAX:
                 self._seen.popitem(last=False)
@@ -87,8 +113,8 @@ class Correlator:
         self, headers: list[tuple[str, str]], *, caller: bool
     ) -> tuple[list[tuple[str, str]], str | None]:
         """One tap's rule on a request's headers: the headers to send on, and the correlation id to
-        record. The caller tap sends exactly one id, its own unless the caller's verifies and is new;
-        the engine tap sends the headers as they are and records the id only when
+        record. The caller tap sends exactly one id, its own unless the caller's is a client's that
+        verifies and is new; the engine tap sends the headers as they are and records the id only when
         it verifies (a forged one correlates nothing: pairing falls back to the fingerprint)."""
         ids = [v for k, v in headers if k.lower() == CORRELATION_HEADER]
         sent = ids[0] if len(ids) == 1 else None

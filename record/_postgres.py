@@ -4,15 +4,19 @@ workers (psycopg 3, ``pip install 'wirecheck[postgres]'``)."""
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
-from wirecheck.contracts import InputError
+from wirecheck.contracts import DEFAULT_REDACTION, InputError
 
 from ._backend import MIGRATIONS, SCHEMA_VERSION, pg_spelling, too_new
 
-__all__ = ["PostgresBackend", "is_postgres", "redact_url"]
+__all__ = ["PostgresBackend", "dsn_secrets", "is_postgres", "redact_url"]
+
+#: libpq's connection parameters that hold a secret, besides those the redaction policy names
+_SECRET_PARAMS = frozenset({"password", "sslpassword"})
+_MASK = "[redacted]"
 
 
 def is_postgres(path: object) -> bool:
@@ -20,8 +24,50 @@ def is_postgres(path: object) -> bool:
 
 
 def redact_url(url: str) -> str:
-    """A connection URL without its password, for messages and evidence."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+    """A connection URL without its secrets, for messages, health and evidence: the password of
+    ``user:PW@`` (also with no user: ``:PW@``) and of ``?password=`` become ``[redacted]``. A URL that
+    does not parse shows its scheme only."""
+    try:
+        u = urlsplit(url)
+        u.port  # noqa: B018 - a bad port raises here, not in urlsplit
+    except ValueError:
+        return url.split("://", 1)[0] + "://" + _MASK if "://" in url else _MASK
+    netloc = u.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        netloc = f"{user}{':' + _MASK if colon else ''}@{host}"
+    query = "&".join(
+        f"{k}={_MASK}" if k.lower() in _SECRET_PARAMS or DEFAULT_REDACTION.is_secret_query_key(k) else part
+        for part in u.query.split("&")
+        if part
+        for k in [unquote(part.partition("=")[0])]
+    )
+    return urlunsplit((u.scheme, netloc, u.path, query, u.fragment))
+
+
+def dsn_secrets(url: str) -> list[str]:
+    """The secret values in a connection URL (as written and percent-decoded), to scrub from any
+    text that might quote them (a driver's error message)."""
+    found: set[str] = set()
+    try:
+        u = urlsplit(url)
+    except ValueError:
+        return [url]  # cannot tell the parts apart: the whole of it is the secret
+    userinfo = u.netloc.rpartition("@")[0]
+    if ":" in userinfo:
+        found.add(userinfo.partition(":")[2])
+    for k, v in parse_qsl(u.query, keep_blank_values=False):
+        if k.lower() in _SECRET_PARAMS or DEFAULT_REDACTION.is_secret_query_key(k):
+            found.add(v)
+    found |= {unquote(x) for x in found}
+    return sorted((x for x in found if len(x) >= 1), key=len, reverse=True)
+
+
+def _scrubbed(text: str, url: str) -> str:
+    for secret in dsn_secrets(url):
+        text = text.replace(secret, _MASK)
+    return text
 
 
 def _connect(url: str) -> Any:
@@ -35,7 +81,8 @@ def _connect(url: str) -> Any:
         return psycopg.connect(url, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:
         raise InputError(
-            f"cannot connect to the PostgreSQL store ({str(exc).strip()})", source=redact_url(url)
+            f"cannot connect to the PostgreSQL store ({_scrubbed(str(exc).strip(), url)})",
+            source=redact_url(url),
         ) from None
 
 

@@ -57,6 +57,8 @@ _UPSERT = (
     + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS.split(", ")[1:])
     + ", checked = 0"
 )
+#: rows read at a time by ``Store.exchanges``: memory per page, whatever the store's size
+_PAGE = 64
 #: a claim left by a checking worker that died is taken over after this long
 CLAIM_TIMEOUT_S = 60.0
 #: how long the writer waits after the first exchange of a batch for more to arrive
@@ -85,6 +87,9 @@ class StoreStats:
     batches: int = 0
     reconnects: int = 0
     last_error: str | None = None
+    #: monotonic time of the first failed write since the last one that worked (None: writing works):
+    #: health says so from the first failure, not only once the retries are spent
+    failing_since: float | None = None
 
 
 class Store:
@@ -192,9 +197,12 @@ class Store:
                 self._write(batch)
                 if attempt:
                     self.stats.reconnects += 1
+                self.stats.failing_since = None
                 return
             except Exception as exc:  # any database error: retry, then account for it
                 self.stats.last_error = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+                if self.stats.failing_since is None:
+                    self.stats.failing_since = time.monotonic()
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 self._reconnect()
@@ -305,12 +313,50 @@ class Store:
 
     # --- reading ---------------------------------------------------------------------------------
 
-    def exchanges(self, *, where: str = "", args: tuple[Any, ...] = ()) -> Iterator[Exchange]:
-        """Every exchange in write order; ``where`` is SQL with ``?`` placeholders (either backend)."""
-        with self._lock:
-            rows = self._exec(f"SELECT seq, doc FROM exchanges {where} ORDER BY seq", args).fetchall()
-        for seq, doc in rows:
-            yield load_exchange(json.loads(doc), source=self.path, line=seq)
+    def exchanges(
+        self, *, where: str = "", args: tuple[Any, ...] = (), max_doc: int | None = None
+    ) -> Iterator[Exchange]:
+        """Every exchange in write order; ``where`` is SQL (``WHERE ...``) with ``?`` placeholders
+        (either backend). Read a page of rows at a time, so memory does not grow with the store; a
+        row whose document is over ``max_doc`` characters, or is not an exchange, is an
+        :class:`InputError` that names it (the store is a capture like any other)."""
+        cond = f"({where.strip()[len('WHERE') :]}) AND " if where.strip() else ""
+        size = "length(doc)"
+        doc = f"CASE WHEN {size} <= ? THEN doc END" if max_doc is not None else "doc"
+        last = -1
+        while True:
+            limit_args = (max_doc,) if max_doc is not None else ()
+            with self._lock:
+                rows = self._exec(
+                    f"SELECT seq, {doc}, {size}, id FROM exchanges WHERE {cond}seq > ? ORDER BY seq LIMIT ?",
+                    (*limit_args, *args, last, _PAGE),
+                ).fetchall()
+            for seq, text, length, ex_id in rows:
+                last = seq
+                yield self._loaded(seq, ex_id, text, length, max_doc)
+            if len(rows) < _PAGE:
+                return
+
+    def _loaded(self, seq: int, ex_id: Any, text: Any, length: Any, max_doc: int | None) -> Exchange:
+        where = f"row {seq} (exchange {str(ex_id)[:80]!r})"
+        if text is None:
+            raise InputError(
+                f"{where}: a document of {length} bytes, over the limit of {max_doc} for one entry "
+                "(--max-entry-size raises it)",
+                source=self.path,
+            )
+        try:
+            obj = json.loads(text)
+        except (ValueError, TypeError) as exc:
+            raise InputError(
+                f"{where}: its document is not JSON ({type(exc).__name__})", source=self.path
+            ) from None
+        except RecursionError:
+            raise InputError(f"{where}: its document is nested too deep to read", source=self.path) from None
+        try:
+            return load_exchange(obj, source=f"{self.path} {where}")
+        except RecursionError:
+            raise InputError(f"{where}: its document is nested too deep to read", source=self.path) from None
 
     def exchanges_for(self, ids: list[str], correlations: list[str]) -> list[Exchange]:
         """The exchanges with these ids, and every exchange sharing one of these correlations."""

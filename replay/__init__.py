@@ -1,18 +1,29 @@
 """wirecheck.replay: loaders for captured traffic (JSONL, HAR, mitmproxy flows), re-sending to a
 target or two side by side, and the comparison of their answers."""
 
-from ._loaders import detect_format, load_capture, load_har, load_mitm
+from ._loaders import (
+    CaptureLimits,
+    detect_format,
+    load_capture,
+    load_har,
+    load_jsonl,
+    load_mitm,
+    read_capture,
+)
 from ._replay import ReplayDiff, ReplayResult, compare_answers, origin_form_problem, replay, target_url
 
 __all__ = [
+    "CaptureLimits",
     "ReplayDiff",
     "ReplayResult",
     "compare_answers",
     "detect_format",
     "load_capture",
     "load_har",
+    "load_jsonl",
     "load_mitm",
     "origin_form_problem",
+    "read_capture",
     "replay",
     "target_url",
 ]

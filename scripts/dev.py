@@ -343,13 +343,13 @@ def table(outcomes: list[Outcome]) -> None:
 
 def start_real_servers(logs: Path) -> tuple[subprocess.Popen[bytes], Path]:
     """The real_vllm tier's servers start now, in the background (scripts/realvllm/servers.py: the
-    install, then one server after the other), and overlap everything before that tier; the tier reads
-    where they are from the status folder (tests/real_vllm/conftest.py). Its stdin is a lifeline: when
-    this process ends, however it ends, the launcher stops the servers."""
+    install, then the fleet, a few servers at a time), and overlap everything before that tier; the
+    tier reads where they are from the state folder (tests/real_vllm/chain.py). Its stdin is a
+    lifeline: when this process ends, however it ends, the fleet stops the servers."""
     status = logs / "real_vllm"
     status.mkdir()
     launcher = subprocess.Popen(
-        [sys.executable, str(ROOT / "scripts/realvllm/servers.py"), "--status", str(status)],
+        [sys.executable, str(ROOT / "scripts/realvllm/servers.py"), "--state", str(status)],
         stdin=subprocess.PIPE,
         stdout=open(logs / "real-servers.log", "w"),  # noqa: SIM115 - the child holds it
         stderr=subprocess.STDOUT,
@@ -404,8 +404,6 @@ def test(args: list[str]) -> int:
         say(f"set-up done after {time.monotonic() - t0:.0f} s")
         outcomes = [pytest_run("pytest", args, env, logs)] if plain else run_tiers(tiers, env, logs)
         mypy_rc = mypy.wait()
-        if status is not None:  # the real servers' install and start times
-            print((logs / "real-servers.log").read_text(), end="", flush=True)
         mypy_log.seek(0)
         say("mypy (strict):")
         print(mypy_log.read(), end="", flush=True)

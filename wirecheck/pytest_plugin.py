@@ -3,8 +3,12 @@
 - ``pytest --wirecheck-target URL`` adds one test, ``wirecheck-scenarios``, that runs the agent-loop
   scenarios against the target and fails with the shortest failing request and how to reproduce it
   (``--wirecheck-examples N``, ``--wirecheck-seed S``, ``--wirecheck-model NAME``).
-- ``wirecheck_params(path)`` turns a capture (store, JSONL, HAR, mitmproxy flows) into one test per
-  exchange, and the ``wirecheck_check`` fixture fails a test on any error finding::
+- ``wirecheck_params(path)`` turns a capture (store, JSONL, HAR, mitmproxy flows; opened as every
+  wirecheck reader opens one, ``wirecheck.replay.read_capture``) into one test per exchange, and the
+  ``wirecheck_check`` fixture fails a test on any error finding. What a store says about itself (a
+  gap row: exchanges it could not write; an exchange the live checker set aside) is one more test
+  each, as ``wirecheck check`` reports it: its param is that finding, which ``wirecheck_check``
+  returns as a warning::
 
       @pytest.mark.parametrize("exchange", wirecheck_params("recordings/agent.jsonl"))
       def test_recorded(exchange, wirecheck_check):
@@ -19,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges, read_exchanges
+from wirecheck.contracts import CheckConfig, Exchange, Finding, Severity, check_exchanges
 
 __all__ = ["wirecheck_params"]
 
@@ -82,24 +86,14 @@ def pytest_collection_modifyitems(
         items.append(ScenarioItem.from_parent(session, name="wirecheck-scenarios"))
 
 
-def _load(path: str | Path) -> list[Exchange]:
-    from wirecheck.record import is_store, open_store
-    from wirecheck.replay import load_capture
-
-    if is_store(path):
-        store = open_store(path)
-        try:
-            return list(store.exchanges())
-        finally:
-            store.close()
-    if str(path).endswith(".jsonl"):
-        return list(read_exchanges(path))
-    return list(load_capture(path))
-
-
 def wirecheck_params(path: str | Path) -> list[Any]:
-    """One ``pytest.param`` per exchange of a capture, with the exchange id as the test id."""
-    return [pytest.param(ex, id=f"{ex.tap}:{ex.id}") for ex in _load(path)]
+    """One ``pytest.param`` per exchange of a capture, with the exchange id as the test id; and one
+    per note the store keeps about itself (``store-gap``, ``live-check-skipped``)."""
+    from wirecheck.replay import read_capture
+
+    notes: list[Finding] = []
+    params = [pytest.param(ex, id=f"{ex.tap}:{ex.id}") for ex in read_capture(path, notes=notes)]
+    return params + [pytest.param(f, id=f"{f.tap}:{f.exchange_id}") for f in notes]
 
 
 def _message(findings: Iterable[Finding]) -> str:
@@ -110,11 +104,14 @@ def _message(findings: Iterable[Finding]) -> str:
 def wirecheck_check() -> Callable[..., list[Finding]]:
     """Check exchanges; fail the test on any error finding (warnings are returned)."""
 
-    def check(*exchanges: Exchange, direct: bool = True) -> list[Finding]:
-        res = check_exchanges(list(exchanges), CheckConfig(direct=direct))
-        errors = [f for f in res.findings if f.severity == "error"]
+    def check(*exchanges: Exchange | Finding, direct: bool = True) -> list[Finding]:
+        # a store's own note (a gap, a skipped check) is already a finding: reported as it is
+        noted = [x for x in exchanges if isinstance(x, Finding)]
+        res = check_exchanges([x for x in exchanges if isinstance(x, Exchange)], CheckConfig(direct=direct))
+        found = res.findings + noted
+        errors = [f for f in found if f.severity == Severity.ERROR]
         if errors:
             pytest.fail("wirecheck contract broken:\n" + _message(errors), pytrace=False)
-        return res.findings
+        return found
 
     return check

@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 from jsonschema import Draft202012Validator
-from ruamel.yaml import YAML
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import StreamingResponse
-from starlette.routing import Route
 
-from tests.acceptance.runs import DEAD, FAST, ROOT, accept_argv, checks, run_accept
+from tests.acceptance.runs import DEAD, FAST, ROOT, accept_argv, checks, run_accept, small_plan
 from tests.support.chromium import count_color, render
 from tests.support.cli_batch import wirecheck_batch
 from tests.support.servers import run_wirecheck
@@ -30,9 +21,7 @@ from wirecheck.acceptance import (
     CapacityPlan,
     Limits,
     Progress,
-    Slo,
 )
-from wirecheck.acceptance._client import measure
 from wirecheck.acceptance._verdict import decide
 from wirecheck.record import serve
 from wirecheck.sim import (
@@ -102,38 +91,6 @@ def test_the_report_json_follows_the_documented_schema(clean: AcceptanceResult) 
     report = json.loads(Path(clean.files["json"]).read_text())
     errors = sorted(Draft202012Validator(schema).iter_errors(report), key=lambda e: list(e.path))
     assert not errors, [f"{list(e.path)}: {e.message}" for e in errors[:5]]
-
-
-def test_alert_rules_and_dashboard_carry_the_rollback_thresholds(clean: AcceptanceResult) -> None:
-    rules = YAML(typ="safe").load(Path(clean.files["alerts"]).read_text())
-    by_name = {r["alert"]: r for r in rules["groups"][0]["rules"]}
-    assert {
-        "VllmKvCacheNearlyFull",
-        "VllmRequestsQueueing",
-        "VllmPreempting",
-        "VllmSuccessRateLow",
-        "VllmTtftHigh",
-        "VllmE2eLatencyHigh",
-        "VllmPrefixCacheHitsLow",
-    } <= set(by_name)
-    assert by_name["VllmTtftHigh"]["expr"].endswith("> 2.0")
-    assert "vllm:time_to_first_token_seconds_bucket" in by_name["VllmTtftHigh"]["expr"]
-    assert by_name["VllmSuccessRateLow"]["expr"].endswith("< 0.99")
-    dash = json.loads(Path(clean.files["dashboard"]).read_text())
-    titles = {p["title"]: p for p in dash["panels"]}
-    assert {
-        "KV cache usage",
-        "Requests waiting",
-        "Preemptions (10m)",
-        "Success rate",
-        "TTFT p95",
-        "E2E latency p95",
-        "Prefix cache hit rate",
-    } == set(titles)
-    steps = titles["TTFT p95"]["fieldConfig"]["defaults"]["thresholds"]["steps"]
-    assert steps[-1] == {"color": "red", "value": 2.0}
-    md = Path(clean.files["markdown"]).read_text()
-    assert "**Verdict: go**" in md and "- [x] Reviewer named" in md
 
 
 def test_the_html_report_renders_in_headless_chromium_with_verdict_checklist_and_plots(
@@ -251,7 +208,8 @@ def test_counters_that_do_not_move_mean_the_wrong_instance_was_scraped(tmp_path:
 
 def test_oom_is_scale_up_with_its_evidence_and_whether_the_engine_recovered(tmp_path: Path) -> None:
     cfg = SimConfig(**FAST, oom_at_tokens=6000, oom_recover_s=20)  # type: ignore[arg-type]
-    res = run_accept(tmp_path, cfg, phases=("capacity",))
+    # the engine serves again 0.4 s after the OOM; the wait ends then, and bounds a loaded machine
+    res = run_accept(tmp_path, cfg, phases=("capacity",), plan=small_plan(recover_wait_s=60))
     assert res.verdict.decision == "scale-up"
     oom = next(p for p in res.phases if p.name == "capacity").data["oom"]
     assert oom["recovered"] is True and oom["concurrency"] >= 2 and oom["request_prompt_tokens_max"] > 1000
@@ -268,42 +226,6 @@ def test_open_loop_steps_report_their_schedule(tmp_path: Path) -> None:
     for r in ramp:
         assert r["requests"] == 8 and r["interval_s"] == pytest.approx(1 / r["rate_rps"])
         assert r["fell_behind"] == (r["late_sends"] > 0) and r["peak_in_flight"] >= 1
-
-
-def test_ttft_stops_at_the_first_token_not_at_the_role_chunk() -> None:
-    async def stream(request: Request) -> StreamingResponse:
-        async def gen() -> Any:
-            yield b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
-            await asyncio.sleep(0.3)
-            for word in ("Hello", " there"):
-                chunk = {
-                    "id": "c",
-                    "object": "chat.completion.chunk",
-                    "created": 1,
-                    "model": "m",
-                    "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}],
-                }
-                yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
-                await asyncio.sleep(0.05)
-            yield b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
-            yield b"data: [DONE]\n\n"
-
-        return StreamingResponse(gen(), media_type="text/event-stream")
-
-    app = Starlette(routes=[Route("/v1/chat/completions", stream, methods=["POST"])])
-
-    async def go(url: str) -> Any:
-        async with httpx.AsyncClient() as client:
-            return await measure(
-                client,
-                url + "/v1/chat/completions",
-                {"messages": [{"role": "user", "content": "hi"}], "stream": True},
-            )
-
-    with serve(app) as url:
-        s = asyncio.run(go(url))
-    assert s.ok and s.ttft_s is not None and s.ttft_s >= 0.3
-    assert len(s.itl_s) == 1 and s.itl_s[0] >= 0.04 and s.e2e_s >= s.ttft_s
 
 
 def test_the_cli_gives_exit_codes_and_clear_errors(tmp_path: Path) -> None:
@@ -375,19 +297,16 @@ def test_the_cli_gives_exit_codes_and_clear_errors(tmp_path: Path) -> None:
     assert json.loads(bare.stdout)["image"] == "img:1"
 
 
-def test_queueing_with_room_in_the_kv_cache_is_limited_with_a_suggested_rate_limit(tmp_path: Path) -> None:
+def test_one_running_sequence_makes_requests_queue_with_room_in_the_kv_cache(tmp_path: Path) -> None:
+    """What the queueing verdict is judged from, measured: with one running sequence, requests wait
+    while the KV cache has room and nothing is preempted. The verdict on such a step (limited, with a
+    suggested rate limit) is test_verdicts.py's, on recorded times."""
     cfg = SimConfig(**FAST, max_num_seqs=1)  # type: ignore[arg-type]
-    res = run_accept(tmp_path, cfg, phases=("capacity",), slo=Slo(ttft_p95_s=0.25))
+    res = run_accept(tmp_path, cfg, phases=("capacity",))
     ramp = res.phases[0].data["ramp"]
-    stopped = ramp[-1]
-    assert stopped["breaches"] and any("ttft" in b for b in stopped["breaches"])
-    assert (
-        (stopped["waiting_max"] or 0) > 0 and (stopped["kv_max"] or 0) < 0.95 and not stopped["preemptions"]
-    )
-    c = checks(res)["capacity.ramp"]
-    assert c.leads_to == "limited" and "rate limit" in c.detail
-    assert res.verdict.decision == "limited"
-    assert "concurrent requests" in res.verdict.limits["suggested"]["scope"]
+    queued = [r for r in ramp if (r["waiting_max"] or 0) > 0]
+    assert queued, [(r["label"], r["waiting_max"]) for r in ramp]
+    assert all((r["kv_max"] or 0) < 0.95 and not r["preemptions"] for r in queued)
 
 
 def test_a_self_built_image_is_compared_with_the_official_images_results(
@@ -443,27 +362,6 @@ def test_progress_rewrites_one_line_on_a_terminal_and_prints_only_milestones_els
         p("ramp c=4: TTFT p95 0.1, e2e p95 0.3, errors 0, KV max 0.2, waiting max 0")
     assert "\r\x1b[K" in tty.getvalue() and "ramp c=4: 3/8" in tty.getvalue()
     assert "3/8" not in pipe.getvalue() and pipe.getvalue().count("\n") == 2
-
-
-def test_progress_ticks_reach_a_ci_log_every_few_seconds_and_quiet_silences_them() -> None:
-    """Scenarios and replay ran minutes without a word where no terminal is attached."""
-    import io
-
-    pipe, quiet, never = io.StringIO(), io.StringIO(), io.StringIO()
-    p, q, n = Progress(pipe, every_s=0.05), Progress(quiet, quiet=True, every_s=0.0), Progress(never)
-    for i in range(6):
-        for x in (p, q, n):
-            x.tick(f"scenarios: example {i}/6")
-        time.sleep(0.03)
-    lines = pipe.getvalue().splitlines()
-    assert 1 <= len(lines) <= 3, lines  # every other tick at most, and the first one is not printed
-    assert "scenarios: example 0/6" not in lines and all(line.startswith("scenarios: ") for line in lines)
-    assert quiet.getvalue() == "" and never.getvalue() == ""  # quiet, and the accept default (no every_s)
-    assert (Progress.eta(10.0, 0, 5), Progress.eta(10.0, 2, 6), Progress.eta(60.0, 1, 3)) == (
-        "ETA ?",
-        "ETA 20s",
-        "ETA 2m00s",
-    )
 
 
 def test_the_cli_puts_taps_around_a_gateway_and_blames_it(tmp_path: Path, pg_url: str) -> None:

@@ -30,9 +30,9 @@ def test_the_phase_list_is_the_catalogues_and_each_phase_declares_its_checks() -
 
 def test_an_undeclared_id_or_verdict_is_refused_and_numbered_families_resolve() -> None:
     with pytest.raises(ValueError, match="not declared"):
-        Check("capacity.made-up", "x", "pass")
+        Check("capacity.made-up", "pass", "x")
     with pytest.raises(ValueError, match="leads to"):
-        Check("compat.driver", "x", "fail", leads_to="scale-up")
+        Check("compat.driver", "fail", "x", leads_to="scale-up")
     spec = declared("compat.log-warning.12")
     assert spec is not None and spec.family
     assert declared("compat.log-warning.x") is None

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from wirecheck.acceptance import parse_fingerprint, probe, read_container, read_host, read_startup_log
-from wirecheck.acceptance._compat import CompatInputs, run_compat
-from wirecheck.acceptance._evidence import parse_version, version_at_least
+from wirecheck.acceptance.evidence import parse_version, version_at_least
+from wirecheck.acceptance.phases import CompatInputs, run_compat
 from wirecheck.contracts import InputError
 from wirecheck.sim import Environment, SimConfig, write_environment
 
@@ -179,7 +179,7 @@ def test_a_self_built_image_gets_its_own_column_and_must_be_documented(tmp_path:
 
 
 def test_probe_reports_what_it_finds_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("wirecheck.acceptance._probe._cuda_toolkit", lambda: None)
+    monkeypatch.setattr("wirecheck.acceptance.evidence._probe._cuda_toolkit", lambda: None)
     monkeypatch.setenv("CUDA_VERSION", "13.0.1")
     monkeypatch.setenv("VLLM_USE_RUST_FRONTEND", "1")
     facts = probe("vllm/vllm-openai:kimi-k3")

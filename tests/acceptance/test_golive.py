@@ -14,8 +14,8 @@ from starlette.routing import Route
 from tests.acceptance.runs import FAST, accept_ci, checks, run_accept
 from tests.support.servers import running
 from wirecheck.acceptance import ALL_PHASES, Limits, read_startup_log
-from wirecheck.acceptance._compat import OFFICIAL_IMAGE, RECIPE_FAMILY, CompatInputs, run_compat
 from wirecheck.acceptance._verdict import checklist, decide
+from wirecheck.acceptance.phases import OFFICIAL_IMAGE, RECIPE_FAMILY, CompatInputs, run_compat
 from wirecheck.cli import main
 from wirecheck.contracts import FAMILIES
 from wirecheck.record import serve

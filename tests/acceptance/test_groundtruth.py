@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.support.wire import completion, exchange, message, req
-from wirecheck.acceptance._groundtruth import score_truth
+from wirecheck.acceptance.demo import score_truth
 from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
 
 THOUGHT = completion(message("Sunny.", reasoning="The user wants the weather."))

@@ -1,26 +1,25 @@
 """report.html carries everything report.md shows: the same section headings, and every key
 figure report.md prints (the verdict, its reasons, next steps, the suggested rate limit, rollback
 conditions, limits, the checklist, every check's detail, the tables' cells, the workload, the OOM
-evidence) is in the HTML page's text. Both files are parsed, from real ``accept`` runs on the simulator
-that between them reach every section: a limited run over all four phases with the team's samples,
-an OOM, and a self-built comparison."""
+evidence) is in the HTML page's text. Both files are parsed, from reports of recorded facts that
+between them reach every section: a limited run over all four phases with the team's samples, an OOM
+that blocked the phases after it, and a self-built comparison."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
-import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.acceptance.runs import FAST, run_accept
+from tests.acceptance import facts
 from tests.acceptance.test_samples import team_bodies, write_bodies
-from wirecheck.acceptance import AcceptanceResult, CapacityPlan, Limits
-from wirecheck.acceptance._report import render_html, render_markdown
-from wirecheck.sim import SimConfig, parse_faults
+from wirecheck.acceptance import AcceptanceResult, EngineInfo, Limits, PhaseResult, report_run
+from wirecheck.acceptance.load import load_workload, workload_data
+from wirecheck.acceptance.report import render_html, render_markdown
 
 
 class _Page(HTMLParser):
@@ -158,22 +157,90 @@ def assert_parity(md: str, page: str) -> None:
     assert not missing, f"{len(missing)} report.md figures missing from report.html: {missing[:8]}"
 
 
+LIMITS = Limits(
+    "10% of tenant traffic, at most 4 concurrent",
+    "oncall-llm@team",
+    "the alert rules in alerts.yml",
+    max_retry_rate=0.25,
+)
+ENGINE = EngineInfo(version="0.33.0", model="moonshotai/Kimi-K3", fingerprint="vllm-0.33.0-tp8-ep-1a2b3c4d")
+CURL = "curl -sN http://gateway.test/v1/chat/completions -H 'content-type: application/json' -d '{}'"
+
+
+def _report(tmp: Path, judged_phases: list[PhaseResult], **options: object) -> AcceptanceResult:
+    return report_run(
+        facts.options(tmp, **options),  # type: ignore[arg-type]
+        ENGINE,
+        judged_phases[0].facts,  # type: ignore[arg-type]
+        judged_phases,
+        started=facts.START,
+        finished=facts.START + 754,
+        metrics=["http://engine.test/metrics"],
+    )
+
+
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> AcceptanceResult:
+    """All four phases: the team's requests in the ramp, a parser fault a retry fixes, and a shrunk
+    scenario failure a retry fixes too."""
     tmp = tmp_path_factory.mktemp("parity")
-    cfg = SimConfig(**FAST, faults=parse_faults("parser.markup_in_content=0.08", seed=5))  # type: ignore[arg-type]
-    return run_accept(
-        tmp,
-        cfg,
-        limits=Limits(
-            "10% of tenant traffic, at most 4 concurrent",
-            "oncall-llm@team",
-            "the alert rules in alerts.yml",
-            max_retry_rate=0.25,
-        ),
-        interface_requests=21,
-        samples=str(write_bodies(tmp / "team.jsonl", team_bodies())),
+    team = load_workload(str(write_bodies(tmp / "team.jsonl", team_bodies())), "http://gateway.test")
+    steps = facts.ramp(1, 2, 4)
+    sent = [s for st in steps for s in st.samples]
+    workload = workload_data(team, sent, [i % len(team.bodies) for i in range(len(sent))])
+    scenario = {
+        "examples": 3,
+        "ran": True,
+        "requests": 20,
+        "ok": False,
+        "request": {"messages": [{"role": "user", "content": "Please call get for Tokyo."}]},
+        "curl": CURL,
+        "seed": 1,
+        "note": "",
+        "findings": [{"rule": "tool-markup-in-content", "fault": "parser", "message": "markup in content"}],
+        "fixed_by_retry": True,
+    }
+    judged_phases = facts.phases(
+        facts.compat(tmp),
+        facts.capacity(steps, workload=workload),
+        facts.cache(),
+        facts.interface(21, recovered=(2, 9), scenarios=scenario),
     )
+    return _report(tmp, judged_phases, limits=LIMITS)
+
+
+def _oom(tmp: Path) -> AcceptanceResult:
+    """An engine that died at c=2 and never came back: the OOM leads, cache and interface are blocked."""
+    evidence = {
+        "step": "ramp c=2",
+        "concurrency": 2,
+        "requests_in_step": 8,
+        "step_wall_s": 2.0,
+        "waiting_max": 0.0,
+        "loading_finished": True,
+        "input_tokens_max": 6200,
+        "input_tokens_mean": 3100.5,
+        "request_prompt_tokens_max": 6200,
+        "request_prompt_tokens_mean": 3100.5,
+        "max_output_tokens": 256,
+        "max_model_len": 262144,
+        "prefix_caching": True,
+        "kv_offload": False,
+        "kv_usage_before": 0.31,
+        "kv_usage_after": 0.0,
+        "gpu_memory_before": {"gpus": 8, "used_mib_max": 80000, "total_mib": 143771},
+        "gpu_memory_after": {"gpus": 8, "used_mib_max": 512, "total_mib": 143771},
+        "gpu_memory_peak_mib": 131000,
+        "errors": ["HTTP 500: CUDA out of memory"],
+        "recovered": False,
+        "state": "dead (exited or left broken)",
+        "recover_wait_s": 3,
+    }
+    steps = facts.ramp(1, 2, errors=8, error="HTTP 500: CUDA out of memory", oom=True)
+    capacity = facts.capacity(steps, oom=evidence)
+    assert capacity.stops_run is not None
+    stopped = [PhaseResult(name, blocked=capacity.stops_run) for name in ("cache", "interface")]
+    return _report(tmp, [*facts.phases(facts.compat(tmp), capacity), *stopped])
 
 
 def _files(res: AcceptanceResult) -> tuple[str, str]:
@@ -205,25 +272,19 @@ def test_a_limited_run_over_every_phase_shows_the_same_in_both_formats(limited: 
 def test_an_oom_and_a_self_built_comparison_show_the_same_in_both_formats(
     tmp_path: Path, limited: AcceptanceResult
 ) -> None:
-    cfg = SimConfig(**FAST, oom_at_tokens=6000, oom_recover_s=20)  # type: ignore[arg-type]
-    res = run_accept(
-        tmp_path,
-        cfg,
-        phases=("capacity",),
-        plan=CapacityPlan(ramp=[1, 2, 4], long_input_turns=[12], soak_requests=2),
-    )
+    res = _oom(tmp_path)
     assert res.verdict.oom is not None
     md, page = _files(res)
     assert "Out of memory (leads the verdict)" in md_sections(md)
     assert_parity(md, page)
     # the self-built comparison section, on the limited run's report
-    report: dict[str, Any] = json.loads(Path(limited.files["json"]).read_text())
-    report["self_built_vs_official"] = {
+    diff = {
         "official_results": "official/report.json",
         "official_verdict": "go",
         "checks": [{"check": "compat.image", "official": "pass", "self_built": None}],
         "figures": [],
     }
+    report = dataclasses.replace(limited.document, self_built=diff)
     assert_parity(render_markdown(report), render_html(report))
 
 

@@ -11,8 +11,7 @@ from pathlib import Path
 
 from tests.acceptance.runs import FAST, checks, run_accept
 from wirecheck.acceptance import AcceptanceResult, Limits
-from wirecheck.acceptance._interface import interface_requests
-from wirecheck.acceptance._toolretry import failed_tool
+from wirecheck.acceptance.phases import failed_tool, interface_requests
 from wirecheck.sim import SimConfig, parse_faults
 
 #: two tool-failure requests (the 4th and 11th of the interface set)

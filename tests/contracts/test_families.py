@@ -13,8 +13,8 @@ import pytest
 from tests.sim.test_app import battery
 from tests.support import wire
 from tests.support.recording import post
-from wirecheck.acceptance._compat import CompatInputs, run_compat
-from wirecheck.acceptance._run import AcceptOptions, _family
+from wirecheck.acceptance import AcceptOptions
+from wirecheck.acceptance.phases import CompatInputs, run_compat
 from wirecheck.cli import main
 from wirecheck.contracts import (
     FAMILIES,
@@ -146,7 +146,7 @@ def test_compat_holds_a_deployment_to_its_own_familys_flags_only(family: str, tm
 )
 def test_one_detector_for_the_rules_the_cli_and_acceptance(model: str, family: str, tmp_path: Path) -> None:
     assert detect_family(model) == family
-    assert _family(AcceptOptions(target="http://x", reviewer="r", out=tmp_path), model) == family
+    assert AcceptOptions(target="http://x", reviewer="r", out=tmp_path).family_of(model) == family
 
 
 def test_an_unknown_model_is_judged_generic_with_a_note(

@@ -18,7 +18,7 @@ import pytest
 
 from tests.frameworks.clients import CASES, WARNINGS
 from tests.frameworks.harness import Compared, compare
-from wirecheck.acceptance._groundtruth import score_truth
+from wirecheck.acceptance.demo import score_truth
 from wirecheck.record import serve
 from wirecheck.sim import GroundTruth, SimConfig, create_app, parse_faults, read_truth
 

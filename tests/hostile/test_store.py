@@ -95,14 +95,8 @@ def test_reading_a_postgres_database_runs_no_ddl(pg_url: str) -> None:
     assert tables == (0,)  # neither the schema table nor the migrations were created
 
 
-async def test_a_full_disk_loses_no_exchange_silently(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Disk full, made real and bounded with SQLite's own page cap: past ``PRAGMA max_page_count`` SQLite
-    fails writes with SQLITE_FULL ("database or disk is full"), the very error a full disk gives, without
-    root, a loop device or a tmpfs, and the cap is lifted to let space return. The cap is per connection,
-    so the store's connection set-up applies it (fault injection at that one boundary; everything else,
-    SQLite included, is real)."""
+def _page_cap(monkeypatch: pytest.MonkeyPatch) -> dict[str, int | None]:
+    """A full disk on demand: set ``["pages"]`` and the store's next connection is capped there."""
     cap: dict[str, int | None] = {"pages": None}
     real_connect = _sqlite.connect
 
@@ -113,13 +107,27 @@ async def test_a_full_disk_loses_no_exchange_silently(
         return conn
 
     monkeypatch.setattr(_sqlite, "connect", connect)
+    return cap
+
+
+async def test_a_full_disk_loses_no_exchange_silently(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Disk full, made real and bounded with SQLite's own page cap: past ``PRAGMA max_page_count`` SQLite
+    fails writes with SQLITE_FULL ("database or disk is full"), the very error a full disk gives, without
+    root, a loop device or a tmpfs, and the cap is lifted to let space return. The cap is per connection,
+    so the store's connection set-up applies it (fault injection at that one boundary; everything else,
+    SQLite included, is real)."""
+    cap = _page_cap(monkeypatch)
     db = tmp_path / "wc.db"
     store = Store(db, writer=True, retries=1)
     app = ProxyApp(TapConfig(upstream="http://upstream"), store, transport=StreamingASGITransport(upstream))
     client = httpx.AsyncClient(transport=StreamingASGITransport(app), base_url="http://proxy")
     body = {**tool_req(), "messages": [{"role": "user", "content": "x" * 4000}]}
 
-    admin = httpx.AsyncClient(transport=httpx.ASGITransport(AdminApp([app], store)), base_url="http://admin")
+    admin = httpx.AsyncClient(
+        transport=httpx.ASGITransport(AdminApp([app], store)), base_url="http://localhost"
+    )
 
     async def health() -> dict[str, Any]:
         return dict((await admin.get("/wirecheck/health")).json()["store"])
@@ -160,3 +168,46 @@ async def test_a_full_disk_loses_no_exchange_silently(
     assert run.returncode == 0, run.stderr  # warnings only: the ordinary exchanges are fine
     assert "5 exchange(s)" in run.stdout and "10 exchange(s) lost" in run.stdout
     assert "store-gap" in run.stdout
+
+
+async def test_health_says_the_store_cannot_write_from_the_first_failed_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer retries a failing batch for about 20 s before it counts it as lost; health used to
+    say ok all that time. Now it says degraded at the first failure: the fact shown is that health
+    turned while nothing was counted lost yet (the batch still being retried)."""
+    cap = _page_cap(monkeypatch)
+    db = tmp_path / "wc.db"
+    store = Store(db, writer=True)  # the default retries
+    app = ProxyApp(TapConfig(upstream="http://upstream"), store, transport=StreamingASGITransport(upstream))
+    client = httpx.AsyncClient(transport=StreamingASGITransport(app), base_url="http://proxy")
+    admin = httpx.AsyncClient(
+        transport=httpx.ASGITransport(AdminApp([app], store)), base_url="http://localhost"
+    )
+    body = {**tool_req(), "messages": [{"role": "user", "content": "x" * 4000}]}
+
+    async def until(cond: Any, what: str) -> dict[str, Any]:
+        deadline = time.monotonic() + 20
+        while not cond(h := (await admin.get("/wirecheck/health")).json()):
+            assert time.monotonic() < deadline, (what, h)
+            await asyncio.sleep(0.02)
+        return dict(h)
+
+    try:
+        assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
+        await until(lambda h: h["store"]["written"] == 1 and h["status"] == "ok", "1 written, ok")
+        cap["pages"] = sqlite3.connect(db).execute("PRAGMA page_count").fetchone()[0]
+        store._reconnect()
+        assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
+        h = await until(lambda h: h["status"] == "degraded", "degraded")
+        assert "the store cannot write" in h["reason"] and "disk is full" in h["reason"], h
+        assert h["store"]["dropped"] == 0 and h["store"]["written"] == 1, h  # still being retried
+        cap["pages"] = None  # space returns: the retried batch is written, health is ok again
+        store._reconnect()
+        h = await until(lambda h: h["status"] == "ok" and h["store"]["written"] == 2, "written again")
+        assert h["store"]["dropped"] == 0 and "failing_s" not in h["store"]
+    finally:
+        await client.aclose()
+        await admin.aclose()
+        await app.aclose()
+        store.close()

@@ -251,7 +251,7 @@ async def test_control_endpoints_health_findings_metrics(
     # the endpoints are served by the admin app (its own listener in `wirecheck proxy`), not the tap
     admin = httpx.AsyncClient(
         transport=StreamingASGITransport(AdminApp([c.proxy], store)),  # type: ignore[attr-defined]
-        base_url="http://admin",
+        base_url="http://localhost",  # a loopback name: without a token the admin app answers no other
     )
     c = admin
     health = (await c.get("/wirecheck/health")).json()

@@ -150,6 +150,21 @@ def test_findings_injected_by_simulator_faults_appear_on_the_page(store: Store) 
         assert "store: ok" in str(page.js("document.getElementById('health').textContent"))
 
 
+def test_with_a_token_the_page_opens_in_a_plain_browser(store: Store) -> None:
+    """EventSource sends no Authorization header: the page is opened once with ``?token=``, which
+    becomes an HttpOnly cookie, and the stream opens on that alone."""
+    with (
+        watched(store, process=True, token="s3cret-view") as (u, _),
+        LivePage(f"{u.admin}/wirecheck/?token=s3cret-view") as page,
+    ):
+        page.wait_for("document.getElementById('stream').dataset.state === 'open'")
+        _ask(u.proxy, "Osaka")
+        page.wait_for("document.querySelectorAll('#exchanges tr.exchange').length === 1", timeout=10)
+        # the token left the address bar, and the page's script cannot read the cookie
+        assert page.js("location.href") == f"{u.admin}/wirecheck/"
+        assert page.js("document.cookie") == ""
+
+
 def test_a_hostile_string_in_a_tool_argument_renders_as_text(store: Store) -> None:
     with (
         watched(store, "model.invalid_json", process=True) as (u, _),
@@ -320,7 +335,7 @@ def test_a_stalled_viewer_is_dropped_and_the_proxy_keeps_forwarding(store: Store
         try:
             # asks for everything from the start and never reads a byte
             stalled.sendall(
-                b"GET /wirecheck/events?kind=exchange HTTP/1.1\r\nhost: x\r\nlast-event-id: 0-0\r\n\r\n"
+                b"GET /wirecheck/events?kind=exchange HTTP/1.1\r\nhost: localhost\r\nlast-event-id: 0-0\r\n\r\n"
             )
             deadline = time.monotonic() + 30  # a bound to fail by: the viewer is dropped 5 s into the stall
             while lv.stats.viewers == 0:  # connected: the view writes until the buffers are full

@@ -83,8 +83,8 @@ def test_a_dead_view_process_is_replaced_and_the_proxy_serves_the_view_meanwhile
 def test_a_request_pipelined_behind_a_view_request_is_answered_too(store: Store) -> None:
     with watched(store, process=True) as (u, _):
         two = (
-            b"GET /wirecheck/state HTTP/1.1\r\nhost: x\r\n\r\n"
-            b"GET /wirecheck/health HTTP/1.1\r\nhost: x\r\n\r\n"
+            b"GET /wirecheck/state HTTP/1.1\r\nhost: localhost\r\n\r\n"
+            b"GET /wirecheck/health HTTP/1.1\r\nhost: localhost\r\n\r\n"
         )
         got = _raw(u.admin, two, until=2)
         assert got.count(b"HTTP/1.1 200") == 2, got[:400]
@@ -100,7 +100,7 @@ def test_a_view_request_with_a_body_is_answered_at_once(store: Store, framing: b
     """The body was read by the admin listener; the view process answers the request it is handed."""
     with watched(store, process=True) as (u, _):
         # one answer, then the view process closes the connection: it waited for no body
-        got = _raw(u.admin, b"GET /wirecheck/state HTTP/1.1\r\nhost: x\r\n" + framing, until=2)
+        got = _raw(u.admin, b"GET /wirecheck/state HTTP/1.1\r\nhost: localhost\r\n" + framing, until=2)
         assert got.startswith(b"HTTP/1.1 200") and b'"viewers"' in got, got[:300]
         assert got.count(b"HTTP/1.1 ") == 1
         assert u.process is not None and u.process.handed == 1
@@ -113,7 +113,7 @@ def test_a_handed_connection_is_never_a_way_past_the_admin_token(store: Store) -
         assert ok.status_code == 200 and ok.json()["viewers"]["pid"] != os.getpid()
         # the handed connection carries that one request: the view process closes it after the
         # answer, so no later request on it (one without the token) is ever read there
-        one = b"GET /wirecheck/state HTTP/1.1\r\nhost: x\r\nauthorization: Bearer s3cret\r\n\r\n"
+        one = b"GET /wirecheck/state HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer s3cret\r\n\r\n"
         got = _raw(u.admin, one, until=2)
         assert got.startswith(b"HTTP/1.1 200") and b"connection: close" in got.lower()
         assert got.count(b"HTTP/1.1 ") == 1  # closed after it (_raw raises on a time-out)

@@ -1,80 +1,93 @@
-"""The real vLLM servers (the CPU build, tiny local model) every test of the real_vllm tier shares.
+"""The real_vllm tier: one real vLLM (the CPU build, tiny local model) per family.
 
-scripts/realvllm/servers.py starts them in the background and writes where each is (or why it is
-not) into a status folder: ``./dev test`` runs it at its beginning, so the install and the starts
-(minutes on a clean 2-core machine) overlap the other tiers, and hands the folder over in
-``WIRECHECK_REAL_VLLM_STATUS``. A plain ``pytest tests/real_vllm`` starts it here instead.
+The servers come from the fleet (tests/real_vllm/chain.py, scripts/realvllm/fleet.py), started in
+the background before the tier runs. ``family`` is a session-scoped fixture parametrized by family,
+so pytest runs every test of one family together, across the tier's modules; when it moves to the
+next family the fixture's teardown tells the fleet, which stops that server and starts another.
+The default family's server stays up to the end: other tiers' tests (accept, the frameworks) use
+it through ``real_vllm``.
 
-If the install or a start fails, the tests that need that server FAIL, they never skip: CI must not
-pass without a real vLLM. Set WIRECHECK_REAL_VLLM_URL to run the tier against a server already
-running (the prefix-caching-off test then needs WIRECHECK_REAL_VLLM_NO_PREFIX_CACHING_URL too).
+A family whose parsers the CPU build ships but whose server cannot run here is named in
+``NOT_SERVED`` (tests/real_vllm/families.py) with the reason, which the tier prints at the end of
+every run; tests/real_vllm/test_coverage.py keeps that list and the served one equal to the table.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
+from dataclasses import dataclass
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-#: the install, then every start, on a busy machine
-WAIT_TIMEOUT_S = 900 + 4 * 240
+from tests.real_vllm import chain
+from tests.real_vllm.families import NOT_SERVED, SERVED
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A plain pytest run of the tier starts the fleet itself once collection ends (./dev test
+    starts it first thing and says where in WIRECHECK_REAL_VLLM_STATUS)."""
+    if any("tests/real_vllm/" in i.nodeid for i in session.items):
+        chain.start_chain(session.config)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    chain.stop_chain(session.config)
+
+
+@dataclass(frozen=True)
+class FamilyServer:
+    family: str
+    url: str
+    #: the server's /metrics page before its first request (the fleet reads it once /health answers)
+    metrics_before: str | None
 
 
 @pytest.fixture(scope="session")
-def real_vllm_status(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The folder scripts/realvllm/servers.py writes each server's outcome into."""
-    if given := os.environ.get("WIRECHECK_REAL_VLLM_STATUS"):
-        yield Path(given)
-        return
-    status = tmp_path_factory.mktemp("real_vllm")
-    launcher = [sys.executable, str(ROOT / "scripts/realvllm/servers.py"), "--status", str(status)]
-    with subprocess.Popen(launcher, stdin=subprocess.PIPE, cwd=ROOT) as proc:
-        try:
-            yield status
-        finally:
-            assert proc.stdin is not None
-            proc.stdin.close()  # the lifeline: the launcher stops its servers
-            proc.wait(timeout=120)
+def real_vllm(pytestconfig: pytest.Config) -> str:
+    """Base URL of the default family's real vLLM (kimi_k2, prefix caching on)."""
+    if url := os.environ.get("WIRECHECK_REAL_VLLM_URL"):
+        return url
+    return str(chain.slot(pytestconfig, chain.DEFAULT_SLOT)["url"])
 
 
-def server_url(status: Path, name: str) -> str:
-    """The URL of server ``name`` once every start has ended (a vLLM starting takes both cores for a
-    minute, which would turn the tier's cache checks into noise), or the test fails with why not."""
-    t0 = time.monotonic()
-    while not (status / "ready").exists():
-        if time.monotonic() - t0 > WAIT_TIMEOUT_S:
-            pytest.fail(
-                f"the real vLLM servers were not ready in {WAIT_TIMEOUT_S} s ({status})", pytrace=False
-            )
-        time.sleep(0.5)
-    outcome = json.loads((status / f"{name}.json").read_text())
-    if outcome["error"]:
-        pytest.fail(outcome["error"], pytrace=False)
-    return str(outcome["url"])
-
-
-def _url(request: pytest.FixtureRequest, name: str, env: str) -> str:
-    if url := os.environ.get(env):
+@pytest.fixture(scope="session")
+def real_vllm_no_prefix_caching(pytestconfig: pytest.Config) -> str:
+    """Base URL of a second kimi_k2 vLLM, started with --no-prefix-caching."""
+    if url := os.environ.get("WIRECHECK_REAL_VLLM_NO_PREFIX_CACHING_URL"):
         return url
     if os.environ.get("WIRECHECK_REAL_VLLM_URL"):
-        pytest.fail(f"WIRECHECK_REAL_VLLM_URL is set: set {env} too for this test", pytrace=False)
-    return server_url(request.getfixturevalue("real_vllm_status"), name)
+        pytest.fail(
+            "WIRECHECK_REAL_VLLM_URL is set: set WIRECHECK_REAL_VLLM_NO_PREFIX_CACHING_URL too", pytrace=False
+        )
+    try:
+        return str(chain.slot(pytestconfig, "no_prefix_caching")["url"])
+    finally:
+        chain.done(pytestconfig, "no_prefix_caching")
 
 
-@pytest.fixture(scope="session")
-def real_vllm(request: pytest.FixtureRequest) -> str:
-    """Base URL of the shared real vLLM (kimi_k2 family, prefix caching on)."""
-    return _url(request, "default", "WIRECHECK_REAL_VLLM_URL")
+@pytest.fixture(scope="session", params=SERVED)
+def family(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> Iterator[FamilyServer]:
+    """One family's real vLLM; every test that takes it runs once per family, grouped by family."""
+    name: str = request.param
+    if name == chain.DEFAULT_SLOT and (url := os.environ.get("WIRECHECK_REAL_VLLM_URL")):
+        yield FamilyServer(name, url, None)
+        return
+    outcome = chain.slot(pytestconfig, name)
+    try:
+        yield FamilyServer(name, str(outcome["url"]), outcome.get("metrics_before"))
+    finally:
+        if name != chain.DEFAULT_SLOT:
+            chain.done(pytestconfig, name)
 
 
-@pytest.fixture(scope="session")
-def real_vllm_no_prefix_caching(request: pytest.FixtureRequest) -> str:
-    """Base URL of a second real vLLM, started with --no-prefix-caching."""
-    return _url(request, "no_prefix_caching", "WIRECHECK_REAL_VLLM_NO_PREFIX_CACHING_URL")
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Name the families the tier does not serve, with the reason, and the fleet's figures."""
+    if not any(
+        "real_vllm" in str(getattr(r, "nodeid", "")) for r in terminalreporter.stats.get("passed", [])
+    ):
+        return
+    for name, why in NOT_SERVED.items():
+        terminalreporter.write_line(f"real_vllm: family {name} not served: {why}")
+    if report := chain.fleet_report(config):
+        terminalreporter.write_line(f"real_vllm: fleet {report}")

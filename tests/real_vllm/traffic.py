@@ -16,7 +16,7 @@ from typing import Any
 import openai
 
 from tests.support import wire
-from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges
+from wirecheck.contracts import FAMILIES, CheckConfig, Exchange, Finding, check_exchanges
 from wirecheck.proxy import ProxyApp, TapConfig, serve_listener
 from wirecheck.record import Store
 
@@ -120,6 +120,11 @@ def tapped(upstream: str, tmp: Path) -> Iterator[tuple[str, Store]]:
             yield url, store
     finally:
         store.close()
+
+
+def model_of(family: str) -> str:
+    """The served model name of ``family``'s tiny model (the family table's example model)."""
+    return FAMILIES[family].example_model
 
 
 def client(url: str) -> openai.OpenAI:

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support import apiwire as aw
 from tests.support import wire
-from wirecheck.acceptance._groundtruth import score_truth
+from wirecheck.acceptance.demo import score_truth
 from wirecheck.contracts import CheckConfig, check_exchanges
 from wirecheck.sim import SIM_FAMILIES, GroundTruth, read_truth
 

@@ -11,7 +11,7 @@ import pytest
 from tests.sim.test_app import HISTORY_OK, drive
 from tests.support import wire
 from tests.support.clocks import EngineChunkClock
-from wirecheck.acceptance._groundtruth import score_truth
+from wirecheck.acceptance.demo import score_truth
 from wirecheck.contracts import check_exchanges
 from wirecheck.sim import FAULTS, GATEWAY_FAULTS, GroundTruth, read_truth
 

@@ -21,6 +21,8 @@ class ProxyProcess:
     url: str
     admin: str
     store: Path
+    #: what the proxy wrote on stderr, once it has stopped
+    stderr: str = ""
 
     def rss_mb(self) -> float:
         """Resident set of the proxy process itself (not its checker), from /proc."""
@@ -45,10 +47,12 @@ def proxy_process(
     engine = [int(v.rsplit(":", 1)[1]) for k, v in itertools.pairwise(args) if k == "--engine-listen"]
     ports = [port, admin, *engine]
     with running(*cmd, "--admin", f"127.0.0.1:{admin}", env=env, ready=port_open(*ports)) as proc:
+        px = ProxyProcess(proc, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin}", store)
         try:
-            yield ProxyProcess(proc, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin}", store)
+            yield px
         finally:
             _out, err = stop(proc, timeout=60)
+            px.stderr = err
     assert proc.returncode == 0, f"the proxy did not survive: rc {proc.returncode}\n{err[-3000:]}"
 
 

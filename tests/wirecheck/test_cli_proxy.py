@@ -63,3 +63,48 @@ def test_dual_tap_process_records_checks_and_flushes_on_sigterm(tmp_path: Path) 
 def test_proxy_rejects_a_bad_listen_address() -> None:
     out = run_wirecheck("proxy", "--upstream", "http://127.0.0.1:1", "--listen", "nope", timeout=30)
     assert out.returncode == 2 and "HOST:PORT" in out.stderr
+
+
+def test_a_single_tap_straight_in_front_of_the_engine_says_so_with_direct(tmp_path: Path) -> None:
+    """One tap, no gateway: without ``--direct`` a caller tap cannot rule out a gateway and blames
+    model findings on ``unknown``; with it, live findings keep their rule's fault, as ``check
+    --direct`` does, and the view (which shows the stored findings) with them."""
+    sp = free_port()
+    with running("sim", "--port", str(sp), "--time-scale", "0.001", "--faults", "model.undeclared_tool=1"):
+        for direct, fault in ((True, "model"), (False, "unknown")):
+            db, port, admin = tmp_path / f"direct-{direct}.db", free_port(), free_port()
+            argv = ["proxy", "--upstream", f"http://127.0.0.1:{sp}", "--listen", f"127.0.0.1:{port}"]
+            argv += ["--admin", f"127.0.0.1:{admin}", "--store", str(db), "--settle", "0.1"]
+            with running(*argv, *(["--direct"] if direct else []), ready=port_open(port, admin)) as proxy:
+                try:
+                    r = httpx.post(
+                        f"http://127.0.0.1:{port}/v1/chat/completions", json=wire.tool_req(), timeout=30
+                    )
+                    assert r.status_code == 200
+                    found: list[dict[str, object]] = []
+                    for _ in range(200):
+                        found = httpx.get(f"http://127.0.0.1:{admin}/wirecheck/findings", timeout=5).json()
+                        if found:
+                            break
+                        subprocess.run(["sleep", "0.05"], check=True)
+                    assert {(f["rule"], f["fault"]) for f in found} == {("tool-call-undeclared", fault)}, (
+                        found
+                    )
+                    health = httpx.get(f"http://127.0.0.1:{admin}/wirecheck/health", timeout=5).json()
+                    assert health["direct"] is direct
+                finally:
+                    _out, err = stop(proxy)
+                assert proxy.returncode == 0, err
+
+
+def test_direct_is_refused_with_a_gateway_between_the_taps() -> None:
+    out = run_wirecheck(
+        "proxy",
+        "--upstream",
+        "http://127.0.0.1:1",
+        "--engine-upstream",
+        "http://127.0.0.1:2",
+        "--direct",
+        timeout=30,
+    )
+    assert out.returncode == 2 and "--direct" in out.stderr, out.stderr

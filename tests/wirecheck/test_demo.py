@@ -33,6 +33,12 @@ def test_demo_runs_accept_through_the_taps_and_attributes_faults_to_every_side(t
     assert report["phases"][0]["status"] == "pass"
     assert report["verdict"]["decision"] == "rework"
     assert any(r.startswith("interface.gateway:") for r in report["verdict"]["reasons"])
+    # the simulator's DCGM exporter gave the GPU memory curves: every step sampled, every GPU drawn
+    capacity = report["phases"][1]
+    gpu = next(c for c in capacity["checks"] if c["id"] == "capacity.gpu-memory")
+    assert gpu["status"] == "pass" and capacity["data"]["gpu"]["source"] == "dcgm", gpu
+    assert report["verdict"]["simulated"] and any("DCGM" in s for s in report["verdict"]["simulated_sources"])
+    assert (out / "report.html").read_text().count('class="gpu"') == 8  # the simulated host's 8 GPUs
     iface = report["phases"][3]["data"]
     assert iface["attributed_from"].startswith("both taps")
     assert {"gateway", "model", "parser"} <= set(iface["errors_by_fault"])

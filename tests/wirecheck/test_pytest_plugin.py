@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from tests.support.wire import call, completion, exchange, message, tool_req
 from wirecheck.contracts import write_exchanges
-from wirecheck.record import serve
+from wirecheck.record import Store, serve
 from wirecheck.sim import SimConfig, create_app, parse_faults
 
 
@@ -58,3 +59,35 @@ def test_recorded(exchange, wirecheck_check):
     out = result.stdout.str()
     assert "test_recorded[engine:good] PASSED" in out and "test_recorded[engine:bad] FAILED" in out
     assert "tool-call-undeclared [model] tool 'rm_rf' was not declared" in out
+
+
+def test_a_stores_gap_rows_are_tests_too(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """The plugin opens a capture as ``wirecheck check`` does, and keeps what the store says it lost:
+    a gap row is one more test, whose finding ``wirecheck_check`` returns (a warning, as in check)."""
+    good = exchange(tool_req(), completion(message(None, tool_calls=[call()]), "tool_calls"), id="good")
+    db = tmp_path / "wc.db"
+    store = Store(db, writer=True)
+    store.write_now([good])
+    store.close()
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT INTO gaps(dropped, first_at, last_at, replica) VALUES (7, '2026-01-01T00:00:00Z', "
+            "'2026-01-01T00:00:05Z', 'test:1')"
+        )
+    pytester.makepyfile(
+        test_store=f"""
+import pytest
+from wirecheck.pytest_plugin import wirecheck_params
+
+@pytest.mark.parametrize("exchange", wirecheck_params({str(db)!r}))
+def test_recorded(exchange, wirecheck_check):
+    found = wirecheck_check(exchange)
+    print("RULES", sorted(f.rule for f in found), [f.evidence.get("lost") for f in found])
+"""
+    )
+    result = pytester.runpytest_subprocess("-v", "-s", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert "test_recorded[engine:good] PASSED" in out or "test_recorded[engine:good]" in out, out
+    assert "test_recorded[store:store-gap-1]" in out, out
+    assert "RULES ['store-gap'] [7]" in out, out

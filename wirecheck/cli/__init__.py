@@ -20,6 +20,7 @@ from wirecheck._errors import ERRORS
 from wirecheck._version import __version__
 from wirecheck.contracts import printable
 
+from ._common import scrub_secrets
 from .check import EXAMPLE
 
 __all__ = ["EXAMPLE", "main"]
@@ -64,8 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except ERRORS as exc:
-        # messages quote file names and wire data: escaped
-        print(f"wirecheck: error: {printable(exc)}", file=sys.stderr)
+        # messages quote file names and wire data: escaped; and never a password or token this run
+        # was given (a store URL quoted whole, a driver's message that repeats its connection string)
+        print(f"wirecheck: error: {scrub_secrets(printable(exc), argv)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0

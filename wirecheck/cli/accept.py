@@ -223,7 +223,7 @@ def options(args: argparse.Namespace) -> AcceptOptions:
 def _accept(args: argparse.Namespace) -> int:
     import asyncio
 
-    from wirecheck.acceptance import AcceptanceResult, InterfaceResult, Progress, run_acceptance, via_taps
+    from wirecheck.acceptance import AcceptanceResult, InterfaceFacts, Progress, run_acceptance, via_taps
     from wirecheck.record import Store
 
     opts = options(args)
@@ -259,7 +259,7 @@ def _accept(args: argparse.Namespace) -> int:
         print(f"verdict: {v.label}" + (" [SIMULATED evidence: not a real deployment]" if v.simulated else ""))
         for r in v.reasons:
             print(f"  - {r}")
-        iface = next((p for p in result.phases if isinstance(p, InterfaceResult)), None)
+        iface = next((p.facts for p in result.phases if isinstance(p.facts, InterfaceFacts)), None)
         if iface is not None and iface.errors_by_fault:
             blamed = ", ".join(f"{k} {n}" for k, n in iface.errors_by_fault.items())
             print(f"attribution ({iface.attributed_from}): {blamed}")

@@ -27,7 +27,7 @@ from wirecheck.contracts import (
     unknown_family_note,
 )
 
-from ._common import load, redact_option, redaction
+from ._common import STORE_ENV, capture_limits, capture_options, load, redact_option, redaction, store_source
 
 __all__ = ["EXAMPLE", "register"]
 
@@ -36,7 +36,16 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "dual-tap.jsonl"
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c = sub.add_parser("check", help="check recorded exchanges (JSONL) against the contracts")
-    c.add_argument("files", nargs="*", metavar="FILE", help="exchange JSONL files ('-' for standard input)")
+    c.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="captures: stores, exchange JSONL ('-' for standard input), HAR, mitmproxy flows "
+        f"(none: the store in --store-file or ${STORE_ENV})",
+    )
+    c.add_argument(
+        "--store-file", metavar="PATH", help="check the store named in this file (e.g. a PostgreSQL URL)"
+    )
     c.add_argument("--example", action="store_true", help="check the shipped example capture")
     c.add_argument("--format", choices=("text", "json", "junit", "html"), default="text")
     c.add_argument("--output", "-o", metavar="PATH", help="write the report here instead of standard output")
@@ -78,6 +87,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "held against the known-bug catalogue's version ranges",
     )
     redact_option(c)
+    capture_options(c)
     c.set_defaults(run=_check)
 
     r = sub.add_parser("rules", help="list the rule catalogue")
@@ -89,24 +99,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     r.set_defaults(run=_rules)
 
-    e = sub.add_parser("export", help="export a store as exchange JSONL or HAR")
-    e.add_argument("store", metavar="STORE")
+    e = sub.add_parser("export", help="export a store (or any capture) as exchange JSONL or HAR")
+    e.add_argument(
+        "store",
+        metavar="STORE",
+        nargs="?",
+        help=f"a store or capture (default: --store-file, else ${STORE_ENV})",
+    )
+    e.add_argument("--store-file", metavar="PATH", help="export the store named in this file")
     e.add_argument("--format", choices=("jsonl", "har"), default="jsonl")
     e.add_argument("--output", "-o", metavar="PATH")
     redact_option(e)
+    capture_options(e)
     e.set_defaults(run=_export)
 
 
 def _export(args: argparse.Namespace) -> int:
     from wirecheck.proxy import write_har, write_jsonl
-    from wirecheck.record import open_store
 
     policy = redaction(args)
-    store = open_store(args.store)
-    try:
-        exchanges = list(store.exchanges())
-    finally:
-        store.close()
+    source = store_source(args.store, args.store_file)
+    if source is None:
+        raise WirecheckError(f"export: name a STORE (or --store-file, or set {STORE_ENV})")
+    exchanges = load([source], limits=capture_limits(args))
     fh = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 - stdout is not closed
     try:
         n = (
@@ -125,8 +140,12 @@ def _check(args: argparse.Namespace) -> int:
     files = list(args.files)
     if args.example:
         files.append(str(EXAMPLE))
+    if not files or args.store_file:
+        store = store_source(None, args.store_file)
+        if store is not None:
+            files.append(store)
     if not files:
-        raise WirecheckError("check: name at least one FILE (or --example)")
+        raise WirecheckError(f"check: name at least one FILE (or --example, --store-file, ${STORE_ENV})")
     unknown = [r for r in args.disable if r not in {x.id for x in rules()}]
     if unknown:
         raise WirecheckError(
@@ -140,7 +159,7 @@ def _check(args: argparse.Namespace) -> int:
         server_version=args.server_version,
     )
     notes: list[Finding] = []
-    exchanges = load(files, notes)
+    exchanges = load(files, notes, capture_limits(args))
     lost = sum(int(f.evidence.get("lost", 0)) for f in notes)
     if not exchanges:
         # nothing was checked: that is not a pass

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
 from wirecheck._errors import WirecheckError
 from wirecheck.proxy import ProxyRun, TapConfig
 
-from ._common import engine_tap_options, hostport, redact_option, redaction, size
+from ._common import (
+    STORE_ENV,
+    engine_tap_options,
+    hostport,
+    redact_option,
+    redaction,
+    resolve_secret,
+    secret_option,
+    size,
+    store_source,
+)
 from ._fields import Opt, add_fields, build
 
 __all__ = ["register"]
@@ -40,7 +49,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="where the (caller) listener forwards: the gateway, or vLLM",
     )
     x.add_argument("--listen", default="127.0.0.1:8100", metavar="HOST:PORT")
-    x.add_argument("--tap", default="caller", help="name of the first listener's tap (default caller)")
+    x.add_argument(
+        "--tap",
+        default="caller",
+        help="name of the first listener's tap (default caller); 'engine' reads x-wirecheck-id and never "
+        "sets it (the engine side of replicas sharing a store)",
+    )
     engine_tap_options(
         x,
         "dual tap: point the gateway's upstream here",
@@ -48,37 +62,58 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     x.add_argument(
         "--store",
-        default="wirecheck.db",
-        help="SQLite file (default wirecheck.db) or postgresql://USER@HOST/DB, shared by several proxy replicas",
+        default=None,
+        help="SQLite file or postgresql://USER@HOST/DB, shared by several proxy replicas (default "
+        f"${STORE_ENV}, else wirecheck.db; a URL with a password belongs in --store-file or ${STORE_ENV}, "
+        "out of the process list)",
+    )
+    x.add_argument(
+        "--store-file", metavar="PATH", help="read the store (e.g. a PostgreSQL URL) from this file"
     )
     x.add_argument("--no-store", action="store_true", help="forward only, record nothing")
     redact_option(x)
     x.add_argument("--body-limit", default="32MiB", help="largest request body (413 past it)")
     add_fields(x, TapConfig, TAP_FIELDS)
     add_fields(x, ProxyRun, RUN_FIELDS)
-    # options read by hand in _proxy (an address, or a secret that may come from the environment)
-    for flag, default, metavar, text in (
-        (
-            "--admin",
-            "127.0.0.1:8102",
-            "HOST:PORT",
-            "the admin listener: /wirecheck/health, /findings, /metrics (default 127.0.0.1:8102; 'off' for none)",
-        ),
-        (
-            "--admin-token",
-            None,
-            "TOKEN",
-            "bearer token the admin listener asks for (default $WIRECHECK_ADMIN_TOKEN); needed beyond loopback",
-        ),
-        (
-            "--correlation-secret",
-            None,
-            "TEXT",
-            "key of the x-wirecheck-id correlation; replicas sharing a store need the same one "
-            "(default $WIRECHECK_CORRELATION_SECRET, else random per process)",
-        ),
-    ):
-        x.add_argument(flag, default=default, metavar=metavar, help=text)
+    # options read by hand in _proxy (an address, or a secret that may come from a file or the
+    # environment: a secret on the command line is in every local user's process list)
+    x.add_argument(
+        "--admin",
+        default="127.0.0.1:8102",
+        metavar="HOST:PORT",
+        help="the admin listener: /wirecheck/health, /findings, /metrics (default 127.0.0.1:8102; 'off' for none)",
+    )
+    secret_option(
+        x,
+        "--admin-token",
+        env="WIRECHECK_ADMIN_TOKEN",
+        metavar="TOKEN",
+        help="bearer token the admin listener asks for; needed beyond loopback",
+        file_help="read the admin token from this file",
+    )
+    x.add_argument(
+        "--admin-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name the admin listener answers without a token, besides localhost, 127.0.0.1 and "
+        "[::1] (repeatable; others get a 403, so that a web page cannot read it by DNS rebinding)",
+    )
+    secret_option(
+        x,
+        "--correlation-secret",
+        env="WIRECHECK_CORRELATION_SECRET",
+        metavar="TEXT",
+        help="key of the x-wirecheck-id correlation; replicas sharing a store need the same one "
+        "(else random per process)",
+        file_help="read the correlation key from this file",
+    )
+    x.add_argument(
+        "--direct",
+        action="store_true",
+        help="the taps sit straight in front of the engine (no gateway): single-tap findings keep their "
+        "rule's fault, live and in the view, as with check --direct",
+    )
     x.add_argument(
         "--record-limit",
         default="16MiB",
@@ -115,7 +150,7 @@ def _proxy(args: argparse.Namespace) -> int:
             )
     if not 1 <= args.workers <= 256:
         raise WirecheckError(f"--workers: must be a whole number from 1 to 256, not {args.workers}")
-    secret = correlation_secret(args.correlation_secret)
+    secret = correlation_secret(resolve_secret(args, "--correlation-secret", "WIRECHECK_CORRELATION_SECRET"))
     tap_limits: dict[str, Any] = {
         "redact": redact,
         "body_limit": limit,
@@ -124,12 +159,17 @@ def _proxy(args: argparse.Namespace) -> int:
         **{name: getattr(args, name) for name in TAP_FIELDS},
     }
     admin = None if args.admin.strip().lower() == "off" else hostport(args.admin, "--admin")
-    token = args.admin_token or os.environ.get(ADMIN_TOKEN_ENV) or None
+    token = resolve_secret(args, "--admin-token", ADMIN_TOKEN_ENV)
     loopback = ("127.0.0.1", "localhost", "::1")
     if admin is not None and admin[0] not in loopback and not token:
         # findings carry excerpts of every caller's prompts and answers
         raise WirecheckError(
             f"--admin: {admin[0]} is beyond loopback; give --admin-token (or WIRECHECK_ADMIN_TOKEN) too"
+        )
+    if args.direct and args.engine_upstream:
+        raise WirecheckError(
+            "--direct: says the taps sit straight in front of the engine, but --engine-upstream puts a "
+            "gateway between the two taps; leave --direct out (dual tap blames the gateway itself)"
         )
     taps = [
         (
@@ -137,6 +177,10 @@ def _proxy(args: argparse.Namespace) -> int:
             TapConfig(
                 upstream=args.upstream,
                 tap=args.tap,
+                # an engine tap on its own (a replica of the engine side) reads the caller tap's id and
+                # never sets one: a caller tap takes back no id a tap minted, so re-stamping here would
+                # give the two sides of a request two ids
+                inject_correlation=args.tap != "engine",
                 ask_version=args.ask_version and not args.engine_upstream,
                 **tap_limits,
             ),
@@ -164,9 +208,11 @@ def _proxy(args: argparse.Namespace) -> int:
             args,
             RUN_FIELDS,
             taps=taps,
-            store_path=None if args.no_store else args.store,
+            store_path=None if args.no_store else store_source(args.store, args.store_file, "wirecheck.db"),
             admin=admin,
             admin_token=token,
+            admin_hosts=tuple(args.admin_host),
+            direct=args.direct,
             max_head=max_head,
             head_timeout_s=args.request_timeout_s,
         )

@@ -8,7 +8,15 @@ import sys
 
 from wirecheck.contracts import printable
 
-from ._common import headers_arg, load, progress_options, redact_option, redaction
+from ._common import (
+    capture_limits,
+    capture_options,
+    headers_arg,
+    load,
+    progress_options,
+    redact_option,
+    redaction,
+)
 
 __all__ = ["register"]
 
@@ -34,6 +42,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rp.add_argument("--dry-run", action="store_true", help="list what would be sent, send nothing")
     rp.add_argument("--format", choices=("text", "json"), default="text")
     progress_options(rp)
+    capture_options(rp)
     rp.set_defaults(run=_replay)
 
 
@@ -43,7 +52,7 @@ def _replay(args: argparse.Namespace) -> int:
 
     headers = headers_arg(args.header)
     policy = redaction(args)
-    captured = load([args.source])
+    captured = load([args.source], limits=capture_limits(args))
     lines = None
     if args.source != "-" and not is_store(args.source) and detect_format(args.source) == "jsonl":
         # the n-th exchange of a JSONL file is on its n-th non-blank line: name it in errors

@@ -23,6 +23,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sc.add_argument("--header", action="append", default=[], metavar="K:V")
     via_proxy_options(sc, "with --via-proxy: the engine (vLLM) behind the gateway")
     sc.add_argument(
+        "--through-gateway",
+        action="store_true",
+        help="--target is a gateway and nothing taps its engine side: a failure the model, the parser or "
+        "the engine would carry is blamed unknown (the gateway is not ruled out); --via-proxy sees both sides",
+    )
+    sc.add_argument(
         "--endpoint",
         choices=("chat", "responses", "messages"),
         default="chat",
@@ -37,7 +43,8 @@ def _scenarios(args: argparse.Namespace) -> int:
     import time
 
     from wirecheck.acceptance import Progress
-    from wirecheck.generators import ScenarioReport, run_scenarios
+    from wirecheck.contracts import CheckConfig
+    from wirecheck.generators import ScenarioReport, header_variable, run_scenarios
 
     progress, t0 = Progress(quiet=args.quiet, every_s=args.progress_every), time.monotonic()
 
@@ -59,6 +66,8 @@ def _scenarios(args: argparse.Namespace) -> int:
         model=args.model,
         headers=headers_arg(args.header),
         via_proxy=via,
+        # one attribution, the contracts': what only the caller's side saw is the caller tap's to judge
+        config=None if via else CheckConfig(direct=not args.through_gateway),
         endpoint=args.endpoint,
         progress=tick,
     )
@@ -75,6 +84,11 @@ def _scenarios(args: argparse.Namespace) -> int:
     if fail.note:
         print(f"note: {fail.note}")
     print("reproduce:")
+    names = list(headers_arg(args.header))
+    if names:
+        # the --header values are the operator's credentials: never printed (nor a raw control
+        # character); the lines below read them from these variables
+        print(f"  (set {', '.join(header_variable(n) for n in names)} to the --header values first)")
     if args.via_proxy:
         # the gateway forwards to the engine tap, which ends with the run: the curl line needs it back
         # (every reproduce line reruns as printed); --no-store: it only forwards
@@ -98,8 +112,8 @@ def _scenarios_line(args: argparse.Namespace) -> str:
         parts += ["--stream", args.stream]
     if args.model:
         parts += ["--model", args.model]
-    for h in args.header:
-        parts += ["--header", h]
+    if args.through_gateway and not args.via_proxy:
+        parts.append("--through-gateway")
     if args.via_proxy:
         parts += [
             "--via-proxy",
@@ -108,4 +122,9 @@ def _scenarios_line(args: argparse.Namespace) -> str:
             "--engine-listen",
             args.engine_listen,
         ]
-    return shlex.join(parts)
+    from wirecheck.generators import header_placeholder
+
+    line = shlex.join(parts)
+    for name in headers_arg(args.header):
+        line += f" --header {header_placeholder(name)}"
+    return line
