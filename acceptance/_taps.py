@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 from wirecheck.contracts import DEFAULT_REDACTION, Exchange, Redaction
 from wirecheck.generators import engine_tap_line
-from wirecheck.proxy import ProxyApp, TapConfig, tap_protocol
+from wirecheck.proxy import ProxyApp, TapConfig
 from wirecheck.record import Store, free_port
 
 from ._serving import serving
@@ -90,7 +90,5 @@ async def via_taps(
         engine_tap=engine_tap_line(redaction.url(engine), f"127.0.0.1:{engine_port}"),
     )
     apps = [(engine_app, engine_port), (caller, caller_port)]
-    async with serving(
-        apps, f"a tap could not listen (engine tap port {engine_port} in use?)", http=tap_protocol()
-    ):
+    async with serving(apps, f"a tap could not listen (engine tap port {engine_port} in use?)"):
         yield f"http://127.0.0.1:{caller_port}", source

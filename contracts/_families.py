@@ -1,4 +1,4 @@
-"""The family table: one row per agent dialect, and the one detector (part 2).
+"""The family table: one row per agent dialect, and the one detector.
 
 A *family* is what vLLM's ``--tool-call-parser`` names: how a model writes tool calls and thinking
 into its raw output, which special tokens it uses, who writes the call ids, and which parsers and

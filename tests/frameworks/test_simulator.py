@@ -24,7 +24,7 @@ from wirecheck.sim import GroundTruth, SimConfig, create_app, parse_faults, read
 
 MODEL = "moonshotai/Kimi-K2-Thinking"
 
-pytestmark = [pytest.mark.slow, *(pytest.mark.filterwarnings(w) for w in WARNINGS)]
+pytestmark = [pytest.mark.filterwarnings(w) for w in WARNINGS]
 
 
 def simulator(faults: str = "", truth: Path | None = None) -> Callable[[], AbstractContextManager[str]]:

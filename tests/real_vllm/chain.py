@@ -114,23 +114,16 @@ STATUS = pytest.StashKey[Path]()
 
 
 def status_dir(config: pytest.Config) -> Path:
-    """The fleet's state folder: ./dev test's, made by this process, or (an xdist worker) the
-    controller's, handed over in ``workerinput``."""
+    """The fleet's state folder: ./dev test's, or one made by this process."""
     if STATUS not in config.stash:
-        workerinput = getattr(config, "workerinput", None)
-        if os.environ.get(STATE_ENV):
-            config.stash[STATUS] = Path(os.environ[STATE_ENV])
-        elif workerinput is not None:
-            config.stash[STATUS] = Path(workerinput["real_vllm_status"])
-        else:
-            config.stash[STATUS] = Path(tempfile.mkdtemp(prefix="wirecheck-real-vllm-"))
+        given = os.environ.get(STATE_ENV)
+        config.stash[STATUS] = Path(given) if given else Path(tempfile.mkdtemp(prefix="wirecheck-real-vllm-"))
     return config.stash[STATUS]
 
 
 def start_chain(config: pytest.Config) -> None:
-    """Called from tests/conftest.py once the tier is known to be selected: by this process when it
-    runs the tests, or by pytest-xdist's controller (which collects nothing and outlives the workers).
-    Nothing to start when ./dev test runs the fleet or a server is given."""
+    """Called from tests/real_vllm/conftest.py once the tier is collected. Nothing to start when
+    ./dev test runs the fleet or a server is given."""
     if (
         CHAIN in config.stash
         or config.option.collectonly
@@ -145,15 +138,6 @@ def start_chain(config: pytest.Config) -> None:
 def stop_chain(config: pytest.Config) -> None:
     if chain := config.stash.get(CHAIN, None):
         chain.stop()
-
-
-def published(config: pytest.Config) -> bool:
-    """The first server's start has ended (up or failed): the tier can be handed out; later slots
-    are waited for by the tests that need them."""
-    if os.environ.get("WIRECHECK_REAL_VLLM_URL"):
-        return True
-    status = status_dir(config)
-    return (status / f"{DEFAULT_SLOT}.json").exists() or (status / "failed.json").exists()
 
 
 def slot(config: pytest.Config, name: str) -> dict[str, Any]:

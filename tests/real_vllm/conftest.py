@@ -24,6 +24,17 @@ from tests.real_vllm import chain
 from tests.real_vllm.families import NOT_SERVED, SERVED
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A plain pytest run of the tier starts the fleet itself once collection ends (./dev test
+    starts it first thing and says where in WIRECHECK_REAL_VLLM_STATUS)."""
+    if any("tests/real_vllm/" in i.nodeid for i in session.items):
+        chain.start_chain(session.config)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    chain.stop_chain(session.config)
+
+
 @dataclass(frozen=True)
 class FamilyServer:
     family: str

@@ -103,7 +103,7 @@ KNOWN: set[str] = {
 #: differences the real server shows only under load, so a run may have them or not. vLLM's output
 #: collector (vllm/v1/engine/output_processor.py, RequestOutputCollector) merges streamed deltas the
 #: API server has not taken yet: on a busy machine the finish chunk then carries the last tokens'
-#: text (seen in one clean-clone run of ten, stop 22). The simulator sends one token a chunk and an
+#: text (seen in one clean-clone run of ten). The simulator sends one token a chunk and an
 #: empty finish delta; the rules take text on the finish chunk as output (contracts/_assembly.py
 #: folds a chunk's delta before its finish_reason), so nothing is blamed either way.
 VARIES: set[str] = {

@@ -17,8 +17,8 @@ import openai
 
 from tests.support import wire
 from wirecheck.contracts import FAMILIES, CheckConfig, Exchange, Finding, check_exchanges
-from wirecheck.proxy import ProxyApp, TapConfig, tap_protocol
-from wirecheck.record import Store, serve
+from wirecheck.proxy import ProxyApp, TapConfig, serve_listener
+from wirecheck.record import Store
 
 MODEL = wire.K2
 SEC, SEC_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
@@ -116,7 +116,7 @@ def tapped(upstream: str, tmp: Path) -> Iterator[tuple[str, Store]]:
     """A wirecheck proxy (one tap, straight in front of the engine) over real loopback sockets."""
     store = Store(tmp / "wc.db", writer=True)
     try:
-        with serve(ProxyApp(TapConfig(upstream=upstream), store), http=tap_protocol()) as url:
+        with serve_listener(ProxyApp(TapConfig(upstream=upstream), store)) as url:
             yield url, store
     finally:
         store.close()
