@@ -324,13 +324,13 @@ def plan_reply(req: dict[str, Any], *, thinking: bool, faults: set[str], seq: in
         if "model.bad_id" in faults:
             c.header = f"{c.name}:{prior_calls + i}"
             plan.applied.add("model.bad_id")
-    if plan.calls and "model.call_in_think" in faults:
+    if plan.calls and thinking and "parser.call_in_reasoning" in faults:
         plan.call_in_think = True
-        plan.applied.add("model.call_in_think")
+        plan.applied.add("parser.call_in_reasoning")
     if not plan.calls and not plan.content:
         plan.content = _answer(req, user_text, faults)
         if plan.content.startswith("```json"):
-            plan.applied.add("model.bad_json_output")
+            plan.applied.add("engine.json_output_unconstrained")
     if thinking and plan.reasoning is None:
         what = f"call {', '.join(c.name for c in plan.calls)}" if plan.calls else "answer directly"
         plan.reasoning = f"The user asks: {user_text[:48]!r}. I should {what}."
@@ -365,7 +365,7 @@ def _answer(req: dict[str, Any], user_text: str, faults: set[str]) -> str:
     if schema is not None:
         hint = _words(user_text)[-1]  # the last proper noun: "weather in Tokyo" -> Tokyo or "answer"
         text = json.dumps(value_for_schema(schema, hint))
-        if "model.bad_json_output" in faults:
+        if "engine.json_output_unconstrained" in faults:
             return f"```json\n{text}\n```"
         return text
     return f"Here is what I found about {' '.join(_words(user_text)[:2]) or 'that'}: it looks fine."
@@ -469,7 +469,7 @@ def _xml_params(c: PlannedCall) -> dict[str, str]:
 
 def _around_thinking(plan: Plan, tools: str, *, answer: str, opening: str, closing: str) -> str:
     """The thinking block (``opening`` reasoning ``closing``), then the answer, then the calls; under
-    model.call_in_think the calls are written before the thinking closes. No reasoning: no block."""
+    ``call_in_think`` the calls are written before the thinking closes. No reasoning: no block."""
     if plan.reasoning is None:
         return answer + tools
     if plan.call_in_think:

@@ -23,18 +23,24 @@ FAULTS: dict[str, str] = {
     "model.schema_violation": "tool call arguments of the wrong type for the tool's schema",
     "model.undeclared_tool": "a call to a tool the request did not declare",
     "model.bad_id": "Kimi K2: a call header without the functions. prefix (search:0)",
-    "model.call_in_think": "the tool call is written before the thinking closes",
     "model.ignore_tool_choice": "tool_choice required/named is not obeyed (constrained decoding off)",
-    "model.bad_json_output": "JSON output wrapped in a Markdown fence",
     "model.no_tool_retry": "after a failed tool result the model gives up in text instead of retrying the call",
     "parser.markup_in_content": "the tool parser fails: raw tool markup stays in content",
     "parser.call_dropped": "the call vanishes but finish_reason stays tool_calls (vllm #54701)",
     "parser.reasoning_in_content": "the reasoning parser fails: reasoning and </think> stay in content",
     "parser.truncated_args": "arguments cut short by the parser, finish_reason tool_calls",
+    "parser.call_in_reasoning": (
+        "the model writes its call before the thinking closes, which the family's parser leaves in the "
+        "reasoning where vLLM 0.32's does (Kimi K3, vllm #54273); where 0.32's takes it out (Kimi K2, vllm "
+        "PR 33646) nothing shows"
+    ),
     "engine.queue_full": "HTTP 503 before any output (admission limit)",
     "engine.error_500": "HTTP 500 engine error",
     "engine.error_mid_stream": "an in-band error frame after some output, then [DONE]",
     "engine.reset_mid_stream": "the connection is cut after some output",
+    "engine.json_output_unconstrained": (
+        "JSON output wrapped in a Markdown fence: the requested format was not decoded under"
+    ),
     "engine.slow_first_token": "the first token comes late (slow_first_token_s)",
 }
 DIALECTS = ("vllm-0.33", "vllm-0.15")

@@ -29,6 +29,7 @@ from ._agent import (
     write_xml_functions,
 )
 from ._parsers import (
+    K2_SECTION,
     OutputParser,
     ToolCallParser,
     parse_arg_pairs,
@@ -94,7 +95,7 @@ SIM_FAMILIES: Mapping[str, SimFamily] = MappingProxyType(
     {
         "kimi_k2": SimFamily(
             write=write_k2,
-            parse=think_tag_parser(parse_k2_calls),
+            parse=think_tag_parser(parse_k2_calls, call_ends_reasoning=K2_SECTION),
             stream_styles={"vllm-0.33": "fragments", "vllm-0.15": "name_first"},
             writes_call_ids=True,
             tiny_model=TINY_K2,

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 __all__ = [
+    "K2_SECTION",
     "OutputParser",
     "Parsed",
     "ParsedCall",
@@ -40,7 +41,7 @@ __all__ = [
     "think_tag_parser",
 ]
 
-_K2_SECTION = re.compile(r"<\|tool_calls?_section_begin\|>")
+K2_SECTION = re.compile(r"<\|tool_calls?_section_begin\|>")
 _K2_SECTION_END = "<|tool_calls_section_end|>"
 _K2_CALL = "<|tool_call_begin|>"
 _K2_ARG = "<|tool_call_argument_begin|>"
@@ -209,8 +210,15 @@ class OutputParser(Protocol):
 ToolCallParser = Callable[[str, Parsed, str], Parsed]
 
 
-def think_tag_parser(calls: ToolCallParser) -> OutputParser:
-    """Reasoning before ``</think>`` (an opening ``<think>`` may be absent), then ``calls`` on the rest."""
+def think_tag_parser(
+    calls: ToolCallParser, *, call_ends_reasoning: re.Pattern[str] | None = None
+) -> OutputParser:
+    """Reasoning before ``</think>`` (an opening ``<think>`` may be absent), then ``calls`` on the rest.
+
+    ``call_ends_reasoning``: where vLLM 0.32's parser for the family ends the reasoning at a call's
+    opening markup written before ``</think>`` (Kimi K2's engine parser since vllm PR 33646: the call
+    section is parsed out, and what follows it up to the end is dropped as text after the section),
+    that markup; elsewhere such a call stays in the reasoning."""
 
     def parse(
         text: str, *, thinking: bool, tool_parser: bool, reasoning_parser: bool, id_seed: str
@@ -224,6 +232,10 @@ def think_tag_parser(calls: ToolCallParser) -> OutputParser:
                 reasoning, rest = text.split(end_tag, 1)
             else:
                 reasoning, rest = text, ""
+            opened = call_ends_reasoning.search(reasoning) if call_ends_reasoning and tool_parser else None
+            if opened is not None:
+                # the section, the thinking's remainder, its close and any answer: the tool parser's
+                reasoning, rest = reasoning[: opened.start()].rstrip(), text[opened.start() :]
             out.reasoning = reasoning[len(start) :] if reasoning.startswith(start) else reasoning
         if not tool_parser:
             out.content = rest
@@ -235,7 +247,7 @@ def think_tag_parser(calls: ToolCallParser) -> OutputParser:
 
 def parse_k2_calls(rest: str, out: Parsed, id_seed: str) -> Parsed:
     """Kimi K2's tool-call section; the header is the id, so ``id_seed`` is unused."""
-    m = _K2_SECTION.search(rest)
+    m = K2_SECTION.search(rest)
     if m is None:
         out.content = rest
         return out

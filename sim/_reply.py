@@ -22,6 +22,10 @@ from ._truth import CORRELATION_HEADER, GroundTruth, Injected
 
 __all__ = ["record_truth"]
 
+#: engine faults that change what the answer says (not how it is delivered): a stream cut half way
+#: hides them as it hides the model's and the parser's
+_OUTPUT = frozenset({"engine.json_output_unconstrained"})
+
 
 class _Reply:
     """One chat completion in progress: the plan, the parse, and how it is shown on the wire."""
@@ -133,13 +137,14 @@ class _Reply:
                     "giving up after a failed tool result is well-formed text: no wire contract breaks; "
                     "accept's interface.tool-retry check judges it over the conversation"
                 )
-            elif cut and name != cut and name.split(".")[0] in ("model", "parser"):
+            elif cut and name != cut and (name.split(".")[0] in ("model", "parser") or name in _OUTPUT):
                 why = f"{cut} ended the stream half way, before the answer was complete"
-            elif (
-                name.startswith("model.")
-                and name != "model.call_in_think"
-                and applied & {"parser.markup_in_content", "parser.call_dropped"}
-            ):
+            elif name == "parser.call_in_reasoning" and self.parse(self.raw).calls:
+                why = (
+                    "the family's parser ends the reasoning where the call opens and parses the call "
+                    "out, as vLLM 0.32's does (Kimi K2: vllm PR 33646): the wire shows a clean call"
+                )
+            elif name.startswith("model.") and applied & {"parser.markup_in_content", "parser.call_dropped"}:
                 why = "the parser lost the call (left in content or dropped): no tool call carries it"
             out.append(Injected(name, name.split(".")[0], observable=not why, why=why))
         return out

@@ -40,9 +40,9 @@ RULES: dict[str, frozenset[str]] = {
         "model.undeclared_tool": {"tool-call-undeclared"},
         "model.bad_id": {"tool-call-id-format"},
         # the call written inside the thinking: the thinking never closes before the answer
-        "model.call_in_think": {"tool-call-in-reasoning", "reasoning-unclosed", "tool-choice-violated"},
+        "parser.call_in_reasoning": {"tool-call-in-reasoning", "reasoning-unclosed", "tool-choice-violated"},
         "model.ignore_tool_choice": {"tool-choice-violated"},
-        "model.bad_json_output": {"json-output-invalid"},
+        "engine.json_output_unconstrained": {"json-output-invalid"},
         # Kimi K3's parser failing returns the whole model output as content: think and tool markup
         "parser.markup_in_content": {
             "tool-markup-in-content",
@@ -92,12 +92,6 @@ RULES: dict[str, frozenset[str]] = {
         "retry_duplicates": {"gateway-content-changed", "json-output-invalid"},
     }.items()
 }
-
-#: the party the catalogue blames for a simulator fault, where the simulator's name says another: a
-#: call left in reasoning is the parser's, because vLLM 0.32's parsers end the reasoning where a call
-#: opens (vllm/parser/kimi_k2.py, qwen3.py); JSON output that breaks the requested format is the
-#: engine's, because vLLM decodes under it (structured outputs)
-BLAME: dict[str, str] = {"model.call_in_think": "parser", "model.bad_json_output": "engine"}
 
 #: rules that compare two exchanges (a streamed and a non-streamed twin): any fault of the blamed
 #: side on either twin explains them, since either twin's fault makes the two answers differ
@@ -233,7 +227,7 @@ def score_truth(
             unmatched += 1
             k = "truth:" + json.dumps([corr, cid])
         for f in line.get("faults") or []:
-            ident = (str(f["fault"]), BLAME.get(str(f["fault"]), str(f["blame"])))
+            ident = (str(f["fault"]), str(f["blame"]))
             c = classes.setdefault(ident, ClassScore(*ident))
             seen = injected.setdefault(k, {})
             seen[ident] = seen.get(ident, False) or bool(f.get("observable", True))

@@ -73,7 +73,7 @@ def test_legal_traffic_completes_the_same_and_checks_clean(case_id: str, tmp_pat
 FAULTS = [
     ("openai-agents-chat-run", "model.undeclared_tool"),
     ("openai-agents-responses-stream", "model.invalid_json"),
-    ("langgraph-react-invoke", "model.call_in_think"),
+    ("langgraph-react-invoke", "parser.truncated_args"),
     ("langgraph-react-stream", "parser.markup_in_content"),
     ("pydantic-ai-chat-run", "model.invalid_json"),
     ("pydantic-ai-responses-stream", "parser.reasoning_in_content"),

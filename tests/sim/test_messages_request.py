@@ -144,7 +144,7 @@ async def test_output_config_format_is_judged_like_response_format(
     """A fenced JSON answer under ``output_config.format`` breaks the format as it breaks
     ``response_format`` on chat: the same finding, on the engine (vLLM decodes under the format, so
     output outside it was not constrained)."""
-    c = sim_client(family="kimi_k2", faults="model.bad_json_output")
+    c = sim_client(family="kimi_k2", faults="engine.json_output_unconstrained")
     body = {
         "model": c.app.state.sim.cfg.model,
         "max_tokens": 512,
