@@ -51,17 +51,19 @@ def real_vllm(pytestconfig: pytest.Config) -> str:
     return str(chain.slot(pytestconfig, chain.DEFAULT_SLOT)["url"])
 
 
-@pytest.fixture(scope="session")
-def real_vllm_no_prefix_caching(pytestconfig: pytest.Config) -> str:
-    """Base URL of a second kimi_k2 vLLM, started with --no-prefix-caching."""
+@pytest.fixture
+def real_vllm_no_prefix_caching(pytestconfig: pytest.Config) -> Iterator[str]:
+    """Base URL of a second kimi_k2 vLLM, started with --no-prefix-caching; the fleet stops it once
+    the test that takes it is done (not when the fixture hands the URL over)."""
     if url := os.environ.get("WIRECHECK_REAL_VLLM_NO_PREFIX_CACHING_URL"):
-        return url
+        yield url
+        return
     if os.environ.get("WIRECHECK_REAL_VLLM_URL"):
         pytest.fail(
             "WIRECHECK_REAL_VLLM_URL is set: set WIRECHECK_REAL_VLLM_NO_PREFIX_CACHING_URL too", pytrace=False
         )
     try:
-        return str(chain.slot(pytestconfig, "no_prefix_caching")["url"])
+        yield str(chain.slot(pytestconfig, "no_prefix_caching")["url"])
     finally:
         chain.done(pytestconfig, "no_prefix_caching")
 
