@@ -16,7 +16,8 @@ has random weights, so this processor decides every token:
 Structured outputs: xgrammar's mask is applied before this processor, so disallowed tokens arrive as
 -inf. Several candidate scripts are followed in step (the default answer and, for ``required`` or
 named ``tool_choice``, one call per declared tool); a candidate drops out when the grammar forbids its
-next token (a whitespace token the grammar forbids is left out instead). When none is left, the processor steers to the shortest legal completion (closing tokens
+next token (a whitespace token the grammar forbids is shortened to the whitespace it allows, as
+MiniMax M2's one newline before a forced call where the model writes a blank line, or left out). When none is left, the processor steers to the shortest legal completion (closing tokens
 first, whitespace last: a plain argmax loops on whitespace inside JSON).
 """
 
@@ -51,6 +52,23 @@ class _Vocab:
         self.rank_in = torch.tensor([_steer_score_in_string(t) for t in texts], dtype=torch.float32)
         # whitespace-only tokens, which a constrained format may leave out (_Request._next)
         self.blank = [bool(t) and not t.strip() for t in texts]
+        # for each whitespace token, the shorter whitespace tokens its text starts with ("\n" for
+        # "\n\n"): a format that allows one newline where the model writes a blank line
+        shorter: dict[str, list[int]] = {}
+        for i, t in enumerate(texts):
+            if self.blank[i]:
+                shorter.setdefault(t, []).append(i)
+        self.shorter = [
+            [
+                k
+                for w in sorted(shorter, key=len, reverse=True)
+                if len(w) < len(t) and t.startswith(w)
+                for k in shorter[w]
+            ]
+            if self.blank[i]
+            else []
+            for i, t in enumerate(texts)
+        ]
         # how this family's model writes (build_model.py stores it beside the weights)
         meta = json.loads((Path(path) / "wirecheck-model.json").read_text(encoding="utf-8"))
         self.dialect: dict[str, Any] = meta["script"]
@@ -287,23 +305,26 @@ class _Request:
         self.cursors: list[int] = [0] * len(scripts or [])
         self.seen = 0  # output tokens already followed
 
-    def _next(self, script: list[int], pos: int, ok: Any) -> int | None:
-        """Where the candidate goes on: its next token if ``ok`` takes it, else the first one
-        after at most _SKIP whitespace tokens that ``ok`` takes; None when neither."""
+    def _next(self, script: list[int], pos: int, ok: Any) -> tuple[int, int] | None:
+        """Where the candidate goes on, and the token it puts there: its next token if ``ok`` takes
+        it; else, for a whitespace token, a shorter whitespace token it starts with that ``ok``
+        takes; else the first such after at most _SKIP whitespace tokens. None when neither."""
         for j in range(pos, min(pos + _SKIP + 1, len(script))):
             if ok(script[j]):
-                return j
+                return j, script[j]
             if not self.vocab.blank[script[j]]:
                 return None
+            if (short := next((k for k in self.vocab.shorter[script[j]] if ok(k)), None)) is not None:
+                return j, short
         return None
 
     def _follow(self, output_ids: list[int]) -> None:
         assert self.scripts is not None
         for tok in output_ids[self.seen :]:
             live = [
-                (script, j + 1)
+                (script, step[0] + 1)
                 for script, pos in zip(self.scripts, self.cursors, strict=True)
-                if (j := self._next(script, pos, lambda t, tok=tok: t == tok)) is not None
+                if (step := self._next(script, pos, lambda t, tok=tok: t == tok)) is not None
             ]
             self.scripts = [script for script, _ in live]
             self.cursors = [pos for _, pos in live]
@@ -318,9 +339,9 @@ class _Request:
         allowed = torch.isfinite(logits)
         choice: int | None = None
         for script, pos in zip(self.scripts, self.cursors, strict=True):
-            j = self._next(script, pos, lambda t: bool(allowed[t]))
-            if j is not None:
-                choice = script[j]
+            step = self._next(script, pos, lambda t: bool(allowed[t]))
+            if step is not None:
+                choice = step[1]
                 break
         if choice is None:
             if bool(allowed[self.vocab.eos]):
