@@ -174,6 +174,31 @@ def reasoning_expected(view: ExchangeView, ctx: CheckConfig) -> bool:
     return ctx.expect_reasoning is True
 
 
+def thinking_off(view: ExchangeView, ctx: CheckConfig) -> bool:
+    """No reasoning parser was meant to split this answer: the family has none (Qwen3-Coder), the
+    request turned thinking off (``chat_template_kwargs`` ``thinking`` / ``enable_thinking`` given and
+    none true, ``reasoning_effort: none``), or the family does not think unasked (DeepSeek V3.1) and
+    nothing in the request asked. vLLM's reasoning parsers then pass the text through (DeepSeek V3's
+    is the identity parser unless thinking is on), so think markup in the answer is what the model
+    wrote. A model the family table does not know is never judged off."""
+    family = FAMILIES.get(family_of(view, ctx))
+    if family is None:
+        return False
+    if family.reasoning_parser is None:
+        return True
+    kwargs = view.req.get("chat_template_kwargs")
+    given = [kwargs[k] for k in ("thinking", "enable_thinking") if isinstance(kwargs, dict) and k in kwargs]
+    if given:
+        return not any(v is True for v in given)
+    effort = view.req.get("reasoning_effort")
+    if isinstance(effort, str):
+        return effort.lower() == "none"
+    thinking = view.raw_req.get("thinking") if view.endpoint == "messages" else None
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        return False
+    return not family.thinks_by_default
+
+
 @rule("reasoning-missing", fault=Fault.PARSER, area="reasoning", endpoints=ALL_ENDPOINTS)
 def _reasoning_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Thinking is on but the response has no reasoning field.

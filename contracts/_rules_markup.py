@@ -20,6 +20,7 @@ from ._json import JsonLimitError
 from ._json import loads as bounded_loads
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP, find_markup
 from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, hit, rule
+from ._rules_content import thinking_off
 from ._view import ExchangeView, output_constraint
 
 __all__ = ["json_call"]
@@ -104,12 +105,23 @@ def _tool_in_reasoning(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 def _think_markup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Think markup (</think>, <|open|>think) left in content.
 
-    The reasoning parser did not split reasoning from the answer."""
+    The reasoning parser did not split reasoning from the answer. Where no reasoning parser was meant
+    to split it (the family has none, the request turned thinking off, or the family does not think
+    unasked and nothing asked), the parser passes the model's text through as it should: the markup
+    is the model's."""
     if not view.ok:
         return
+    off = thinking_off(view, ctx)
     for ch in view.choices:
         m = find_markup(REASONING_MARKUP, ch.content)
-        if m:
+        if m and off:
+            yield hit(
+                "reasoning markup in content, with thinking off: the model wrote it",
+                f"/choices/{ch.index}/message/content",
+                m[1],
+                fault=Fault.MODEL,
+            )
+        elif m:
             yield hit(
                 "reasoning markup in content: the reasoning parser did not split it",
                 f"/choices/{ch.index}/message/content",

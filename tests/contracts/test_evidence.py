@@ -276,3 +276,54 @@ def test_the_evidence_a_finding_was_settled_by_is_kept_with_it() -> None:
     ]
     assert f.evidence["decided_by"]["was"] == "engine" and "parsed" in f.evidence["decided_by"]["why"]
     assert json.dumps(f.to_dict())  # the report outputs carry it as it is
+
+
+# --- think markup where no reasoning parser was meant to split ----------------------------------
+
+DEEPSEEK = "deepseek-ai/DeepSeek-V3.1"
+
+
+@pytest.mark.parametrize(
+    ("model", "extra", "fault"),
+    [
+        # DeepSeek V3.1 thinks only when asked: its reasoning parser is the identity one otherwise
+        (DEEPSEEK, {}, "model"),
+        (DEEPSEEK, {"chat_template_kwargs": {"thinking": True}}, "parser"),
+        # Kimi K2 thinks unasked: turned off by the request, or left on
+        (wire.K2, {"chat_template_kwargs": {"thinking": False}}, "model"),
+        (wire.K2, {"reasoning_effort": "none"}, "model"),
+        (wire.K2, {}, "parser"),
+        # Qwen3-Coder has no reasoning parser at all
+        ("Qwen/Qwen3-Coder-30B-A3B-Instruct", {}, "model"),
+        # a model the family table does not know: the parser's, as the rule says
+        ("acme/unknown-7b", {}, "parser"),
+    ],
+)
+def test_think_markup_in_content_is_the_models_where_thinking_was_off(
+    model: str, extra: dict[str, Any], fault: str
+) -> None:
+    ex = exchange(req(model=model, **extra), completion(message("<think>I wonder</think>Hello"), model=model))
+    assert faults(ex, rule="reasoning-markup-in-content") == {("reasoning-markup-in-content", fault)}
+
+
+def test_text_after_the_calls_that_only_the_stream_shows_is_no_twin_evidence() -> None:
+    """deepseek_v31 on the real 0.32 server: the model writes ``</think>`` after its calls with
+    thinking off; the non-streamed parser keeps only the text before the calls, the streamed one
+    sends the rest. The markup is the model's: the twin's silence does not make it the parser's."""
+    rq = tool_req(model=DEEPSEEK)
+    objs = [
+        role_chunk(DEEPSEEK),
+        chunk({"content": "I call tools."}, model=DEEPSEEK),
+        chunk({"tool_calls": [{**call(id="chatcmpl-tool-0123456789abcdef"), "index": 0}]}, model=DEEPSEEK),
+        chunk({"content": "</think>"}, model=DEEPSEEK),
+        chunk({}, "tool_calls", model=DEEPSEEK),
+        wire.usage_chunk(12, 20, model=DEEPSEEK),
+    ]
+    plain = completion(
+        message("I call tools.", tool_calls=[call(id="chatcmpl-tool-0123456789abcdef")]),
+        "tool_calls",
+        usage=wire.usage_counts(12, 20),
+        model=DEEPSEEK,
+    )
+    got = faults(streamed({**rq, "stream_options": {"include_usage": True}}, objs), exchange(rq, plain))
+    assert got == {("reasoning-markup-in-content", "model")}
