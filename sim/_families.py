@@ -10,6 +10,7 @@ table is served here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -84,11 +85,20 @@ class SimFamily:
 
 
 def _think_tags(
-    write: Callable[[Plan], str], parse_calls: ToolCallParser, tiny_model: TinyModel
+    write: Callable[[Plan], str],
+    parse_calls: ToolCallParser,
+    tiny_model: TinyModel,
+    call_ends_reasoning: str | None = None,
 ) -> SimFamily:
     """A family whose model thinks in ``<think>`` tags, split by one of vLLM's think-tag reasoning
-    parsers, and whose calls stream name first."""
-    return SimFamily(write=write, parse=think_tag_parser(parse_calls), tiny_model=tiny_model)
+    parsers, and whose calls stream name first. ``call_ends_reasoning``: the call opening at which
+    vLLM 0.32's parser for the family ends the reasoning (its engine parsers do; a think-tag split
+    alone, as deepseek_v3's, leaves such a call in the reasoning): seen on the real server
+    (tests/real_vllm/test_family_faults.py, call-in-think)."""
+    opens = re.compile(re.escape(call_ends_reasoning)) if call_ends_reasoning else None
+    return SimFamily(
+        write=write, parse=think_tag_parser(parse_calls, call_ends_reasoning=opens), tiny_model=tiny_model
+    )
 
 
 SIM_FAMILIES: Mapping[str, SimFamily] = MappingProxyType(
@@ -107,17 +117,18 @@ SIM_FAMILIES: Mapping[str, SimFamily] = MappingProxyType(
             fails_to_raw_output=True,
             tiny_model=TINY_K3,
         ),
-        "hermes": _think_tags(write_tool_call_tags, parse_tool_call_tags, TINY_HERMES),
+        # the qwen3 reasoning parser (an engine parser) ends the reasoning at <tool_call>
+        "hermes": _think_tags(write_tool_call_tags, parse_tool_call_tags, TINY_HERMES, "<tool_call>"),
         # vLLM's qwen3_coder and glm45 parsers re-parse the text and send the name, then argument
         # pieces; the simulator's "name_first" style is that shape
         "qwen3_coder": _think_tags(write_xml_functions, parse_xml_functions, TINY_QWEN3_CODER),
         # vLLM's deepseek_v31 parser sends id, type and name first, then argument pieces; MiniMax M2's
         # re-parses like qwen3_coder's
         "deepseek_v31": _think_tags(write_full_width, parse_full_width, TINY_DEEPSEEK_V31),
-        "minimax_m2": _think_tags(write_invokes, parse_invokes, TINY_MINIMAX_M2),
+        "minimax_m2": _think_tags(write_invokes, parse_invokes, TINY_MINIMAX_M2, "<minimax:tool_call>"),
         # gpt-oss: vLLM parses harmony messages from token ids and streams in serving_chat
         "openai": SimFamily(write=write_harmony, parse=parse_harmony),
-        "glm45": _think_tags(write_arg_pairs, parse_arg_pairs, TINY_GLM45),
+        "glm45": _think_tags(write_arg_pairs, parse_arg_pairs, TINY_GLM45, "<tool_call>"),
     }
 )
 
