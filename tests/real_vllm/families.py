@@ -45,6 +45,14 @@ def thinking_off(family: str) -> dict[str, Any]:
     return {"chat_template_kwargs": {switch or "enable_thinking": False}}
 
 
+def thinking_on(family: str) -> dict[str, Any]:
+    """The request fields that turn thinking on, for a family whose template has a switch; none for
+    one that always thinks (MiniMax M2) or never does (Qwen3-Coder)."""
+    tiny = SIM_FAMILIES[family].tiny_model
+    switch = tiny.thinking_switch if tiny is not None else None
+    return {"chat_template_kwargs": {switch: True}} if switch else {}
+
+
 def call_id(family: str, name: str, index: int) -> str:
     """The id a caller sends back for a call of an earlier turn: K2's own header, else an id of
     the shape vLLM mints."""

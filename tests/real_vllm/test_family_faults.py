@@ -20,9 +20,9 @@ import pytest
 
 from tests.real_vllm import apis, traffic
 from tests.real_vllm.conftest import FamilyServer
-from tests.real_vllm.families import script, xargs
+from tests.real_vllm.families import script, thinking_on, xargs
 from tests.support import wire
-from wirecheck.contracts import FAMILIES, Exchange
+from wirecheck.contracts import FAMILIES, Exchange, build_view
 
 TOOLS = [wire.WEATHER, wire.SEARCH]
 LONG_CITY = " ".join(["Tokyo"] * 60)
@@ -54,6 +54,14 @@ def fault(family: str, name: str) -> dict[str, Any]:
         if name == "cut-in-arguments":
             base["max_tokens"] = 30
         return base
+    if name == "call-in-think":
+        # the model writes its call before the thinking closes, thinking on (DeepSeek V3.1 thinks
+        # only when asked; Qwen3-Coder never thinks: a plain call); what reaches the wire is the
+        # family parser's doing
+        text = script(
+            family, ("get_weather", '{"city": "Tokyo"}'), reasoning="I call tools.", call_in_think=True
+        )
+        return {**base, **xargs(text), **thinking_on(family)}
     assert name == "unclosed-think", name
     return {**base, **xargs(unclosed_think(family))}
 
@@ -65,8 +73,15 @@ FAULTS = (
     "wrong-type",
     "cut-in-arguments",
     "unclosed-think",
+    "call-in-think",
 )
 
+NONE: set[tuple[str, str]] = set()
+#: families whose 0.32 parser leaves a call written inside the thinking in the reasoning
+CALL_LEFT_IN_REASONING = {
+    "kimi_k3": {("tool-call-in-reasoning", "parser")},
+    "deepseek_v31": {("tool-call-in-reasoning", "parser")},
+}
 #: what each fault gives where the family's parser does nothing special to it
 EXPECTED: dict[str, set[tuple[str, str]]] = {
     "invalid-json": {("tool-call-args-invalid-json", "model")},
@@ -75,51 +90,36 @@ EXPECTED: dict[str, set[tuple[str, str]]] = {
     "wrong-type": {("tool-call-args-schema", "model")},
     "cut-in-arguments": {("tool-call-args-truncated", "caller")},
     "unclosed-think": {("reasoning-unclosed", "model")},
+    "call-in-think": NONE,
 }
 #: families whose model writes each argument as raw text that the parser converts by the tool's
 #: schema (XML parameters, K3 argument channels)
 _RAW_VALUES = {"kimi_k3", "qwen3_coder", "minimax_m2", "glm45"}
-NONE: set[tuple[str, str]] = set()
 
 
-#: glm45 on vLLM 0.32: the GLM-4.7 structural tag constrains even auto calls (the parser's
-#: default_tool_strict_level is FUNCTION), so the grammar does not let the model write a broken or
-#: undeclared call: the tiny model's processor then steers to the shortest legal completion, and
-#: what reaches the wire is that completion (an argument cut short, an empty answer), seen in a run
-_GLM_CONSTRAINED: dict[tuple[str, str, bool], set[tuple[str, str]]] = {
-    ("invalid-json", "chat", True): {("tool-call-args-truncated", "caller")},
-    ("invalid-json", "chat", False): {
-        ("output-tokens-vanished", "parser"),
-        ("tool-call-args-truncated", "caller"),
-    },
-    ("invalid-json", "messages", True): {("tool-call-args-truncated", "caller")},
-    ("invalid-json", "messages", False): {
-        ("output-tokens-vanished", "parser"),
-        ("tool-call-args-schema", "model"),
-    },
-    ("invalid-json", "responses", True): {("tool-call-args-truncated", "caller")},
-    ("invalid-json", "responses", False): {("tool-call-args-truncated", "caller")},
-    ("undeclared-tool", "chat", True): {("answer-empty", "parser")},
-    ("undeclared-tool", "chat", False): {("tool-call-args-schema", "model")},
-    ("undeclared-tool", "messages", True): {("answer-empty", "parser")},
-    ("undeclared-tool", "messages", False): {("tool-call-args-schema", "model")},
-    ("undeclared-tool", "responses", True): {("answer-empty", "parser")},
-    ("undeclared-tool", "responses", False): {("tool-call-args-schema", "model")},
-}
+#: faults the family's 0.32 grammar keeps off the wire: vLLM serves glm45 with GLM-4.7's parser,
+#: whose structural tag constrains even auto calls (default_tool_strict_level FUNCTION: the call's
+#: envelope, its name among the declared tools and its argument keys), so the model cannot write a
+#: broken or undeclared call; the tiny model is then steered to some legal completion, which says
+#: nothing about any party and is not pinned here: only that the scripted fault did not get through
+GRAMMAR_FORBIDS = {("glm45", "invalid-json"), ("glm45", "undeclared-tool")}
 
 
 def expected(family: str, name: str, api: str, stream: bool) -> set[tuple[str, str]]:
     """What the real 0.32 server's wire lets wirecheck see of a fault (seen in a tier run), and why
     it differs from ``EXPECTED`` where it does."""
-    if family == "glm45" and (name, api, stream) in _GLM_CONSTRAINED:
-        return _GLM_CONSTRAINED[(name, api, stream)]
     whole_messages = api == "messages" and not stream
     thinks = FAMILIES[family].thinks_by_default
+    if name == "call-in-think":
+        # vLLM 0.32's parsers that end the reasoning where a call opens take it out (kimi_k2 since
+        # vllm PR 33646, and the engine parsers of minimax_m2, glm45, and qwen3 for hermes); Kimi
+        # K3's leaves it in the reasoning (vllm #54273, open), as does deepseek_v3's think-tag split
+        return CALL_LEFT_IN_REASONING.get(family, NONE)
     if name == "unclosed-think":
         if not thinks:
-            # no reasoning parser reads it (qwen3_coder has none; deepseek's is off by default):
-            # the <think> stays in the answer
-            return {("reasoning-markup-in-content", "parser")}
+            # no reasoning parser was meant to read it (qwen3_coder has none; deepseek's is the
+            # identity parser unless thinking is asked for): the model wrote <think> into its answer
+            return {("reasoning-markup-in-content", "model")}
         if api == "messages":
             # the Messages answer carries the thinking block but no sign that it never closed
             return {("answer-empty", "parser")}
@@ -145,9 +145,6 @@ def expected(family: str, name: str, api: str, stream: bool) -> set[tuple[str, s
         if name == "cut-in-arguments" and family == "kimi_k3":
             # the K3 parser sends a call only once it closes: a cut call never reaches the wire
             return NONE
-        if name == "cut-in-arguments" and whole_messages:
-            # the Messages endpoint builds tool_use input from the partial parameters
-            return {("tool-call-args-schema", "model")}
     if family == "minimax_m2" and name == "undeclared-tool":
         # the minimax_m2 parser checks names against the request (validate_tool_names) and drops
         # the call: the answer is empty
@@ -201,4 +198,10 @@ def test_fault_gives_its_rule_and_blame(
 ) -> None:
     sent, ex = fault_traffic[(name, api, stream)]
     assert ex is not None, f"the proxy recorded nothing (status {sent.status}: {sent.text[:500]})"
+    if (family.family, name) in GRAMMAR_FORBIDS:
+        rules = {rule for rule, _ in apis.judged(apis.findings(ex))}
+        assert not rules & {rule for rule, _ in EXPECTED[name]}, rules
+        calls = [c for ch in build_view(ex).choices for c in ch.calls]
+        assert not [c for c in calls if c.name == "delete_all" or c.arguments == '{"city": Tokyo}'], calls
+        return
     assert apis.judged(apis.findings(ex)) == expected(family.family, name, api, stream)
