@@ -45,7 +45,7 @@ from wirecheck.contracts import (
 )
 from wirecheck.record import Correlator, Sink, correlation_secret
 
-from ._server import CUT, DIRECT_BODY, TARGET, DirectBody
+from ._http import CUT, DIRECT_BODY, TARGET, DirectBody
 from ._upstream import (
     Batch,
     BodySink,
