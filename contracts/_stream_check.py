@@ -43,7 +43,7 @@ from ._view import ExchangeView
 __all__ = ["WINDOW", "WINDOW_BYTES", "check_stream", "exchange_bytes"]
 
 #: exchanges held at once at the most (the live checker keeps as many recent views, ``RECENT_MAX``):
-#: about 160 MB of a chat completion's exchanges and views (8 KB each)
+#: about 200 MB of small chat completions with their views, measured (docs/check.md)
 WINDOW = 20_000
 #: bytes of held exchanges at the most, as :func:`exchange_bytes` counts them (a view holds about
 #: three times what it parsed)

@@ -103,7 +103,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=WINDOW,
         metavar="N",
         help="most exchanges held at once to pair the taps and the stream/non-stream twins (default "
-        f"{WINDOW}: about {WINDOW * 8 // 1000} MB); a capture with more within a minute says so",
+        f"{WINDOW}: about 200 MB of chat completions); a capture with more within a minute says so",
     )
     redact_option(c)
     capture_options(c, streamed=True)
