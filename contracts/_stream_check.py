@@ -83,6 +83,9 @@ class _Group:
 
 
 class _Window:
+    """The held exchanges, indexed by the keys their partners are found by, and their groups queued
+    by the time after which nothing may join them; what each judged exchange found."""
+
     def __init__(self, ctx: CheckConfig, result: CheckResult, window: int, window_bytes: int) -> None:
         self.ctx = ctx
         self.result = result
