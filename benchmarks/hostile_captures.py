@@ -188,6 +188,12 @@ def run_check(path: Path, extra: list[str], *, read_only: bool = False) -> dict[
     ]
     if read_only:
         cmd = [sys.executable, "-c", _READ, str(path)]
+    return measure(cmd)
+
+
+def measure(cmd: list[str]) -> dict[str, Any]:
+    """Run ``cmd`` in a process of its own: exit code, wall and CPU time, peak RSS (from ``wait4``),
+    whether it ended in a traceback, and its last line on stderr."""
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stderr is not None

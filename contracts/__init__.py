@@ -39,6 +39,7 @@ from ._registry import REGISTRY, CheckConfig, Fault, Finding, Hit, Rule, Severit
 from ._report import render_json, render_junit, render_rules_markdown, render_text
 from ._report_html import render_html
 from ._sse import SSEAnomaly, SSEDecoder, SSEEvent, decode_sse
+from ._stream_check import WINDOW, check_stream, exchange_bytes
 from ._text import printable
 from ._view import ExchangeView, build_view
 from ._wire import (
@@ -70,6 +71,7 @@ __all__ = [
     "REGISTRY",
     "SPECIAL_TOKENS",
     "TOOL_MARKUP",
+    "WINDOW",
     "AssembledCall",
     "AssembledChoice",
     "AssembledStream",
@@ -116,10 +118,12 @@ __all__ = [
     "bounded_loads",
     "build_view",
     "check_exchanges",
+    "check_stream",
     "check_view",
     "decode_sse",
     "detect_family",
     "dump_exchange",
+    "exchange_bytes",
     "hit",
     "load_exchange",
     "pair_taps",

@@ -41,7 +41,16 @@ from ._rules_request import TRUNCATION_SAFE, truncated_sides
 from ._translate import answer_kept, bridge_spelling
 from ._view import ExchangeView, build_view
 
-__all__ = ["CheckResult", "check_exchanges", "check_view", "crashed"]
+__all__ = [
+    "CheckResult",
+    "Judged",
+    "check_exchanges",
+    "check_view",
+    "crashed",
+    "judge",
+    "judge_set",
+    "view_or_crash",
+]
 
 _RESPONSE_FAULTS = frozenset({Fault.MODEL, Fault.PARSER, Fault.ENGINE})
 
@@ -59,6 +68,11 @@ class CheckResult:
     taps: list[str] = field(default_factory=list)
     #: exchanges the store could not write (its gap rows): evidence missing from this result
     lost: int = 0
+    #: ``check_stream``: exchanges judged before every exchange that might pair with them was read
+    #: (more were recorded within a minute than it holds at once)
+    cut: int = 0
+    #: ``check_stream``: exchanges read out of time order after a possible partner was judged
+    late: int = 0
 
     @property
     def errors(self) -> int:
@@ -73,6 +87,7 @@ class CheckResult:
             "paired_by": self.paired_by,
             "retries": self.retries,
             "twins": self.twins,
+            **({"window": {"cut": self.cut, "late": self.late}} if self.cut or self.late else {}),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -149,22 +164,75 @@ def check_exchanges(
     partners, and only those that pair with a focused exchange are checked themselves (the live
     checker passes each batch with the exchanges recorded around it: it once checked every
     neighbour again in every batch, about 40 times per exchange at 256 streams). ``view_of``: how an
-    exchange is read (the live checker keeps the views of recent exchanges between batches)."""
+    exchange is read (the live checker keeps the views of recent exchanges between batches).
+
+    Every exchange is held at once; ``check_stream`` checks a capture of any size in bounded memory
+    and finds the same."""
     ctx = config or CheckConfig()
     views: list[ExchangeView] = []
     unreadable: list[Finding] = []
     count = 0
+    whole = TapSet()  # the set rules judge the whole capture, focus or not
     for ex in exchanges:
+        got = view_or_crash(ex, view_of)
+        if isinstance(got, Finding):
+            unreadable.append(got)
+        else:
+            whole.add(got, count)
+            views.append(got)
         count += 1
-        try:
-            views.append(view_of(ex))
-        except Exception as exc:  # a view that cannot be built is one exchange not judged, not a crash
-            unreadable.append(crashed(ex.id, ex.tap, "reading the exchange", exc))
     result = CheckResult(exchanges=count, taps=sorted({v.tap for v in views}))
     result.findings.extend(unreadable)
+    judged = judge(views, ctx, focus=focus)
+    whole.pairs = judged.found_pairs
+    result.findings.extend(judge_set(whole, ctx))
+    for v in judged.views:
+        result.findings.extend(judged.findings[id(v)])
+    judged.count_into(result)
+    return result
+
+
+def view_or_crash(
+    ex: Exchange, view_of: Callable[[Exchange], ExchangeView] = build_view
+) -> ExchangeView | Finding:
+    """The view of ``ex``, or the finding that says it could not be read."""
+    try:
+        return view_of(ex)
+    except Exception as exc:  # a view that cannot be built is one exchange not judged, not a crash
+        return crashed(ex.id, ex.tap, "reading the exchange", exc)
+
+
+@dataclass(slots=True)
+class Judged:
+    """Views judged together: each one's findings after pairing and attribution."""
+
+    #: the views judged, in the order given (with ``focus``: those wanted and their partners)
+    views: list[ExchangeView]
+    #: id(view) -> its findings
+    findings: dict[int, list[Finding]]
+    pairs: list[TapPair]
+    twins: int
+    #: the pairs found before ``focus`` chose among them: what the set rules count
+    found_pairs: int
+
+    def count_into(self, result: CheckResult) -> None:
+        """Add this group's pairs, retries and twins to ``result``'s counts."""
+        result.pairs += len(self.pairs)
+        by = Counter(result.paired_by)
+        by.update(p.by for p in self.pairs)
+        result.paired_by = dict(sorted(by.items()))
+        result.retries += sum(len(p.retries) for p in self.pairs)
+        result.twins += self.twins
+
+
+def judge(views: list[ExchangeView], ctx: CheckConfig, *, focus: Collection[str] | None = None) -> Judged:
+    """Pair ``views`` (taps and twins), run the rules, attribute each finding and name the known bugs
+    that explain them. Whatever may pair with one of ``views`` must be among them
+    (``_pairs.may_pair``): then judging them apart from the rest of a capture finds what judging the
+    whole capture finds (``check_stream`` relies on that)."""
     twins = pair_twins(views)
     pairs = pair_taps(views)
-    whole = TapSet(views, pairs)  # the set rules judge the whole capture, focus or not
+    found = len(pairs)
     if focus is not None:
         wanted = set(focus)
 
@@ -182,7 +250,6 @@ def check_exchanges(
     per_view: dict[int, list[Finding]] = {id(v): check_view(v, ctx) for v in views}
 
     for tw in twins:
-        result.twins += 1
         if truncated_sides(tw.streamed) or truncated_sides(tw.plain):
             continue
         # the model's own error on one side (an undeclared tool, arguments that are not JSON) already
@@ -197,9 +264,6 @@ def check_exchanges(
     # are compared: a party settled at the engine tap is the one the caller side's copy defers to)
     _evidence.decide(views, per_view, twins)
 
-    result.pairs = len(pairs)
-    result.paired_by = dict(sorted(Counter(p.by for p in pairs).items()))
-    result.retries = sum(len(p.retries) for p in pairs)
     partner: dict[int, TapPair] = {}
     for p in pairs:
         partner[id(p.caller)] = p
@@ -208,29 +272,25 @@ def check_exchanges(
             partner[id(attempt)] = p
 
     for v in views:
-        found = per_view[id(v)]
+        found_here = per_view[id(v)]
         tp = partner.get(id(v))
         if tp is None:
-            _attribute_single(v, found, ctx)
+            _attribute_single(v, found_here, ctx)
         elif v is tp.caller:
             per_view[id(v)] = _attribute_caller(
-                [f for f in found if not bridge_spelling(f.rule, tp.caller, tp.engine)],
+                [f for f in found_here if not bridge_spelling(f.rule, tp.caller, tp.engine)],
                 per_view[id(tp.engine)],
                 relayed=_relayed_failure(tp),
                 kept=answer_kept(tp.caller, tp.engine),
             )
         else:
-            per_view[id(v)] = _attribute_engine(found, per_view[id(tp.caller)])
+            per_view[id(v)] = _attribute_engine(found_here, per_view[id(tp.caller)])
     for p in pairs:
         if truncated_sides(p.caller) or truncated_sides(p.engine):
             continue  # comparing a cut capture with a whole one would blame the gateway for the cut
         for r in rules("taps"):
             if r.id not in ctx.disabled and r.judges(p.caller.endpoint):
                 per_view[id(p.caller)].extend(_run(r, p, ctx, p.caller.id, p.caller.tap))
-    for r in rules("set"):
-        if r.id not in ctx.disabled:
-            # whole-capture rules (taps present, nothing paired): each hit names its own exchange
-            result.findings.extend(_run(r, whole, ctx, "", ""))
     for v in views:
         if v.endpoint in API_ENDPOINTS:
             for f in per_view[id(v)]:
@@ -238,12 +298,24 @@ def check_exchanges(
                     # a message rule's pointer is into the chat view a Responses / Messages exchange
                     # is read into (contracts/_apis.py), not into its own body: say so
                     f.evidence["view"] = "chat"
-        result.findings.extend(per_view[id(v)])
     # after attribution: a catalogue entry that explains a finding names itself there
+    by_id = {v.id: v for v in views}
     name_known_bugs(
-        result.findings, {v.id: v for v in views}, KNOWN_BUGS, configured_version=ctx.server_version
+        (f for v in views for f in per_view[id(v)]), by_id, KNOWN_BUGS, configured_version=ctx.server_version
     )
-    return result
+    return Judged(views, per_view, pairs, len(twins), found)
+
+
+def judge_set(tap_set: TapSet, ctx: CheckConfig) -> list[Finding]:
+    """The rules of scope ``set`` over a whole check in summary; each hit names its own exchange."""
+    out: list[Finding] = []
+    for r in rules("set"):
+        if r.id not in ctx.disabled:
+            out.extend(_run(r, tap_set, ctx, "", ""))
+    name_known_bugs(
+        out, {v.id: v for v in tap_set.first.values()}, KNOWN_BUGS, configured_version=ctx.server_version
+    )
+    return out
 
 
 def _model_fault(found: list[Finding]) -> bool:

@@ -20,6 +20,12 @@ calls and which call each result answers), below a side of the caller's own API 
 
 A gateway that retries sends one caller request to the engine several times: the attempt that answered
 is the pair's engine side, the others are its ``retries``.
+
+Every pairing is bounded in time: an engine side starts at most ``PAIR_WINDOW_S`` after its caller side
+(whatever it is paired by: a correlation id an hour later is a reuse, not the same request), and a
+twin starts at most ``TWIN_WINDOW_S`` after the other ended. That bound is what lets a check of any size
+hold only the recent exchanges (``_stream_check``): :func:`kin_keys`, :func:`may_pair` and
+:func:`partner_reach` say, for one exchange, which others may pair with it and until when.
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ import bisect
 import contextlib
 import hashlib
 import json
+import math
+from collections import deque
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,13 +45,21 @@ from ._translate import conversation, thinking_asked, token_limit, tool_choice_m
 from ._view import ExchangeView
 
 __all__ = [
+    "CALLER",
+    "ENGINE",
+    "PAIR_WINDOW_S",
+    "TWIN_WINDOW_S",
     "TapPair",
     "TapSet",
     "TwinPair",
+    "kin_keys",
+    "may_pair",
     "pair_taps",
     "pair_twins",
+    "partner_reach",
     "request_default",
     "request_fingerprint",
+    "twin_key",
 ]
 
 CALLER = "caller"
@@ -51,6 +68,12 @@ ENGINE = "engine"
 #: how far apart the two taps' clocks may read for the same moment (both stamp wall-clock time; a
 #: busy 2-core machine delayed LiteLLM's forward by up to 27 ms, gateway-litellm.md)
 _SKEW_S = 1.0
+#: how long after its caller side an engine side may start (a gateway that queues a request holds it
+#: this long at most before it forwards it, or it is not the same request)
+PAIR_WINDOW_S = 60.0
+#: how long after one of them ended the other twin may start: a caller that sends a request streamed
+#: and then plain sends the second when the first is answered (acceptance's twins, the scenarios')
+TWIN_WINDOW_S = 60.0
 
 
 @dataclass(slots=True)
@@ -64,10 +87,27 @@ class TapPair:
 
 @dataclass(slots=True)
 class TapSet:
-    """Every exchange of one check and the pairs found among them (rules of scope ``set``)."""
+    """What the rules of scope ``set`` judge: a whole check in summary, which a check of any size can
+    keep (``check_stream`` never holds every exchange): how many chat, Responses or Messages
+    exchanges each tap recorded, the first of them at each tap in the capture's order, and how many
+    caller/engine pairs were found."""
 
-    views: list[ExchangeView]
-    pairs: list[TapPair]
+    #: tap -> chat, Responses and Messages exchanges recorded there
+    agents: dict[str, int] = field(default_factory=dict)
+    #: tap -> the first of them, in the capture's order
+    first: dict[str, ExchangeView] = field(default_factory=dict)
+    pairs: int = 0
+    _first_at: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def add(self, view: ExchangeView, position: int) -> None:
+        """Count ``view``, the exchange at ``position`` in the capture (views may come in any order)."""
+        if not view.is_agent:
+            return
+        tap = view.tap
+        self.agents[tap] = self.agents.get(tap, 0) + 1
+        if tap not in self._first_at or position < self._first_at[tap]:
+            self._first_at[tap] = position
+            self.first[tap] = view
 
 
 @dataclass(slots=True)
@@ -222,7 +262,7 @@ def _side(view: ExchangeView) -> _Side:
 
 
 def _make_side(view: ExchangeView) -> _Side:
-    start = view.ex.started_epoch
+    start, end = _times(view)
     msgs = view.req.get("messages") if view.req else None
     last_user = None
     if isinstance(msgs, list):
@@ -233,7 +273,7 @@ def _make_side(view: ExchangeView) -> _Side:
     return _Side(
         view,
         start,
-        None if start is None else start + _duration_s(view),
+        end,
         request_fingerprint(view),
         _hash([_message(m) for m in msgs]) if isinstance(msgs, list) else None,
         last_user,
@@ -284,13 +324,18 @@ def _same_api(c: _Side, e: _Side) -> bool:
     return c.api == e.api if c.api is not None and e.api is not None else c.endpoint == e.endpoint
 
 
-def _in_time(c: _Side, e: _Side, window_s: float) -> bool:
-    """The engine side starts after the caller side started and before it ended."""
+def _started_near(c: _Side, e: _Side, window_s: float) -> bool:
+    """The engine side started within ``window_s`` after the caller side (by the clocks as they read)."""
     if c.start is None or e.start is None:
         return True
-    if e.start < c.start - _SKEW_S or e.start - c.start > window_s:
+    return c.start - _SKEW_S <= e.start and e.start - c.start <= window_s
+
+
+def _in_time(c: _Side, e: _Side, window_s: float) -> bool:
+    """The engine side starts after the caller side started and before it ended."""
+    if not _started_near(c, e, window_s):
         return False
-    return c.end is None or e.start <= c.end + _SKEW_S
+    return c.start is None or e.start is None or c.end is None or e.start <= c.end + _SKEW_S
 
 
 def _inside(c: _Side, e: _Side) -> bool:
@@ -342,7 +387,7 @@ def _near(engines: list[_Side], starts: list[float], c: _Side, window_s: float) 
     return engines[lo:hi] + [e for e in engines if e.start is None]
 
 
-def pair_taps(views: list[ExchangeView], *, window_s: float = 60.0) -> list[TapPair]:
+def pair_taps(views: list[ExchangeView], *, window_s: float = PAIR_WINDOW_S) -> list[TapPair]:
     """Caller/engine pairs by correlation, then completion id, then fingerprint and time; an engine
     exchange left over that repeats a paired caller request inside its time is a retry of it."""
     callers = sorted((_side(v) for v in views if v.tap == CALLER), key=lambda s: s.start or 0.0)
@@ -359,7 +404,9 @@ def pair_taps(views: list[ExchangeView], *, window_s: float = 60.0) -> list[TapP
             by_corr.setdefault(e.view.ex.correlation, []).append(e)
     for c in callers:
         corr = c.view.ex.correlation
-        cands = [e for e in by_corr.get(corr or "", []) if id(e.view) not in used]
+        cands = [
+            e for e in by_corr.get(corr or "", []) if id(e.view) not in used and _started_near(c, e, window_s)
+        ]
         if corr and cands:
             # several attempts under one correlation id are a gateway retry: the last one answered
             *earlier, last = cands
@@ -429,17 +476,120 @@ def _answered(p: TapPair) -> None:
     p.retries = [v for v in attempts if v is not answer]
 
 
+def twin_key(view: ExchangeView) -> tuple[str, str] | None:
+    """What a view's twin shares with it (its tap, endpoint and request fingerprint), or None when it
+    can have no twin: :func:`pair_twins` pairs only views of one key."""
+    if not view.ok or not view.req:
+        return None
+    # the endpoint is part of the key: a Responses call is no twin of the same chat request
+    return (view.tap, f"{view.endpoint}:{request_fingerprint(view)}")
+
+
+def _times(view: ExchangeView) -> tuple[float | None, float | None]:
+    """When the exchange started and when its last byte (or its error) came, in POSIX seconds."""
+    got: tuple[float | None, float | None] | None = view.memo.get("times")
+    if got is None:
+        start = view.ex.started_epoch
+        got = view.memo["times"] = (start, None if start is None else start + _duration_s(view))
+    return got
+
+
+def _twins_near(first: ExchangeView, then: ExchangeView) -> bool:
+    """``then`` (which started no earlier) started at most ``TWIN_WINDOW_S`` after ``first`` ended."""
+    (_, end), (start, _) = _times(first), _times(then)
+    return end is None or start is None or start - end <= TWIN_WINDOW_S
+
+
 def pair_twins(views: list[ExchangeView]) -> list[TwinPair]:
-    """Streamed/non-streamed pairs of the same request at the same tap (first of each)."""
-    groups: dict[tuple[str, str], tuple[list[ExchangeView], list[ExchangeView]]] = {}
-    for v in views:
-        if not v.ok or not v.req:
-            continue
-        # the endpoint is part of the key: a Responses call is no twin of the same chat request
-        s, p = groups.setdefault((v.tap, f"{v.endpoint}:{request_fingerprint(v)}"), ([], []))
-        (s if v.kind == "stream" else p).append(v)
+    """Streamed/non-streamed pairs of the same request at the same tap. In the order they started
+    (those without a time first, then in the order given), each view pairs with the first view of the
+    other kind still unpaired, unless that one ended over ``TWIN_WINDOW_S`` before it started; the
+    first streamed one of a request pairs with the first plain one."""
+    order = sorted(
+        range(len(views)), key=lambda i: (_times(views[i])[0] is not None, _times(views[i])[0] or 0.0, i)
+    )
+    # per key: the unpaired streamed views, the unpaired plain ones
+    waiting: dict[tuple[str, str], tuple[deque[ExchangeView], deque[ExchangeView]]] = {}
     out = []
-    for s, p in groups.values():
-        for sv, pv in zip(s, p, strict=False):
-            out.append(TwinPair(sv, pv))
+    for i in order:
+        v = views[i]
+        key = twin_key(v)
+        if key is None:
+            continue
+        streamed, plain = waiting.setdefault(key, (deque(), deque()))
+        mine, other = (streamed, plain) if v.kind == "stream" else (plain, streamed)
+        # in this order a view too old for this one is too old for every later one: let it go
+        while other and not _twins_near(other[0], v):
+            other.popleft()
+        if not other:
+            mine.append(v)
+            continue
+        u = other.popleft()
+        out.append(TwinPair(v, u) if v.kind == "stream" else TwinPair(u, v))
     return out
+
+
+def kin_keys(view: ExchangeView) -> tuple[list[Hashable], list[Hashable]]:
+    """The keys this view is found by, and the keys under which every view that may pair with it
+    (:func:`may_pair`) is found: a caller and an engine side that :func:`pair_taps` may weigh against
+    each other share a correlation id, a completion id or a part of their request (whole, messages,
+    last user message, conversation); twins share their :func:`twin_key`."""
+    own: list[Hashable] = []
+    wanted: list[Hashable] = []
+    if view.tap in (CALLER, ENGINE):
+        other = ENGINE if view.tap == CALLER else CALLER
+        s = _side(view)
+        for name, value in (
+            ("correlation", view.ex.correlation),
+            ("completion", s.completion_id),
+            ("request", s.full),
+            ("messages", s.messages),
+            ("last-user", s.last_user),
+            ("turns", s.turns),
+        ):
+            if value:
+                own.append((name, value, view.tap))
+                wanted.append((name, value, other))
+    key = twin_key(view)
+    if key is not None:
+        stream = view.kind == "stream"
+        own.append(("twin", key, stream))
+        wanted.append(("twin", key, not stream))
+    return own, wanted
+
+
+def may_pair(a: ExchangeView, b: ExchangeView) -> bool:
+    """Whether :func:`pair_taps` or :func:`pair_twins` may put ``a`` and ``b`` together, or weigh one
+    against the other when it pairs either (views that share none of :func:`kin_keys` never do)."""
+    key = twin_key(a)
+    if key is not None and key == twin_key(b) and (a.kind == "stream") != (b.kind == "stream"):
+        first, then = (a, b) if (_times(a)[0] or 0.0) <= (_times(b)[0] or 0.0) else (b, a)
+        if _twins_near(first, then):
+            return True
+    if {a.tap, b.tap} != {CALLER, ENGINE}:
+        return False
+    c, e = (_side(a), _side(b)) if a.tap == CALLER else (_side(b), _side(a))
+    corr = c.view.ex.correlation
+    if corr and corr == e.view.ex.correlation and _started_near(c, e, PAIR_WINDOW_S):
+        return True
+    if not _in_time(c, e, PAIR_WINDOW_S):
+        return False
+    return bool(c.completion_id and c.completion_id == e.completion_id) or _score(c, e) >= 1
+
+
+def partner_reach(view: ExchangeView) -> float:
+    """The latest start time of an exchange that may still pair with this one (:func:`may_pair`):
+    an engine side starts at most ``PAIR_WINDOW_S`` after its caller side (and no earlier than the
+    clocks' skew allows), a twin at most ``TWIN_WINDOW_S`` after the other ended. Infinite for a view
+    without a time (it may pair with any), minus infinity for one nothing pairs with."""
+    start, end = _times(view)
+    if start is None or end is None:
+        return math.inf
+    reach = -math.inf
+    if view.tap == CALLER:
+        reach = start + PAIR_WINDOW_S
+    elif view.tap == ENGINE:
+        reach = start + _SKEW_S
+    if twin_key(view) is not None:
+        reach = max(reach, end + TWIN_WINDOW_S)
+    return reach

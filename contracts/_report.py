@@ -59,6 +59,15 @@ def render_text(result: CheckResult, *, color: bool = False) -> str:
     )
     if result.lost:
         lines.append(f"{result.lost} exchange(s) lost: the store could not write them (see store-gap)")
+    if result.cut:
+        lines.append(
+            f"{result.cut} exchange(s) judged before every exchange that might pair with them was read: "
+            "the capture held more within a minute than the check holds at once (a larger window holds more)"
+        )
+    if result.late:
+        lines.append(
+            f"{result.late} exchange(s) read out of time order, after an exchange they might pair with was judged"
+        )
     if s["by_fault"]:
         lines.append("by fault: " + ", ".join(f"{k} {v}" for k, v in s["by_fault"].items()))
     return "\n".join(lines) + "\n"

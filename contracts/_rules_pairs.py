@@ -454,17 +454,14 @@ def _unpaired(tap_set: TapSet, ctx: CheckConfig) -> Iterator[Hit]:
 
     Pairing uses the correlation id, then the chat completion id, then a request fingerprint and
     time (a gateway that dropped the header left the check silent about the gateway)."""
-    if tap_set.pairs:
-        return
-    callers = [v for v in tap_set.views if v.tap == CALLER and v.is_agent]
-    engines = [v for v in tap_set.views if v.tap == ENGINE and v.is_agent]
-    if not callers or not engines:
+    callers, engines = tap_set.agents.get(CALLER, 0), tap_set.agents.get(ENGINE, 0)
+    if tap_set.pairs or not callers or not engines:
         return
     h = hit(
-        f"{len(callers)} caller and {len(engines)} engine exchanges, none paired (no shared "
+        f"{callers} caller and {engines} engine exchanges, none paired (no shared "
         "correlation id, completion id or request): the gateway went unchecked; are both taps on the "
         "same deployment?",
         "",
     )
-    h.exchange_id, h.tap = callers[0].id, CALLER
+    h.exchange_id, h.tap = tap_set.first[CALLER].id, CALLER
     yield h

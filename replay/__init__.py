@@ -11,6 +11,7 @@ from ._loaders import (
     read_capture,
 )
 from ._replay import ReplayDiff, ReplayResult, compare_answers, origin_form_problem, replay, target_url
+from ._sort import in_time_order
 
 __all__ = [
     "CaptureLimits",
@@ -18,6 +19,7 @@ __all__ = [
     "ReplayResult",
     "compare_answers",
     "detect_format",
+    "in_time_order",
     "load_capture",
     "load_har",
     "load_jsonl",

@@ -5,6 +5,7 @@ emptied chunks taken for buffering."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.support import wire
@@ -17,6 +18,7 @@ from wirecheck.contracts import (
     build_view,
     check_exchanges,
     pair_taps,
+    pair_twins,
 )
 
 
@@ -161,3 +163,38 @@ def test_emptied_chunks_at_the_engines_pace_are_not_buffering() -> None:
     c = per_frame(req(), emptied, gap_ms=30, tap="caller", correlation="k")
     rules = [f[0] for f in findings([c, e])]
     assert "gateway-reasoning-dropped" in rules and "gateway-stream-buffered" not in rules
+
+
+def _at_s(ex: Exchange, seconds: float) -> Exchange:
+    ex.started_at = (datetime(2026, 12, 3, 10, tzinfo=UTC) + timedelta(seconds=seconds)).isoformat()
+    return ex
+
+
+def test_a_correlation_id_seen_again_minutes_later_is_another_request() -> None:
+    # the same id on an engine side more than a minute after the caller side started is a reuse
+    # (a caller echoing an old id), not the attempt that answered: every pairing is bounded in time,
+    # which is what lets a check of any size hold only the recent exchanges
+    caller = _at_s(exchange(req(), completion(), tap="caller", id="c"), 0)
+    caller.correlation = "corr-1"
+    near = _at_s(exchange(req(), completion(), tap="engine", id="e-near"), 0.5)
+    far = _at_s(exchange(req(), completion(), tap="engine", id="e-far"), 61 + 60)
+    for e in (near, far):
+        e.correlation = "corr-1"
+    pairs = pair_taps([build_view(x) for x in (caller, near, far)])
+    assert [(p.caller.id, p.engine.id, p.by, p.retries) for p in pairs] == [
+        ("c", "e-near", "correlation", [])
+    ]
+
+
+def test_twins_pair_only_within_a_minute_of_each_other() -> None:
+    plain = completion(message("Hello"))
+    objs = [wire.role_chunk(), wire.chunk({"content": "Hello"}), wire.chunk({}, "stop")]
+    s1 = _at_s(streamed(req(), objs, tap="caller", id="s1"), 0)
+    p1 = _at_s(exchange(req(), plain, tap="caller", id="p1"), 5)
+    # the same request asked again an hour later, and streamed another hour after that: neither is
+    # the other's twin (a caller asks the twin when the first is answered, scenarios and accept alike)
+    p2 = _at_s(exchange(req(), plain, tap="caller", id="p2"), 3600)
+    s2 = _at_s(streamed(req(), objs, tap="caller", id="s2"), 7200)
+    exs = [s1, p1, p2, s2]
+    assert [(t.streamed.id, t.plain.id) for t in pair_twins([build_view(x) for x in exs])] == [("s1", "p1")]
+    assert check_exchanges(exs, CheckConfig()).twins == 1

@@ -7,8 +7,8 @@ gives for the same exchanges, each names its side, and the shrunk request reruns
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
 
+from tests.generators.test_generators import FIND_ONLY  # finding and attributing needs no shrinking
 from wirecheck.contracts import CheckConfig, check_exchanges
 from wirecheck.generators import ScenarioReport, run_scenarios
 from wirecheck.record import dual_taps, free_port, serve
@@ -19,17 +19,6 @@ from wirecheck.sim import (
     create_gateway,
     parse_faults,
     parse_gateway_faults,
-)
-
-#: finding and attributing needs no shrinking (test_dual_tap_scenarios shrinks through accept's taps)
-FIND_ONLY = settings(
-    max_examples=50,
-    stateful_step_count=6,
-    deadline=None,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-    phases=[Phase.explicit, Phase.generate],
-    print_blob=False,
 )
 
 

@@ -7,7 +7,7 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ __all__ = [
     "keep_secret",
     "load",
     "progress_options",
+    "read_captures",
     "read_secret_file",
     "redact_option",
     "redaction",
@@ -154,8 +155,10 @@ def redaction(args: argparse.Namespace) -> Redaction:
     return DEFAULT_REDACTION.extended(args.redact)
 
 
-def capture_options(p: argparse.ArgumentParser) -> None:
-    """The limits every reader of captures applies (``wirecheck.replay.CaptureLimits``)."""
+def capture_options(p: argparse.ArgumentParser, *, streamed: bool = False) -> None:
+    """The limits every reader of captures applies (``wirecheck.replay.CaptureLimits``). A
+    ``streamed`` reader (``check``) holds a window of the capture, not all of it: no limit on the
+    exchanges unless asked for, or unless what it writes needs every exchange at once."""
     from wirecheck.replay import CaptureLimits
 
     d = CaptureLimits()
@@ -169,32 +172,48 @@ def capture_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-exchanges",
         type=int,
-        default=d.exchanges,
+        default=None if streamed else d.exchanges,
         metavar="N",
-        help=f"most exchanges read from one capture file or store (default {d.exchanges})",
+        help=(
+            "most exchanges read from one capture file or store (default: none for the text and "
+            f"json reports, which hold a window of the capture; {d.exchanges} for html and junit, "
+            "which hold every exchange)"
+            if streamed
+            else f"most exchanges read from one capture file or store (default {d.exchanges})"
+        ),
     )
 
 
-def capture_limits(args: argparse.Namespace) -> Any:
+def capture_limits(args: argparse.Namespace, *, holds_all: bool = True) -> Any:
+    """The limits of ``capture_options``; ``holds_all``: the command holds every exchange it reads
+    (the default limit applies when none was given)."""
     from wirecheck.replay import CaptureLimits
 
     entry = size(args.max_entry_size, "--max-entry-size")
-    if entry < 1 or args.max_exchanges < 1:
+    given = args.max_exchanges
+    if entry < 1 or (given is not None and given < 1):
         raise WirecheckError("--max-entry-size and --max-exchanges must be positive")
-    return CaptureLimits(entry_bytes=entry, exchanges=args.max_exchanges)
+    if given is None:
+        given = CaptureLimits().exchanges if holds_all else sys.maxsize
+    return CaptureLimits(entry_bytes=entry, exchanges=given)
+
+
+def read_captures(
+    files: Sequence[str], notes: list[Finding] | None = None, limits: Any = None
+) -> Iterator[Exchange]:
+    """The exchanges of stores, exchange JSONL, HAR and mitmproxy flow files, one at a time, told
+    apart by content (``wirecheck.replay.read_capture``, the one way every reader opens a capture).
+    Stores are opened read-only; what a store says it lost (gap rows) or set aside (live checks
+    skipped) is added to ``notes`` as findings once it is read, so that a report counts it."""
+    from wirecheck.replay import CaptureLimits, read_capture
+
+    for name in files:
+        yield from read_capture(name, limits=limits or CaptureLimits(), notes=notes)
 
 
 def load(files: Sequence[str], notes: list[Finding] | None = None, limits: Any = None) -> list[Exchange]:
-    """Exchanges from stores, exchange JSONL, HAR and mitmproxy flow files, told apart by content
-    (``wirecheck.replay.read_capture``, the one way every reader opens a capture). Stores are opened
-    read-only; what a store says it lost (gap rows) or set aside (live checks skipped) is added to
-    ``notes`` as findings, so that a report counts it."""
-    from wirecheck.replay import CaptureLimits, read_capture
-
-    out: list[Exchange] = []
-    for name in files:
-        out.extend(read_capture(name, limits=limits or CaptureLimits(), notes=notes))
-    return out
+    """Every exchange of :func:`read_captures`, held at once."""
+    return list(read_captures(files, notes, limits))
 
 
 def hostport(value: str, what: str) -> tuple[str, int]:

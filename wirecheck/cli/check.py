@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from wirecheck._errors import WirecheckError
@@ -11,11 +12,12 @@ from wirecheck.contracts import (
     FAMILY_CHOICES,
     GENERIC,
     KNOWN_BUGS,
+    WINDOW,
     CheckConfig,
     Exchange,
     Finding,
     bounded_loads,
-    check_exchanges,
+    check_stream,
     detect_family,
     printable,
     render_html,
@@ -27,7 +29,16 @@ from wirecheck.contracts import (
     unknown_family_note,
 )
 
-from ._common import STORE_ENV, capture_limits, capture_options, load, redact_option, redaction, store_source
+from ._common import (
+    STORE_ENV,
+    capture_limits,
+    capture_options,
+    load,
+    read_captures,
+    redact_option,
+    redaction,
+    store_source,
+)
 
 __all__ = ["EXAMPLE", "register"]
 
@@ -86,8 +97,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the vLLM version behind the capture, when its system_fingerprint does not say (GET /version): "
         "held against the known-bug catalogue's version ranges",
     )
+    c.add_argument(
+        "--window",
+        type=int,
+        default=WINDOW,
+        metavar="N",
+        help="most exchanges held at once to pair the taps and the stream/non-stream twins (default "
+        f"{WINDOW}: about 200 MB of chat completions); a capture with more within a minute says so",
+    )
     redact_option(c)
-    capture_options(c)
+    capture_options(c, streamed=True)
     c.set_defaults(run=_check)
 
     r = sub.add_parser("rules", help="list the rule catalogue")
@@ -158,30 +177,40 @@ def _check(args: argparse.Namespace) -> int:
         disabled=frozenset(args.disable),
         server_version=args.server_version,
     )
+    if args.window < 1:
+        raise WirecheckError("check: --window must be positive")
+    from wirecheck.replay import in_time_order
+
     notes: list[Finding] = []
-    exchanges = load(files, notes, capture_limits(args))
+    # text and json need only the findings: the capture is read once, in time order, and only a
+    # window of it is held (check_stream); html shows every exchange and junit names each one
+    seen = _Seen(keep=args.format == "html", ids=args.format == "junit", models=args.family == "auto")
+    captured = seen.watch(read_captures(files, notes, capture_limits(args, holds_all=seen.keep or seen.ids)))
+    result = check_stream(in_time_order(captured), config, window=args.window)
     lost = sum(int(f.evidence.get("lost", 0)) for f in notes)
-    if not exchanges:
+    if not result.exchanges:
         # nothing was checked: that is not a pass
         raise WirecheckError(
             f"check: no exchanges in {', '.join(files)}"
             + (f" ({lost} exchange(s) recorded as lost by the store)" if lost else "")
             + ": an empty capture is not a pass"
         )
-    if args.family == "auto":
-        for model in _unknown_models(exchanges):
-            print(f"wirecheck: note: {printable(unknown_family_note(model))}", file=sys.stderr)
-    result = check_exchanges(exchanges, config)
+    for model in sorted(m for m in seen.models if detect_family(m) == GENERIC):
+        print(f"wirecheck: note: {printable(unknown_family_note(model))}", file=sys.stderr)
+    if result.cut:
+        print(
+            f"wirecheck: note: {result.cut} exchange(s) were judged before every exchange that might pair "
+            f"with them was read (more than {args.window} within a minute); --window raises the limit",
+            file=sys.stderr,
+        )
     result.findings.extend(notes)
     result.lost = lost
     if args.format == "json":
         text = render_json(result)
     elif args.format == "junit":
-        text = render_junit(
-            result, exchange_ids=[e.id for e in exchanges] + sorted({f.exchange_id for f in notes})
-        )
+        text = render_junit(result, exchange_ids=seen.id_list + sorted({f.exchange_id for f in notes}))
     elif args.format == "html":
-        text = render_html(result, exchanges, redaction=redaction(args))
+        text = render_html(result, seen.exchanges, redaction=redaction(args))
     else:
         text = render_text(result, color=args.output is None and sys.stdout.isatty())
     if args.output:
@@ -193,17 +222,37 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if result.errors else 0
 
 
-def _unknown_models(exchanges: list[Exchange]) -> list[str]:
-    """The requested models that the family table does not know (say so, judge generic)."""
-    models: set[str] = set()
-    for e in exchanges:
-        try:
-            body = bounded_loads(e.request.body or b"null")  # hostile depth
-        except ValueError:
-            continue
-        if isinstance(body, dict) and isinstance(body.get("model"), str):
-            models.add(body["model"])
-    return sorted(m for m in models if detect_family(m) == GENERIC)
+class _Seen:
+    """What the report needs of the exchanges besides their findings, taken as they are read: the
+    requested models (``models``), the ids in capture order (``ids``, for junit), every exchange
+    (``keep``, for html)."""
+
+    def __init__(self, *, keep: bool, ids: bool, models: bool) -> None:
+        self.keep, self.ids, self.want_models = keep, ids, models
+        self.exchanges: list[Exchange] = []
+        self.id_list: list[str] = []
+        self.models: set[str] = set()
+
+    def watch(self, exchanges: Iterator[Exchange]) -> Iterator[Exchange]:
+        for ex in exchanges:
+            if self.keep:
+                self.exchanges.append(ex)
+            if self.ids:
+                self.id_list.append(ex.id)
+            if self.want_models:
+                model = _model(ex)
+                if model is not None:
+                    self.models.add(model)
+            yield ex
+
+
+def _model(ex: Exchange) -> str | None:
+    """The model a request names (a family the table does not know is said, and judged generic)."""
+    try:
+        body = bounded_loads(ex.request.body or b"null")  # hostile depth
+    except ValueError:
+        return None
+    return body["model"] if isinstance(body, dict) and isinstance(body.get("model"), str) else None
 
 
 def _rules(args: argparse.Namespace) -> int:
