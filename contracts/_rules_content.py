@@ -177,7 +177,7 @@ def reasoning_expected(view: ExchangeView, ctx: CheckConfig) -> bool:
 def thinking_off(view: ExchangeView, ctx: CheckConfig) -> bool:
     """No reasoning parser was meant to split this answer: the family has none (Qwen3-Coder), the
     request turned thinking off (``chat_template_kwargs`` ``thinking`` / ``enable_thinking`` given and
-    none true, ``reasoning_effort: none``), or the family does not think unasked (DeepSeek V3.1) and
+    none true, ``reasoning_effort: none``, Messages ``thinking`` disabled), or the family does not think unasked (DeepSeek V3.1) and
     nothing in the request asked. vLLM's reasoning parsers then pass the text through (DeepSeek V3's
     is the identity parser unless thinking is on), so think markup in the answer is what the model
     wrote. A model the family table does not know is never judged off."""
@@ -194,8 +194,9 @@ def thinking_off(view: ExchangeView, ctx: CheckConfig) -> bool:
     if isinstance(effort, str):
         return effort.lower() == "none"
     thinking = view.raw_req.get("thinking") if view.endpoint == "messages" else None
-    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
-        return False
+    if isinstance(thinking, dict) and thinking.get("type") == "disabled":
+        # vLLM's Messages serving sends reasoning_effort "none" for it (enabled only sets a budget)
+        return True
     return not family.thinks_by_default
 
 

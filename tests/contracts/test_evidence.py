@@ -327,3 +327,22 @@ def test_text_after_the_calls_that_only_the_stream_shows_is_no_twin_evidence() -
     )
     got = faults(streamed({**rq, "stream_options": {"include_usage": True}}, objs), exchange(rq, plain))
     assert got == {("reasoning-markup-in-content", "model")}
+
+
+@pytest.mark.parametrize(
+    ("model", "thinking", "fault"),
+    [
+        # vLLM's Messages serving turns "disabled" into reasoning_effort none; "enabled" only sets a
+        # token budget, so DeepSeek V3.1 still does not think
+        (wire.K2, {"type": "disabled"}, "model"),
+        (wire.K2, {"type": "enabled", "budget_tokens": 1024}, "parser"),
+        (DEEPSEEK, {"type": "enabled", "budget_tokens": 1024}, "model"),
+    ],
+)
+def test_messages_thinking_decides_whose_think_markup_it_is(
+    model: str, thinking: dict[str, Any], fault: str
+) -> None:
+    rq = aw.messages_req(model=model, thinking=thinking, max_tokens=2048)
+    body = {**aw.text_message("<think>I wonder</think>Hello"), "model": model}
+    got = faults(aw.api_exchange("/v1/messages", rq, body), rule="reasoning-markup-in-content")
+    assert got == {("reasoning-markup-in-content", fault)}
