@@ -22,6 +22,7 @@ field: the proxy can ask ``/version``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -103,7 +104,7 @@ class KnownBug:
         return sum(1 for g in given if g) + len(self.request)
 
     def explains(self, rule_id: str) -> bool:
-        return any(fnmatchcase(rule_id, p) for p in self.rules)
+        return _explains(self.rules, rule_id)
 
     def matches(self, view: ExchangeView) -> bool:
         if self.endpoints and view.endpoint not in self.endpoints:
@@ -142,6 +143,13 @@ class KnownBug:
 
 
 _MISSING = object()
+
+
+@functools.lru_cache(maxsize=4096)
+def _explains(patterns: tuple[str, ...], rule_id: str) -> bool:
+    # asked for every catalogue entry and every finding (the live checker's, batch after batch):
+    # the few rule ids there are, matched once each
+    return any(fnmatchcase(rule_id, p) for p in patterns)
 
 
 def _dig(obj: Any, path: str) -> Any:

@@ -345,6 +345,8 @@ def _near(engines: list[_Side], starts: list[float], c: _Side, window_s: float) 
 def pair_taps(views: list[ExchangeView], *, window_s: float = 60.0) -> list[TapPair]:
     """Caller/engine pairs by correlation, then completion id, then fingerprint and time; an engine
     exchange left over that repeats a paired caller request inside its time is a retry of it."""
+    if not any(v.tap == ENGINE for v in views) or not any(v.tap == CALLER for v in views):
+        return []  # one tap only (a single-tap capture): nothing to pair, and no side worked out
     callers = sorted((_side(v) for v in views if v.tap == CALLER), key=lambda s: s.start or 0.0)
     timed = sorted((_side(v) for v in views if v.tap == ENGINE), key=lambda s: s.start or 0.0)
     engines = [e for e in timed if e.start is not None] + [e for e in timed if e.start is None]
@@ -429,14 +431,23 @@ def _answered(p: TapPair) -> None:
     p.retries = [v for v in attempts if v is not answer]
 
 
+def twin_key(view: ExchangeView) -> tuple[str, str] | None:
+    """What a view's twin shares with it (its tap, endpoint and request fingerprint), or None when it
+    can have no twin: :func:`pair_twins` pairs only views of one key."""
+    if not view.ok or not view.req:
+        return None
+    # the endpoint is part of the key: a Responses call is no twin of the same chat request
+    return (view.tap, f"{view.endpoint}:{request_fingerprint(view)}")
+
+
 def pair_twins(views: list[ExchangeView]) -> list[TwinPair]:
     """Streamed/non-streamed pairs of the same request at the same tap (first of each)."""
     groups: dict[tuple[str, str], tuple[list[ExchangeView], list[ExchangeView]]] = {}
     for v in views:
-        if not v.ok or not v.req:
+        key = twin_key(v)
+        if key is None:
             continue
-        # the endpoint is part of the key: a Responses call is no twin of the same chat request
-        s, p = groups.setdefault((v.tap, f"{v.endpoint}:{request_fingerprint(v)}"), ([], []))
+        s, p = groups.setdefault(key, ([], []))
         (s if v.kind == "stream" else p).append(v)
     out = []
     for s, p in groups.values():
