@@ -6,12 +6,14 @@ from ._app import DEFAULT_REDACT, ProxyApp, TapConfig
 from ._export import to_har, write_har, write_jsonl
 from ._lifeline import HELPER_PRIORITY_ENV, helper_priority
 from ._live import CheckerSupervisor, check_ids, check_pending, run_checker, start_checker
+from ._loop import EVENT_LOOP_ENV, event_loop_name
 from ._runner import ListenerServer, ProxyRun, run_proxy
 from ._server import tap_protocol
 
 __all__ = [
     "ADMIN_TOKEN_ENV",
     "DEFAULT_REDACT",
+    "EVENT_LOOP_ENV",
     "HELPER_PRIORITY_ENV",
     "AdminApp",
     "CheckerSupervisor",
@@ -21,6 +23,7 @@ __all__ = [
     "TapConfig",
     "check_ids",
     "check_pending",
+    "event_loop_name",
     "helper_priority",
     "run_checker",
     "run_proxy",
