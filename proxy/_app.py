@@ -484,13 +484,15 @@ class ProxyApp:
         sizes: list[int],
         direct: DirectBody | None,
     ) -> None:
-        tee = _Tee(chunks, t0, self.cfg.record_limit, self.metrics.added.labels(self.cfg.tap))
+        added = self.metrics.added.labels(self.cfg.tap)
+        tee = _Tee(chunks, t0, self.cfg.record_limit, added)
         try:
             await send({"type": "http.response.start", "status": upstream.status, "headers": headers})
         except OSError as exc:
             raise _DownstreamGone(str(exc)) from exc
         try:
             if direct is not None and upstream.relay is not None and direct.usable():
+                tee = _DirectSink(chunks, t0, self.cfg.record_limit, added, direct)
                 await _relay(upstream.relay, direct, tee)
             else:
                 async for batch in upstream.batches:
@@ -575,18 +577,38 @@ class _Tee:
         self.added.observe(time.monotonic() - batch[0][0])
 
 
-async def _relay(relay: Callable[[BodySink], Awaitable[bool]], direct: DirectBody, tee: _Tee) -> None:
+class _DirectSink(_Tee):
+    """The tee as the upstream's read callback's sink, writing each read's pieces straight to the
+    caller (``DirectBody``): the work of every forwarded event is here, in one call (it was five
+    calls of a closure, the tee and the histogram)."""
+
+    __slots__ = ("_full", "_gone", "_write")
+
+    def __init__(self, chunks: list[Chunk], t0: float, limit: int, added: Any, direct: DirectBody) -> None:
+        super().__init__(chunks, t0, limit, added)
+        self._gone, self._write, self._full = direct.gone, direct.write, direct.full
+
+    def __call__(self, batch: Batch) -> bool:
+        if self._gone():
+            return False
+        if len(batch) == 1:
+            arrived, data = batch[0]
+            self.size += len(data)
+            if self.room > 0:
+                kept = data if len(data) <= self.room else data[: self.room]
+                self.room -= len(kept)
+                self.chunks.append(Chunk((arrived - self.t0) * 1000.0, kept))
+        else:
+            arrived, data = batch[0][0], self.take(batch)
+        self._write(data)
+        self.added.observe(time.monotonic() - arrived)
+        return not self._full()
+
+
+async def _relay(relay: Callable[[BodySink], Awaitable[bool]], direct: DirectBody, sink: _DirectSink) -> None:
     """The body from the upstream's read callback straight to the caller's socket: per
     read one record entry and one write, with no task step; this task wakes only when the caller's
     buffer is full (to wait for it to drain) and at the end."""
-
-    def sink(batch: Batch) -> bool:
-        if direct.gone():
-            return False
-        direct.write(tee.take(batch))
-        tee.sent(batch)
-        return not direct.full()
-
     while not await relay(sink):
         if direct.gone():  # a closed connection stays closed: the sink stopped for it, or will
             raise _DownstreamGone("the caller's connection closed")
