@@ -244,13 +244,17 @@ def name_known_bugs(
 ) -> None:
     """Name the known bug that explains each finding (see the module docstring)."""
     entries = list(catalogue)
+    explaining: dict[str, list[KnownBug]] = {}  # rule id -> the entries that explain its findings
     for f in findings:
         view = views.get(f.exchange_id)
         if view is None or f.severity == "info":
             continue
         best: tuple[KnownBug, str | None, bool | None] | None = None
-        for bug in entries:
-            if not bug.explains(f.rule) or not bug.matches(view):
+        candidates = explaining.get(f.rule)
+        if candidates is None:
+            candidates = explaining[f.rule] = [bug for bug in entries if bug.explains(f.rule)]
+        for bug in candidates:
+            if not bug.matches(view):
                 continue
             version = server_version(view, bug.product, configured_version)
             affected = _affected(bug, version)

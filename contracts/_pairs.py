@@ -436,8 +436,11 @@ def twin_key(view: ExchangeView) -> tuple[str, str] | None:
     can have no twin: :func:`pair_twins` pairs only views of one key."""
     if not view.ok or not view.req:
         return None
-    # the endpoint is part of the key: a Responses call is no twin of the same chat request
-    return (view.tap, f"{view.endpoint}:{request_fingerprint(view)}")
+    key: tuple[str, str] | None = view.memo.get("twin_key")
+    if key is None:
+        # the endpoint is part of the key: a Responses call is no twin of the same chat request
+        key = view.memo["twin_key"] = (view.tap, f"{view.endpoint}:{request_fingerprint(view)}")
+    return key
 
 
 def pair_twins(views: list[ExchangeView]) -> list[TwinPair]:
