@@ -1,5 +1,5 @@
 """ASGI apps served in this event loop for the acceptance run: the demo's simulator and gateway, and
-the dual taps."""
+the dual taps, each on a listener of the proxy's (``wirecheck.proxy.Listener``)."""
 
 from __future__ import annotations
 
@@ -8,32 +8,25 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import uvicorn
-
 from wirecheck.contracts import ConfigError
-from wirecheck.proxy import ListenerServer
+from wirecheck.proxy import Listener
 
 __all__ = ["serving"]
 
 
 @contextlib.asynccontextmanager
-async def serving(apps: list[tuple[Any, int]], failure: str, *, http: Any = "auto") -> AsyncIterator[None]:
+async def serving(apps: list[tuple[Any, int]], failure: str) -> AsyncIterator[None]:
     """Serve each ``(app, port)`` on loopback until the block ends; ``failure`` is the error when one
-    cannot start. ``http``: uvicorn's protocol (the taps pass the proxy's own, ``tap_protocol()``)."""
-    servers = [
-        ListenerServer(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="auto", http=http)
-        )
-        for app, port in apps
-    ]
-    tasks = [asyncio.ensure_future(s.serve()) for s in servers]
+    cannot start."""
+    started: list[Listener] = []
     try:
-        while not all(s.started for s in servers):
-            if any(t.done() for t in tasks):
-                raise ConfigError(failure)
-            await asyncio.sleep(0.01)
+        for app, port in apps:
+            listener = Listener(app)
+            try:
+                await listener.start("127.0.0.1", port)
+            except OSError as exc:
+                raise ConfigError(failure) from exc
+            started.append(listener)
         yield
     finally:
-        for s in servers:
-            s.should_exit = True
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*(listener.stop(grace_s=10) for listener in reversed(started)))

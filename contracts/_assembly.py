@@ -60,6 +60,9 @@ class AssembledChoice:
     finish_reason: str | None = None
     finish_event: int | None = None
     stop_reason: Any = None
+    #: the endpoint's own word for how the answer ended, where it is not a chat finish_reason:
+    #: a Responses ``status``, a Messages ``stop_reason`` (``end_turn``, ``stop_sequence``, ...)
+    native_finish: str | None = None
     _by_index: dict[int, AssembledCall] = field(default_factory=dict)
 
     @property

@@ -21,7 +21,9 @@ from . import (  # noqa: F401 - registers rules
     _rules_answer,
     _rules_apis,
     _rules_content,
+    _rules_history,
     _rules_limits,
+    _rules_markup,
     _rules_message,
     _rules_pairs,
     _rules_request,
@@ -129,7 +131,7 @@ def check_view(view: ExchangeView, config: CheckConfig | None = None) -> list[Fi
     out: list[Finding] = []
     cut = bool(truncated_sides(view))  # a cut body reads as a malformed one: only the safe rules
     for r in rules("exchange"):
-        if r.id in ctx.disabled or (cut and r.id not in TRUNCATION_SAFE):
+        if r.id in ctx.disabled or (cut and r.id not in TRUNCATION_SAFE) or not r.judges(view.endpoint):
             continue
         out.extend(_run(r, view, ctx, view.id, view.tap))
     return out
@@ -188,7 +190,7 @@ def check_exchanges(
         # ground truth showed the value comparison putting those model faults on the parser too)
         tw.model_fault = _model_fault(per_view[id(tw.streamed)]) or _model_fault(per_view[id(tw.plain)])
         for r in rules("twins"):
-            if r.id not in ctx.disabled:
+            if r.id not in ctx.disabled and r.judges(tw.streamed.endpoint):
                 per_view[id(tw.streamed)].extend(_run(r, tw, ctx, tw.streamed.id, tw.streamed.tap))
 
     # parser, model or engine from the evidence each exchange and its twin carry (before the taps
@@ -223,7 +225,7 @@ def check_exchanges(
         if truncated_sides(p.caller) or truncated_sides(p.engine):
             continue  # comparing a cut capture with a whole one would blame the gateway for the cut
         for r in rules("taps"):
-            if r.id not in ctx.disabled:
+            if r.id not in ctx.disabled and r.judges(p.caller.endpoint):
                 per_view[id(p.caller)].extend(_run(r, p, ctx, p.caller.id, p.caller.tap))
     for r in rules("set"):
         if r.id not in ctx.disabled:

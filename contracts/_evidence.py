@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from ._pairs import TwinPair
-from ._registry import CheckConfig, Fault, Finding, Hit, hit, rule
+from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Finding, Hit, hit, rule
 from ._translate import args_value, same_or_coerced, same_output, usage_meaning
 from ._view import ExchangeView
 
@@ -207,7 +207,7 @@ def _bounds(t: WireTokens) -> str:
     )
 
 
-@rule("output-tokens-vanished", fault=Fault.PARSER, area="tokens")
+@rule("output-tokens-vanished", fault=Fault.PARSER, area="tokens", endpoints=ALL_ENDPOINTS)
 def _vanished(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Usage counts more completion tokens than what reached the wire can hold: the parser dropped output.
 

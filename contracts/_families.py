@@ -1,4 +1,4 @@
-"""The family table: one row per agent dialect, and the one detector (part 2).
+"""The family table: one row per agent dialect, and the one detector.
 
 A *family* is what vLLM's ``--tool-call-parser`` names: how a model writes tool calls and thinking
 into its raw output, which special tokens it uses, who writes the call ids, and which parsers and
@@ -157,9 +157,9 @@ _ROWS = (
         named_choice_needs_strict=True,
         hybrid_kv_cache=True,
     ),
-    # vLLM --tool-call-parser qwen3_coder (vllm/tool_parsers/qwen3coder_tool_parser.py): XML calls
+    # vLLM --tool-call-parser qwen3_coder (vllm/parser/qwen3.py, an engine parser in 0.32): XML calls
     # <tool_call><function=NAME><parameter=K>V</parameter></function></tool_call>, values converted by
-    # the tool's schema, ids minted by the parser as call_<24 hex>. Qwen3-Coder does not think: the
+    # the tool's schema, ids minted as chatcmpl-tool-<hex> (the legacy parser minted call_<24 hex>). Qwen3-Coder does not think: the
     # recipe sets no reasoning parser. Before hermes, whose Qwen3 pattern leaves Coder models out.
     Family(
         name="qwen3_coder",
@@ -177,7 +177,7 @@ _ROWS = (
         reasoning_markup=(),
         special_tokens=("<|im_start|>", "<|im_end|>", "<|endoftext|>"),
         id_pattern=None,
-        id_shape="call_<24 hex>, minted by vLLM's parser",
+        id_shape="chatcmpl-tool-<hex>, minted by vLLM (0.32's engine parser)",
         tool_parser="qwen3_coder",
         reasoning_parser=None,
         thinks_by_default=False,
@@ -240,11 +240,11 @@ _ROWS = (
     ),
     # vLLM --tool-call-parser minimax_m2 (vllm/tool_parsers/minimax_m2_tool_parser.py):
     # <minimax:tool_call><invoke name="NAME"><parameter name="K">V</parameter></invoke>
-    # </minimax:tool_call>, values converted by the tool's schema, ids call_<24 hex>. Reasoning parser
+    # </minimax:tool_call>, values converted by the tool's schema, ids chatcmpl-tool-<hex> (0.32). Reasoning parser
     # minimax_m2 (vllm/reasoning/minimax_m2_reasoning_parser.py) splits <think>...</think>; its variant
     # minimax_m2_append_think, which many deployments use, keeps the think block in content, which
-    # the markup rules report (not yet told apart). Chat-template special tokens: not read
-    # from the sources, so none are listed.
+    # the markup rules report (not yet told apart). Chat-template special tokens: ]~!b[ opens the
+    # prompt, ]~b]ROLE opens a turn, [e~[ ends one (the end of sequence).
     Family(
         name="minimax_m2",
         title="MiniMax M2",
@@ -259,9 +259,9 @@ _ROWS = (
             r"</parameter>",
         ),
         reasoning_markup=(r"</?think>",),
-        special_tokens=(),
+        special_tokens=("[e~[", "]~!b[", "]~b]"),
         id_pattern=None,
-        id_shape="call_<24 hex>, minted by vLLM's parser",
+        id_shape="chatcmpl-tool-<hex>, minted by vLLM (0.32's engine parser)",
         tool_parser="minimax_m2",
         reasoning_parser="minimax_m2",
         thinks_by_default=True,
@@ -301,7 +301,9 @@ _ROWS = (
         id_shape="chatcmpl-tool-<hex>, minted by vLLM",
         tool_parser="hermes",
         reasoning_parser="qwen3",
-        thinks_by_default=False,
+        # vLLM's qwen3 reasoning parser reads output as reasoning until </think> unless the request
+        # says enable_thinking: false (vllm/parser/qwen3.py), as Qwen3's template thinks by default
+        thinks_by_default=True,
         stream_misparse_issues=(9693, 28806),
     ),
 )

@@ -2,7 +2,7 @@
 
 Every family's tool-call markup, think markup and special tokens, read off the family table
 (``_families``). A parser that works turns all of these into wire fields; what is left in text is the
-parser's fault (or, inside reasoning, the model's: it wrote a call before its thinking closed). The
+parser's fault, in reasoning too (vLLM's parsers end the reasoning where a call opens). The
 patterns are the union over all families on purpose: markup of *any* family in content is a defect,
 whatever the model claims to be, so an unknown model is still checked for all of it.
 """

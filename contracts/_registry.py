@@ -21,7 +21,7 @@ import inspect
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -30,7 +30,11 @@ from ._errors import ConfigError
 from ._families import FAMILY_CHOICES
 
 __all__ = [
+    "ALL_ENDPOINTS",
+    "CHAT",
+    "MESSAGES",
     "REGISTRY",
+    "RESPONSES",
     "CheckConfig",
     "Fault",
     "Finding",
@@ -121,6 +125,12 @@ def hit(
 
 RuleFunc = Callable[[Any, "CheckConfig"], Iterator[Hit]]
 
+#: the endpoints a rule may judge: ``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``
+CHAT = "chat"
+RESPONSES = "responses"
+MESSAGES = "messages"
+ALL_ENDPOINTS = (CHAT, RESPONSES, MESSAGES)
+
 
 @dataclass(frozen=True, slots=True)
 class Rule:
@@ -132,6 +142,15 @@ class Rule:
     func: RuleFunc
     area: str
     doc: str = ""
+    #: the endpoints it judges (in ``ALL_ENDPOINTS`` order); the runner does not call it on an
+    #: exchange of another endpoint. Empty: not declared (a test fails on that; the runner then
+    #: calls it everywhere, as before endpoints were declared)
+    endpoints: tuple[str, ...] = ()
+
+    def judges(self, endpoint: str | None) -> bool:
+        """Whether the rule runs on an exchange of ``endpoint`` (None: a path that is none of the
+        three, which only the rules that look at HTTP and transport have anything to say about)."""
+        return endpoint is None or not self.endpoints or endpoint in self.endpoints
 
 
 REGISTRY: dict[str, Rule] = {}
@@ -148,15 +167,21 @@ def rule(
     scope: str = "exchange",
     area: str = "response",
     doc: str | None = None,
+    endpoints: Iterable[str] = (),
 ) -> Callable[[RuleFunc], RuleFunc]:
     """Register a rule. Its summary and doc (the catalogue's "why") are the function's docstring: the
     first paragraph, then the rest. A rule built from a table, where one function serves several
     rules, gives ``summary`` and ``doc`` instead (``summary`` alone keeps the docstring as
-    the doc)."""
+    the doc). ``endpoints``: which of ``ALL_ENDPOINTS`` it judges; every rule declares them (a test
+    holds that), and stays silent on the others."""
     if not _ID.match(rule_id):
         raise ValueError(f"rule id {rule_id!r} is not kebab-case")
     if scope not in _SCOPES:
         raise ValueError(f"rule scope {scope!r} is not one of {_SCOPES}")
+    wanted = set(endpoints)
+    if wanted - set(ALL_ENDPOINTS):
+        raise ValueError(f"rule {rule_id!r}: unknown endpoint(s) {sorted(wanted - set(ALL_ENDPOINTS))}")
+    declared = tuple(e for e in ALL_ENDPOINTS if e in wanted)
 
     def register(func: RuleFunc) -> RuleFunc:
         if rule_id in REGISTRY:
@@ -166,7 +191,7 @@ def rule(
         if first is None:
             first, why = _summary_and_why(rule_id, func.__doc__)
         text = " ".join((why or "").split())
-        REGISTRY[rule_id] = Rule(rule_id, first, severity, fault, scope, func, area, text)
+        REGISTRY[rule_id] = Rule(rule_id, first, severity, fault, scope, func, area, text, declared)
         return func
 
     return register

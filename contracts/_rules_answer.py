@@ -18,11 +18,10 @@ from collections.abc import Iterator
 from ._assembly import AssembledChoice
 from ._families import rows_saying
 from ._markup import TOOL_MARKUP, find_markup
-from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
-from ._rules_content import output_constraint
+from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, Severity, hit, rule
 from ._rules_message import _stopped_by_length
 from ._translate import usage_meaning
-from ._view import ExchangeView
+from ._view import ExchangeView, output_constraint
 
 __all__: list[str] = []
 
@@ -43,12 +42,19 @@ def _outside_reasoning(view: ExchangeView) -> int | None:
 
 
 def _judged(view: ExchangeView) -> bool:
-    """Requests whose empty answers other rules already judge: forced tools, structured output."""
+    """Requests whose empty answers other rules already judge: forced tools, structured output, a
+    call left in reasoning (tool-call-in-reasoning: the parser kept it there, which is why the
+    answer is empty and the reasoning looks unclosed)."""
     tc = view.req.get("tool_choice")
-    return tc == "required" or isinstance(tc, dict) or output_constraint(view.req) is not None
+    return (
+        tc == "required"
+        or isinstance(tc, dict)
+        or output_constraint(view.req) is not None
+        or any(find_markup(TOOL_MARKUP, ch.reasoning) for ch in view.choices)
+    )
 
 
-@rule("reasoning-unclosed", fault=Fault.MODEL, area="reasoning")
+@rule("reasoning-unclosed", fault=Fault.MODEL, area="reasoning", endpoints=ALL_ENDPOINTS)
 def _reasoning_unclosed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The whole answer is reasoning: the model never closed its thinking, so content is empty.
 
@@ -84,6 +90,7 @@ _SILENT_DROPS = rows_saying(
     "answer-empty",
     fault=Fault.MODEL,
     area="tools",
+    endpoints=ALL_ENDPOINTS,
     summary="The answer ends with stop but carries no content and no tool call.",
     doc=f"""An agent gets nothing to act on. When usage shows tokens written after the reasoning, the
     parser dropped them ({_SILENT_DROPS} without a trace): tokens that vanished between the model and
@@ -107,19 +114,13 @@ def _answer_empty(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 severity=Severity.WARNING,
             )
         elif outside > 2:
-            # a call written inside the thinking is still on the wire (tool-call-in-reasoning says
-            # so): the tokens did not vanish, the model put them there
-            inside = find_markup(TOOL_MARKUP, ch.reasoning) is not None
+            # a call left in reasoning never gets here (_judged: tool-call-in-reasoning says it)
             yield hit(
                 f"no content and no tool call, yet usage shows {outside} completion tokens outside the "
-                + (
-                    "reasoning, and the reasoning holds call markup: the model called inside its thinking"
-                    if inside
-                    else "reasoning: the parser dropped them (a Kimi K2 tool-call header without :N is "
-                    "dropped silently)"
-                ),
+                "reasoning: the parser dropped them (a Kimi K2 tool-call header without :N is dropped "
+                "silently)",
                 ptr,
-                fault=Fault.MODEL if inside else Fault.PARSER,
+                fault=Fault.PARSER,
             )
         elif outside == 2 or not ch.reasoning:
             yield hit("the model closed its thinking and wrote nothing: no content, no tool call", ptr)

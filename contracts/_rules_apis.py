@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from ._registry import CheckConfig, Fault, Hit, hit, rule
+from ._registry import MESSAGES, REGISTRY, RESPONSES, CheckConfig, Fault, Hit, hit, rule
 from ._view import ExchangeView
 
 
@@ -34,21 +34,27 @@ def _anomalies(kinds: tuple[str, ...]) -> Callable[[ExchangeView, CheckConfig], 
     return check
 
 
-#: rule id, the anomaly kinds it reports, its summary, its doc (each an engine fault in area stream)
+#: rule id, the endpoints it judges, the anomaly kinds it reports, its summary, its doc (each an engine fault in area stream)
 _FRAMING_RULES = (
     (
         "api-stream-order",
+        (RESPONSES, MESSAGES),
         ("api-order", "api-terminal-missing"),
-        "A Responses or Messages event stream out of order: wrong first or last event, an event for an item or block that is not open, an event name that is not its data's type.",
+        "A Responses or Messages event stream out of order or short of what its clients read: wrong first or last event, an event for an item or block that is not open, an event name that is not its data's type, a message_start without type or role, a message_delta without usage.",
         """Responses open with ``response.created`` and end with ``response.completed``; an item is
-        added, fed and closed by ``response.output_item.done`` before the next is added. Messages open
-        with ``message_start``, carry ``stop_reason`` in ``message_delta`` and end with
+        added, fed and closed by ``response.output_item.done`` before the next is added, its content
+        parts counted from 0. Messages open with ``message_start`` (whose ``type`` and ``role`` vLLM
+        sets explicitly because strict anthropic SDK clients reject the event without them: vllm
+        #45367), carry ``stop_reason`` and ``usage`` in ``message_delta`` and end with
         ``message_stop``; a delta's type fits its block (``input_json_delta`` in ``tool_use``).
         Clients (the openai and anthropic SDKs) build the message from these events and drop or
-        reject what breaks the order.""",
+        reject what breaks them. Event types the checker does not know are legal (both APIs add
+        new ones; the SDKs skip them), and so is a thinking block's empty signature (vLLM signs
+        with a random string; a bridge in front of a chat engine has none to give).""",
     ),
     (
         "api-stream-sequence",
+        (RESPONSES,),
         ("api-sequence",),
         "Responses stream events whose sequence_number does not count 0, 1, 2, ... over every event.",
         """vLLM numbers every event it sends (``_increment_sequence_number_and_return``); a gap or a
@@ -56,6 +62,7 @@ _FRAMING_RULES = (
     ),
     (
         "api-block-index",
+        (MESSAGES,),
         ("api-index",),
         "Messages stream content blocks whose index is not dense from 0, overlap, or are fed after they stop.",
         """One block is open at a time and indexes count 0, 1, 2 (vLLM's ``_ActiveBlockState``); the
@@ -64,6 +71,7 @@ _FRAMING_RULES = (
     ),
     (
         "api-stream-disagrees",
+        (RESPONSES,),
         ("api-disagree",),
         "A Responses .done event or response.completed disagrees with what the stream's deltas built.",
         """``response.function_call_arguments.done``, ``response.output_item.done`` and the output of
@@ -71,43 +79,12 @@ _FRAMING_RULES = (
         same.""",
     ),
 )
-for _id, _kinds, _summary, _doc in _FRAMING_RULES:
-    rule(_id, fault=Fault.ENGINE, area="stream", summary=_summary, doc=_doc)(_anomalies(_kinds))
-
-
-# --- which rules judge which endpoint (docs/rules.md's endpoints column) ---------------------------
-
-ENDPOINTS = ("chat", "responses", "messages")
-
-#: rules about what only the chat wire has: ``[DONE]``, delta ``index``es, ``stream_options``, the
-#: chat request schema and its removed ``guided_*`` fields
-CHAT_ONLY = frozenset(
-    {
-        "request-guided-fields",
-        "request-malformed",
-        "stream-data-after-done",
-        "stream-done-missing",
-        "stream-done-repeated",
-        "stream-output-after-finish",
-        "stream-tool-id-repeated",
-        "stream-tool-index-gap",
-        "stream-tool-index-reuse",
-        "stream-usage-missing",
-        "taps-unpaired",
-    }
-)
-_ONLY: dict[str, tuple[str, ...]] = {
-    "api-stream-order": ("responses", "messages"),
-    "api-stream-sequence": ("responses",),
-    "api-stream-disagrees": ("responses",),
-    "api-block-index": ("messages",),
-    # Messages streams carry the id and model once, in message_start
-    "stream-inconsistent": ("chat", "responses"),
-}
+for _id, _where, _kinds, _summary, _doc in _FRAMING_RULES:
+    rule(_id, fault=Fault.ENGINE, area="stream", summary=_summary, doc=_doc, endpoints=_where)(
+        _anomalies(_kinds)
+    )
 
 
 def rule_endpoints(rule_id: str) -> tuple[str, ...]:
-    """The endpoints a rule judges; every other rule reads the normalized view and judges all three."""
-    if rule_id in CHAT_ONLY:
-        return ("chat",)
-    return _ONLY.get(rule_id, ENDPOINTS)
+    """The endpoints a rule judges, as it declared them (docs/rules.md's endpoints column)."""
+    return REGISTRY[rule_id].endpoints

@@ -5,16 +5,25 @@ reasoning, reasoning itself, structured output. Split from ``_rules_message`` (n
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from ._assembly import AssembledChoice
+from ._families import FAMILIES
 from ._json import JsonLimitError
 from ._json import loads as bounded_loads
-from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP, find_markup
-from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
-from ._rules_message import _cap_fault, _forced_name, _not_validated, _stopped_by_length, schema_errors
-from ._view import ExchangeView
+from ._markup import REASONING_MARKUP, find_markup
+from ._registry import ALL_ENDPOINTS, CHAT, MESSAGES, RESPONSES, CheckConfig, Fault, Hit, Severity, hit, rule
+from ._rules_message import (
+    _cap_fault,
+    _forced_name,
+    _not_validated,
+    _stopped_by_length,
+    family_of,
+    schema_errors,
+    stop_sequence,
+)
+from ._view import ExchangeView, output_constraint
 
 _KNOWN_FINISH = frozenset(
     {"stop", "length", "tool_calls", "content_filter", "function_call", "repetition", "abort", "error"}
@@ -23,13 +32,16 @@ _KNOWN_FINISH = frozenset(
 # --- finish_reason ---------------------------------------------------------------------------------
 
 
-@rule("finish-reason-mismatch", fault=Fault.PARSER, area="tools")
+@rule("finish-reason-mismatch", fault=Fault.PARSER, area="tools", endpoints=ALL_ENDPOINTS)
 def _finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """finish_reason disagrees with the tool calls of the message.
 
     ``tool_calls`` needs calls (an empty one is vllm #54701); calls with ``stop`` are wrong for
     vLLM unless a named ``tool_choice`` forced them (a warning: some upstreams legitimately do it, so
-    the dual tap decides); ``length`` stays ``length`` with partial calls."""
+    the dual tap decides); ``length`` stays ``length`` with partial calls. On /v1/messages the stop
+    reason is made by vLLM's Messages layer, not the parser: a complete call is ``tool_use``, forced
+    or not, so ``end_turn`` there is the engine's (vLLM 0.29 labelled forced calls so: vllm-project
+    agentic-api PR #296)."""
     if not view.ok:
         return
     for ch in view.choices:
@@ -38,6 +50,17 @@ def _finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit(
                 "finish_reason is tool_calls but the message has no tool calls", ptr, event=ch.finish_event
             )
+        elif view.endpoint == "messages" and ch.finish_reason == "stop" and ch.calls:
+            # _to_anthropic_stop_reason: a complete call is tool_use, forced or not; only a stop
+            # string that cut the last call short ends the turn with stop_sequence
+            if stop_sequence(ch, view) is None or _complete(ch.calls[-1].arguments):
+                yield hit(
+                    f"the message has tool_use blocks but stop_reason is {ch.native_finish}: vLLM's "
+                    "Messages layer labels a complete call tool_use",
+                    ptr,
+                    event=ch.finish_event,
+                    fault=Fault.ENGINE,
+                )
         elif ch.finish_reason == "stop" and ch.calls and _forced_name(view) is None:
             yield hit(
                 "message has tool calls but finish_reason is stop (vLLM sends tool_calls)",
@@ -47,7 +70,49 @@ def _finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("finish-reason-missing", fault=Fault.ENGINE, area="tools")
+def _complete(arguments: str) -> bool:
+    try:
+        bounded_loads(arguments)
+    except ValueError:
+        return False
+    return True
+
+
+@rule(
+    "stop-sequence-unrequested",
+    fault=Fault.ENGINE,
+    severity=Severity.WARNING,
+    area="tools",
+    endpoints=(CHAT, MESSAGES),
+)
+def _stop_sequence(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """The answer says a stop sequence ended it, and the request set no such stop sequence.
+
+    vLLM reports the stop string that matched as the choice's ``stop_reason`` (an int there is a stop
+    token) and /v1/messages as ``stop_reason: "stop_sequence"`` with the string in ``stop_sequence``
+    (anthropic/serving.py ``_to_anthropic_stop_reason``); both come from the request's ``stop`` /
+    ``stop_sequences``. A warning: a deployment's generation config may add stop strings of its own."""
+    if not view.ok:
+        return
+    for ch in view.choices:
+        ptr = f"/choices/{ch.index}/stop_reason"
+        named = ch.native_finish == "stop_sequence" or isinstance(ch.stop_reason, str)
+        if not named or stop_sequence(ch, view) is not None:
+            continue
+        if ch.stop_reason is None:
+            yield hit(
+                "stop_reason is stop_sequence but no stop_sequence is named", ptr, event=ch.finish_event
+            )
+        else:
+            yield hit(
+                f"ended by the stop sequence {ch.stop_reason!r}, which the request did not set",
+                ptr,
+                ch.stop_reason,
+                event=ch.finish_event,
+            )
+
+
+@rule("finish-reason-missing", fault=Fault.ENGINE, area="tools", endpoints=ALL_ENDPOINTS)
 def _finish_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A choice ends without a finish_reason, or with one outside the known set.
 
@@ -68,105 +133,57 @@ def _finish_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-# --- markup in text --------------------------------------------------------------------------------
-
-
-def _markup_left(
-    markup: re.Pattern[str], field: str, message: str
-) -> Callable[[ExchangeView, CheckConfig], Iterator[Hit]]:
-    """A rule for markup a parser should have mapped, left in ``content`` or ``reasoning`` of a choice."""
-
-    def check(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-        if not view.ok:
-            return
-        for ch in view.choices:
-            m = find_markup(markup, ch.content if field == "content" else ch.reasoning)
-            if m:
-                yield hit(message, f"/choices/{ch.index}/message/{field}", m[1])
-
-    return check
-
-
-# the rules differ only in the markup, the field and the message: rule id, fault, summary,
-# doc, and what the check looks for
-for _id, _fault, _summary, _doc, _check in (
-    (
-        "tool-markup-in-content",
-        Fault.PARSER,
-        "Tool-call markup of any family (K2 tokens, K3 <|open|>tools, <tool_call>) left in content.",
-        """The model wrote a call and the tool parser did not map it (vllm #39056, #42021, #51073), or
-        no tool parser is configured.""",
-        _markup_left(
-            TOOL_MARKUP, "content", "tool-call markup in content: the tool parser did not map the call"
-        ),
-    ),
-    (
-        "tool-call-in-reasoning",
-        Fault.MODEL,
-        "Tool-call markup inside reasoning: the model called a tool before its thinking closed.",
-        "A call written before ``</think>`` lands in reasoning, where no tool parser looks.",
-        _markup_left(
-            TOOL_MARKUP, "reasoning", "tool-call markup inside reasoning: a call before </think> closed"
-        ),
-    ),
-    (
-        "reasoning-markup-in-content",
-        Fault.PARSER,
-        "Think markup (</think>, <|open|>think) left in content.",
-        "The reasoning parser did not split reasoning from the answer.",
-        _markup_left(
-            REASONING_MARKUP, "content", "reasoning markup in content: the reasoning parser did not split it"
-        ),
-    ),
-):
-    rule(_id, fault=_fault, area="markup", summary=_summary, doc=_doc)(_check)
-
-
-@rule("special-token-leak", fault=Fault.PARSER, area="markup")
-def _special(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """Other special tokens (<|close|>message<|sep|>, <|im_end|>) in content or reasoning.
-
-    Kimi chat-template and channel tokens that no field should carry (vllm #51399, PR #38579).
-    Text already reported as tool or think markup is not reported twice."""
-    if not view.ok:
-        return
-    for ch in view.choices:
-        for name, text in (("content", ch.content), ("reasoning", ch.reasoning)):
-            if not text:
-                continue
-            if find_markup(TOOL_MARKUP, text) or find_markup(REASONING_MARKUP, text):
-                continue
-            m = find_markup(SPECIAL_TOKENS, text)
-            if m:
-                yield hit(f"special token in {name}", f"/choices/{ch.index}/message/{name}", m[1])
-
-
 # --- reasoning -------------------------------------------------------------------------------------
 
 
+def _reasons(view: ExchangeView, ctx: CheckConfig) -> bool:
+    """The model can send reasoning at all: its family has a reasoning parser, or it is none the
+    table knows (then the request's word is taken)."""
+    family = FAMILIES.get(family_of(view, ctx))
+    return family is None or family.reasoning_parser is not None
+
+
 def reasoning_expected(view: ExchangeView, ctx: CheckConfig) -> bool:
+    """Whether this request makes a reasoning field part of the answer's contract, per endpoint.
+
+    ``include_reasoning: false`` drops reasoning from the answer whatever the model did (chat
+    serving.py, responses serving.py); ``chat_template_kwargs`` ``thinking`` / ``enable_thinking``
+    turn the template's thinking on or off and win over an effort (``build_chat_params`` sets
+    ``enable_thinking`` from ``reasoning_effort`` only when the caller did not); an effort other than
+    none or minimal asks the model to think, and is nothing to a family without a reasoning parser
+    (Qwen3-Coder); a model the family table does not know is taken at the request's word; Messages
+    ``thinking.type`` enabled
+    only sets a token budget, so it is expected of families that think unasked. A family without a
+    reasoning parser never sends the field."""
+    if view.req.get("include_reasoning") is False:
+        return False
     kwargs = view.req.get("chat_template_kwargs")
     if isinstance(kwargs, dict):
         for key in ("thinking", "enable_thinking"):
             if key in kwargs:
-                return kwargs[key] is True
+                return kwargs[key] is True and _reasons(view, ctx)
     effort = view.req.get("reasoning_effort")
     if isinstance(effort, str):
-        return effort.lower() not in ("none", "minimal")
-    if view.req.get("include_reasoning") is False:
-        return False
+        return effort.lower() not in ("none", "minimal") and _reasons(view, ctx)
+    thinking = view.raw_req.get("thinking") if view.endpoint == "messages" else None
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        family = FAMILIES.get(family_of(view, ctx))
+        return family is not None and family.reasoning_parser is not None and family.thinks_by_default
     # Not inferred from the model name: thinking models may skip reasoning on some turns, and a
     # false alarm is a defect too. --expect-reasoning says so for a whole capture.
     return ctx.expect_reasoning is True
 
 
-@rule("reasoning-missing", fault=Fault.PARSER, area="reasoning")
+@rule("reasoning-missing", fault=Fault.PARSER, area="reasoning", endpoints=ALL_ENDPOINTS)
 def _reasoning_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Thinking is on but the response has no reasoning field.
 
-    Expected when the request turns thinking on (``chat_template_kwargs.thinking``, ``enable_thinking``,
-    ``reasoning_effort``) or ``--expect-reasoning`` is given. Both
-    ``reasoning`` (vLLM 0.16+) and ``reasoning_content`` count. Think markup left in content is
+    Expected when the request turns thinking on for a model that reasons (``chat_template_kwargs``
+    ``thinking`` / ``enable_thinking``, a ``reasoning_effort`` above minimal, Responses
+    ``reasoning.effort``, Messages ``output_config.effort``, or Messages ``thinking`` enabled for a
+    family that thinks unasked) or ``--expect-reasoning`` is given; never with ``include_reasoning:
+    false``, thinking turned off, or a family without a reasoning parser. Both ``reasoning`` (vLLM
+    0.16+) and ``reasoning_content`` count. Think markup left in content is
     ``reasoning-markup-in-content`` instead."""
     if not view.ok or not reasoning_expected(view, ctx):
         return
@@ -182,7 +199,7 @@ def _reasoning_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("reasoning-shape", fault=Fault.PARSER, area="reasoning")
+@rule("reasoning-shape", fault=Fault.PARSER, area="reasoning", endpoints=ALL_ENDPOINTS)
 def _reasoning_shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Reasoning is not a string, or reasoning and reasoning_content disagree.
 
@@ -197,36 +214,26 @@ def _reasoning_shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
+@rule("reasoning-unrequested", fault=Fault.ENGINE, area="reasoning", endpoints=(CHAT, RESPONSES))
+def _reasoning_unrequested(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
+    """Reasoning arrived although the request turned it off with include_reasoning false.
+
+    vLLM still lets the model think but drops the reasoning from the answer, streamed and not, and
+    hides logprobs and token ids that would leak it (``include_reasoning`` in chat_completion and
+    responses ``serving.py``, the parsers' ``parse_delta``): reasoning on the wire means the server
+    ignored the field (an older vLLM, another server) or a gateway added it back."""
+    if not view.ok or view.req.get("include_reasoning") is not False:
+        return
+    for ch in view.choices:
+        if ch.reasoning:
+            yield hit(
+                "include_reasoning is false but the answer carries reasoning",
+                f"/choices/{ch.index}/message/reasoning",
+                ch.reasoning,
+            )
+
+
 # --- structured output -----------------------------------------------------------------------------
-
-
-def output_constraint(req: dict[str, Any]) -> tuple[str, Any] | None:
-    """("json_object", None) | ("json_schema", schema) | ("regex", pattern) | ("choice", [...]) or None."""
-    rf = req.get("response_format")
-    if isinstance(rf, dict):
-        kind = rf.get("type")
-        if kind == "json_object":
-            return "json_object", None
-        if kind == "json_schema":
-            js = rf.get("json_schema")
-            return "json_schema", js.get("schema", {}) if isinstance(js, dict) else {}
-    so = req.get("structured_outputs")
-    if isinstance(so, dict):
-        if so.get("json") is not None:
-            schema = so["json"]
-            if isinstance(schema, str):
-                try:
-                    schema = bounded_loads(schema)
-                except ValueError:
-                    schema = {}
-            return "json_schema", schema
-        if so.get("json_object"):
-            return "json_object", None
-        if isinstance(so.get("regex"), str):
-            return "regex", so["regex"]
-        if isinstance(so.get("choice"), list):
-            return "choice", so["choice"]
-    return None
 
 
 _THINK_END = re.compile(r"</think>|<\|close\|>think<\|sep\|>")
@@ -252,12 +259,17 @@ def _constrained_choices(view: ExchangeView) -> Iterator[tuple[AssembledChoice, 
         yield ch, c[0], c[1]
 
 
-@rule("json-output-invalid", fault=Fault.MODEL, area="output")
+@rule("json-output-invalid", fault=Fault.ENGINE, area="output", endpoints=ALL_ENDPOINTS)
 def _json_invalid(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """response_format / structured_outputs asked for JSON and content is not JSON (or not an object).
 
     With ``json_object`` the content is a JSON object; with ``json_schema`` it is JSON. Cut by
-    ``length`` is ``json-output-truncated`` instead."""
+    ``length`` is ``json-output-truncated`` instead. vLLM does not ask the model to comply: it
+    constrains decoding to the format (structured outputs: xgrammar or guidance mask every token,
+    ``extract_structured_outputs`` in the chat and responses protocol.py; Messages
+    ``output_config.format`` too), so output that breaks it means the constraint was not applied,
+    the engine's fault (the V1 engine ignoring a schema: vllm #13038); at a caller tap alone a
+    gateway that dropped the format is not ruled out."""
     for ch, kind, _ in _constrained_choices(view):
         if kind not in ("json_object", "json_schema") or _stopped_by_length(ch, view):
             continue
@@ -273,7 +285,13 @@ def _json_invalid(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("json-output-truncated", fault=Fault.CALLER, severity=Severity.WARNING, area="output")
+@rule(
+    "json-output-truncated",
+    fault=Fault.CALLER,
+    severity=Severity.WARNING,
+    area="output",
+    endpoints=ALL_ENDPOINTS,
+)
 def _json_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Requested JSON output was cut off by finish_reason length.
 
@@ -283,7 +301,7 @@ def _json_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             try:
                 bounded_loads(ch.content or "")
             except ValueError:
-                fault, why = _cap_fault(view)
+                fault, why = _cap_fault(view, ch)
                 yield hit(
                     f"JSON output incomplete; {why}",
                     f"/choices/{ch.index}/message/content",
@@ -292,11 +310,13 @@ def _json_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 )
 
 
-@rule("json-output-schema", fault=Fault.MODEL, area="output")
+@rule("json-output-schema", fault=Fault.ENGINE, area="output", endpoints=ALL_ENDPOINTS)
 def _json_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """JSON output breaks the requested schema.
 
-    Validated against ``response_format.json_schema.schema`` (or ``structured_outputs.json``)."""
+    Validated against ``response_format.json_schema.schema`` (or ``structured_outputs.json``). Like
+    ``json-output-invalid``, the engine's: vLLM decodes under the schema, so a value outside it was
+    not constrained (or the schema uses a keyword the grammar backend does not enforce)."""
     for ch, kind, schema in _constrained_choices(view):
         if kind != "json_schema":
             continue
@@ -313,11 +333,12 @@ def _json_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit("; ".join(errors), f"/choices/{ch.index}/message/content", ch.content)
 
 
-@rule("structured-output-violated", fault=Fault.MODEL, area="output")
+@rule("structured-output-violated", fault=Fault.ENGINE, area="output", endpoints=ALL_ENDPOINTS)
 def _structured(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Content does not match the structured_outputs regex or choice.
 
-    ``structured_outputs.choice``: content is one of the choices; ``regex``: it matches whole."""
+    ``structured_outputs.choice``: content is one of the choices; ``regex``: it matches whole. The
+    engine's, as vLLM decodes under the choice or regex."""
     for ch, kind, arg in _constrained_choices(view):
         if _stopped_by_length(ch, view):
             continue

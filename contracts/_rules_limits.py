@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from ._json import JsonLimitError
 from ._json import loads as bounded_loads
-from ._registry import CheckConfig, Fault, Hit, hit, rule
+from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, hit, rule
 from ._view import ExchangeView
 
 __all__ = ["CHECK_CRASHED", "LIVE_CHECK_SKIPPED", "RECORDS", "STORE_GAP"]
@@ -22,7 +22,7 @@ LIVE_CHECK_SKIPPED = "live-check-skipped"
 STORE_GAP = "store-gap"
 
 
-@rule("json-limit", fault=Fault.UNKNOWN, area="http")
+@rule("json-limit", fault=Fault.UNKNOWN, area="http", endpoints=ALL_ENDPOINTS)
 def _json_limit(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A JSON document (body, SSE data, tool arguments) nests deeper or is larger than the checker parses.
 

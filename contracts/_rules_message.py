@@ -17,8 +17,9 @@ from ._assembly import AssembledCall, AssembledChoice
 from ._families import FAMILIES, detect_family
 from ._json import JsonLimitError
 from ._json import loads as bounded_loads
-from ._markup import TOOL_MARKUP, find_markup
-from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
+from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP, find_markup
+from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, Severity, hit, rule
+from ._translate import usage_meaning
 from ._view import ExchangeView
 
 # --- helpers shared by the rules ---------------------------------------------------------------------
@@ -119,6 +120,8 @@ def family_of(view: ExchangeView, ctx: CheckConfig) -> str:
 
 
 def _cap(view: ExchangeView) -> int | None:
+    # max_completion_tokens wins over max_tokens (ChatCompletionRequest.build_tok_params); Responses'
+    # max_output_tokens and Messages' max_tokens are read into max_tokens
     cap = view.req.get("max_completion_tokens") or view.req.get("max_tokens")
     return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None
 
@@ -131,21 +134,28 @@ def _used_whole_cap(view: ExchangeView) -> bool:
     real-vllm-cpu.md). Usage covers all choices, so this only judges single-choice answers.
     """
     cap = _cap(view)
-    usage = view.usage or {}
-    used = usage.get("completion_tokens")
-    return (
-        cap is not None
-        and len(view.choices) == 1
-        and isinstance(used, int)
-        and not isinstance(used, bool)
-        and used >= cap
-    )
+    usage = usage_meaning(view)
+    used = usage.completion if usage is not None else None
+    return cap is not None and len(view.choices) == 1 and used is not None and used >= cap
+
+
+def stop_sequence(choice: AssembledChoice, view: ExchangeView) -> str | None:
+    """The caller's stop string that ended this choice, if one did: vLLM reports the matched string
+    as the choice's ``stop_reason`` (Messages: ``stop_sequence``), an int there is a stop token."""
+    stop = view.req.get("stop")
+    wanted = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
+    matched = choice.stop_reason
+    return matched if isinstance(matched, str) and matched in wanted else None
 
 
 def _stopped_by_length(choice: AssembledChoice, view: ExchangeView | None = None) -> bool:
-    """The output was cut by a length limit: finish_reason says so, or usage shows the caller's
-    max_tokens used up whatever finish_reason says."""
-    return choice.finish_reason == "length" or (view is not None and _used_whole_cap(view))
+    """The output was cut by a limit the caller set: finish_reason says length, or usage shows the
+    caller's max_tokens used up whatever finish_reason says, or one of the caller's stop strings
+    ended it (vLLM stops there, inside a tool call too: anthropic/serving.py keeps such a call
+    incomplete rather than reporting tool_use)."""
+    if choice.finish_reason == "length":
+        return True
+    return view is not None and (_used_whole_cap(view) or stop_sequence(choice, view) is not None)
 
 
 def _cut_call(view: ExchangeView, choice: AssembledChoice, call: AssembledCall) -> bool:
@@ -155,8 +165,11 @@ def _cut_call(view: ExchangeView, choice: AssembledChoice, call: AssembledCall) 
     return _stopped_by_length(choice, view) and bool(choice.calls) and call is choice.calls[-1]
 
 
-def _cap_fault(view: ExchangeView) -> tuple[Fault, str]:
+def _cap_fault(view: ExchangeView, choice: AssembledChoice) -> tuple[Fault, str]:
     cap = _cap(view)
+    matched = stop_sequence(choice, view)
+    if choice.finish_reason != "length" and matched is not None:
+        return Fault.CALLER, f"the caller's stop sequence {matched!r} ended the output there"
     if cap and _used_whole_cap(view) and all(ch.finish_reason != "length" for ch in view.choices):
         reasons = ", ".join(sorted({str(ch.finish_reason) for ch in view.choices}))
         return (
@@ -203,13 +216,15 @@ def _call_hit(
 # --- tool calls ------------------------------------------------------------------------------------
 
 
-@rule("tool-call-undeclared", fault=Fault.MODEL, area="tools")
+@rule("tool-call-undeclared", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
 def _undeclared(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool call names a tool the request did not declare.
 
     The name must be one of ``tools[].function.name``. The main residual error of Kimi K2 after
     parser fixes (Moonshot's vendor verifier). An empty name is ``tool-call-shape``. A declared name
-    cut short by max_tokens is the caller's limit, not the model's (``tool-call-args-truncated``)."""
+    cut short by max_tokens is the caller's limit, not the model's (``tool-call-args-truncated``). A
+    name that carries markup or a special token (``query_dataset<|channel|>commentary``: vllm
+    #32587) was cut from the model's output by the parser at the wrong place: the parser's."""
     for ch, c in _calls(view):
         if c.name and c.name not in view.tools:
             stem = c.name.removeprefix("functions.")
@@ -218,11 +233,19 @@ def _undeclared(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 # max_tokens, reported by tool-call-args-truncated (seen on vLLM 0.32)
                 continue
             declared = ", ".join(sorted(view.tools)) or "none"
+            token = next(
+                (m for p in (TOOL_MARKUP, REASONING_MARKUP, SPECIAL_TOKENS) if (m := find_markup(p, c.name))),
+                None,
+            )
+            if token is not None:
+                message = f"tool name {c.name!r} carries model markup: the parser cut the name wrong (declared: {declared})"
+                yield _call_hit(view, ch, c, "/function/name", message, excerpt=c.name, fault=Fault.PARSER)
+                continue
             message = f"tool {c.name!r} was not declared (declared: {declared})"
             yield _call_hit(view, ch, c, "/function/name", message, excerpt=c.name)
 
 
-@rule("tool-call-shape", fault=Fault.PARSER, area="tools")
+@rule("tool-call-shape", fault=Fault.PARSER, area="tools", endpoints=ALL_ENDPOINTS)
 def _shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool call lacks its name or type 'function', or arguments are not a JSON string.
 
@@ -242,7 +265,7 @@ def _shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("tool-call-args-invalid-json", fault=Fault.MODEL, area="tools")
+@rule("tool-call-args-invalid-json", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
 def _args_json(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Tool call arguments are not valid JSON.
 
@@ -297,7 +320,13 @@ def _aborted_args(view: ExchangeView) -> Iterator[Hit]:
                 yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments)
 
 
-@rule("tool-call-args-truncated", fault=Fault.CALLER, severity=Severity.WARNING, area="tools")
+@rule(
+    "tool-call-args-truncated",
+    fault=Fault.CALLER,
+    severity=Severity.WARNING,
+    area="tools",
+    endpoints=ALL_ENDPOINTS,
+)
 def _args_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Tool call arguments were cut off by finish_reason length.
 
@@ -315,12 +344,12 @@ def _args_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
         )
         if _stopped_by_length(ch, view) and incomplete:
-            fault, why = _cap_fault(view)
+            fault, why = _cap_fault(view, ch)
             message = f"{c.name}: arguments incomplete; {why}"
             yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments, fault=fault)
 
 
-@rule("tool-call-args-not-object", fault=Fault.MODEL, area="tools")
+@rule("tool-call-args-not-object", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
 def _args_object(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Tool call arguments are JSON but not an object.
 
@@ -339,7 +368,7 @@ def _args_object(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments)
 
 
-@rule("tool-call-args-schema", fault=Fault.MODEL, area="tools")
+@rule("tool-call-args-schema", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
 def _args_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Tool call arguments break the tool's parameters schema (JSON Schema 2020-12).
 
@@ -361,7 +390,7 @@ def _args_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("tool-call-id-missing", fault=Fault.PARSER, area="tools")
+@rule("tool-call-id-missing", fault=Fault.PARSER, area="tools", endpoints=ALL_ENDPOINTS)
 def _id_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool call has no id.
 
@@ -371,7 +400,7 @@ def _id_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/id", f"{c.name or 'tool call'}: no id")
 
 
-@rule("tool-call-id-duplicate", fault=Fault.PARSER, area="tools")
+@rule("tool-call-id-duplicate", fault=Fault.PARSER, area="tools", endpoints=ALL_ENDPOINTS)
 def _id_dup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Two tool calls of one message share an id.
 
@@ -385,7 +414,9 @@ def _id_dup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 seen[c.id] = c
 
 
-@rule("tool-call-id-format", fault=Fault.MODEL, severity=Severity.WARNING, area="tools")
+@rule(
+    "tool-call-id-format", fault=Fault.MODEL, severity=Severity.WARNING, area="tools", endpoints=ALL_ENDPOINTS
+)
 def _id_format(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool call id the model writes itself (Kimi K2: functions.NAME:IDX) has another shape, or disagrees with the name.
 
@@ -411,28 +442,48 @@ def _id_format(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/id", message, excerpt=c.id, fault=Fault.PARSER)
 
 
-@rule("tool-choice-violated", fault=Fault.MODEL, area="tools")
+@rule("tool-choice-violated", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
 def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The response ignores tool_choice none, required or a named function.
 
-    ``none``: no calls; ``required``: at least one call; named: a call to that function. With
-    markup left in content the parser, not the model, lost the call."""
+    ``none``: no calls, and no call markup either. vLLM does not run the tool parser then, so a
+    call the model writes anyway stays in content as text, the model's (``_extract_tool_calls`` in
+    vllm/parser/abstract_parser.py; engine-based parsers strip it instead), and a call returned as
+    ``tool_calls`` is the parser's, which should not have produced one (Gemma 4: vllm PR #46875);
+    ``required``: at least
+    one call; named: a call to that function. Under required or named, markup left in content means
+    the parser, not the model, lost the call. Messages ``tool_choice`` any and tool are required and
+    named (anthropic/serving.py ``_convert_tool_choice``), Responses ``{"type": "function",
+    "name"}`` is named."""
     if not view.ok or not view.tools:
         return
     tc = view.req.get("tool_choice")
     forced = _forced_name(view)
     for ch in view.choices:
-        # markup left in content, or finish_reason tool_calls with the calls gone: the model did
-        # call, and the parser lost it
-        lost = find_markup(TOOL_MARKUP, ch.content) is not None or (
-            ch.finish_reason == "tool_calls" and not ch.calls
+        markup = find_markup(TOOL_MARKUP, ch.content)
+        # markup left in content or reasoning, or finish_reason tool_calls with the calls gone: the
+        # model did call, and the parser lost it
+        lost = (
+            markup is not None
+            or find_markup(TOOL_MARKUP, ch.reasoning) is not None
+            or (ch.finish_reason == "tool_calls" and not ch.calls)
         )
         fault = Fault.PARSER if lost else None
         names = [c.name for c in ch.calls]
         if tc == "none" and names:
+            # the model may write a call, but under none no parser may return one
             yield hit(
-                f"tool_choice is none but the response calls {', '.join(names)}",
+                f"tool_choice is none but the response returns calls to {', '.join(names)}: the tool "
+                "parser ran although none forbids it",
                 f"/choices/{ch.index}/message/tool_calls",
+                fault=Fault.PARSER,
+            )
+        elif tc == "none" and markup is not None:
+            yield hit(
+                "tool_choice is none but the model wrote a tool call (left in content: vLLM does not "
+                "parse calls under none)",
+                f"/choices/{ch.index}/message/content",
+                markup[1],
             )
         elif tc == "required" and not names and not _stopped_by_length(ch, view):
             yield hit(
@@ -454,11 +505,16 @@ def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("parallel-tool-calls-violated", fault=Fault.MODEL, area="tools")
+@rule("parallel-tool-calls-violated", fault=Fault.ENGINE, area="tools", endpoints=ALL_ENDPOINTS)
 def _parallel(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """More than one tool call although parallel_tool_calls is false.
 
-    ``parallel_tool_calls: false`` allows at most one call per message."""
+    ``parallel_tool_calls: false`` (Messages: ``tool_choice.disable_parallel_tool_use``) allows at
+    most one call per message, and vLLM enforces it itself: it keeps the first call and drops the
+    rest, streamed (deltas of index 0 only) and not (``maybe_filter_parallel_tool_calls``,
+    entrypoints/serve/utils/tool_calls_utils.py). So the dropped calls vanish legally, and a second
+    call on the wire means the server did not filter (an older vLLM, another server) or a gateway
+    merged answers."""
     if not view.ok or view.req.get("parallel_tool_calls") is not False:
         return
     for ch in view.choices:

@@ -20,7 +20,7 @@ from typing import Any
 from ._assembly import AssembledChoice
 from ._families import FAMILIES, detect_family
 from ._pairs import CALLER, ENGINE, TapPair, TapSet, request_default
-from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
+from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, Severity, hit, rule
 from ._translate import (
     _first_difference,
     args_value,
@@ -58,7 +58,7 @@ def _msg_summary(m: Any) -> tuple[Any, ...]:
     return (m.get("role"), message_text(m.get("content")), calls, m.get("tool_call_id"))
 
 
-@rule("gateway-request-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")
+@rule("gateway-request-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", endpoints=ALL_ENDPOINTS)
 def _request_changed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """The request reached the engine with tools, tool_choice, response_format, stream flags, the thinking switch or history changed.
 
@@ -127,7 +127,7 @@ def _request_changed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
                 )
 
 
-@rule("gateway-status-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")
+@rule("gateway-status-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", endpoints=ALL_ENDPOINTS)
 def _status(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """The caller got another HTTP status than the engine sent.
 
@@ -162,7 +162,7 @@ def _cut_alike(pair: TapPair) -> bool:
     )
 
 
-@rule("gateway-reasoning-dropped", fault=Fault.GATEWAY, scope="taps", area="gateway")
+@rule("gateway-reasoning-dropped", fault=Fault.GATEWAY, scope="taps", area="gateway", endpoints=ALL_ENDPOINTS)
 def _reasoning_dropped(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """The engine sent reasoning; the caller got none.
 
@@ -178,7 +178,7 @@ def _reasoning_dropped(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("gateway-reasoning-merged", fault=Fault.GATEWAY, scope="taps", area="gateway")
+@rule("gateway-reasoning-merged", fault=Fault.GATEWAY, scope="taps", area="gateway", endpoints=ALL_ENDPOINTS)
 def _reasoning_merged(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """The engine's reasoning reached the caller inside content.
 
@@ -192,7 +192,9 @@ def _reasoning_merged(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("gateway-reasoning-reshaped", fault=Fault.GATEWAY, scope="taps", area="gateway")
+@rule(
+    "gateway-reasoning-reshaped", fault=Fault.GATEWAY, scope="taps", area="gateway", endpoints=ALL_ENDPOINTS
+)
 def _reasoning_reshaped(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """Reasoning reached the caller as another type or field (reasoning_details), or with other text.
 
@@ -214,7 +216,12 @@ def _reasoning_reshaped(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
 
 
 @rule(
-    "gateway-reasoning-renamed", fault=Fault.GATEWAY, severity=Severity.WARNING, scope="taps", area="gateway"
+    "gateway-reasoning-renamed",
+    fault=Fault.GATEWAY,
+    severity=Severity.WARNING,
+    scope="taps",
+    area="gateway",
+    endpoints=ALL_ENDPOINTS,
 )
 def _reasoning_renamed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """Reasoning moved between reasoning and reasoning_content.
@@ -232,7 +239,7 @@ def _reasoning_renamed(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
                 )
 
 
-@rule("gateway-content-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")
+@rule("gateway-content-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", endpoints=ALL_ENDPOINTS)
 def _content(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """The answer text differs between the taps.
 
@@ -247,7 +254,9 @@ def _content(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("content differs between the taps", f"/choices/{c.index}/message/content", tc)
 
 
-@rule("gateway-tool-calls-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")
+@rule(
+    "gateway-tool-calls-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", endpoints=ALL_ENDPOINTS
+)
 def _tool_calls(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """Tool calls differ between the taps: count, names, ids, indexes, or re-encoded or repaired arguments.
 
@@ -299,7 +308,13 @@ def _tool_calls(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
                 yield hit(f"call {i}: arguments changed", p + "/function/arguments", cc.arguments)
 
 
-@rule("gateway-finish-reason-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")
+@rule(
+    "gateway-finish-reason-changed",
+    fault=Fault.GATEWAY,
+    scope="taps",
+    area="gateway",
+    endpoints=ALL_ENDPOINTS,
+)
 def _finish(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """finish_reason (or stop_reason, status) differs between the taps.
 
@@ -317,7 +332,7 @@ def _finish(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("gateway-usage-changed", fault=Fault.GATEWAY, scope="taps", area="gateway")
+@rule("gateway-usage-changed", fault=Fault.GATEWAY, scope="taps", area="gateway", endpoints=ALL_ENDPOINTS)
 def _usage(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """Usage dropped or recomputed between the taps.
 
@@ -352,7 +367,7 @@ def _usage(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit(f"completion tokens {me.completion} became {mc.completion}", "/usage")
 
 
-@rule("gateway-error-hidden", fault=Fault.GATEWAY, scope="taps", area="gateway")
+@rule("gateway-error-hidden", fault=Fault.GATEWAY, scope="taps", area="gateway", endpoints=ALL_ENDPOINTS)
 def _error_hidden(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """An engine error (in-band frame or transport failure) reached the caller as a normal ending.
 
@@ -368,7 +383,7 @@ def _error_hidden(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("the engine failed but the caller saw a normal response", "/events")
 
 
-@rule("gateway-stream-buffered", fault=Fault.GATEWAY, scope="taps", area="gateway")
+@rule("gateway-stream-buffered", fault=Fault.GATEWAY, scope="taps", area="gateway", endpoints=ALL_ENDPOINTS)
 def _buffered(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """The gateway buffered the stream: tokens spread over time at the engine arrived at once at the caller.
 
@@ -399,7 +414,14 @@ def _data_times(view: Any) -> list[float]:
     return [ev.t_ms for ev in view.events if ev.t_ms is not None and ev.data.strip() != "[DONE]"]
 
 
-@rule("gateway-retried", fault=Fault.GATEWAY, severity=Severity.INFO, scope="taps", area="gateway")
+@rule(
+    "gateway-retried",
+    fault=Fault.GATEWAY,
+    severity=Severity.INFO,
+    scope="taps",
+    area="gateway",
+    endpoints=ALL_ENDPOINTS,
+)
 def _retried(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     """The gateway sent one caller request to the engine more than once (a retry).
 
@@ -419,7 +441,14 @@ def _retried(pair: TapPair, ctx: CheckConfig) -> Iterator[Hit]:
     )
 
 
-@rule("taps-unpaired", fault=Fault.UNKNOWN, severity=Severity.WARNING, scope="set", area="gateway")
+@rule(
+    "taps-unpaired",
+    fault=Fault.UNKNOWN,
+    severity=Severity.WARNING,
+    scope="set",
+    area="gateway",
+    endpoints=ALL_ENDPOINTS,
+)
 def _unpaired(tap_set: TapSet, ctx: CheckConfig) -> Iterator[Hit]:
     """Both taps recorded chat, Responses or Messages requests and none could be paired: nothing between them was compared.
 

@@ -6,12 +6,13 @@ import json
 import re
 from collections.abc import Iterator
 from functools import lru_cache
+from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
-from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
+from ._registry import ALL_ENDPOINTS, CHAT, CheckConfig, Fault, Hit, Severity, hit, rule
 from ._view import ExchangeView
 from ._wire import ChatRequest
 
@@ -25,7 +26,7 @@ _GUIDED = (
 )
 
 
-@rule("request-malformed", fault=Fault.CALLER, area="request")
+@rule("request-malformed", fault=Fault.CALLER, area="request", endpoints=(CHAT,))
 def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The chat request body is not a JSON object with a messages list.
 
@@ -53,36 +54,7 @@ def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit(f"{where}: {err['msg']}", f"/request/body/{where}", json.dumps(err.get("input"))[:200])
 
 
-@rule("request-orphan-tool-call-id", fault=Fault.CALLER, area="request")
-def _orphan(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """A tool message answers a tool_call_id that no earlier assistant message issued.
-
-    Each ``role: tool`` message links to a call of an earlier assistant turn. A broken chain is the
-    caller's, or a gateway's that rewrote ids (CLIProxyAPI #3184): the dual tap tells which."""
-    msgs = view.req.get("messages")
-    if not isinstance(msgs, list):
-        return
-    issued: set[str] = set()
-    for i, m in enumerate(msgs):
-        if not isinstance(m, dict):
-            continue
-        if m.get("role") == "assistant" and isinstance(m.get("tool_calls"), list):
-            for tc in m["tool_calls"]:
-                if isinstance(tc, dict) and isinstance(tc.get("id"), str):
-                    issued.add(tc["id"])
-        elif m.get("role") == "tool":
-            tid = m.get("tool_call_id")
-            if not isinstance(tid, str) or not tid:
-                yield hit(f"messages[{i}] (tool) has no tool_call_id", f"/request/body/messages/{i}")
-            elif tid not in issued:
-                yield hit(
-                    f"messages[{i}] answers tool_call_id {tid!r}, which no earlier assistant turn issued",
-                    f"/request/body/messages/{i}/tool_call_id",
-                    tid,
-                )
-
-
-@rule("request-guided-fields", fault=Fault.CALLER, area="request")
+@rule("request-guided-fields", fault=Fault.CALLER, area="request", endpoints=(CHAT,))
 def _guided(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Removed guided_* fields: vLLM ignores them with HTTP 200 and unconstrained output.
 
@@ -97,20 +69,42 @@ def _guided(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("request-empty-tools", fault=Fault.CALLER, area="request")
+@rule("request-empty-tools", fault=Fault.CALLER, area="request", endpoints=ALL_ENDPOINTS)
 def _empty_tools(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    """tools is an empty list, or tool_choice is set without tools.
+    """tools is an empty list where the endpoint rejects one, or tool_choice asks for a call without tools.
 
-    vLLM rejects both with 400 (``parameter=tools``); other servers silently differ."""
+    Per endpoint, as vLLM 0.32 validates: chat rejects ``tools: []`` and any ``tool_choice`` but none
+    without tools with 400 (``ChatCompletionRequest.check_tool_usage``, ``parameter=tools`` /
+    ``tool_choice``); /v1/responses takes ``tools: []`` and turns auto or none without tools into
+    none, rejecting only required or a named function (``ResponsesRequest.check_tool_usage``);
+    /v1/messages sets its tools after the chat validators, so ``tools: []`` passes, and ``any`` or a
+    named tool without tools is the caller's (Anthropic's contract). openai-agents sends
+    ``tools: []`` on every Responses request without tools: legal there."""
     tools = view.req.get("tools")
-    if tools == []:
-        yield hit("tools is an empty list (omit it instead)", "/request/body/tools")
     tc = view.req.get("tool_choice")
-    if tc not in (None, "none", "auto") and not tools:
-        yield hit(f"tool_choice {tc!r} without tools", "/request/body/tool_choice")
+    forcing = tc == "required" or _named(tc)
+    if view.endpoint == "chat":
+        if tools == []:
+            yield hit("tools is an empty list (omit it instead)", "/request/body/tools")
+        elif tc not in (None, "none") and tools is None:
+            yield hit(f"tool_choice {tc!r} without tools", "/request/body/tool_choice")
+    elif forcing and not tools:
+        yield hit(
+            f"tool_choice {tc!r} asks for a call but no tools are declared", "/request/body/tool_choice"
+        )
 
 
-@rule("request-tool-schema-invalid", fault=Fault.CALLER, severity=Severity.WARNING, area="request")
+def _named(tc: Any) -> bool:
+    return isinstance(tc, dict) and tc.get("type") == "function"
+
+
+@rule(
+    "request-tool-schema-invalid",
+    fault=Fault.CALLER,
+    severity=Severity.WARNING,
+    area="request",
+    endpoints=ALL_ENDPOINTS,
+)
 def _tool_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool's parameters are not a valid JSON Schema.
 
@@ -147,7 +141,7 @@ def _schema_problem(params_json: str) -> tuple[bool, str] | None:
     return None
 
 
-@rule("http-server-error", fault=Fault.ENGINE, area="http")
+@rule("http-server-error", fault=Fault.ENGINE, area="http", endpoints=ALL_ENDPOINTS)
 def _server_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """HTTP 5xx from the upstream.
 
@@ -157,16 +151,31 @@ def _server_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit(f"HTTP {view.status}: {_error_message(view)}", "/response/status", view.status)
 
 
-@rule("http-client-error", fault=Fault.CALLER, area="http")
+@rule("http-client-error", fault=Fault.CALLER, area="http", endpoints=ALL_ENDPOINTS)
 def _client_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """HTTP 4xx: the request broke the server's contract.
 
     vLLM answers schema errors with 400 (never 422), unknown models with 404, a wrong key with 401.
     A non-streamed ``/v1/messages`` is the exception: vLLM ``json.loads`` the model's tool arguments
     to build ``tool_use.input`` (anthropic/serving.py), so invalid arguments come back as a 400 with
-    the JSON error as its message: that one is the model's."""
+    the JSON error as its message: that one is the model's. A 400 whose validation error rejects a
+    type the endpoint's API defines (a Messages ``thinking`` block in the history, a Responses
+    ``reasoning`` item), sent by the request, is the server's: its request model is older than the
+    API its clients speak (vLLM 0.14 refused thinking blocks: intel/llm-scaler #341), and so is one
+    that rejects an explicit null the API allows for an optional field (a Responses item's ``"id":
+    null``, which OpenAI accepts and SDKs send: vllm #54224)."""
     if view.status is not None and 400 <= view.status < 500:
         msg = _error_message(view)
+        unknown = _legal_input_rejected(view)
+        if unknown is not None:
+            yield hit(
+                f"HTTP {view.status}: the server's request model rejects {unknown}, which the "
+                f"{view.endpoint} API allows: the server is stricter or older than its clients",
+                "/response/status",
+                _error_message(view, 240),
+                fault=Fault.ENGINE,
+            )
+            return
         if view.endpoint == "messages" and view.status == 400 and _JSON_ERROR.match(msg):
             yield hit(
                 f"HTTP 400: {msg}: vLLM could not read the model's tool arguments as JSON",
@@ -178,6 +187,69 @@ def _client_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit(f"HTTP {view.status}: {msg}", "/response/status", view.status)
 
 
+#: the type names each API defines for what a request sends (content blocks, input items, content
+#: parts): a validation error that rejects one of these, when the request sent it, is the server's
+_LEGAL_TYPES = {
+    "messages": frozenset(
+        {
+            "text", "image", "document", "search_result", "thinking", "redacted_thinking", "tool_use",
+            "tool_result", "server_tool_use", "web_search_tool_result", "web_fetch_tool_result",
+            "code_execution_tool_result", "mcp_tool_use", "mcp_tool_result", "container_upload",
+            "tool_reference",
+        }
+    ),
+    "responses": frozenset(
+        {
+            "message", "function_call", "function_call_output", "reasoning", "item_reference",
+            "input_text", "input_image", "input_file", "input_audio", "output_text", "refusal",
+            "custom_tool_call", "custom_tool_call_output", "computer_call", "computer_call_output",
+            "web_search_call", "file_search_call", "image_generation_call", "code_interpreter_call",
+            "local_shell_call", "local_shell_call_output", "mcp_call", "mcp_list_tools",
+            "mcp_approval_request", "mcp_approval_response",
+        }
+    ),
+    "chat": frozenset({"text", "image_url", "input_audio", "file", "refusal"}),
+}  # fmt: skip
+#: fields each API lets a caller send as null (optional, nullable in the OpenAI and Anthropic
+#: schemas): SDKs and agent frameworks send explicit nulls for them
+_NULLABLE = {
+    "responses": frozenset(
+        {"id", "status", "name", "annotations", "logprobs", "summary", "encrypted_content"}
+    ),
+    "messages": frozenset({"cache_control", "citations", "is_error", "signature", "stop_sequence"}),
+    "chat": frozenset(
+        {"name", "refusal", "audio", "function_call", "tool_calls", "reasoning", "reasoning_content"}
+    ),
+}
+# what a pydantic validation error says it rejected: 'input': 'thinking' (or input_value=...), and a
+# null under a named field (".id\n  Input should be ... input_value=None", "'loc': (..., 'id'), ...
+# 'input': None")
+_REJECTED = re.compile(r"(?:'input': |input_value=)'([a-z_]{2,40})'")
+_NULL_FIELD = re.compile(
+    r"\.(\w+)\s+Input should be [^\n]*input_value=None|'(\w+)'\), 'msg': [^}]*'input': None"
+)
+
+
+def _legal_input_rejected(view: ExchangeView) -> str | None:
+    """What of a legal request the server's validation rejected: a type the endpoint's API defines
+    that the request sent, or a null the API allows for an optional field. None otherwise."""
+    legal = _LEGAL_TYPES.get(str(view.endpoint))
+    if legal is None or view.status != 400:
+        return None
+    msg = _error_message(view, 4000)
+    if "Input should be" not in msg and "Input tag" not in msg:
+        return None
+    body = view.ex.request.body
+    for value in _REJECTED.findall(msg):
+        if value in legal and f'"{value}"'.encode() in body:
+            return repr(value)
+    for field_a, field_b in _NULL_FIELD.findall(msg):
+        name = field_a or field_b
+        if name in _NULLABLE[str(view.endpoint)] and re.search(rf'"{name}"\s*:\s*null'.encode(), body):
+            return f"an explicit null {name}"
+    return None
+
+
 # json.JSONDecodeError messages (what vLLM's json.loads of tool arguments raises)
 _JSON_ERROR = re.compile(
     r"(Expecting (value|property name|',' delimiter|':' delimiter)|Unterminated string|Extra data"
@@ -185,7 +257,7 @@ _JSON_ERROR = re.compile(
 )
 
 
-@rule("error-body-shape", fault=Fault.ENGINE, severity=Severity.WARNING, area="http")
+@rule("error-body-shape", fault=Fault.ENGINE, severity=Severity.WARNING, area="http", endpoints=ALL_ENDPOINTS)
 def _error_body(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """An error response whose body is not {"error": {"message", ...}}.
 
@@ -207,7 +279,7 @@ def _error_body(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("error has no message string", "/response/body/error", json.dumps(err)[:200])
 
 
-@rule("response-malformed", fault=Fault.ENGINE, area="http")
+@rule("response-malformed", fault=Fault.ENGINE, area="http", endpoints=ALL_ENDPOINTS)
 def _response_malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A 2xx chat completion whose body is not a chat.completion object.
 
@@ -232,7 +304,7 @@ _TRANSPORT_FAULT = {
 }
 
 
-@rule("transport-error", fault=Fault.ENGINE, area="http")
+@rule("transport-error", fault=Fault.ENGINE, area="http", endpoints=ALL_ENDPOINTS)
 def _transport(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The exchange broke on the transport: refused, reset mid-stream, timeout, client abort.
 
@@ -259,7 +331,9 @@ def truncated_sides(view: ExchangeView) -> dict[str, dict[str, int]]:
     return {k: v for k, v in marks.items() if k in ("request", "response") and isinstance(v, dict)}
 
 
-@rule("capture-truncated", fault=Fault.UNKNOWN, severity=Severity.WARNING, area="http")
+@rule(
+    "capture-truncated", fault=Fault.UNKNOWN, severity=Severity.WARNING, area="http", endpoints=ALL_ENDPOINTS
+)
 def _capture_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The proxy recorded a body only up to its record limit; the rest was forwarded, not kept.
 
@@ -273,14 +347,14 @@ def _capture_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         )
 
 
-def _error_message(view: ExchangeView) -> str:
+def _error_message(view: ExchangeView, limit: int = 200) -> str:
     body = view.body
     if isinstance(body, dict):
         err = body.get("error")
         if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return str(err["message"])[:200]
+            return str(err["message"])[:limit]
         if isinstance(err, str):
-            return err[:200]
+            return err[:limit]
     if view.ex.response is not None:
         return view.ex.response.content[:120].decode("utf-8", "replace") or "(empty body)"
     return "(no response)"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ._assembly import AssembledStream, StreamAnomaly
-from ._registry import CheckConfig, Fault, Hit, Severity, hit, rule
+from ._registry import ALL_ENDPOINTS, CHAT, RESPONSES, CheckConfig, Fault, Hit, Severity, hit, rule
 from ._view import ExchangeView
 
 _FRAMING = {
@@ -42,7 +42,7 @@ def _at_event(a: StreamAnomaly, message: str | None = None) -> Hit:
     return hit(a.detail if message is None else message, f"/events/{a.event}{a.pointer}", event=a.event)
 
 
-@rule("stream-malformed-frame", fault=Fault.ENGINE, area="stream")
+@rule("stream-malformed-frame", fault=Fault.ENGINE, area="stream", endpoints=ALL_ENDPOINTS)
 def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """An SSE frame that a client cannot decode: not JSON, wrong shape, no data: prefix, bad UTF-8, unterminated.
 
@@ -75,20 +75,18 @@ def _malformed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("more malformed frames: " + ", ".join(f"{n} {k}" for k, n in extra.items()), "/events")
 
 
-@rule("stream-done-missing", fault=Fault.ENGINE, area="stream")
+@rule("stream-done-missing", fault=Fault.ENGINE, area="stream", endpoints=(CHAT,))
 def _done_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The stream ended without data: [DONE].
 
     vLLM always ends with ``data: [DONE]``, also after an in-band error (one-api #1628). A stream
     cut by the transport is reported by ``transport-error``."""
-    if view.endpoint in ("responses", "messages"):
-        return  # their streams end with a typed event, not [DONE]: api-stream-order judges them
     st = _stream(view)
     if st is not None and not st.done and view.ex.error is None:
         yield hit("no data: [DONE] at the end of the stream", f"/events/{st.events}")
 
 
-@rule("stream-done-repeated", fault=Fault.ENGINE, area="stream")
+@rule("stream-done-repeated", fault=Fault.ENGINE, area="stream", endpoints=(CHAT,))
 def _done_repeated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """data: [DONE] sent more than once.
 
@@ -99,7 +97,7 @@ def _done_repeated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit(f"[DONE] sent {st.done} times", f"/events/{first.event}", event=first.event)
 
 
-@rule("stream-data-after-done", fault=Fault.ENGINE, area="stream")
+@rule("stream-data-after-done", fault=Fault.ENGINE, area="stream", endpoints=(CHAT,))
 def _after_done(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Events after data: [DONE].
 
@@ -115,7 +113,7 @@ def _after_done(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         )
 
 
-@rule("stream-error-frame", fault=Fault.ENGINE, area="stream")
+@rule("stream-error-frame", fault=Fault.ENGINE, area="stream", endpoints=ALL_ENDPOINTS)
 def _error_frame(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """An in-band error frame data: {"error": ...} inside a 200 stream.
 
@@ -128,7 +126,7 @@ def _error_frame(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit(f"error inside the stream: {msg}", f"/events/{n}/error", err, event=n)
 
 
-@rule("stream-tool-index-gap", fault=Fault.PARSER, area="stream")
+@rule("stream-tool-index-gap", fault=Fault.PARSER, area="stream", endpoints=(CHAT,))
 def _index_gap(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Streamed tool call indexes are not dense from 0, or missing.
 
@@ -137,7 +135,7 @@ def _index_gap(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield _at_event(a)
 
 
-@rule("stream-tool-index-reuse", fault=Fault.PARSER, area="stream")
+@rule("stream-tool-index-reuse", fault=Fault.PARSER, area="stream", endpoints=(CHAT,))
 def _index_reuse(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Two tool calls streamed at one index (a client merges them).
 
@@ -146,7 +144,7 @@ def _index_reuse(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield _at_event(a)
 
 
-@rule("stream-tool-id-repeated", fault=Fault.PARSER, area="stream")
+@rule("stream-tool-id-repeated", fault=Fault.PARSER, area="stream", endpoints=(CHAT,))
 def _id_repeated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool call's id or name is sent again on a later delta, or the whole call repeated.
 
@@ -159,7 +157,7 @@ def _id_repeated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _at_event(a)
 
 
-@rule("stream-usage-missing", fault=Fault.ENGINE, area="stream")
+@rule("stream-usage-missing", fault=Fault.ENGINE, area="stream", endpoints=(CHAT,))
 def _usage_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """stream_options.include_usage was asked and no usage chunk came.
 
@@ -173,7 +171,7 @@ def _usage_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("include_usage was asked but no chunk carried usage", "/events")
 
 
-@rule("stream-output-after-finish", fault=Fault.ENGINE, area="stream")
+@rule("stream-output-after-finish", fault=Fault.ENGINE, area="stream", endpoints=(CHAT,))
 def _after_finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Output deltas for a choice after its finish_reason.
 
@@ -185,7 +183,13 @@ def _after_finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield _at_event(a, f"finish_reason changed within the stream: {a.detail}")
 
 
-@rule("stream-inconsistent", fault=Fault.ENGINE, severity=Severity.WARNING, area="stream")
+@rule(
+    "stream-inconsistent",
+    fault=Fault.ENGINE,
+    severity=Severity.WARNING,
+    area="stream",
+    endpoints=(CHAT, RESPONSES),
+)
 def _inconsistent(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Chunk id or model changes within one stream.
 
@@ -195,7 +199,13 @@ def _inconsistent(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _at_event(a)
 
 
-@rule("stream-content-type", fault=Fault.ENGINE, severity=Severity.WARNING, area="stream")
+@rule(
+    "stream-content-type",
+    fault=Fault.ENGINE,
+    severity=Severity.WARNING,
+    area="stream",
+    endpoints=ALL_ENDPOINTS,
+)
 def _content_type(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A streamed response without Content-Type text/event-stream.
 
@@ -204,7 +214,7 @@ def _content_type(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit(f"Content-Type is {view.content_type or 'absent'!r}", "/response/headers/content-type")
 
 
-@rule("stream-not-streamed", fault=Fault.ENGINE, area="stream")
+@rule("stream-not-streamed", fault=Fault.ENGINE, area="stream", endpoints=ALL_ENDPOINTS)
 def _not_streamed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The request asked stream: true and the response is one JSON body.
 

@@ -17,7 +17,7 @@ from typing import Any
 from ._assembly import AssembledChoice
 from ._families import rows_saying
 from ._pairs import TwinPair
-from ._registry import CheckConfig, Fault, Hit, hit, rule
+from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, hit, rule
 from ._translate import args_value, same_or_coerced, same_output
 
 _STANDARD_REASONING = frozenset({"reasoning", "reasoning_content"})
@@ -64,6 +64,7 @@ _MISPARSES = rows_saying(
     fault=Fault.PARSER,
     scope="twins",
     area="stream",
+    endpoints=ALL_ENDPOINTS,
     summary="A streamed and a non-streamed response to the same request disagree in meaning.",
     doc=f"""The streaming parser and the whole-response parser must agree ({_MISPARSES}). Always
     compared: the reasoning field used, and per call how its id is made (structure, which sampling

@@ -28,8 +28,7 @@ from typing import Any
 
 from ._assembly import AssembledChoice
 from ._json import loads as bounded_loads
-from ._rules_content import output_constraint
-from ._view import ExchangeView
+from ._view import ExchangeView, output_constraint
 
 __all__ = [
     "Change",

@@ -11,15 +11,15 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._apis import API_ENDPOINTS, endpoint_of, normalize_api_request, take_api_body
-from ._apis_stream import assemble_api_stream
+from . import _apis_messages, _apis_responses
+from ._apis import API_ENDPOINTS, endpoint_of
 from ._assembly import AssembledCall, AssembledChoice, AssembledStream, StreamAnomaly, assemble_stream
 from ._exchange import Exchange
 from ._json import MAX_BYTES, JsonLimitError
 from ._json import loads as bounded_loads
 from ._sse import SSEAnomaly, SSEDecoder, SSEEvent
 
-__all__ = ["ExchangeView", "build_view"]
+__all__ = ["ExchangeView", "build_view", "output_constraint"]
 
 
 @dataclass(slots=True)
@@ -147,6 +147,10 @@ def _inflater(resp: Any) -> _Inflate | None:
     return None
 
 
+#: the typed APIs, each read as chat by its module: request, non-streamed body, event stream
+_DIALECTS = {"responses": _apis_responses, "messages": _apis_messages}
+
+
 def _is_sse(content_type: str) -> bool:
     return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
 
@@ -182,11 +186,8 @@ def build_view(ex: Exchange) -> ExchangeView:
             )
         view.events = events
         view.sse_anomalies = decoder.anomalies
-        st = (
-            assemble_api_stream(view.endpoint, events)
-            if view.endpoint in API_ENDPOINTS
-            else assemble_stream(events)
-        )
+        dialect = _DIALECTS.get(str(view.endpoint))
+        st = dialect.assemble(events) if dialect is not None else assemble_stream(events)
         st.sse_anomalies = decoder.anomalies
         view.stream = st
         view.anomalies = st.anomalies
@@ -219,8 +220,9 @@ def build_view(ex: Exchange) -> ExchangeView:
         view.kind = "other"
         return view
     view.kind = "json"
-    if view.endpoint in API_ENDPOINTS:
-        take_api_body(view, str(view.endpoint))
+    dialect = _DIALECTS.get(str(view.endpoint))
+    if dialect is not None:
+        dialect.take_body(view)
     else:
         _take_completion(view)
     return view
@@ -243,9 +245,10 @@ def _parse_request(view: ExchangeView) -> None:
     if not isinstance(req, dict):
         view.request_problem = f"request body is a JSON {type(req).__name__}, not an object"
         return
-    if view.endpoint in API_ENDPOINTS:
+    dialect = _DIALECTS.get(str(view.endpoint))
+    if dialect is not None:
         view.raw_req = req
-        req = normalize_api_request(str(view.endpoint), req)
+        req = dialect.normalize_request(req)
     view.req = req
     view.wants_stream = req.get("stream") is True
     tools = req.get("tools")
@@ -361,3 +364,34 @@ _MESSAGE_KEYS = frozenset(
         "name",
     }
 )
+
+
+def output_constraint(req: dict[str, Any]) -> tuple[str, Any] | None:
+    """What a chat-shaped request constrains the answer's text to, per ``response_format`` and
+    ``structured_outputs`` (the typed APIs' formats are read into these): ("json_object", None) |
+    ("json_schema", schema) | ("regex", pattern) | ("choice", [...]) or None."""
+    rf = req.get("response_format")
+    if isinstance(rf, dict):
+        kind = rf.get("type")
+        if kind == "json_object":
+            return "json_object", None
+        if kind == "json_schema":
+            js = rf.get("json_schema")
+            return "json_schema", js.get("schema", {}) if isinstance(js, dict) else {}
+    so = req.get("structured_outputs")
+    if isinstance(so, dict):
+        if so.get("json") is not None:
+            schema = so["json"]
+            if isinstance(schema, str):
+                try:
+                    schema = bounded_loads(schema)
+                except ValueError:
+                    schema = {}
+            return "json_schema", schema
+        if so.get("json_object"):
+            return "json_object", None
+        if isinstance(so.get("regex"), str):
+            return "regex", so["regex"]
+        if isinstance(so.get("choice"), list):
+            return "choice", so["choice"]
+    return None

@@ -111,8 +111,10 @@ def _messages(chat: dict[str, Any]) -> dict[str, Any]:
         ]
     rf = chat.get("response_format")
     if isinstance(rf, dict) and rf.get("type") == "json_schema":
-        # output_config.format (anthropic/serving.py _handle_output_config); json_object has no form here
+        # output_config.format (anthropic/serving.py _handle_output_config); json_object has no form
+        # here. The schema goes under "schema", the wire name of AnthropicJsonOutputFormat.json_schema
+        # (an alias: a "json_schema" key is ignored, and the answer is unconstrained)
         out["output_config"] = {
-            "format": {"type": "json_schema", "json_schema": (rf.get("json_schema") or {}).get("schema")}
+            "format": {"type": "json_schema", "schema": (rf.get("json_schema") or {}).get("schema")}
         }
     return _keep(chat, out, "model", "stream", "temperature")

@@ -5,6 +5,11 @@ validate the call, send a tool result or a tool failure, expect a retry or an an
 structured output, send the same request streamed and not. The invariant is the contracts: any error
 finding fails the run, hypothesis shrinks it to the shortest sequence, and the report says how to
 reproduce it (the seed, and the exact request as a curl line).
+
+Through a gateway with wirecheck's taps on both sides (``taps``), each request is judged over what the
+two taps recorded for it, as ``wirecheck check`` judges a dual-tap capture: the contracts pair the two
+sides and attribute each finding once (one both sides share is the engine side's, one only the caller
+side has is the gateway's). The runner attributes nothing itself.
 """
 
 from __future__ import annotations
@@ -42,7 +47,25 @@ from wirecheck.record import CORRELATION_HEADER, dual_taps, mint_correlation, re
 from ._endpoints import ENDPOINT_PATHS, endpoint_body
 from ._strategies import CITIES, structured_output_schemas, tool_lists
 
-__all__ = ["ScenarioFailure", "ScenarioReport", "run_scenarios"]
+__all__ = [
+    "ScenarioFailure",
+    "ScenarioReport",
+    "Taps",
+    "engine_tap_line",
+    "header_placeholder",
+    "header_variable",
+    "run_scenarios",
+]
+
+#: Given the ``x-wirecheck-id`` a scenario request was sent with, what wirecheck's taps around a
+#: gateway recorded for it: the caller tap's exchange and the engine tap's (none when the gateway
+#: answered by itself, several when it retried). ``MemorySink.take`` is one (``via_proxy``);
+#: ``accept --via-proxy`` reads them back from its store.
+Taps = Callable[[str], list[Exchange]]
+
+
+#: where a finding was seen, as a failure's lines say it (the scenario's own record is a single tap)
+_SIDES = {"caller": "at the caller tap", "engine": "at the engine tap"}
 
 
 @dataclass(slots=True)
@@ -52,6 +75,15 @@ class ScenarioFailure:
     curl: str
     seed: int | None
     note: str = ""
+
+    def lines(self) -> list[str]:
+        """One line per finding: rule, fault, and with both taps the side it was seen on (the engine
+        side when the engine sent it so, the caller side when only the caller got it)."""
+        out = []
+        for f in self.findings:
+            side = _SIDES.get(f.tap)
+            out.append(f"{f.rule} [{f.fault}] " + (f"{side}: " if side else "") + f.message)
+        return out
 
 
 @dataclass(slots=True)
@@ -95,6 +127,13 @@ def header_placeholder(name: str) -> str:
     return shlex.quote(f"{name}: ") + f'"${{{header_variable(name)}}}"'
 
 
+def engine_tap_line(engine: str, listen: str) -> str:
+    """The command that brings back an engine tap that ended with its run: the gateway forwards to
+    it, so a reproduce line through the gateway needs it first (``--no-store``: it only forwards)."""
+    tap = ["wirecheck", "proxy", "--tap", "engine", "--upstream", engine, "--listen", listen]
+    return shlex.join([*tap, "--no-store", "--admin", "off"])
+
+
 def _curl(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> str:
     extra = "".join(f" -H {header_placeholder(k)}" for k in (headers or {}))
     return (
@@ -103,64 +142,74 @@ def _curl(url: str, body: dict[str, Any], headers: dict[str, str] | None = None)
     )
 
 
-def _machine(  # noqa: PLR0917 - one private factory, called once
-    target: str,
-    model: str | None,
-    stream_mode: str,
-    report: ScenarioReport,
-    config: CheckConfig,
-    headers: dict[str, str],
-    sink: Any = None,
-    reproduce_target: str | None = None,
-    progress: Callable[[ScenarioReport], None] | None = None,
-    endpoint: str = "chat",
-) -> type[RuleBasedStateMachine]:
-    path = ENDPOINT_PATHS[endpoint]
-    url = target.rstrip("/") + path
-    # the curl line must run after the taps are gone: through a gateway it names the gateway itself
-    repro_url = (reproduce_target or target).rstrip("/") + path
+@dataclass(frozen=True, slots=True)
+class _Drive:
+    """What one run's machine sends, where, and how it judges the answers."""
+
+    #: where requests go (through taps: the caller tap's URL)
+    url: str
+    #: what a curl line names: it must run after the taps are gone, so through taps the gateway itself
+    repro_url: str
+    path: str
+    endpoint: str
+    model: str | None
+    stream_mode: str
+    headers: dict[str, str]
+    config: CheckConfig
+    taps: Taps | None
+    progress: Callable[[ScenarioReport], None] | None
+    #: one client for the run: a client per example cost about 40 ms each (its TLS context), a
+    #: third of a shrink's time against a fast target
+    client: httpx.Client
+
+
+def _machine(d: _Drive, report: ScenarioReport) -> type[RuleBasedStateMachine]:
+    model, stream_mode, headers, config, progress = d.model, d.stream_mode, d.headers, d.config, d.progress
 
     class AgentLoop(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
-            self.client = httpx.Client(timeout=120)
             self.tools: list[dict[str, Any]] = []
             self.messages: list[dict[str, Any]] = []
             self.pending: list[dict[str, Any]] = []
 
         def teardown(self) -> None:
-            self.client.close()
             report.examples_done += 1
             if progress is not None:
                 progress(report)
 
-        def _post(self, body: dict[str, Any]) -> Exchange:
-            if model:
-                body = {"model": model, **body}
-            body = endpoint_body(endpoint, body)  # the loop speaks chat; the wire speaks the endpoint
+        def _post(self, body: dict[str, Any]) -> tuple[Exchange, list[Exchange]]:
+            """Send one request; its answer as the caller got it, and what is judged of it (with
+            taps: both sides as recorded, else the caller's answer as one tap)."""
+            body = self._wire(body)
             raw = json.dumps(body).encode()
             corr = mint_correlation()  # the caller tap keeps only ids it can verify
             ex = Exchange(
                 id=f"scenario-{report.requests + 1}",
                 tap="scenario",
-                request=HttpRequest("POST", path, [("content-type", "application/json")], raw),
+                request=HttpRequest("POST", d.path, [("content-type", "application/json")], raw),
             )
             sent = {"content-type": "application/json", CORRELATION_HEADER: corr, **headers}
-            record_sync(self.client, ex, url, headers=sent)
+            record_sync(d.client, ex, d.url, headers=sent)
             report.requests += 1
             if progress is not None:
                 progress(report)
-            judged = [ex]
-            if sink is not None:
-                # through the taps: judge what both sides recorded, with gateway attribution
-                judged = sink.take(corr) or [ex]
+            # through the taps: what both sides recorded, for the contracts' dual-tap attribution; a
+            # request the taps lost is judged as the caller got it, single-tap (unknown, said so)
+            judged = (d.taps(corr) if d.taps is not None else []) or [ex]
             report.exchanges.extend(judged)
-            errors = [f for f in check_exchanges(judged, config).findings if f.severity == "error"]
+            self._fail(body, [f for f in check_exchanges(judged, config).findings if f.severity == "error"])
+            return ex, judged
+
+        def _wire(self, body: dict[str, Any]) -> dict[str, Any]:
+            """The loop speaks chat; the wire speaks the endpoint, with the model asked for."""
+            return endpoint_body(d.endpoint, {"model": model, **body} if model else body)
+
+        def _fail(self, body: dict[str, Any], errors: list[Finding]) -> None:
             if errors:
-                report.failure = ScenarioFailure(errors, body, _curl(repro_url, body, headers), None)
+                report.failure = ScenarioFailure(errors, body, _curl(d.repro_url, body, headers), None)
                 report.failures += 1
                 raise _ContractBroken("; ".join(f"{f.rule} [{f.fault}]: {f.message}" for f in errors))
-            return ex
 
         def _stream_flag(self, draw_stream: bool) -> bool:
             return {"on": True, "off": False}.get(stream_mode, draw_stream)
@@ -171,7 +220,7 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
                 "tools": self.tools,
                 "stream": self._stream_flag(stream),
             }
-            ex = self._post(body)
+            ex, _ = self._post(body)
             from wirecheck.contracts import build_view
 
             view = build_view(ex)
@@ -241,17 +290,18 @@ def _machine(  # noqa: PLR0917 - one private factory, called once
                 "tools": self.tools,
                 "temperature": 0,
             }
-            a = self._post({**body, "stream": True})
-            b = self._post({**body, "stream": False})
-            twins = [
-                f
-                for f in check_exchanges([a, b], config).findings
-                if f.rule == "stream-nonstream-mismatch" and f.severity == "error"
-            ]
-            if twins:
-                report.failure = ScenarioFailure(twins, body, _curl(repro_url, body, headers), None)
-                report.failures += 1
-                raise _ContractBroken("; ".join(f.message for f in twins))
+            _, a = self._post({**body, "stream": True})
+            _, b = self._post({**body, "stream": False})
+            # both requests' sides at once: the twins pair at each tap, and the taps' pairs say
+            # whether the engine already sent the two answers apart or the gateway did
+            self._fail(
+                self._wire(body),  # the request the two share, as the wire has it
+                [
+                    f
+                    for f in check_exchanges(a + b, config).findings
+                    if f.rule == "stream-nonstream-mismatch" and f.severity == "error"
+                ],
+            )
 
     return AgentLoop
 
@@ -266,6 +316,8 @@ def run_scenarios(
     headers: dict[str, str] | None = None,
     config: CheckConfig | None = None,
     via_proxy: tuple[str, int] | None = None,
+    taps: Taps | None = None,
+    reproduce_target: str | None = None,
     settings_: settings | None = None,
     progress: Callable[[ScenarioReport], None] | None = None,
     quiet: bool = False,
@@ -280,6 +332,14 @@ def run_scenarios(
     caller tap to it, and the gateway must forward to an engine tap on ``engine_port`` (which
     forwards to ``engine_url``), so that every failure is attributed with both sides seen.
 
+    ``taps``: ``target`` is a caller tap already running in front of a gateway, with an engine tap
+    behind it; each request is judged over what ``taps(correlation_id)`` returns (see ``Taps``).
+    ``reproduce_target``: the URL a failure's curl line names instead of ``target`` (the gateway:
+    the taps end with the run).
+
+    ``config``: how findings are judged; by default as one tap straight in front of the engine
+    (``direct``), or as a dual-tap capture with ``via_proxy`` or ``taps``.
+
     ``progress(report)`` is called after each request and each example (``report.progress_line``).
 
     Two lines for a team's CI::
@@ -291,34 +351,52 @@ def run_scenarios(
         raise ValueError("stream is both, on or off")
     if endpoint not in ENDPOINT_PATHS:
         raise ValueError(f"endpoint is one of {', '.join(ENDPOINT_PATHS)}")
+    if via_proxy is not None and taps is not None:
+        raise ValueError("via_proxy starts its own taps: give via_proxy or taps, not both")
     report = ScenarioReport(target=target, examples=examples)
+
+    def drive(url: str, found: Taps | None, repro: str | None) -> ScenarioReport:
+        path = ENDPOINT_PATHS[endpoint]
+        with httpx.Client(timeout=120) as client:
+            asked = model
+            if asked is None and endpoint == "messages":
+                asked = _served_model(client, url, headers or {}, found)
+            d = _Drive(
+                url=url.rstrip("/") + path,
+                repro_url=(repro or url).rstrip("/") + path,
+                path=path,
+                endpoint=endpoint,
+                model=asked,
+                stream_mode=stream,
+                headers=headers or {},
+                config=config or CheckConfig(direct=found is None),
+                taps=found,
+                progress=progress,
+                client=client,
+            )
+            return _run(_machine(d, report), report, examples, seed, settings_, quiet=quiet)
+
     if via_proxy is not None:
         engine, engine_port = via_proxy
         with dual_taps(target, engine, engine_port) as (caller_url, sink):
-            machine = _machine(
-                caller_url,
-                model,
-                stream,
-                report,
-                config or CheckConfig(),
-                headers or {},
-                sink,
-                reproduce_target=target,
-                progress=progress,
-                endpoint=endpoint,
-            )
-            return _run(machine, report, examples, seed, settings_, quiet=quiet)
-    machine = _machine(
-        target,
-        model,
-        stream,
-        report,
-        config or CheckConfig(direct=True),
-        headers or {},
-        progress=progress,
-        endpoint=endpoint,
-    )
-    return _run(machine, report, examples, seed, settings_, quiet=quiet)
+            return drive(caller_url, sink.take, reproduce_target or target)
+    return drive(target, taps, reproduce_target)
+
+
+def _served_model(client: httpx.Client, url: str, headers: dict[str, str], taps: Taps | None) -> str | None:
+    """The model ``url`` serves (the first of ``/v1/models``): /v1/messages requires one, where chat
+    completions and Responses default to it (vLLM's ``AnthropicMessagesRequest.model`` is required).
+    None when it does not say: the requests then go without, and the 400 they get is the failure."""
+    corr = mint_correlation()
+    try:
+        r = client.get(url.rstrip("/") + "/v1/models", headers={**headers, CORRELATION_HEADER: corr})
+        served = r.json()["data"][0]["id"]
+    except (httpx.HTTPError, ValueError, LookupError, TypeError):
+        served = None
+    finally:
+        if taps is not None:
+            taps(corr)  # what the taps recorded of this question is no scenario's to judge
+    return served if isinstance(served, str) and served else None
 
 
 def _run(

@@ -4,11 +4,12 @@ store), the live-check worker, export, and the mitmproxy addon (``proxy/mitm_add
 from ._admin import ADMIN_TOKEN_ENV, AdminApp
 from ._app import DEFAULT_REDACT, ProxyApp, TapConfig
 from ._export import to_har, write_har, write_jsonl
+from ._http import ListenerConfig
 from ._lifeline import HELPER_PRIORITY_ENV, helper_priority
 from ._live import CheckerSupervisor, check_ids, check_pending, run_checker, start_checker
 from ._loop import EVENT_LOOP_ENV, event_loop_name
-from ._runner import ListenerServer, ProxyRun, run_proxy
-from ._server import tap_protocol
+from ._runner import ProxyRun, run_proxy
+from ._server import Listener, serve_listener
 
 __all__ = [
     "ADMIN_TOKEN_ENV",
@@ -17,7 +18,8 @@ __all__ = [
     "HELPER_PRIORITY_ENV",
     "AdminApp",
     "CheckerSupervisor",
-    "ListenerServer",
+    "Listener",
+    "ListenerConfig",
     "ProxyApp",
     "ProxyRun",
     "TapConfig",
@@ -27,8 +29,8 @@ __all__ = [
     "helper_priority",
     "run_checker",
     "run_proxy",
+    "serve_listener",
     "start_checker",
-    "tap_protocol",
     "to_har",
     "write_har",
     "write_jsonl",

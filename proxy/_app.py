@@ -46,7 +46,7 @@ from wirecheck.contracts import (
 from wirecheck.record import Correlator, Sink, correlation_secret
 
 from ._histogram import LoopHistogram
-from ._server import CUT, DIRECT_BODY, TARGET, DirectBody
+from ._http import CUT, DIRECT_BODY, TARGET, DirectBody
 from ._upstream import (
     Batch,
     BodySink,

@@ -75,8 +75,8 @@ def yield_cpu(nice: int = 0) -> None:
     one the live checks fall behind (``/wirecheck/health`` says so past ``LAG_S``) and catch up when the
     load eases, losing nothing: everything is in the store. At 256 streams on two shared cores, in
     alternating runs, the proxy's added TTFT p99 went from a median of 22.6 ms (15.4-44.7) to 15.3 ms
-    (14.6-17.8) (docs/proxy.md, fourth round). ``normal``: a fair share, for a
-    machine where prompt findings matter more than the tail of forwarding. ``nice`` (0 to 19) lowers
+    (14.6-17.8) (docs/proxy.md). ``normal``: a fair share, for a machine where prompt findings matter
+    more than the tail of forwarding. ``nice`` (0 to 19) lowers
     a normal helper's share. Threads started before the call (the lifeline's) keep the normal policy.
     Where the platform lacks a setting, nothing changes."""
     try:

@@ -62,7 +62,7 @@ from starlette.types import Receive, Scope, Send
 from wirecheck.contracts import REGISTRY, Fault, Severity
 from wirecheck.record import Store
 
-from ._server import CUT
+from ._http import CUT
 
 __all__ = ["SEND_BUFFER", "LiveView", "LiveViewConfig", "ViewerSlots"]
 

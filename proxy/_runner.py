@@ -5,37 +5,26 @@ the store. With ``--workers N`` the listeners run in N processes instead (``_wor
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import socket
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
-import uvicorn
-
-from wirecheck.contracts import CheckConfig
+from wirecheck.contracts import CheckConfig, ConfigError
 from wirecheck.record import Store
 
 from ._admin import AdminApp
 from ._app import Metrics, ProxyApp, TapConfig
+from ._http import ListenerConfig
 from ._live import CheckerSupervisor, start_checker
 from ._liveview import SEND_BUFFER, LiveView
 from ._loop import run_loop
-from ._server import guarded_protocol, settle_gc
+from ._server import Listener, settle_gc
 from ._viewproc import ViewProcess
 
-__all__ = ["ListenerServer", "ProxyRun", "run_proxy"]
-
-
-class ListenerServer(uvicorn.Server):
-    """uvicorn's server without its own signal capture, for running several in one loop: the
-    process that runs them stops them all together."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
+__all__ = ["ProxyRun", "run_proxy"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -88,33 +77,14 @@ async def _serve(
     for app in apps:
         # health (and the workers' state under --workers)
         app.checks = checker.state if checker is not None else checks
-    protocol = guarded_protocol(max_head=run.max_head, head_timeout_s=run.head_timeout_s)
-    settle_gc()
-    servers = [
-        ListenerServer(
-            uvicorn.Config(
-                app,
-                host=host,
-                port=port,
-                log_level="warning",
-                lifespan="on",
-                http=protocol,
-                # a websocket upgrade reaches the tap as a plain request, which it refuses with a 501
-                ws="none",
-                # the upstream's date and server go to the caller as they came: none of uvicorn's
-                # own beside them (two of each on every answer)
-                server_header=False,
-                date_header=False,
-                timeout_keep_alive=max(1, round(run.idle_timeout_s)),
-            )
-        )
-        for app, (_, host, port) in zip(apps, run.taps, strict=True)
-    ]
-    listening: list[list[socket.socket] | None] = (
-        [[sock] for sock in sockets] if sockets is not None else [None] * len(servers)
+    bounds = ListenerConfig(
+        max_head=run.max_head, head_timeout_s=run.head_timeout_s, idle_timeout_s=run.idle_timeout_s
     )
-    if not serve_taps:
-        servers, listening = [], []
+    settle_gc()
+    listeners: list[tuple[Listener, str, int, socket.socket | None]] = []
+    if serve_taps:
+        for i, (app, (_, host, port)) in enumerate(zip(apps, run.taps, strict=True)):
+            listeners.append((Listener(app, bounds), host, port, sockets[i] if sockets is not None else None))
     view: LiveView | ViewProcess | None = None
     if run.admin is not None:
         host, port = run.admin
@@ -129,37 +99,33 @@ async def _serve(
         elif store is not None:  # the supervisor of --workers forwards nothing: the view stays here
             view = LiveView(store.url, taps=taps, health=admin.health_info)
             admin.mount(view.cfg.prefix, view)
-        listening.append(None)
-        servers.append(
-            ListenerServer(
-                uvicorn.Config(
-                    admin,
-                    host=host,
-                    port=port,
-                    log_level="warning",
-                    lifespan="on",
-                    http=guarded_protocol(
-                        max_head=run.max_head,
-                        head_timeout_s=run.head_timeout_s,
-                        handoff=isinstance(view, ViewProcess),  # the view's connections can move
-                        send_buffer=SEND_BUFFER,  # a viewer that stops reading holds this much
-                    ),
-                    timeout_keep_alive=5,
-                )
-            )
+        admin_bounds = replace(
+            bounds,
+            idle_timeout_s=5.0,
+            handoff=isinstance(view, ViewProcess),  # the view's connections can move
+            send_buffer=SEND_BUFFER,  # a viewer that stops reading holds this much
         )
+        listeners.append((Listener(admin, admin_bounds), host, port, None))
     loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
 
     def stop() -> None:
-        for s in servers:
-            s.should_exit = True
+        stopping.set()
         if view is not None:
             view.stop()  # open event streams end, so the listeners can close
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
+    started: list[Listener] = []
     try:
-        await asyncio.gather(*(s.serve(sockets=socks) for s, socks in zip(servers, listening, strict=True)))
+        for listener, host, port, sock in listeners:
+            try:
+                await listener.start(host, port, sock=sock)
+            except OSError as exc:
+                raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+            started.append(listener)
+        await stopping.wait()
+        await asyncio.gather(*(listener.stop() for listener in started))
     finally:
         for app in apps:
             await app.aclose()

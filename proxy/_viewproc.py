@@ -11,7 +11,7 @@ itself to a helper process:
 3. The connection's socket goes to the view process over a private Unix socket (``SCM_RIGHTS``), with
    the request's head rebuilt from the scope. The proxy then forgets the connection without closing
    it: the socket is the view process's now, and the proxy's loop never sees that caller again.
-4. The view process runs ``LiveView`` under uvicorn's protocol on the socket it received, answers that
+4. The view process serves ``LiveView`` on the socket it received (``Listener.adopt``), answers that
    one request (``connection: close``: the next request comes back through the admin listener and
    its token check) and streams events as long as the viewer stays.
 
@@ -49,15 +49,13 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
-import uvicorn
-from uvicorn.server import ServerState
-
 from wirecheck.record import Store
 
 from ._app import Receive, Scope, Send
+from ._http import HANDOFF, ListenerConfig
 from ._lifeline import become_helper
 from ._liveview import LiveView, LiveViewConfig, ViewerSlots
-from ._server import HANDOFF, guarded_protocol
+from ._server import Listener
 
 __all__ = ["VIEW_PROCESS_ENV", "ViewProcess"]
 
@@ -138,7 +136,7 @@ class ViewProcess:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self._hand_off(scope):
-            # the connection is the view process's now; uvicorn sees it as gone and sends nothing
+            # the connection is the view process's now; this process sees it as gone and sends nothing
             while (await receive())["type"] != "http.disconnect":
                 pass
             return
@@ -413,16 +411,9 @@ class _Releases:
 async def _serve_handed(view: LiveView, *, max_head: int, chan: socket.socket) -> None:
     loop = asyncio.get_running_loop()
     chan.setblocking(False)
-    ucfg = uvicorn.Config(
-        _closing(view, _Releases(chan, loop)),
-        log_level="warning",
-        lifespan="off",
-        http=guarded_protocol(max_head=max_head, head_timeout_s=30.0, direct_body=False),
-        timeout_keep_alive=5,
-    )
-    ucfg.load()
-    state = ServerState()
-    protocol_class: Any = ucfg.http_protocol_class
+    bounds = ListenerConfig(max_head=max_head, head_timeout_s=30.0, idle_timeout_s=5.0, direct_body=False)
+    # it listens on no socket of its own: it adopts the connections the proxy hands over
+    listener = Listener(_closing(view, _Releases(chan, loop)), bounds, lifespan=False)
     ended = asyncio.Event()
     adopting: set[asyncio.Task[None]] = set()  # held until done: the loop keeps only weak references
 
@@ -430,12 +421,9 @@ async def _serve_handed(view: LiveView, *, max_head: int, chan: socket.socket) -
         sock = socket.socket(fileno=fd)
         try:
             sock.setblocking(False)
-            proto = protocol_class(config=ucfg, server_state=state, app_state={}, _loop=loop)
-            await loop.connect_accepted_socket(lambda: proto, sock)
+            await listener.adopt(sock, head)
         except OSError:
             sock.close()
-            return
-        proto.data_received(head)
 
     def on_chan() -> None:
         while True:
@@ -460,9 +448,5 @@ async def _serve_handed(view: LiveView, *, max_head: int, chan: socket.socket) -
     loop.add_reader(chan.fileno(), on_chan)
     await ended.wait()
     view.stop()  # open streams end; their connections close
-    deadline = loop.time() + 5.0
-    while state.connections and loop.time() < deadline:
-        await asyncio.sleep(0.05)
-    for proto in list(state.connections):
-        proto.shutdown()
+    await listener.stop(grace_s=5.0)
     view.close()

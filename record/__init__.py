@@ -1,4 +1,4 @@
-"""wirecheck.record: recording, once (part 1). The sink protocol, the recording client (per
+"""wirecheck.record: recording, once. The sink protocol, the recording client (per
 chunk timing and one map of error kinds), the store over its SQLite and PostgreSQL backends, the
 ``x-wirecheck-id`` correlation, in-process taps, and serving on loopback for taps and tests.
 

@@ -25,14 +25,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(
-    app: Any, port: int | None = None, *, log_level: str = "warning", http: Any = "auto"
-) -> Iterator[str]:
+def serve(app: Any, port: int | None = None, *, log_level: str = "warning") -> Iterator[str]:
     """Run ``app`` on ``127.0.0.1:port`` (a free one when None) until the block ends; yields its URL.
-    ``http`` is uvicorn's protocol choice (a proxy tap passes ``wirecheck.proxy.tap_protocol()``, the
-    listener the proxy itself serves with)."""
+    (A proxy tap is served as ``wirecheck proxy`` serves it with ``wirecheck.proxy.serve_listener``.)"""
     port = port or free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level, lifespan="auto", http=http)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level, lifespan="auto")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

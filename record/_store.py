@@ -232,8 +232,7 @@ class Store:
                 self._gap = [len(batch), now, now]
             pending = self._gap[0] if self._gap else 0
         if stopping and pending:
-            # the last chance: the process ends and the gap row could not be written either (issue
-            # 11, point 6); say it where an operator looks rather than lose it silently
+            # the last chance: the process ends and the gap row could not be written either; say it where an operator looks rather than lose it silently
             print(
                 f"wirecheck store: {pending} exchange(s) could not be written to {self.path} and are lost"
                 f" ({self.stats.last_error})",

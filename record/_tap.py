@@ -31,17 +31,19 @@ def _now() -> str:
 
 
 class _TeeStream(httpx.AsyncByteStream):
-    def __init__(self, inner: httpx.AsyncByteStream, ex: Exchange, t0: float) -> None:
-        self.inner, self.ex, self.t0 = inner, ex, t0
+    def __init__(
+        self, inner: httpx.AsyncByteStream, ex: Exchange, t0: float, clock: Callable[[], float]
+    ) -> None:
+        self.inner, self.ex, self.t0, self.clock = inner, ex, t0, clock
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         assert self.ex.response is not None and self.ex.response.chunks is not None
         try:
             async for piece in self.inner:
-                self.ex.response.chunks.append(Chunk((time.monotonic() - self.t0) * 1000, piece))
+                self.ex.response.chunks.append(Chunk((self.clock() - self.t0) * 1000, piece))
                 yield piece
         except Exception as exc:
-            self.ex.error = error_of(exc, responded=True, t_ms=(time.monotonic() - self.t0) * 1000)
+            self.ex.error = error_of(exc, responded=True, t_ms=(self.clock() - self.t0) * 1000)
             raise
 
     async def aclose(self) -> None:
@@ -50,13 +52,21 @@ class _TeeStream(httpx.AsyncByteStream):
 
 class RecordingTransport(httpx.AsyncBaseTransport):
     """Wraps a transport and appends every exchange that passes, with chunk times, to ``sink`` (as
-    soon as it starts: the list is read after the traffic)."""
+    soon as it starts: the list is read after the traffic). ``clock`` gives the times, in seconds: a
+    test injects one to record what arrived before what, whatever the machine's load."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, tap: str, sink: list[Exchange]) -> None:
-        self.inner, self.tap, self.sink = inner, tap, sink
+    def __init__(
+        self,
+        inner: httpx.AsyncBaseTransport,
+        tap: str,
+        sink: list[Exchange],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.inner, self.tap, self.sink, self.clock = inner, tap, sink, clock
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        t0 = time.monotonic()
+        t0 = self.clock()
         body = await request.aread()
         ex = Exchange(
             id=f"{self.tap}-{len(self.sink) + 1}",
@@ -71,14 +81,14 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         try:
             resp = await self.inner.handle_async_request(request)
         except Exception as exc:
-            ex.error = error_of(exc, responded=False, t_ms=(time.monotonic() - t0) * 1000)
+            ex.error = error_of(exc, responded=False, t_ms=(self.clock() - t0) * 1000)
             raise
         ex.response = HttpResponse(resp.status_code, list(resp.headers.items()), b"", [])
         assert isinstance(resp.stream, httpx.AsyncByteStream)
         return httpx.Response(
             resp.status_code,
             headers=resp.headers,
-            stream=_TeeStream(resp.stream, ex, t0),
+            stream=_TeeStream(resp.stream, ex, t0, self.clock),
             extensions=resp.extensions,
         )
 

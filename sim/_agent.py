@@ -395,17 +395,29 @@ def _consecutive_failures(msgs: list[dict[str, Any]]) -> int:
 # --- raw markup per family (which family writes which: _families) ---------------------------------
 
 
+def xtml_type(value: Any) -> str:
+    """K3's ``type=`` attribute for a value: its JSON type, integers as ``number`` (vLLM's K3
+    structural tag, vllm/tool_parsers/structural_tag_registry.py, mirrors K3's own encoder)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "object"
+    return "array" if isinstance(value, list) else "string"
+
+
 def _k3_args(args_text: str, args: dict[str, Any] | None) -> str:
     if args is None:  # broken JSON: one typed argument carrying the raw text
         return f'<|open|>argument key="raw" type="object"<|sep|>{args_text}<|close|>argument<|sep|>'
     parts = []
     for k, v in args.items():
-        if isinstance(v, str):
-            parts.append(f'<|open|>argument key="{k}" type="string"<|sep|>{v}<|close|>argument<|sep|>')
-        else:
-            parts.append(
-                f'<|open|>argument key="{k}" type="json"<|sep|>{json.dumps(v)}<|close|>argument<|sep|>'
-            )
+        value = v if isinstance(v, str) else json.dumps(v)
+        parts.append(
+            f'<|open|>argument key="{k}" type="{xtml_type(v)}"<|sep|>{value}<|close|>argument<|sep|>'
+        )
     return "".join(parts)
 
 
@@ -436,7 +448,14 @@ def write_channels(plan: Plan) -> str:
             args = c.args if c.args is not None and c.args_text == json.dumps(c.args) else None
             body += f'<|open|>call tool="{c.name}" index="{i}"<|sep|>{_k3_args(c.args_text, args)}<|close|>call<|sep|>'
         tools = f"<|open|>tools<|sep|>{body}<|close|>tools<|sep|>"
-    response = f"<|open|>response<|sep|>{plan.content}<|close|>response<|sep|>" if plan.content else ""
+    # the response channel always comes before the tools channel, empty or not (K3's channel
+    # grammar: vLLM's K3 structural tag requires it, and required/named tool_choice enforce it)
+    empty_before_tools = bool(calls) and not plan.call_in_think
+    response = (
+        f"<|open|>response<|sep|>{plan.content}<|close|>response<|sep|>"
+        if plan.content or empty_before_tools
+        else ""
+    )
     return _around_thinking(
         plan, tools, answer=response, opening="<|open|>think<|sep|>", closing="<|close|>think<|sep|>"
     )
@@ -477,10 +496,12 @@ def write_xml_functions(plan: Plan) -> str:
 
 
 def write_arg_pairs(plan: Plan) -> str:
-    """GLM-4.5: ``<tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n</tool_call>``."""
+    """GLM: ``<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>``, GLM-4.7's
+    compact form, which vLLM 0.32 serves under the glm45 name (its parser and the structural tag
+    that constrains even auto calls, vllm/tool_parsers/structural_tag_registry.py)."""
     tools = "".join(
-        f"<tool_call>{c.name}\n"
-        + "".join(f"<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>\n" for k, v in _xml_params(c).items())
+        f"<tool_call>{c.name}"
+        + "".join(f"<arg_key>{k}</arg_key><arg_value>{v}</arg_value>" for k, v in _xml_params(c).items())
         + "</tool_call>"
         for c in plan.calls
     )

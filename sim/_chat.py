@@ -113,7 +113,7 @@ async def whole_body(admitted: Admitted) -> dict[str, Any]:
         raise
     p = reply.parse(detokenize(tokens))
     finish = reply.finish_reason(value, p)
-    reply.count_parse(state.metrics, p, "non_stream")
+    reply.count_parse(state.metrics, p, streaming=False)
     body = {
         "id": reply.id,
         "object": "chat.completion",
@@ -213,7 +213,7 @@ async def chat_stream(admitted: Admitted) -> AsyncIterator[bytes]:
             if delta:
                 yield _chunk(reply, delta, None, **top)
             finish = reply.finish_reason(value, p)
-            reply.count_parse(state.metrics, p, "stream")
+            reply.count_parse(state.metrics, p, streaming=True)
             # a real vLLM 0.32 puts system_fingerprint on the finish chunk when include_usage is
             # off, and only on the usage chunk when it is on (fidelity test)
             if not include_usage:

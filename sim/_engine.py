@@ -54,6 +54,7 @@ class SeqRequest:
     scheduled_at: float | None = None
     prefill_done_at: float | None = None
     last_token_at: float | None = None
+    preempted: int = 0
 
     @property
     def context(self) -> int:
@@ -228,7 +229,7 @@ class Engine:
             self.m.prompt_cached.labels(**self.L).inc(hit)
             self.m.prompt_by_source.labels(source="local_cache_hit", **self.L).inc(hit)
             self.m.prompt_by_source.labels(source="local_compute", **self.L).inc(len(req.prompt) - hit)
-            self.m.prompt_cached_by_source.labels(source="local_cache_hit", **self.L).inc(hit)
+            self.m.prompt_cached_by_source.labels(source="device", **self.L).inc(hit)
             self._retain(req)
         req.computed = hit
         req.state = "prefill"
@@ -293,6 +294,8 @@ class Engine:
             elif req.state == "decode":
                 self._decoding.append(req)
         self._gauges()
+        if self._prefill_tokens or self._decoding:
+            self.m.iteration_tokens.labels(**self.L).observe(self._prefill_tokens + len(self._decoding))
         t = 0.0005 + self._prefill_tokens / self.cfg.prefill_tokens_per_s
         if self._decoding:
             t += (1.0 / self.cfg.decode_tokens_per_s) * (
@@ -353,6 +356,7 @@ class Engine:
         req.computed = 0
         self.waiting.appendleft(req)
         self.m.preemptions.labels(**self.L).inc()
+        req.preempted += 1
 
     def _finish(self, req: SeqRequest, reason: str, now: float) -> None:
         self.running.remove(req)
@@ -360,6 +364,13 @@ class Engine:
         req.state = "finished"
         self.m.success.labels(finished_reason=reason, **self.L).inc()
         self.m.e2e.labels(**self.L).observe(now - req.arrival)
+        self.m.inference_time.labels(**self.L).observe(now - (req.scheduled_at or now))
+        self.m.request_prompt.labels(**self.L).observe(len(req.prompt))
+        self.m.request_generation.labels(**self.L).observe(req.generated)
+        self.m.max_generation.labels(**self.L).observe(req.max_tokens)
+        self.m.params_max_tokens.labels(**self.L).observe(req.max_tokens)
+        self.m.params_n.labels(**self.L).observe(1)
+        self.m.request_preemptions.labels(**self.L).observe(req.preempted)
         if req.prefill_done_at is not None:
             self.m.decode_time.labels(**self.L).observe(now - req.prefill_done_at)
             if req.generated > 1:

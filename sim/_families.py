@@ -41,7 +41,16 @@ from ._parsers import (
     parse_xml_functions,
     think_tag_parser,
 )
-from ._tiny_model import TINY_K2, TINY_K3, TinyModel
+from ._tiny_model import (
+    TINY_DEEPSEEK_V31,
+    TINY_GLM45,
+    TINY_HERMES,
+    TINY_K2,
+    TINY_K3,
+    TINY_MINIMAX_M2,
+    TINY_QWEN3_CODER,
+    TinyModel,
+)
 
 __all__ = ["DEFAULT_FAMILY", "SIM_FAMILIES", "SimFamily", "tiny_model_facts"]
 
@@ -73,10 +82,12 @@ class SimFamily:
     tiny_model: TinyModel | None = None
 
 
-def _think_tags(write: Callable[[Plan], str], parse_calls: ToolCallParser) -> SimFamily:
+def _think_tags(
+    write: Callable[[Plan], str], parse_calls: ToolCallParser, tiny_model: TinyModel
+) -> SimFamily:
     """A family whose model thinks in ``<think>`` tags, split by one of vLLM's think-tag reasoning
     parsers, and whose calls stream name first."""
-    return SimFamily(write=write, parse=think_tag_parser(parse_calls))
+    return SimFamily(write=write, parse=think_tag_parser(parse_calls), tiny_model=tiny_model)
 
 
 SIM_FAMILIES: Mapping[str, SimFamily] = MappingProxyType(
@@ -95,17 +106,17 @@ SIM_FAMILIES: Mapping[str, SimFamily] = MappingProxyType(
             fails_to_raw_output=True,
             tiny_model=TINY_K3,
         ),
-        "hermes": _think_tags(write_tool_call_tags, parse_tool_call_tags),
+        "hermes": _think_tags(write_tool_call_tags, parse_tool_call_tags, TINY_HERMES),
         # vLLM's qwen3_coder and glm45 parsers re-parse the text and send the name, then argument
         # pieces; the simulator's "name_first" style is that shape
-        "qwen3_coder": _think_tags(write_xml_functions, parse_xml_functions),
+        "qwen3_coder": _think_tags(write_xml_functions, parse_xml_functions, TINY_QWEN3_CODER),
         # vLLM's deepseek_v31 parser sends id, type and name first, then argument pieces; MiniMax M2's
         # re-parses like qwen3_coder's
-        "deepseek_v31": _think_tags(write_full_width, parse_full_width),
-        "minimax_m2": _think_tags(write_invokes, parse_invokes),
+        "deepseek_v31": _think_tags(write_full_width, parse_full_width, TINY_DEEPSEEK_V31),
+        "minimax_m2": _think_tags(write_invokes, parse_invokes, TINY_MINIMAX_M2),
         # gpt-oss: vLLM parses harmony messages from token ids and streams in serving_chat
         "openai": SimFamily(write=write_harmony, parse=parse_harmony),
-        "glm45": _think_tags(write_arg_pairs, parse_arg_pairs),
+        "glm45": _think_tags(write_arg_pairs, parse_arg_pairs, TINY_GLM45),
     }
 )
 

@@ -2,10 +2,14 @@
 
 Written with prometheus_client, as vLLM does, in single-process mode: counters carry ``_total`` and a
 ``_created`` gauge. Label names are declared in alphabetical order, which is how they appear on the
-wire (``engine``, ``finished_reason``, ``model_name``).
+wire (``engine``, ``finished_reason``, ``model_name``). Every series exists from the start, histograms
+at zero, as on a real server before its first request: the real tier holds the names, before and
+after the first request, to a real vLLM 0.32 (106 ``vllm:`` names, tests/real_vllm/test_fidelity.py).
 """
 
 from __future__ import annotations
+
+import itertools
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -38,7 +42,13 @@ REQUEST_BUCKETS = (
     1920.0,
     7680.0,
 )
-TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+#: 1-2-5 up to 10,000: request token counts (prompt, generation, max_tokens, prefill KV computed),
+#: as vLLM 0.32 builds them for a 16,384-token context
+COUNT_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+#: tokens per engine step: powers of two up to the batch's token budget
+ITERATION_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+N_BUCKETS = (1, 2, 5, 10, 20)
+PREEMPTION_BUCKETS = (1, 2, 3, 4, 5, 10, 20)
 BASE = ("engine", "model_name")
 
 
@@ -145,7 +155,65 @@ class SimMetrics:
         self.prefill_kv = hist(
             "request_prefill_kv_computed_tokens",
             "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
-            TOKEN_BUCKETS,
+            COUNT_BUCKETS,
+        )
+        self.inference_time = hist(
+            "request_inference_time_seconds",
+            "Histogram of time spent in RUNNING phase for request.",
+            REQUEST_BUCKETS,
+        )
+        self.request_prompt = hist(
+            "request_prompt_tokens", "Number of prefill tokens processed.", COUNT_BUCKETS
+        )
+        self.request_generation = hist(
+            "request_generation_tokens", "Number of generation tokens processed.", COUNT_BUCKETS
+        )
+        self.iteration_tokens = hist(
+            "iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITERATION_BUCKETS
+        )
+        self.max_generation = hist(
+            "request_max_num_generation_tokens",
+            "Histogram of maximum number of requested generation tokens.",
+            COUNT_BUCKETS,
+        )
+        self.params_n = hist("request_params_n", "Histogram of the n request parameter.", N_BUCKETS)
+        self.params_max_tokens = hist(
+            "request_params_max_tokens", "Histogram of the max_tokens request parameter.", COUNT_BUCKETS
+        )
+        self.request_preemptions = hist(
+            "request_num_preemptions",
+            "Histogram of the number of times a request was preempted.",
+            PREEMPTION_BUCKETS,
+        )
+        # kept at zero here, as on a server with no multi-modal input, awake, without admission limits
+        self.mm_queries = counter(
+            "mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items."
+        )
+        self.mm_hits = counter("mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.")
+        self.flops = counter(
+            "estimated_flops_per_gpu",
+            "Estimated number of floating point operations per GPU (for Model Flops Utilization calculations).",
+        )
+        self.read_bytes = counter(
+            "estimated_read_bytes_per_gpu",
+            "Estimated number of bytes read from memory per GPU (for Model Flops Utilization calculations).",
+        )
+        self.write_bytes = counter(
+            "estimated_write_bytes_per_gpu",
+            "Estimated number of bytes written to memory per GPU (for Model Flops Utilization calculations).",
+        )
+        self.sleep_state = gauge(
+            "engine_sleep_state",
+            "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
+            "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
+            ("sleep_state",),
+        )
+        # an API-server metric: no engine label
+        self.admission_rejections = Counter(
+            "vllm:admission_rejections",
+            "Number of admission attempts rejected by a queue limit, by reason.",
+            ["model_name", "reason"],
+            registry=r,
         )
         L = self.labels
         for m in (self.running, self.waiting, self.kv_usage):
@@ -165,10 +233,42 @@ class SimMetrics:
             c.labels(**L)
         for source in ("local_compute", "local_cache_hit", "external_kv_transfer"):
             self.prompt_by_source.labels(source=source, **L)
-        for source in ("local_cache_hit", "external_kv_transfer"):
+        # the cache tier that supplied the hit (vLLM 0.32): local hits are the device's
+        for source in ("device", "host", "disk", "p2p", "external_unspecified"):
             self.prompt_cached_by_source.labels(source=source, **L)
         for reason in ("stop", "length", "abort", "error", "repetition"):
             self.success.labels(finished_reason=reason, **L)
+        for c in (self.mm_queries, self.mm_hits, self.flops, self.read_bytes, self.write_bytes):
+            c.labels(**L)
+        for state, value in (("awake", 1), ("weights_offloaded", 0), ("discard_all", 0)):
+            self.sleep_state.labels(sleep_state=state, **L).set(value)
+        for reason in ("max_num_queued_reqs", "max_num_queued_tokens"):
+            self.admission_rejections.labels(model_name=model, reason=reason)
+        for mode, outcome, request_type in itertools.product(
+            ("streaming", "non_streaming"),
+            ("tool_call", "no_tool_call"),
+            ("chat_completions", "responses", "other"),
+        ):
+            self.parser.labels(mode=mode, model_name=model, outcome=outcome, request_type=request_type)
+        for h in (
+            self.ttft,
+            self.itl,
+            self.tpot,
+            self.e2e,
+            self.queue_time,
+            self.prefill_time,
+            self.decode_time,
+            self.prefill_kv,
+            self.inference_time,
+            self.request_prompt,
+            self.request_generation,
+            self.iteration_tokens,
+            self.max_generation,
+            self.params_n,
+            self.params_max_tokens,
+            self.request_preemptions,
+        ):
+            h.labels(**L)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

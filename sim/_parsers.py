@@ -56,7 +56,9 @@ _K3_ARG = re.compile(
 _HERMES_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.S)
 _XML_CALL = re.compile(r"<tool_call>\s*<function=([^>\n]*)>(.*?)(</function>\s*</tool_call>|$)", re.S)
 _XML_PARAM = re.compile(r"<parameter=([^>\n]*)>\n?(.*?)\n?</parameter>", re.S)
-_PAIR_CALL = re.compile(r"<tool_call>([^\n<]*)\n(.*?)(</tool_call>|$)", re.S)
+# the name ends at a newline (GLM-4.5) or at the first tag (GLM-4.7's compact form): a name still
+# being written is not a call yet
+_PAIR_CALL = re.compile(r"<tool_call>([^\n<]*)(?:\n|(?=<))(.*?)(</tool_call>|$)", re.S)
 _DS_CALLS = "<\uff5ctool\u2581calls\u2581begin\uff5c>"
 _DS_CALL = re.compile(
     "<\uff5ctool\u2581call\u2581begin\uff5c>(.*?)<\uff5ctool\u2581sep\uff5c>(.*?)(<\uff5ctool\u2581call\u2581end\uff5c>|$)",
@@ -90,11 +92,6 @@ class Parsed:
 
 def mint_id(seed: str, i: int) -> str:
     return "chatcmpl-tool-" + hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()[:16]
-
-
-def mint_call_id(seed: str, i: int) -> str:
-    """The qwen3_coder parser's own ids: ``call_<24 hex>``."""
-    return "call_" + hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()[:24]
 
 
 def _typed(value: str) -> str:
@@ -140,7 +137,7 @@ def _kv_calls(
 
 def parse_xml_functions(rest: str, out: Parsed, id_seed: str) -> Parsed:
     """Qwen3-Coder's ``<function=NAME><parameter=K>V</parameter></function>`` calls."""
-    return _kv_calls(rest, out, id_seed, call=_XML_CALL, arg=_XML_PARAM, mint=mint_call_id)
+    return _kv_calls(rest, out, id_seed, call=_XML_CALL, arg=_XML_PARAM, mint=mint_id)
 
 
 def parse_full_width(rest: str, out: Parsed, id_seed: str) -> Parsed:
@@ -155,7 +152,7 @@ def parse_invokes(rest: str, out: Parsed, id_seed: str) -> Parsed:
     section = _call_section(rest, out, _MM_START)
     if section:
         content = out.content
-        _kv_calls(section, out, id_seed, call=_MM_INVOKE, arg=_MM_PARAM, mint=mint_call_id, start="<invoke")
+        _kv_calls(section, out, id_seed, call=_MM_INVOKE, arg=_MM_PARAM, mint=mint_id, start="<invoke")
         out.content = content  # the wrapper and what is inside it are the call section's
     return out
 

@@ -72,12 +72,15 @@ class _Reply:
             return "tool_calls"
         return "stop"
 
-    def count_parse(self, metrics: SimMetrics, p: Parsed, request_type: str) -> None:
-        """vllm:tool_call_parser_invocations_total for the final parse of this reply."""
+    def count_parse(self, metrics: SimMetrics, p: Parsed, streaming: bool) -> None:
+        """vllm:tool_call_parser_invocations_total for the final parse of this reply. vLLM 0.32's
+        labels: mode streaming or non_streaming, request_type chat_completions, responses or
+        other; the simulator's Responses and Messages answers come from its chat machinery and
+        count as chat_completions, and a stream counts once (vLLM: once per delta)."""
         metrics.parser.labels(
-            mode=self.mode,
+            mode="streaming" if streaming else "non_streaming",
             outcome="tool_call" if p.calls else "no_tool_call",
-            request_type=request_type,
+            request_type="chat_completions",
             model_name=metrics.labels["model_name"],
         ).inc()
 

@@ -4,8 +4,9 @@ reads nothing else."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from wirecheck.contracts import Exchange
 
@@ -16,8 +17,18 @@ from ._compat import CompatFacts
 
 __all__ = ["CapacitySettings", "InterfaceSettings", "RunContext", "TapSource", "Target"]
 
-#: given the correlation ids the client sent, the taps' exchanges for them
-TapSource = Callable[[list[str]], Awaitable[list[Exchange]]]
+
+@dataclass(frozen=True, slots=True)
+class TapSource:
+    """wirecheck's taps on both sides of the gateway (``--via-proxy``), as the interface phase reads
+    them: its agent requests and its scenarios are judged over both sides."""
+
+    #: given the correlation ids the client sent, both taps' exchanges for them
+    read: Callable[[list[str]], Coroutine[Any, Any, list[Exchange]]]
+    #: the gateway the caller tap fronts: a reproduce line names it, since the taps end with the run
+    gateway: str
+    #: the command that brings back the engine tap the gateway forwards to, for the same reason
+    engine_tap: str
 
 
 @dataclass(slots=True, kw_only=True)

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from wirecheck.contracts import CheckConfig, Exchange, Finding, build_view, check_exchanges
-from wirecheck.generators import run_scenarios
+from wirecheck.generators import Taps, run_scenarios
 
 from .._blocks import Block, Code, Table, Text
 from .._model import Facts
@@ -180,9 +180,10 @@ class InterfaceFacts(Facts):
                 ]
                 out.append(Table("attribution", head, cells))
         if self.scenarios.get("curl"):
-            out.append(
-                Code(self.scenarios["curl"], caption="Shrunk scenario failure (reproduce):", lang="sh")
-            )
+            # through the gateway: its engine tap first, as it was during the run
+            tap = [f"{self.scenarios['engine_tap']} &"] if self.scenarios.get("engine_tap") else []
+            lines = "\n".join([*tap, self.scenarios["curl"]])
+            out.append(Code(lines, caption="Shrunk scenario failure (reproduce):", lang="sh"))
         return out
 
     def suggestions(self) -> dict[str, str]:
@@ -242,13 +243,15 @@ class _Caller:
         return attempts
 
     async def scenarios(self, examples: int, retries: int, samples: list[Sample]) -> dict[str, Any]:
-        """The hypothesis scenarios, judged as the agent requests are, and whether a retry fixes
-        their shrunk failure."""
+        """The hypothesis scenarios, judged as the agent requests are (with both taps: each request
+        over both sides, by the contracts' dual-tap attribution), and whether a retry fixes their
+        shrunk failure."""
         t, s = self.ctx.target, self.ctx.interface
         scen: dict[str, Any] = {"examples": examples, "ran": False}
         if examples <= 0:
             return scen
         self.ctx.progress(f"interface: scenarios ({examples} examples)")
+        via = s.taps
         report = await asyncio.to_thread(
             run_scenarios,
             t.url,
@@ -256,13 +259,18 @@ class _Caller:
             seed=s.seed,
             model=t.model,
             headers=t.headers,
-            config=self.view,
+            config=self.view if via is None else CheckConfig(family=t.family),
+            taps=None if via is None else _scenario_taps(via, asyncio.get_running_loop()),
+            reproduce_target=None if via is None else via.gateway,
             quiet=True,
         )
-        scen.update(ran=True, requests=report.requests, ok=report.ok)
+        blame = BOTH_TAPS if via is not None else UNVERIFIED if t.through_gateway else CALLER_ONLY
+        scen.update(ran=True, requests=report.requests, ok=report.ok, attributed_from=blame)
         fail = report.failure
         if fail is None:
             return scen
+        if via is not None:
+            scen["engine_tap"] = via.engine_tap  # the curl line goes through the gateway to it
         fixed = False
         for _ in range(max(retries, 1)):
             again = await self.send([fail.request], "scenario-retry")
@@ -279,6 +287,16 @@ class _Caller:
             fixed_by_retry=fixed,
         )
         return scen
+
+
+def _scenario_taps(via: TapSource, loop: asyncio.AbstractEventLoop) -> Taps:
+    """The taps as the scenarios read them, from their own thread: the taps serve and record in this
+    run's event loop, which reads both sides back."""
+
+    def taps(correlation: str) -> list[Exchange]:
+        return asyncio.run_coroutine_threadsafe(via.read([correlation]), loop).result()
+
+    return taps
 
 
 def _calls(ex: Exchange | None, name: str) -> bool:
@@ -318,7 +336,7 @@ async def _attribute(
     samples = [s for at in facts.attempts for s in at.samples]
     at_of = {s.correlation: (at.request, at.attempt) for at in facts.attempts for s in at.samples}
     checked, config = _exchanges(samples), view
-    tapped = await taps([s.correlation for s in samples]) if taps is not None else []
+    tapped = await taps.read([s.correlation for s in samples]) if taps is not None else []
     if tapped:
         checked, config, facts.attributed_from = tapped, CheckConfig(family=t.family), BOTH_TAPS
     elif t.through_gateway:

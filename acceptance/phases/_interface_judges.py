@@ -15,6 +15,8 @@ from ._interface import InterfaceFacts
 __all__: list[str] = []
 
 _ATTRIBUTION = "Interface: attribution"
+#: the taps a finding can name: with both, it says which side it was seen on
+SIDES = ("caller", "engine")
 
 
 def _blamed_on(f: InterfaceFacts, fault: str) -> Iterator[Ruling]:
@@ -157,7 +159,11 @@ def _scenarios(f: InterfaceFacts) -> Iterator[Ruling]:
     if scen.get("ok"):
         yield passed(f"{scen['requests']} requests over {scen['examples']} examples, no contract broken")
         return
-    what = "; ".join(f"{x['rule']} [{x['fault']}]" for x in scen.get("findings", []))
+    # with both taps a finding says its side: the engine's answer, or only what the gateway passed on
+    what = "; ".join(
+        f"{x['rule']} [{x['fault']}]" + (f" at the {x['tap']} tap" if x.get("tap") in SIDES else "")
+        for x in scen.get("findings", [])
+    )
     fixed = bool(scen.get("fixed_by_retry"))
     yield failed(
         f"shrunk failure: {what}; "

@@ -8,11 +8,10 @@ what vLLM's parsers and template code look at:
 - a byte-level BPE tokenizer (``tokenizers``, vocab 8000) trained on text shipped in the repository
   (README and docs), so prompts stay short, with the family's exact special tokens, the ones vLLM's
   tool and reasoning parsers for it look up by string;
-- a chat template of the real one's shape: tools in a ``tool_declare`` system block, tool results as
-  ``## Return of ID``, history tool calls in native markup, and a generation prompt that opens the
-  thinking (``<think>``, closed at once with thinking off). Without the prefill the real streaming
-  reasoning parser files reasoning under content on turns after a tool call (shared reference
-  real-vllm-cpu.md).
+- a chat template of the real one's shape (where tools are declared, how results and history calls
+  are written, what the generation prompt opens: Kimi's prefills ``<think>``; without that the real
+  streaming reasoning parser files reasoning under content on turns after a tool call, shared
+  reference real-vllm-cpu.md).
 
 The family's facts (tokens, template pieces, how its model writes) come from ``families.json``,
 which ``write_families.py`` writes from wirecheck's own family table: this venv has no wirecheck.
@@ -20,7 +19,7 @@ which ``write_families.py`` writes from wirecheck's own family table: this venv 
 Same inputs, same bytes: the output folder is named after a hash of this file, the family's facts
 and the corpus, so a change rebuilds and an unchanged tree reuses the build.
 
-    python build_model.py [--family NAME] --out-root DIR   # prints the model folder
+    python build_model.py [--family NAME ...] --out-root DIR   # prints each model folder
 """
 
 from __future__ import annotations
@@ -39,34 +38,11 @@ VOCAB = 8000
 
 FAMILIES = Path(__file__).resolve().parent / "families.json"
 
-# The chat template's frame, of the Kimi templates' shape (shared reference real-vllm-cpu.md): tools
-# in a tool_declare system block, tool results as "## Return of ID". A family's facts
-# (families.json, written from wirecheck.sim's tiny-model table) give the assistant turn and the
-# generation prompt, which opens the thinking.
-_FRAME = r"""{%- macro text(c) -%}{%- if c is string -%}{{ c }}{%- elif c -%}{%- for p in c -%}{%- if p.type == 'text' -%}{{ p.text }}{%- endif -%}{%- endfor -%}{%- endif -%}{%- endmacro -%}
-{%- if tools -%}<|im_system|>tool_declare<|im_middle|>{{ tools | tojson }}<|im_end|>{%- endif -%}
-{%- for m in messages -%}
-{%- if m.role == 'system' -%}<|im_system|>system<|im_middle|>{{ text(m.content) }}<|im_end|>
-{%- elif m.role == 'user' -%}<|im_user|>user<|im_middle|>{{ text(m.content) }}<|im_end|>
-{%- elif m.role == 'tool' -%}<|im_system|>tool<|im_middle|>## Return of {{ m.tool_call_id }}
-{{ text(m.content) }}<|im_end|>
-{%- elif m.role == 'assistant' -%}<|im_assistant|>assistant<|im_middle|>@ASSISTANT_TURN@<|im_end|>
-{%- endif -%}
-{%- endfor -%}
-{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>@GENERATION_PROMPT@{%- endif -%}"""
-
 
 def family_facts() -> dict[str, Any]:
     """families.json: ``default`` and, per family, tokens, template pieces, parsers, script pieces."""
     facts: dict[str, Any] = json.loads(FAMILIES.read_text(encoding="utf-8"))
     return facts
-
-
-def chat_template(facts: dict[str, Any]) -> str:
-    pieces = facts["template"]
-    return _FRAME.replace("@ASSISTANT_TURN@", pieces["assistant_turn"]).replace(
-        "@GENERATION_PROMPT@", pieces["generation_prompt"]
-    )
 
 
 def corpus() -> list[str]:
@@ -93,32 +69,47 @@ def fingerprint(family: str, facts: dict[str, Any]) -> str:
     return h.hexdigest()[:12]
 
 
-def build(family: str, facts: dict[str, Any], out: Path) -> None:
-    import torch
+def base_tokenizer(out_root: Path) -> Path:
+    """The byte-level BPE every family's tokenizer starts from, trained once (a few seconds) and
+    kept beside the models; the families add their own tokens to a copy."""
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    for t in corpus():
+        h.update(t.encode())
+    path = out_root / f"bpe-{h.hexdigest()[:12]}.json"
+    if path.is_file():
+        return path
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    special = facts["special_tokens"]  # EOS first
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB,
-        special_tokens=special,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
+        vocab_size=VOCAB, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
     )
     tok.train_from_iterator(corpus(), trainer=trainer)
+    out_root.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tok.save(str(tmp))
+    os.replace(tmp, path)
+    return path
+
+
+def build(family: str, facts: dict[str, Any], bpe: Path, out: Path) -> None:
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    special = facts["special_tokens"]  # EOS first
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
+        tokenizer_object=Tokenizer.from_file(str(bpe)),
         eos_token=special[0],
         pad_token=special[0],
         additional_special_tokens=special[1:],
     )
     if facts["added_tokens"]:
         fast.add_tokens(facts["added_tokens"], special_tokens=False)
-    fast.chat_template = chat_template(facts)
-    tmp = out.with_name(out.name + ".tmp")
+    fast.chat_template = facts["chat_template"]
+    tmp = out.with_name(out.name + f".{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     fast.save_pretrained(tmp)
 
@@ -148,18 +139,28 @@ def build(family: str, facts: dict[str, Any], out: Path) -> None:
     os.replace(tmp, out)
 
 
+def model_dir(family: str, out_root: Path) -> Path:
+    """The family's model folder, built first if this tree has not built it yet."""
+    facts = family_facts()["families"][family]
+    out = out_root / f"{family}-{fingerprint(family, facts)}"
+    if not (out / "wirecheck-model.json").is_file():
+        build(family, facts, base_tokenizer(out_root), out)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     known = family_facts()
-    ap.add_argument("--family", choices=sorted(known["families"]), default=known["default"])
+    ap.add_argument(
+        "--family",
+        action="append",
+        choices=sorted(known["families"]),
+        help="repeat for several (one process builds them all); default: the default family",
+    )
     ap.add_argument("--out-root", type=Path, required=True)
     args = ap.parse_args(argv)
-    facts = known["families"][args.family]
-    out = args.out_root / f"{args.family}-{fingerprint(args.family, facts)}"
-    if not (out / "wirecheck-model.json").is_file():
-        args.out_root.mkdir(parents=True, exist_ok=True)
-        build(args.family, facts, out)
-    print(out)
+    for family in args.family or [known["default"]]:
+        print(model_dir(family, args.out_root), flush=True)
     return 0
 
 

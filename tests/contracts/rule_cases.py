@@ -77,6 +77,12 @@ def reasoning_only(
     return completion(message(None, reasoning=reasoning), usage=usage)
 
 
+def _stopped_by(matched: str) -> dict[str, Any]:
+    """A choice that vLLM ended on the stop string ``matched`` (its ``stop_reason``)."""
+    choice: dict[str, Any] = completion(message("Hello"))["choices"][0]
+    return choice | {"stop_reason": matched}
+
+
 OK_TOOL = one(tool_req(), tool_msg(call()))
 OK_TEXT = one(req(), completion())
 HISTORY = tool_turn("weather?", "sunny")
@@ -188,6 +194,12 @@ SINGLE: dict[str, tuple[Case, Case, str]] = {
         one(tool_req(), tool_msg(call(id="c1"), call("search", {"q": "x"}, id="c2"))),
         "parser",
     ),
+    # a K2 model writes its ids itself, counting calls across the conversation
+    "tool-call-id-reused": (
+        one(tool_req(messages=HISTORY), tool_msg(call())),
+        one(tool_req(messages=HISTORY), tool_msg(call(idx=1))),
+        "model",
+    ),
     "tool-call-id-format": (
         one(tool_req(), tool_msg(call("search", {"q": "x"}, id="search:0"))),
         one(tool_req(), tool_msg(call("search", {"q": "x"}, idx=0))),
@@ -201,9 +213,14 @@ SINGLE: dict[str, tuple[Case, Case, str]] = {
     "parallel-tool-calls-violated": (
         one(tool_req(parallel_tool_calls=False), tool_msg(call(), call("search", {"q": "x"}, idx=1))),
         one(tool_req(parallel_tool_calls=False), tool_msg(call())),
-        "model",
+        "engine",
     ),
     "finish-reason-mismatch": (one(tool_req(), completion(message("hi"), "tool_calls")), OK_TOOL, "parser"),
+    "stop-sequence-unrequested": (
+        one(req(), completion(message("Hello")) | {"choices": [_stopped_by("###")]}),
+        one(req(stop=["###"]), completion(message("Hello")) | {"choices": [_stopped_by("###")]}),
+        "engine",
+    ),
     "finish-reason-missing": (
         sse(req(), [role_chunk(), chunk({"content": "hi"})]),
         sse(req(), wire.text_stream("hi")),
@@ -233,7 +250,7 @@ SINGLE: dict[str, tuple[Case, Case, str]] = {
             ),
         ),
         one(tool_req(), completion(message("ok", reasoning="I will call the weather tool."))),
-        "model",
+        "parser",  # vLLM's parsers end reasoning where a call opens: one left there was not handed over
     ),
     "reasoning-markup-in-content": (
         one(req(), completion(message("I think so.</think>Hello"))),
@@ -267,6 +284,11 @@ SINGLE: dict[str, tuple[Case, Case, str]] = {
         one(req(), completion(message("Hello", reasoning="Thinking"))),
         "model",
     ),
+    "reasoning-unrequested": (
+        one(req(include_reasoning=False), completion(message("Hello", reasoning="The user greets."))),
+        one(req(include_reasoning=False), completion(message("Hello"))),
+        "engine",
+    ),
     "reasoning-shape": (
         one(req(), completion(message("Hello", reasoning={"text": "x"}))),
         one(req(), completion(message("Hello", reasoning="x", reasoning_content="x"))),
@@ -276,7 +298,7 @@ SINGLE: dict[str, tuple[Case, Case, str]] = {
     "json-output-invalid": (
         one(req(response_format={"type": "json_object"}), completion(message("```json\n{}\n```"))),
         one(req(response_format={"type": "json_object"}), completion(message('{"a": 1}'))),
-        "model",
+        "engine",
     ),
     "json-output-truncated": (
         one(
@@ -292,12 +314,12 @@ SINGLE: dict[str, tuple[Case, Case, str]] = {
     "json-output-schema": (
         one(req(response_format=JSON_SCHEMA), completion(message('{"t": "hot"}'))),
         one(req(response_format=JSON_SCHEMA), completion(message('{"t": 21.5}'))),
-        "model",
+        "engine",
     ),
     "structured-output-violated": (
         one(req(structured_outputs={"choice": ["yes", "no"]}), completion(message("maybe"))),
         one(req(structured_outputs={"choice": ["yes", "no"]}), completion(message("yes"))),
-        "model",
+        "engine",
     ),
     # --- stream framing
     "stream-malformed-frame": (
@@ -425,6 +447,16 @@ SINGLE: dict[str, tuple[Case, Case, str]] = {
             ),
             completion(),
         ),
+        one(tool_req(messages=HISTORY), completion()),
+        "caller",
+    ),
+    "request-tool-call-unanswered": (
+        one(tool_req(messages=[*HISTORY[:2], {"role": "user", "content": "and Osaka?"}]), completion()),
+        one(tool_req(messages=HISTORY), completion()),
+        "caller",
+    ),
+    "request-role-misplaced": (
+        one(tool_req(messages=[{"role": "user", "content": "x", "tool_calls": [call()]}]), completion()),
         one(tool_req(messages=HISTORY), completion()),
         "caller",
     ),

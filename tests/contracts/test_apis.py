@@ -129,14 +129,6 @@ def test_messages_framing() -> None:
     assert rules_of(msg_stream(ev[:-1])) == ["api-stream-order"]
 
 
-def test_the_endpoint_table_names_only_registered_rules() -> None:
-    from wirecheck.contracts import rules
-    from wirecheck.contracts._rules_apis import _ONLY, CHAT_ONLY
-
-    ids = {r.id for r in rules()}
-    assert ids >= CHAT_ONLY and set(_ONLY) <= ids
-
-
 def test_arguments_a_caller_closed_the_stream_on_are_judged() -> None:
     ev = aw.messages_events(args_pieces=BAD_ARGS)
     ex = msg_stream(ev[:-3])  # up to the invalid delta: no block stop, no message_stop

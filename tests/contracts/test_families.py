@@ -1,4 +1,4 @@
-"""The family table, row by row (part 2): every family is served by the simulator, covered by
+"""The family table, row by row: every family is served by the simulator, covered by
 the rules and held to its own flags by acceptance compat; one detector, and an unknown model is
 judged generic with a note. Each test iterates over the table, so a new row is tested with no edit."""
 

@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from wirecheck.contracts import Fault, rules
-from wirecheck.contracts._registry import REGISTRY, Hit, rule
+from tests.support import apiwire as aw
+from tests.support.wire import completion, exchange, req
+from wirecheck.contracts import Fault, check_exchanges, hit, rules
+from wirecheck.contracts._registry import ALL_ENDPOINTS, CHAT, REGISTRY, Hit, rule
 
 
 @pytest.fixture
@@ -80,3 +82,29 @@ def test_without_docstrings_the_catalogue_falls_back_to_the_ids() -> None:
         check=False,
     )
     assert checked.returncode == 1 and "tool-call-args-invalid-json [model]" in checked.stdout, checked.stderr
+
+
+def test_every_rule_declares_the_endpoints_it_judges() -> None:
+    for r in rules():
+        assert r.endpoints, f"{r.id} declares no endpoints: give rule(..., endpoints=...)"
+        assert set(r.endpoints) <= set(ALL_ENDPOINTS), r.id
+
+
+def test_an_unknown_endpoint_is_refused(scratch: str) -> None:
+    with pytest.raises(ValueError, match="unknown endpoint"):
+        rule(scratch, fault=Fault.MODEL, summary="S.", endpoints=("completions",))
+    assert scratch not in REGISTRY
+
+
+def test_a_rule_stays_silent_on_the_endpoints_it_does_not_judge(scratch: str) -> None:
+    """A rule that would fire on anything fires only on the endpoints it declared."""
+
+    @rule(scratch, fault=Fault.ENGINE, summary="Fires everywhere.", doc="Test.", endpoints=(CHAT,))
+    def _check(view: Any, ctx: Any) -> Iterator[Hit]:
+        yield hit("here")
+
+    chat = exchange(req(), completion())
+    resp = aw.api_exchange("/v1/responses", aw.responses_req(), aw.responses_body())
+    msg = aw.api_exchange("/v1/messages", aw.messages_req(), aw.messages_body())
+    fired = {f.exchange_id for f in check_exchanges([chat, resp, msg]).findings if f.rule == scratch}
+    assert fired == {chat.id}

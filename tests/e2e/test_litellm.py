@@ -33,9 +33,6 @@ from wirecheck.contracts import CheckConfig, Exchange, build_view, check_exchang
 from wirecheck.proxy import check_pending
 from wirecheck.record import Store, free_port
 
-# both tests share one LiteLLM start (a module fixture, ~25 s): one pytest-xdist worker runs them
-pytestmark = pytest.mark.xdist_group("litellm")
-
 K2 = "moonshotai/Kimi-K2-Thinking"
 # both of LiteLLM's providers for a vLLM upstream: hosted_vllm keeps "stream": false, openai drops it;
 # openai/chat_completions/ sends /v1/responses (and /v1/messages) callers to the engine's chat

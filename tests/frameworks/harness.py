@@ -22,8 +22,8 @@ from typing import Any
 
 from tests.frameworks.clients import Case, Outcome, Target, run_case
 from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges
-from wirecheck.proxy import ProxyApp, TapConfig, tap_protocol
-from wirecheck.record import Store, serve
+from wirecheck.proxy import ProxyApp, TapConfig, serve_listener
+from wirecheck.record import Store
 
 __all__ = ["Compared", "compare", "loopback_only"]
 
@@ -130,7 +130,7 @@ def compare(
     def proxied() -> tuple[Outcome, list[Exchange]]:
         with (proxied_upstream or upstream)() as url:
             app = ProxyApp(TapConfig(upstream=url), store)
-            with serve(app, http=tap_protocol()) as proxy_url:
+            with serve_listener(app) as proxy_url:
                 out = run_case(case, Target(proxy_url, model, extra_body))
                 return out, _recorded(store, out.requests)
 

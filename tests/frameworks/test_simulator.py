@@ -18,13 +18,13 @@ import pytest
 
 from tests.frameworks.clients import CASES, WARNINGS
 from tests.frameworks.harness import Compared, compare
-from wirecheck.acceptance._groundtruth import score_truth
+from wirecheck.acceptance.demo import score_truth
 from wirecheck.record import serve
 from wirecheck.sim import GroundTruth, SimConfig, create_app, parse_faults, read_truth
 
 MODEL = "moonshotai/Kimi-K2-Thinking"
 
-pytestmark = [pytest.mark.slow, *(pytest.mark.filterwarnings(w) for w in WARNINGS)]
+pytestmark = [pytest.mark.filterwarnings(w) for w in WARNINGS]
 
 
 def simulator(faults: str = "", truth: Path | None = None) -> Callable[[], AbstractContextManager[str]]:

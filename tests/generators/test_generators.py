@@ -89,8 +89,12 @@ EXPECTED = {
     "model.invalid_json": ("tool-call-args-invalid-json", "model"),
     "model.schema_violation": ("tool-call-args-schema", "model"),
     "model.undeclared_tool": ("tool-call-undeclared", "model"),
-    "model.call_in_think": ("tool-call-in-reasoning", "model"),
-    "model.bad_json_output": ("json-output-invalid", "model"),
+    # vLLM 0.32's parsers end the reasoning where a call opens (vllm/parser/kimi_k2.py, qwen3.py):
+    # a call the simulator leaves in reasoning is a parser's hand-off failing, whatever the fault's name
+    "model.call_in_think": ("tool-call-in-reasoning", "parser"),
+    # vLLM decodes under the requested format (structured outputs): JSON output that breaks it was
+    # not constrained, the engine's, whatever the simulator's fault name says
+    "model.bad_json_output": ("json-output-invalid", "engine"),
     "parser.markup_in_content": ("tool-markup-in-content", "parser"),
     "parser.call_dropped": ("finish-reason-mismatch", "parser"),
     "parser.reasoning_in_content": ("reasoning-markup-in-content", "parser"),
@@ -255,7 +259,7 @@ def test_scenarios_cli_via_proxy_blames_the_gateway() -> None:
             took = time.monotonic() - t0
             assert out.returncode == 1, out.stderr
             # paired: attributed to the gateway, not judged on the caller side alone
-            assert "gateway-reasoning-dropped [gateway]" in out.stdout, out.stdout
+            assert "gateway-reasoning-dropped [gateway] at the caller tap: " in out.stdout, out.stdout
             assert "tap missing" not in out.stdout
             # no 5 s wait per request for an engine side that never came
             requests = int(out.stdout.split("contract broken after ")[1].split()[0])

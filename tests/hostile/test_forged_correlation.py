@@ -11,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.support import wire
 from tests.support.proxy_process import ProxyProcess, proxy_process, recorded
@@ -43,7 +42,6 @@ def taps_around_a_clean_gateway(tmp_path: Path) -> Iterator[ProxyProcess]:
             yield px
 
 
-@pytest.mark.timing  # pairing by time when ids are forged
 def test_forged_and_duplicated_ids_give_no_false_gateway_findings(tmp_path: Path) -> None:
     with taps_around_a_clean_gateway(tmp_path) as px:
 

@@ -8,12 +8,14 @@ import time
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.support.proctree import alive, chat, descendants, proxy_process, spawned, wait_guarded
 
+#: a bound to fail by, not a speed under test: a helper leaves on SIGTERM from the kernel or at its
+#: lifeline's end-of-file, both at once, but a loaded machine may take seconds to schedule it
+GONE_WITHIN_S = 60
 
-@pytest.mark.timing  # helpers must exit within seconds
+
 def test_helpers_exit_when_the_proxy_is_killed(tmp_path: Path) -> None:
     with proxy_process(tmp_path / "wc.db") as (proc, base, admin):
         assert chat(base, "hello").status_code == 200
@@ -29,7 +31,7 @@ def test_helpers_exit_when_the_proxy_is_killed(tmp_path: Path) -> None:
         wait_guarded(workers)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + GONE_WITHIN_S
         while any(alive(p) for p in helpers) and time.monotonic() < deadline:
             time.sleep(0.05)
         left = [p for p in helpers if alive(p)]

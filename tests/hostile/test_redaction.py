@@ -19,7 +19,7 @@ from tests.support import wire
 from tests.support.cli_batch import wirecheck_batch
 from tests.support.servers import dual_tap, port_open, running, stop, wait_up
 from wirecheck.contracts import Exchange
-from wirecheck.proxy import ProxyApp, TapConfig, tap_protocol
+from wirecheck.proxy import ProxyApp, TapConfig, serve_listener
 from wirecheck.record import Store, free_port, open_store, serve
 from wirecheck.sim import SimConfig, create_app
 
@@ -237,7 +237,7 @@ def test_the_postgres_store_holds_no_canary(pg_url: str) -> None:
         with serve(sim) as sim_url:
             policy = DEFAULT_REDACTION.extended([EXTRA_HEADER, EXTRA_QUERY])
             app = ProxyApp(TapConfig(upstream=sim_url, redact=policy), store)
-            with serve(app, http=tap_protocol()) as tap:
+            with serve_listener(app) as tap:
                 r = httpx.post(
                     f"{tap}/v1/chat/completions?{_canary_query()}",
                     json=wire.tool_req(),

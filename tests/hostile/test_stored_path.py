@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 
 from tests.support import wire
-from wirecheck.proxy import ProxyApp, TapConfig, tap_protocol, to_har
+from wirecheck.proxy import ProxyApp, TapConfig, serve_listener, to_har
 from wirecheck.record import Store, serve
 from wirecheck.sim import SimConfig, create_app
 
@@ -20,7 +20,7 @@ def test_the_recorded_path_keeps_its_query_with_credentials_redacted(tmp_path: P
     try:
         with (
             serve(create_app(SimConfig(time_scale=0.001))) as sim,
-            serve(ProxyApp(TapConfig(upstream=sim), store), http=tap_protocol()) as tap,
+            serve_listener(ProxyApp(TapConfig(upstream=sim), store)) as tap,
         ):
             r = httpx.post(tap + sent, json=wire.tool_req(), timeout=20)
             assert r.status_code == 200

@@ -17,14 +17,14 @@ import httpx
 import pytest
 
 from tests.proxy.test_app import raw_upstream, recorded
-from wirecheck.proxy import ProxyApp, TapConfig, tap_protocol
-from wirecheck.proxy._server import DirectBody
+from wirecheck.proxy import ProxyApp, TapConfig, serve_listener
+from wirecheck.proxy._http import DirectBody
 from wirecheck.record import Store, read_body, serve
 
 
 @contextmanager
 def tap(upstream: str, store: Store, **cfg: Any) -> Iterator[str]:
-    with serve(ProxyApp(TapConfig(upstream=upstream, **cfg), store), http=tap_protocol()) as url:
+    with serve_listener(ProxyApp(TapConfig(upstream=upstream, **cfg), store)) as url:
         yield url
 
 
@@ -71,9 +71,6 @@ def test_each_read_goes_to_the_caller_from_the_upstreams_callback(store: Store, 
         assert offsets == sorted(offsets) and offsets[-1] - offsets[0] > 150
 
 
-# held away from the real tier (tests/schedule.py): it asserts on a time (the upstream not done 0.5 s
-# into a caller that reads nothing) and pushes 32 MiB through three sockets, seconds of a core
-@pytest.mark.timing
 def test_a_slow_caller_pauses_the_upstream_and_loses_nothing(store: Store, spy: dict[str, int]) -> None:
     piece = bytes(range(256)) * 256  # 64 KiB
     n = 512  # 32 MiB in all, past what loopback's socket buffers on both sides can hold
@@ -102,7 +99,9 @@ def test_a_slow_caller_pauses_the_upstream_and_loses_nothing(store: Store, spy: 
                 b"connection: close\r\n\r\n{}"
             )
             got = bytearray()
-            time.sleep(0.5)  # the caller reads nothing yet: the proxy must stop reading the upstream
+            # the caller reads nothing yet: the proxy must stop reading the upstream. A busy machine
+            # only slows the upstream down, so the wait cannot fail because of the load
+            time.sleep(0.5)
             stalled_upstream = "upstream_done" not in state
             while data := s.recv(16384):
                 got += data

@@ -20,9 +20,8 @@ from tests.support import wire
 from tests.support.chromium import LivePage
 from tests.support.servers import dual_tap, port_open, running, sim_behind_gateway, stop
 from wirecheck.contracts import Exchange, HttpRequest
-from wirecheck.proxy import AdminApp, ProxyApp, TapConfig, check_pending, tap_protocol
+from wirecheck.proxy import AdminApp, ListenerConfig, ProxyApp, TapConfig, check_pending, serve_listener
 from wirecheck.proxy._liveview import LiveView, LiveViewConfig
-from wirecheck.proxy._server import guarded_protocol
 from wirecheck.proxy._viewproc import ViewProcess
 from wirecheck.record import Store, free_port, serve
 from wirecheck.sim import SimConfig, create_app, parse_faults
@@ -60,9 +59,9 @@ def watched(
         else:
             mounted = lv = LiveView(store.url, taps=["caller"], health=admin.health_info, config=cfg)
         admin.mount(mounted.cfg.prefix, mounted)
-        http = guarded_protocol(max_head=64 * 1024, head_timeout_s=30.0, handoff=True)
         try:
-            with serve(app, http=tap_protocol()) as url, serve(admin, http=http) as admin_url:
+            admin_cfg = ListenerConfig(idle_timeout_s=5.0, handoff=True)
+            with serve_listener(app) as url, serve_listener(admin, config=admin_cfg) as admin_url:
                 yield Served(url, admin_url, mounted if isinstance(mounted, ViewProcess) else None), lv
         finally:
             mounted.close()
@@ -105,7 +104,8 @@ def _events(
     is dropped by the client, as a browser that goes away does."""
     out: list[dict[str, Any]] = []
     cur: dict[str, Any] = {}
-    with httpx.stream("GET", url, headers=headers or {}, timeout=httpx.Timeout(10, read=5)) as r:
+    # bounds to fail by: the first view request may start the view's process
+    with httpx.stream("GET", url, headers=headers or {}, timeout=httpx.Timeout(60, read=30)) as r:
         assert r.status_code == 200, r.read()
         assert r.headers["content-type"].startswith("text/event-stream")
         for line in r.iter_lines():
@@ -125,7 +125,7 @@ def _events(
 # --- the page in a real browser -----------------------------------------------------------------
 
 
-def test_findings_injected_by_simulator_faults_appear_on_the_page_within_a_second(store: Store) -> None:
+def test_findings_injected_by_simulator_faults_appear_on_the_page(store: Store) -> None:
     with (
         watched(store, "model.invalid_json,model.undeclared_tool", process=True) as (u, _),
         LivePage(f"{u.admin}/wirecheck/") as page,
@@ -135,18 +135,18 @@ def test_findings_injected_by_simulator_faults_appear_on_the_page_within_a_secon
         _check(store, 1)
         stored = {f["rule"] for f in store.findings()}
         assert "tool-call-args-invalid-json" in stored, stored
-        took = page.wait_for(
+        # a bound to fail by: how soon they show is the view's poll interval, not a figure to time here
+        page.wait_for(
             "[...document.querySelectorAll('#findings tr.finding')].map(r => r.dataset.rule).join(' ')"
             f" .split(' ').filter(Boolean).length >= {len(store.findings())}",
-            timeout=5,
+            timeout=30,
         )
         shown = page.js("[...document.querySelectorAll('#findings tr.finding')].map(r => r.dataset.rule)")
-        assert took < 1.0, f"findings shown {took:.2f} s after they were stored"
         assert isinstance(shown, list) and set(shown) == stored
         # the counts and the exchange row came with them
         assert "tool-call-args-invalid-json" in str(page.js("document.getElementById('by-rule').textContent"))
         assert page.js("document.querySelectorAll('#exchanges tr.exchange').length") == 1
-        page.wait_for("document.getElementById('pairing').textContent.includes('caller')", timeout=5)
+        page.wait_for("document.getElementById('pairing').textContent.includes('caller')", timeout=30)
         assert "store: ok" in str(page.js("document.getElementById('health').textContent"))
 
 
@@ -315,9 +315,8 @@ def test_viewers_past_the_limit_are_refused_and_counted(store: Store) -> None:
             time.sleep(0.02)
 
 
-@pytest.mark.timing  # each forward is held to a second while the viewer stalls
 def test_a_stalled_viewer_is_dropped_and_the_proxy_keeps_forwarding(store: Store) -> None:
-    # more than the socket buffers and uvicorn's write buffer hold: 2000 stored exchanges with long
+    # more than the socket buffers and the server's write buffer hold: 2000 stored exchanges with long
     # paths (~4 MB of events), written straight into the store
     store.write_now(
         Exchange(
@@ -327,7 +326,9 @@ def test_a_stalled_viewer_is_dropped_and_the_proxy_keeps_forwarding(store: Store
         )
         for i in range(2000)
     )
-    with watched(store, send_timeout_s=0.5, batch=500) as (u, lv):
+    # the viewer is dropped once a write to it has waited 5 s: the forwards below must all be answered
+    # before that, while it stalls (a request path that waited on the viewer would be answered after)
+    with watched(store, send_timeout_s=5.0, batch=500) as (u, lv):
         stalled = socket.socket()
         stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         stalled.connect(("127.0.0.1", int(u.admin.rsplit(":", 1)[1])))
@@ -336,12 +337,17 @@ def test_a_stalled_viewer_is_dropped_and_the_proxy_keeps_forwarding(store: Store
             stalled.sendall(
                 b"GET /wirecheck/events?kind=exchange HTTP/1.1\r\nhost: localhost\r\nlast-event-id: 0-0\r\n\r\n"
             )
-            deadline = time.monotonic() + 15
+            deadline = time.monotonic() + 30  # a bound to fail by: the viewer is dropped 5 s into the stall
+            while lv.stats.viewers == 0:  # connected: the view writes until the buffers are full
+                assert time.monotonic() < deadline, "the viewer never connected"
+                time.sleep(0.01)
+            assert lv.stats.dropped == 0
+            for city in ("Lisbon", "Porto", "Faro"):
+                _ask(u.proxy, city)  # meanwhile, the request path answers as ever
+            assert lv.stats.dropped == 0, "a forward was answered only after the stalled viewer was dropped"
             while lv.stats.dropped == 0:
-                t0 = time.monotonic()
-                _ask(u.proxy, "Lisbon")  # meanwhile, the request path answers as ever
-                assert time.monotonic() - t0 < 1.0
                 assert time.monotonic() < deadline, "the stalled viewer was never dropped"
+                time.sleep(0.02)
         finally:
             stalled.close()
         assert lv.stats.dropped == 1 and lv.stats.viewers == 0
@@ -404,7 +410,8 @@ def test_the_proxy_process_streams_the_live_checkers_findings_and_stops_with_vie
     ):
         try:
             base = f"http://127.0.0.1:{ap}/wirecheck"  # the admin listener
-            assert "wirecheck live view" in httpx.get(f"{base}/", timeout=5).text
+            # the first view request starts the view's process: a bound to fail by, not a speed
+            assert "wirecheck live view" in httpx.get(f"{base}/", timeout=60).text
             with httpx.stream("GET", f"{base}/events?kind=finding", timeout=httpx.Timeout(10, read=5)) as r:
                 assert r.status_code == 200
                 for i in range(3):

@@ -20,8 +20,9 @@ def _state(admin: str, headers: dict[str, str] | None = None) -> httpx.Response:
     return httpx.get(f"{admin}/wirecheck/state", headers=headers, timeout=10)
 
 
-def _raw(admin: str, data: bytes, *, until: int, timeout: float = 10) -> bytes:
-    """Send ``data`` on one connection; read until ``until`` responses have come, or the server closed it."""
+def _raw(admin: str, data: bytes, *, until: int, timeout: float = 30) -> bytes:
+    """Send ``data`` on one connection; read until ``until`` responses have come, or the server closed
+    it. A server that neither answers nor closes within ``timeout`` (a bound to fail by) raises."""
     host, port = admin.removeprefix("http://").split(":")
     got = b""
     with socket.create_connection((host, int(port)), timeout=timeout) as s:
@@ -98,10 +99,10 @@ def test_a_request_pipelined_behind_a_view_request_is_answered_too(store: Store)
 def test_a_view_request_with_a_body_is_answered_at_once(store: Store, framing: bytes) -> None:
     """The body was read by the admin listener; the view process answers the request it is handed."""
     with watched(store, process=True) as (u, _):
-        t0 = time.monotonic()
+        # one answer, then the view process closes the connection: it waited for no body
         got = _raw(u.admin, b"GET /wirecheck/state HTTP/1.1\r\nhost: localhost\r\n" + framing, until=2)
         assert got.startswith(b"HTTP/1.1 200") and b'"viewers"' in got, got[:300]
-        assert time.monotonic() - t0 < 5
+        assert got.count(b"HTTP/1.1 ") == 1
         assert u.process is not None and u.process.handed == 1
 
 
@@ -113,10 +114,9 @@ def test_a_handed_connection_is_never_a_way_past_the_admin_token(store: Store) -
         # the handed connection carries that one request: the view process closes it after the
         # answer, so no later request on it (one without the token) is ever read there
         one = b"GET /wirecheck/state HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer s3cret\r\n\r\n"
-        t0 = time.monotonic()
-        got = _raw(u.admin, one, until=2, timeout=10)
+        got = _raw(u.admin, one, until=2)
         assert got.startswith(b"HTTP/1.1 200") and b"connection: close" in got.lower()
-        assert got.count(b"HTTP/1.1 ") == 1 and time.monotonic() - t0 < 5  # closed, not timed out
+        assert got.count(b"HTTP/1.1 ") == 1  # closed after it (_raw raises on a time-out)
         assert u.process is not None and u.process.handed >= 2
 
 

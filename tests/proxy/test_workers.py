@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.support.proctree import alive, descendants, spawned, wait_guarded
 from tests.support.servers import process
@@ -85,7 +84,6 @@ async def _callers(url: str) -> dict[str, str]:
     return answers
 
 
-@pytest.mark.slow
 def test_two_workers_record_every_request_once_and_pair_across_workers(tmp_path: Path) -> None:
     db = tmp_path / "wc.db"
     with serve(echo) as up, workers_proxy(db, up) as (proc, url):
@@ -161,7 +159,6 @@ def test_workers_refuse_bad_counts_and_taken_ports_with_a_message(tmp_path: Path
     assert f"cannot listen on 127.0.0.1:{port} for the caller tap" in busy.stderr
 
 
-@pytest.mark.slow
 def test_workers_and_their_checker_exit_when_the_supervisor_is_killed(tmp_path: Path) -> None:
     # holds for workers too: a SIGKILLed supervisor leaves no process behind
     with serve(echo) as up, workers_proxy(tmp_path / "wc.db", up) as (proc, _):

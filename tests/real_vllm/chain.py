@@ -1,48 +1,41 @@
-"""The real_vllm tier's servers: install, start in the background, publish the outcome.
+"""The real_vllm tier's servers: install vLLM's CPU build, run the fleet in the background, read what
+it publishes.
 
-See tests/real_vllm/conftest.py for how the tier uses them."""
+The fleet (scripts/realvllm/fleet.py) starts one real vLLM per family a few at a time and writes
+each one's URL (or why there is none) to ``STATE/SLOT.json``; when the tier is done with a family
+it touches ``STATE/SLOT.done`` and the fleet starts the next one. ``./dev test`` may start the fleet
+itself, first thing, and hand its folder over in WIRECHECK_REAL_VLLM_STATUS; otherwise the chain
+here does it as soon as collection ends (install, then the fleet), so the install and the first
+starts overlap the rest of the suite either way.
+
+If the install or a start fails, the tier FAILS, it never skips: CI must not pass without a real
+vLLM. WIRECHECK_REAL_VLLM_URL runs the default family's tests against a server already running.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import random
-import socket
 import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import httpx
 import pytest
 
-from tests.support.servers import process, run_dev, tail
+from tests.support.servers import run_dev
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL_TIMEOUT_S = 900
-START_TIMEOUT_S = 240
-# how long a test waits for the background chain: install, then two starts, on a busy machine
-WAIT_TIMEOUT_S = INSTALL_TIMEOUT_S + 2 * START_TIMEOUT_S
-
-
-def quiet_port() -> int:
-    """A free loopback port below the kernel's ephemeral range.
-
-    A vLLM binds its port ~40 s after the port is chosen; a ``bind(0)`` elsewhere in the suite in
-    that window may be handed the same ephemeral port. Ports under 32768 are never handed out that
-    way (Linux's ip_local_port_range starts there)."""
-    for _ in range(200):
-        port = random.randrange(20000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free loopback port in 20000-32000")
+# how long a test waits for its family's server: the install, then the starts ahead of it on a
+# busy machine
+WAIT_TIMEOUT_S = INSTALL_TIMEOUT_S + 600
+DEFAULT_SLOT = "kimi_k2"
+#: the environment variable naming the state folder of a fleet that ./dev test started
+STATE_ENV = "WIRECHECK_REAL_VLLM_STATUS"
 
 
 def install() -> str | None:
@@ -61,96 +54,59 @@ def install() -> str | None:
     return None
 
 
-class Server:
-    """One ``serve.py`` process, leading a process group of its own (the API server, its engine and
-    workers stop together); ``wait_up`` polls /health."""
-
-    def __init__(self, flags: tuple[str, ...], log: Path) -> None:
-        self.flags, self.log = flags, log
-        self.port = quiet_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [str(ROOT / ".venv-vllm/bin/python"), str(ROOT / "scripts/realvllm/serve.py")]
-        self._stack = contextlib.ExitStack()
-        self.proc = self._stack.enter_context(
-            process([*cmd, "--port", str(self.port), *flags], cwd=ROOT, logs=log, group=True)
-        )
-
-    def wait_up(self) -> str | None:
-        """None once /health answers 200, else why it never will."""
-        t0 = time.monotonic()
-        while True:
-            if self.proc.poll() is not None:
-                return f"vLLM exited with {self.proc.returncode} while starting:\n{tail(self.log, 4000)}"
-            if time.monotonic() - t0 > START_TIMEOUT_S:
-                return f"vLLM did not answer /health in {START_TIMEOUT_S} s:\n{tail(self.log, 4000)}"
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    print(
-                        f"real_vllm: server {' '.join(self.flags) or '(defaults)'} up in {time.monotonic() - t0:.1f} s"
-                    )
-                    return None
-            time.sleep(0.5)
-
-    def stop(self) -> None:
-        # SIGTERM to the group, SIGKILL after 30 s (tests/support/servers.py's stop)
-        self._stack.close()
-
-
-@dataclass
-class Slot:
-    """A server the background chain promises; when its start ends, ``STATUS_DIR/NAME.json`` says
-    its URL or why there is none (a file, so that pytest-xdist's workers can read what the
-    controller's chain did)."""
-
-    name: str
-    flags: tuple[str, ...]
-
-    def publish(self, status: Path, url: str | None, error: str | None) -> None:
-        tmp = status / f".{self.name}.json"
-        tmp.write_text(json.dumps({"url": url, "error": error}))
-        os.replace(tmp, status / f"{self.name}.json")
-
-
-SLOTS = (Slot("default", ()), Slot("no_prefix_caching", ("--no-prefix-caching",)))
+def fleet_command(state: Path, *, ahead: int = 3) -> list[str]:
+    """The fleet over every slot; ./dev test runs the same command."""
+    script = ROOT / "scripts" / "realvllm" / "fleet.py"
+    return [
+        str(ROOT / ".venv-vllm" / "bin" / "python"),
+        str(script),
+        "--state",
+        str(state),
+        "--ahead",
+        str(ahead),
+    ]
 
 
 class Chain:
-    """Install once, then start the tier's servers one after the other, in a daemon thread; each
-    start's outcome goes to ``status`` (``Slot.publish``)."""
+    """Install once, then run the fleet, in a daemon thread; an install failure is published as
+    every slot's outcome (``failed.json``) so that no test waits for nothing."""
 
-    def __init__(self, status: Path) -> None:
-        self.status = status
-        self.servers: list[Server] = []
+    def __init__(self, state: Path) -> None:
+        self.state = state
         self.lock = threading.Lock()
         self.stopping = False
+        self.fleet: subprocess.Popen[bytes] | None = None
         self.thread = threading.Thread(target=self._run, name="real-vllm-start", daemon=True)
 
     def start(self) -> None:
-        (self.status / "started").touch()
+        (self.state / "started").touch()
         self.thread.start()
 
     def _run(self) -> None:
         error = install()
-        for slot in SLOTS:
-            server = None
-            if error is None:
-                with self.lock:  # never start a server after stop() has looked
-                    if not self.stopping:
-                        server = Server(slot.flags, self.status / f"{slot.name}.log")
-                        self.servers.append(server)
-            if server is None:
-                slot.publish(self.status, None, error or "the test session ended before this server started")
-            else:
-                why = server.wait_up()
-                slot.publish(self.status, server.url if why is None else None, why)
+        with self.lock:  # never start the fleet after stop() has looked
+            if self.stopping:
+                error = error or "the test session ended before the fleet started"
+            elif error is None:
+                with (self.state / "fleet.log").open("wb") as log:
+                    self.fleet = subprocess.Popen(
+                        fleet_command(self.state), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+                    )
+        if error is not None:
+            (self.state / "failed.json").write_text(json.dumps({"error": error}))
 
     def stop(self) -> None:
-        """Stop every server started; an install still under way is left to finish on its own."""
+        """Stop the fleet (it stops its servers); an install still under way finishes on its own."""
         with self.lock:
             self.stopping = True
-            servers = list(self.servers)
-        for server in servers:
-            server.stop()
+            fleet = self.fleet
+        (self.state / "stop").touch()
+        if fleet is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                fleet.wait(60)
+            if fleet.poll() is None:
+                fleet.terminate()
+                fleet.wait(30)
 
 
 CHAIN = pytest.StashKey[Chain]()
@@ -158,21 +114,22 @@ STATUS = pytest.StashKey[Path]()
 
 
 def status_dir(config: pytest.Config) -> Path:
-    """Where the chain's outcome is written: made by this process, or (an xdist worker) the
-    controller's, handed over in ``workerinput``."""
+    """The fleet's state folder: ./dev test's, or one made by this process."""
     if STATUS not in config.stash:
-        workerinput = getattr(config, "workerinput", None)
-        if workerinput is not None:
-            config.stash[STATUS] = Path(workerinput["real_vllm_status"])
-        else:
-            config.stash[STATUS] = Path(tempfile.mkdtemp(prefix="wirecheck-real-vllm-"))
+        given = os.environ.get(STATE_ENV)
+        config.stash[STATUS] = Path(given) if given else Path(tempfile.mkdtemp(prefix="wirecheck-real-vllm-"))
     return config.stash[STATUS]
 
 
 def start_chain(config: pytest.Config) -> None:
-    """Called from tests/conftest.py once the tier is known to be selected: by this process when it
-    runs the tests, or by pytest-xdist's controller (which collects nothing and outlives the workers)."""
-    if CHAIN in config.stash or config.option.collectonly or os.environ.get("WIRECHECK_REAL_VLLM_URL"):
+    """Called from tests/real_vllm/conftest.py once the tier is collected. Nothing to start when
+    ./dev test runs the fleet or a server is given."""
+    if (
+        CHAIN in config.stash
+        or config.option.collectonly
+        or os.environ.get(STATE_ENV)
+        or os.environ.get("WIRECHECK_REAL_VLLM_URL")
+    ):
         return
     chain = config.stash[CHAIN] = Chain(status_dir(config))
     chain.start()
@@ -183,33 +140,33 @@ def stop_chain(config: pytest.Config) -> None:
         chain.stop()
 
 
-def published(config: pytest.Config) -> bool:
-    """Every server's start has ended (up or failed), or the tier uses servers already running."""
-    if os.environ.get("WIRECHECK_REAL_VLLM_URL"):
-        return True
+def slot(config: pytest.Config, name: str) -> dict[str, Any]:
+    """The published outcome of a slot, waited for; fails the test when there is no server."""
     status = status_dir(config)
-    return all((status / f"{s.name}.json").exists() for s in SLOTS)
-
-
-def wait_for(config: pytest.Config, slot: str, env: str) -> str:
-    if url := os.environ.get(env):
-        return url
-    if os.environ.get("WIRECHECK_REAL_VLLM_URL"):
-        pytest.fail(f"WIRECHECK_REAL_VLLM_URL is set: set {env} too for this test", pytrace=False)
-    status = status_dir(config)
-    # wait for every start, not only this one: a vLLM starting takes both cores for a minute, which
-    # turns the tier's timing checks (prefill time falls with cached tokens) into noise
+    (status / f"{name}.wanted").touch()
     t0 = time.monotonic()
-    while not all((status / f"{s.name}.json").exists() for s in SLOTS):
+    while not (status / f"{name}.json").exists():
+        if (status / "failed.json").exists():
+            pytest.fail(json.loads((status / "failed.json").read_text())["error"], pytrace=False)
         waited = time.monotonic() - t0
-        if waited > 60 and not (status / "started").exists():
+        if waited > 60 and not (status / "started").exists() and not os.environ.get(STATE_ENV):
             pytest.fail(f"the real vLLM chain never started (nothing in {status})", pytrace=False)
         if waited > WAIT_TIMEOUT_S:
             pytest.fail(
-                f"the real vLLM servers were not ready in {WAIT_TIMEOUT_S} s ({status})", pytrace=False
+                f"the real vLLM {name!r} was not ready in {WAIT_TIMEOUT_S} s ({status})", pytrace=False
             )
         time.sleep(0.5)
-    outcome = json.loads((status / f"{slot}.json").read_text())
+    outcome: dict[str, Any] = json.loads((status / f"{name}.json").read_text())
     if outcome["error"]:
-        pytest.fail(outcome["error"], pytrace=False)
-    return str(outcome["url"])
+        pytest.fail(f"real vLLM {name!r}: {outcome['error']}", pytrace=False)
+    return outcome
+
+
+def done(config: pytest.Config, name: str) -> None:
+    """The tier is done with this slot: the fleet stops its server and starts the next one."""
+    (status_dir(config) / f"{name}.done").touch()
+
+
+def fleet_report(config: pytest.Config) -> dict[str, Any] | None:
+    path = status_dir(config) / "fleet.json"
+    return json.loads(path.read_text()) if path.exists() else None

@@ -99,3 +99,69 @@ def metrics_shape(client: httpx.Client) -> set[str]:
         labels = sorted({kv.split("=", 1)[0] for kv in re.findall(r'(\w+)="', m[3])} - {"le"})
         out.add(f"{base}:{types.get(base, '?')}:{','.join(labels)}")
     return out
+
+
+def _sse(text: str) -> list[tuple[str | None, Any]]:
+    """(event type or None, data) per SSE frame; ``[DONE]`` as data ``"[DONE]"``."""
+    out: list[tuple[str | None, Any]] = []
+    for frame in text.replace("\r\n", "\n").split("\n\n"):
+        event, data = None, None
+        for line in frame.split("\n"):
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                data = line[6:]
+        if data is not None:
+            out.append((event, data if data == "[DONE]" else json.loads(data)))
+    return out
+
+
+def _id_kind(value: Any) -> str:
+    for name, pat in _ID_PATTERNS:
+        if isinstance(value, str) and pat.match(value):
+            return name
+    return "other"
+
+
+def wire_facts(api: str, r: httpx.Response, *, stream: bool) -> set[str]:
+    """What a client or a rule acts on, per API: status, content type, how the answer ends, which
+    blocks or items it has, call id shapes, and for streams which event types and ending arrive."""
+    out = {f"status:{r.status_code}", f"content-type:{r.headers.get('content-type')}"}
+    if r.status_code != 200:
+        body = r.json()
+        return out | {f"error-keys:{sorted(body)}", f"error-type-kind:{type(body.get('error')).__name__}"}
+    if not stream:
+        body = r.json()
+        if api == "chat":
+            ch = body["choices"][0]
+            msg = ch["message"]
+            out |= {f"finish:{ch['finish_reason']}", f"content:{_kind('content', msg.get('content'))}"}
+            out |= {f"call-id:{_id_kind(tc['id'])}" for tc in msg.get("tool_calls") or []}
+            out.add(f"reasoning:{msg.get('reasoning') is not None}")
+        elif api == "responses":
+            out |= {f"status:{body['status']}", f"items:{[i['type'] for i in body['output']]}"}
+        else:
+            out |= {f"stop:{body['stop_reason']}", f"blocks:{[b['type'] for b in body['content']]}"}
+        return out
+    frames = _sse(r.text)
+    out.add(
+        f"last:{frames[-1][1] if frames and frames[-1][1] == '[DONE]' else frames[-1][0] if frames else None}"
+    )
+    for event, data in frames:
+        if data == "[DONE]":
+            continue
+        if api == "chat":
+            for ch in data.get("choices") or []:
+                if ch.get("finish_reason"):
+                    out.add(f"finish:{ch['finish_reason']}")
+                out |= {
+                    f"call-id:{_id_kind(tc['id'])}"
+                    for tc in ch["delta"].get("tool_calls") or []
+                    if tc.get("id")
+                }
+                out |= {f"delta-key:{k}" for k in ch["delta"] if ch["delta"][k] not in (None, "")}
+        else:
+            out.add(f"event:{event}")
+            if api == "messages" and event == "message_delta":
+                out.add(f"stop:{data['delta'].get('stop_reason')}")
+    return out

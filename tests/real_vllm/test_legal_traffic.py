@@ -1,41 +1,136 @@
-"""Legal traffic of every kind the openai SDK sends, against a real vLLM through wirecheck's proxy:
-zero error or warning findings. A finding here is a false alarm on a real server."""
+"""Legal traffic of every kind, for every family, on chat completions, Responses and Messages,
+streamed and not, against a real vLLM through wirecheck's proxy: zero error or warning findings.
+A finding here is a false alarm on a real server.
+
+Each family's requests are sent together (vLLM batches them) when its server comes up; each test
+then judges one recorded exchange."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests import wire
-from tests.real_vllm import traffic
-from wirecheck.record import Store
+from tests.real_vllm import apis, traffic
+from tests.real_vllm.conftest import FamilyServer
+from tests.real_vllm.families import call_id, script, thinking_off, xargs
+from tests.support import wire
+from wirecheck.contracts import Exchange
+
+TOOLS = [wire.WEATHER, wire.SEARCH]
+KINDS = (
+    "plain",
+    "thinking-off",
+    "one-tool-call",
+    "two-tool-calls",
+    "tool-choice-auto",
+    "tool-choice-required",
+    "tool-choice-named",
+    "json-object",
+    "json-schema",
+    "tool-results",
+)
+STREAMS = {"whole": False, "stream": True}
+
+
+def legal(family: str, kind: str) -> dict[str, Any]:
+    """One legal request of ``kind`` in chat form, for ``family``'s model."""
+    user = {"role": "user", "content": "Use get_weather for Tokyo."}
+    if kind == "plain":
+        return {"messages": [{"role": "user", "content": "Say hello."}]}
+    if kind == "thinking-off":
+        return {"messages": [{"role": "user", "content": "Say hello."}], **thinking_off(family)}
+    if kind == "one-tool-call":
+        return {"messages": [user], "tools": TOOLS}
+    if kind == "two-tool-calls":
+        two = script(family, ("get_weather", '{"city": "Tokyo"}'), ("get_weather", '{"city": "Osaka"}'))
+        return {
+            "messages": [{"role": "user", "content": "Weather in Tokyo and Osaka?"}],
+            "tools": TOOLS,
+            **xargs(two),
+        }
+    if kind == "tool-choice-auto":
+        return {
+            "messages": [{"role": "user", "content": "Hello there."}],
+            "tools": TOOLS,
+            "tool_choice": "auto",
+        }
+    if kind == "tool-choice-required":
+        return {
+            "messages": [{"role": "user", "content": "Look something up."}],
+            "tools": TOOLS,
+            "tool_choice": "required",
+        }
+    if kind == "tool-choice-named":
+        named = {"type": "function", "function": {"name": "search"}}
+        return {
+            "messages": [{"role": "user", "content": "Find Kyoto."}],
+            "tools": TOOLS,
+            "tool_choice": named,
+        }
+    if kind == "json-object":
+        return {
+            "messages": [{"role": "user", "content": "Answer in JSON."}],
+            "response_format": {"type": "json_object"},
+        }
+    if kind == "json-schema":
+        answer = script(family, content='{"city": "Tokyo"}')
+        return {
+            "messages": [{"role": "user", "content": "Which city? Answer in JSON."}],
+            "response_format": traffic.CITY_SCHEMA,
+            **xargs(answer),
+        }
+    assert kind == "tool-results", kind
+    cid = call_id(family, "get_weather", 0)
+    history = [
+        user,
+        {"role": "assistant", "content": None, "tool_calls": [wire.call(args={"city": "Tokyo"}, id=cid)]},
+        {"role": "tool", "tool_call_id": cid, "content": '{"temp_c": 21}'},
+    ]
+    return {"messages": history, "tools": TOOLS}
 
 
 @pytest.fixture(scope="module")
-def tap(real_vllm: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Store]]:
-    with traffic.tapped(real_vllm, tmp_path_factory.mktemp("legal")) as t:
-        yield t
+def legal_traffic(
+    family: FamilyServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[tuple[str, str, bool], tuple[apis.Sent, Exchange | None]]]:
+    """(kind, api, stream) -> what was sent and the exchange the proxy recorded, for one family."""
+    cases = {
+        (kind, api, stream): apis.Sent(
+            api,
+            stream,
+            apis.body_for(
+                api, {"model": traffic.model_of(family.family), **legal(family.family, kind)}, stream=stream
+            ),
+        )
+        for kind, api, stream in itertools.product(KINDS, apis.APIS, STREAMS.values())
+    }
+    with traffic.tapped(family.url, tmp_path_factory.mktemp(f"legal-{family.family}")) as (url, store):
+        apis.send_all(url, cases.values())
+        got = apis.recorded(store, (s.tag for s in cases.values()))
+        yield {key: (sent, got.get(sent.tag)) for key, sent in cases.items()}
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-@pytest.mark.parametrize("kind", sorted(traffic.LEGAL))
-def test_legal_request_gives_no_finding(tap: tuple[str, Store], kind: str, stream: bool) -> None:
-    url, store = tap
-    kw: dict[str, Any] = dict(traffic.LEGAL[kind])
-    with traffic.client(url) as c:
-        out = traffic.call(c, stream=stream, **kw)
-    assert out, "no answer"
-    ex = traffic.exchange_of(store, traffic.response_id(out))
-    assert ex.response is not None and ex.response.status == 200, ex.response
-    assert traffic.serious(traffic.findings(ex)) == []
+@pytest.mark.parametrize("stream", STREAMS.values(), ids=STREAMS.keys())
+@pytest.mark.parametrize("api", apis.APIS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_legal_request_gives_no_finding(
+    legal_traffic: dict[tuple[str, str, bool], tuple[apis.Sent, Exchange | None]],
+    kind: str,
+    api: str,
+    stream: bool,
+) -> None:
+    sent, ex = legal_traffic[(kind, api, stream)]
+    assert sent.status == 200, sent.text[:2000]
+    assert ex is not None and ex.response is not None, "the proxy recorded no exchange"
+    assert apis.serious(apis.findings(ex)) == [], ex.response.content[:3000]
 
 
-def test_the_default_agent_answers_sensibly(tap: tuple[str, Store]) -> None:
+def test_the_default_agent_answers_sensibly(real_vllm: str) -> None:
     """Unscripted requests get a small agent's answers, so accept and scenarios traffic makes sense."""
-    url, _ = tap
-    with traffic.client(url) as c:
+    with traffic.client(real_vllm) as c:
         plain = traffic.call(c, stream=False, **traffic.LEGAL["plain"]).choices[0]
         tool = traffic.call(c, stream=False, **traffic.LEGAL["one-tool-call"]).choices[0]
         after = traffic.call(c, stream=False, **traffic.LEGAL["tool-results"]).choices[0]
@@ -52,18 +147,15 @@ def test_the_default_agent_answers_sensibly(tap: tuple[str, Store]) -> None:
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-def test_the_default_agent_numbers_its_calls_over_the_conversation(
-    tap: tuple[str, Store], stream: bool
-) -> None:
+def test_the_default_agent_numbers_its_calls_over_the_conversation(real_vllm: str, stream: bool) -> None:
     """A retry after a failed tool result is the conversation's second call: Kimi K2 numbers call
     ids over the whole conversation, and a repeated id stops openai-agents and loops pydantic-ai."""
-    url, _ = tap
     history = [
         *traffic.TOOL_HISTORY[:2],
         {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "error: timeout"},
     ]
-    kw: dict[str, Any] = {"messages": history, "tools": [wire.WEATHER, wire.SEARCH]}
-    with traffic.client(url) as c:
+    kw: dict[str, Any] = {"messages": history, "tools": TOOLS}
+    with traffic.client(real_vllm) as c:
         out = traffic.call(c, stream=stream, **kw)
     if stream:
         ids = [tc.id for ch in out if ch.choices for tc in ch.choices[0].delta.tool_calls or [] if tc.id]

@@ -16,9 +16,9 @@ from typing import Any
 import openai
 
 from tests.support import wire
-from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges
-from wirecheck.proxy import ProxyApp, TapConfig, tap_protocol
-from wirecheck.record import Store, serve
+from wirecheck.contracts import FAMILIES, CheckConfig, Exchange, Finding, check_exchanges
+from wirecheck.proxy import ProxyApp, TapConfig, serve_listener
+from wirecheck.record import Store
 
 MODEL = wire.K2
 SEC, SEC_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
@@ -116,10 +116,15 @@ def tapped(upstream: str, tmp: Path) -> Iterator[tuple[str, Store]]:
     """A wirecheck proxy (one tap, straight in front of the engine) over real loopback sockets."""
     store = Store(tmp / "wc.db", writer=True)
     try:
-        with serve(ProxyApp(TapConfig(upstream=upstream), store), http=tap_protocol()) as url:
+        with serve_listener(ProxyApp(TapConfig(upstream=upstream), store)) as url:
             yield url, store
     finally:
         store.close()
+
+
+def model_of(family: str) -> str:
+    """The served model name of ``family``'s tiny model (the family table's example model)."""
+    return FAMILIES[family].example_model
 
 
 def client(url: str) -> openai.OpenAI:

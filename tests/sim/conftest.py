@@ -6,6 +6,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.clocks import EngineChunkClock
 from wirecheck.contracts import Exchange
 from wirecheck.record import RecordingTransport, StreamingASGITransport
 from wirecheck.sim import (
@@ -49,12 +50,22 @@ def sim_client() -> Callable[..., Any]:
 
 @pytest.fixture
 def dual_tap() -> Callable[..., Any]:
-    """caller -> [caller tap] -> gateway -> [engine tap] -> simulator, all in process."""
+    """caller -> [caller tap] -> gateway -> [engine tap] -> simulator, all in process. ``clock``: an
+    ``EngineChunkClock`` both taps record with (the wall clock when None)."""
 
-    def make(gateway_faults: str = "", truth: GroundTruth | None = None, **sim_kw: Any) -> httpx.AsyncClient:
+    def make(
+        gateway_faults: str = "",
+        truth: GroundTruth | None = None,
+        clock: EngineChunkClock | None = None,
+        **sim_kw: Any,
+    ) -> httpx.AsyncClient:
         app = create_app(sim_config(**sim_kw), truth=truth)
         sink: list[Exchange] = []
-        engine_side = RecordingTransport(StreamingASGITransport(app), "engine", sink)
+        engine: httpx.AsyncBaseTransport = StreamingASGITransport(app)
+        kw: dict[str, Any] = {}
+        if clock is not None:
+            engine, kw = clock.ticking(engine), {"clock": clock}
+        engine_side = RecordingTransport(engine, "engine", sink, **kw)
         gw = create_gateway(
             GatewayConfig(
                 upstream="http://sim",
@@ -64,7 +75,7 @@ def dual_tap() -> Callable[..., Any]:
             )
         )
         c = httpx.AsyncClient(
-            transport=RecordingTransport(StreamingASGITransport(gw), "caller", sink),
+            transport=RecordingTransport(StreamingASGITransport(gw), "caller", sink, **kw),
             base_url="http://gateway",
         )
         c.exchanges = sink  # type: ignore[attr-defined]

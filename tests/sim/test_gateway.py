@@ -10,6 +10,7 @@ import pytest
 
 from tests.sim.test_app import HISTORY_OK, drive
 from tests.support import wire
+from tests.support.clocks import EngineChunkClock
 from wirecheck.acceptance.demo import score_truth
 from wirecheck.contracts import check_exchanges
 from wirecheck.sim import FAULTS, GATEWAY_FAULTS, GroundTruth, read_truth
@@ -144,9 +145,10 @@ async def test_hidden_engine_error_is_the_gateways(dual_tap: Callable[..., Any])
     assert ("stream-error-frame", "engine", "engine") in by
 
 
-@pytest.mark.timing  # chunk pacing on both taps
 async def test_buffered_stream_is_the_gateways(dual_tap: Callable[..., Any]) -> None:
-    c = dual_tap("stream_buffered", time_scale=0.2)  # ~3 ms a token: the engine spreads them out
+    # the taps' clock moves 10 ms per engine chunk: the engine's chunks are spread out, and the
+    # caller's, held back by the gateway until the engine was done, all come at one time
+    c = dual_tap("stream_buffered", clock=EngineChunkClock(step_s=0.01))
     await drive(c, BODIES[1:2], both=False)
     res = check_exchanges(c.exchanges)
     [f] = [f for f in res.findings if f.rule == "gateway-stream-buffered"]

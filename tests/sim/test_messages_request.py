@@ -142,7 +142,8 @@ async def test_output_config_format_is_judged_like_response_format(
     sim_client: Callable[..., Any], stream: bool
 ) -> None:
     """A fenced JSON answer under ``output_config.format`` breaks the format as it breaks
-    ``response_format`` on chat: the same finding, on the model."""
+    ``response_format`` on chat: the same finding, on the engine (vLLM decodes under the format, so
+    output outside it was not constrained)."""
     c = sim_client(family="kimi_k2", faults="model.bad_json_output")
     body = {
         "model": c.app.state.sim.cfg.model,
@@ -153,4 +154,4 @@ async def test_output_config_format_is_judged_like_response_format(
     }
     assert (await c.post("/v1/messages", json=body)).status_code == 200
     found = check_exchanges(c.exchanges, CheckConfig(direct=True)).findings
-    assert [(f.rule, str(f.fault)) for f in found] == [("json-output-invalid", "model")]
+    assert [(f.rule, str(f.fault)) for f in found] == [("json-output-invalid", "engine")]

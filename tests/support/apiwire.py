@@ -115,6 +115,17 @@ def reasoning_item(text: str = "I should call the weather tool.") -> dict[str, A
     }
 
 
+def message_item(text: str) -> dict[str, Any]:
+    """An assistant message output item with one output_text part."""
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
 def responses_body(args: str = ARGS) -> dict[str, Any]:
     return response_object([reasoning_item(), call_item(args)])
 
@@ -134,8 +145,12 @@ def responses_events(
     args_pieces: tuple[str, ...] = ('{"city": ', '"Tokyo"}'),
     reasoning: tuple[str, ...] = ("I should call ", "the weather tool."),
     content: tuple[str, ...] = (),
+    *,
+    message_parts: bool = True,
 ) -> list[dict[str, Any]]:
-    """vLLM's simple streaming path: reasoning item, then a message item if any, then the call."""
+    """vLLM's simple streaming path: reasoning item, then a message item if any, then the call.
+    ``message_parts``: the message item's content_part.added / .done events, as vLLM 0.32 sends them
+    (``emit_simple_content_open``); older servers send none."""
     ev: list[dict[str, Any]] = [
         {"type": "response.created", "response": response_object([], "in_progress")},
         {"type": "response.in_progress", "response": response_object([], "in_progress")},
@@ -173,8 +188,13 @@ def responses_events(
             "status": "in_progress",
         }
         ev.append(_item_event("response.output_item.added", oi, added))
+        empty = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        if message_parts:
+            ev.append(_part_event("response.content_part.added", "msg_1", oi, part=empty))
         ev += [_part_event("response.output_text.delta", "msg_1", oi, delta=d, logprobs=[]) for d in content]
         ev.append(_part_event("response.output_text.done", "msg_1", oi, text=text, logprobs=[]))
+        if message_parts:
+            ev.append(_part_event("response.content_part.done", "msg_1", oi, part=empty | {"text": text}))
         item = {
             "id": "msg_1",
             "type": "message",
@@ -214,7 +234,11 @@ def responses_events(
 
 def number(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
-        {"type": e["type"], "sequence_number": i, **{k: v for k, v in e.items() if k != "type"}}
+        {
+            "type": e["type"],
+            "sequence_number": i,
+            **{k: v for k, v in e.items() if k not in ("type", "sequence_number")},
+        }
         for i, e in enumerate(events)
     ]
 
@@ -242,11 +266,20 @@ def messages_body(inp: dict[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
+def text_message(text: str) -> dict[str, Any]:
+    """A non-streamed message that answers with text only (``end_turn``)."""
+    out = messages_body()
+    out["content"] = [{"type": "text", "text": text}]
+    out["stop_reason"] = "end_turn"
+    return out
+
+
 def messages_events(
     args_pieces: tuple[str, ...] = ('{"city": ', '"Tokyo"}'),
     thinking: tuple[str, ...] = ("I should call ", "the weather tool."),
     text: tuple[str, ...] = (),
     stop_reason: str = "tool_use",
+    stop_sequence: str | None = None,
 ) -> list[dict[str, Any]]:
     ev: list[dict[str, Any]] = [
         {
@@ -315,7 +348,7 @@ def messages_events(
     ev.append(
         {
             "type": "message_delta",
-            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+            "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
             "usage": {"input_tokens": 20, "output_tokens": 12},
         }
     )

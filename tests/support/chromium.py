@@ -167,8 +167,8 @@ class LivePage:
         assert isinstance(res, dict)
         return res.get("value")
 
-    def wait_for(self, expression: str, timeout: float = 10.0, interval: float = 0.02) -> float:
-        """Poll until ``expression`` is truthy; returns the seconds it took."""
+    def wait_for(self, expression: str, timeout: float = 30.0, interval: float = 0.02) -> float:
+        """Poll until ``expression`` is truthy (``timeout``: a bound to fail by); returns the seconds it took."""
 
         t0 = time.monotonic()
         # false, not an error, while the page is still loading

@@ -1,4 +1,4 @@
-"""DESIGN.md's import rules as one checker over a source tree (part 5).
+"""DESIGN.md's import rules as one checker over a source tree.
 
 ``violations(root)`` reads the folder-to-package map from ``root/pyproject.toml`` (setuptools'
 ``package-dir``), parses every module with ``ast`` (nothing is imported, so a temporary tree with a

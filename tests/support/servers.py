@@ -1,4 +1,4 @@
-"""The tests' one way to run a server in another process (part 4); in process, an app runs
+"""The tests' one way to run a server in another process; in process, an app runs
 on loopback with ``wirecheck.record.serve``. A process is started, waited on until it answers, and
 stopped with SIGTERM (what an operator sends: the proxy flushes its store on it), killed only when it
 does not stop in time."""

@@ -61,7 +61,7 @@ def test_contracts_exports_stay_as_documented() -> None:
 
 
 def test_the_tree_keeps_designs_import_rules() -> None:
-    # no known breaks: the generators' taps and correlation ids come from record/ (part 1)
+    # no known breaks: the generators' taps and correlation ids come from record/
     assert violations(ROOT) == []
 
 
@@ -215,7 +215,7 @@ def test_each_rule_fails_when_broken(tmp_path: Path, rule: str, files: dict[str,
     assert found[0].startswith(next(iter(files))), found
 
 
-# --- recording is written once (part 1) ------------------------------------------------------
+# --- recording is written once --------------------------------------------------------------
 
 #: modules that read an upstream's raw stream without recording it through wirecheck.record: the proxy's
 #: taps forward through their own kept upstream parser, and the simulator's gateway forwards (and breaks)

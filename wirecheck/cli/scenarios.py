@@ -44,7 +44,7 @@ def _scenarios(args: argparse.Namespace) -> int:
 
     from wirecheck.acceptance import Progress
     from wirecheck.contracts import CheckConfig
-    from wirecheck.generators import ScenarioReport, header_variable, run_scenarios
+    from wirecheck.generators import ScenarioReport, engine_tap_line, header_variable, run_scenarios
 
     progress, t0 = Progress(quiet=args.quiet, every_s=args.progress_every), time.monotonic()
 
@@ -78,8 +78,8 @@ def _scenarios(args: argparse.Namespace) -> int:
     fail = report.failure
     assert fail is not None
     print(f"scenarios: contract broken after {report.requests} requests; the shortest failing request:")
-    for f in fail.findings:
-        print(f"  {f.rule} [{f.fault}] {f.message}")
+    for line in fail.lines():  # with both taps, each says the side it was seen on
+        print(f"  {line}")
     print(json.dumps(fail.request, indent=2))
     if fail.note:
         print(f"note: {fail.note}")
@@ -91,10 +91,8 @@ def _scenarios(args: argparse.Namespace) -> int:
         print(f"  (set {', '.join(header_variable(n) for n in names)} to the --header values first)")
     if args.via_proxy:
         # the gateway forwards to the engine tap, which ends with the run: the curl line needs it back
-        # (every reproduce line reruns as printed); --no-store: it only forwards
-        tap = ["wirecheck", "proxy", "--tap", "engine", "--upstream", args.engine_upstream]
-        tap += ["--listen", args.engine_listen, "--no-store", "--admin", "off"]
-        print(f"  {shlex.join(tap)} &")
+        # (every reproduce line reruns as printed)
+        print(f"  {engine_tap_line(args.engine_upstream, args.engine_listen)} &")
     print(f"  {fail.curl}")
     if args.seed is not None:
         print(f"  {_scenarios_line(args)}")

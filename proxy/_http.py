@@ -1,0 +1,629 @@
+"""The listeners' HTTP/1.1 server side, one connection at a time: httptools (llhttp, the parser of
+Node and uvicorn) parses each request; this module owns what is around it and serves the ASGI app.
+
+What a server for a proxy needs beyond parsing, and where each is:
+
+- bounds on what a caller may hold: a request head past ``max_head`` bytes is a 431 (the whole head:
+  counted per read while it arrives, and from the parser's callbacks for a head that came in one
+  read), a head not complete within ``head_timeout_s`` is a 408, and a connection that is idle (kept
+  alive after a response, or never used) is closed after ``idle_timeout_s``. The request body's
+  deadline is the app's (``TapConfig.request_timeout_s``), which can answer in JSON;
+- keep-alive and pipelining: requests on one connection are answered in order, one app call at a time;
+- back-pressure both ways: reading pauses while a request body waits unread past 64 KiB, and a
+  response waits (``send`` and ``DirectBody.drain``) while the caller's socket buffer is full;
+- the response framing the app's headers ask for: its content-length, or chunked when it gives none;
+- what the ASGI scope lacks, offered in ``scope["extensions"]``: ``DirectBody`` writes a streamed
+  body's pieces straight to the caller's socket from the upstream's read callback; ``Handoff`` moves
+  the whole connection to another process (the live view's); ``Cut`` ends the caller's connection
+  mid-response (an upstream that broke: the caller sees the truncation) without the app raising;
+  ``wirecheck.target`` is the request target as sent when it is not origin-form (the scope's path
+  keeps only the path of ``GET http://other.host/x``, and the proxy must see the host to refuse it).
+  A protocol upgrade (a websocket) reaches the app as a plain request, which the tap refuses.
+
+No header is added that the app did not send (no ``server`` or ``date``): a proxy's answer carries
+the upstream's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http
+import logging
+import re
+import socket
+import urllib.parse
+import weakref
+from collections import deque
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+import httptools
+
+if TYPE_CHECKING:
+    from ._server import Listener
+
+__all__ = [
+    "CUT",
+    "DIRECT_BODY",
+    "HANDOFF",
+    "TARGET",
+    "Cut",
+    "DirectBody",
+    "Handoff",
+    "HttpConnection",
+    "ListenerConfig",
+]
+
+#: the scope extension under which a listener offers ``DirectBody``
+DIRECT_BODY = "wirecheck.direct_body"
+#: the scope extension under which a listener configured for it offers ``Handoff``
+HANDOFF = "wirecheck.handoff"
+#: the scope extension under which a listener offers ``Cut``
+CUT = "wirecheck.cut"
+#: the scope extension holding the request target as sent (bytes), when it is not origin-form
+TARGET = "wirecheck.target"
+#: ``0`` turns ``DirectBody`` off in the proxy's listeners (an A/B of the two paths:
+#: benchmarks/proxy_overhead.py)
+DIRECT_BODY_ENV = "WIRECHECK_DIRECT_BODY"
+#: request body bytes held for an app that has not read them yet, before reading pauses
+BODY_HIGH_WATER = 64 * 1024
+
+Message = MutableMapping[str, Any]
+App = Callable[
+    [Message, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]
+]
+
+_log = logging.getLogger("wirecheck.proxy")
+# RFC 9110 token characters for a name; no control characters but tab in a value
+_BAD_NAME = re.compile(b'[\x00-\x1f\x7f()<>@,;:\\[\\]={} \t\\\\"]')
+_BAD_VALUE = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _status_line(code: int) -> bytes:
+    try:
+        phrase = http.HTTPStatus(code).phrase.encode()
+    except ValueError:
+        phrase = b""
+    return b"HTTP/1.1 %d %s\r\n" % (code, phrase)
+
+
+_STATUS = {code: _status_line(code) for code in range(100, 600)}
+
+
+def _direct_body_default() -> bool:
+    import os
+
+    return os.environ.get(DIRECT_BODY_ENV, "1").strip() != "0"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ListenerConfig:
+    #: largest request head a caller may send (431 past it)
+    max_head: int = 64 * 1024
+    #: longest a caller may take to send a request head (408 past it)
+    head_timeout_s: float = 30.0
+    #: an idle connection (kept alive, or never used) is closed after this long
+    idle_timeout_s: float = 75.0
+    #: offer ``DirectBody`` (the taps; on unless ``WIRECHECK_DIRECT_BODY=0``)
+    direct_body: bool = field(default_factory=_direct_body_default)
+    #: offer ``Handoff`` (the admin listener, whose live view connections move)
+    handoff: bool = False
+    #: SO_SNDBUF of each connection; 0: the kernel's autotuning (the admin listener sets one: a viewer
+    #: that stops reading holds that much, not the megabytes autotuning grows to; the socket keeps it
+    #: when it is handed to the view process)
+    send_buffer: int = 0
+
+
+class HttpConnection(asyncio.Protocol):
+    """One caller connection: parses requests, runs the app for each in turn, writes its answers."""
+
+    def __init__(self, listener: Listener) -> None:
+        self.listener = listener
+        self.cfg = listener.config
+        self.loop = asyncio.get_running_loop()
+        self.parser = httptools.HttpRequestParser(self)
+        # answer the first of pipelined requests even when it says "connection: close"
+        self.parser.set_dangerous_leniencies(lenient_data_after_close=True)
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]
+        self.server: tuple[str, int] | None = None
+        self.client: tuple[str, int] | None = None
+        #: the newest request parsed; ``pipeline``: parsed ones waiting for the one before to end
+        self.cycle: _Cycle | None = None
+        self.pipeline: deque[_Cycle] = deque()
+        self.read_paused = self.write_paused = False
+        self.writable = asyncio.Event()
+        self.writable.set()
+        self._url = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._expect_100 = False
+        self._in_head = True
+        self._head_bytes = 0  # the head's bytes read so far, counted per read
+        self._parsed_head = 0  # the head being parsed, counted from the parser's callbacks
+        self._head_over = False
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
+
+    # --- the transport's side ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # a stream transport, but not an asyncio.Transport instance on uvloop (the forwarding
+        # processes' loop): its classes implement the same methods without subclassing
+        self.transport = cast(asyncio.Transport, transport)
+        self.listener.connections.add(self)
+        if self.cfg.send_buffer:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.cfg.send_buffer)
+        self.server = _address(transport.get_extra_info("sockname"))
+        self.client = _address(transport.get_extra_info("peername"))
+        self._arm_idle()  # a connection that never says anything is idle too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.listener.connections.discard(self)
+        self._stop_head_timer()
+        self._disarm_idle()
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.disconnected = True
+        if self.cycle is not None:
+            self.cycle.message_event.set()
+        self.writable.set()  # a response waiting to write finds the connection gone
+        self.pipeline.clear()
+        self.parser = None  # type: ignore[assignment]  # it holds this object: no cycle left for the GC
+
+    def eof_received(self) -> bool | None:
+        return None  # the caller closed its side: close ours too
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self.writable.set()
+
+    async def drain(self) -> None:
+        await self.writable.wait()
+
+    def pause_reading(self) -> None:
+        if not self.read_paused:
+            self.read_paused = True
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.read_paused:
+            self.read_paused = False
+            self.transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        self._disarm_idle()
+        if self._in_head:
+            self._head_bytes += len(data)
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(self.cfg.head_timeout_s, self._head_too_slow)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            pass  # no protocol upgrade here: the request was served as plain HTTP
+        except httptools.HttpParserError:
+            if self._head_over:
+                self._refuse(431, f"request head over {self.cfg.max_head} bytes")
+            else:
+                self._refuse(400, "invalid HTTP request")
+            return
+        # counted before parsing and checked after, so a first read that also carries body bytes
+        # past a complete head is never taken for a long head
+        if self._in_head and self._head_bytes > self.cfg.max_head:
+            self._refuse(431, f"request head over {self.cfg.max_head} bytes")
+
+    # --- the parser's callbacks -------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._url, self._headers, self._expect_100 = b"", [], False
+        self._parsed_head = 16  # the request line's method, version and line ends
+
+    def on_url(self, url: bytes) -> None:
+        self._parsed_head += len(url)
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._parsed_head += len(name) + len(value) + 4
+        if self._parsed_head > self.cfg.max_head:
+            # a head that came whole in one read is never long by the count per read: the parser
+            # stops here, and data_received answers 431
+            self._head_over = True
+            raise _HeadTooLarge
+        name = name.lower()
+        value = value.rstrip(b" \t")  # llhttp keeps trailing whitespace, which RFC 9110 leaves out
+        if name == b"expect" and value.lower() == b"100-continue":
+            self._expect_100 = True
+        self._headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._head_bytes = 0
+        self._stop_head_timer()
+        version = self.parser.get_http_version()
+        url = httptools.parse_url(self._url)
+        raw_path = url.path
+        path = raw_path.decode("ascii")
+        scope: Message = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": version,
+            "method": self.parser.get_method().decode("ascii"),
+            "scheme": "http",
+            "path": urllib.parse.unquote(path) if "%" in path else path,
+            "raw_path": raw_path,
+            "query_string": url.query or b"",
+            "root_path": "",
+            "headers": self._headers,
+            "server": self.server,
+            "client": self.client,
+            "state": dict(self.listener.state),
+            "extensions": {},
+        }
+        keep_alive = version != "1.0" and self.parser.should_keep_alive()
+        cycle = _Cycle(self, scope, keep_alive=keep_alive, expect_100=self._expect_100)
+        # the app's task has not run yet: it finds the extensions in its scope
+        scope["extensions"][CUT] = Cut(cycle)
+        if not self._url.startswith(b"/"):
+            scope["extensions"][TARGET] = bytes(self._url)  # absolute-form (or asterisk-form)
+        if self.cfg.direct_body:
+            scope["extensions"][DIRECT_BODY] = DirectBody(cycle)
+        if self.cfg.handoff:
+            scope["extensions"][HANDOFF] = Handoff(self)
+        running = self.cycle
+        self.cycle = cycle
+        if running is None or running.response_complete:
+            self._start(cycle)
+        else:  # pipelined behind a response still going: it waits its turn, and reading waits too
+            self.pause_reading()
+            self.pipeline.append(cycle)
+
+    def on_body(self, body: bytes) -> None:
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            return
+        cycle.body += body
+        if len(cycle.body) > BODY_HIGH_WATER:
+            self.pause_reading()
+        cycle.message_event.set()
+
+    def on_message_complete(self) -> None:
+        self._in_head = True  # what comes next on this connection is the next request's head
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            return
+        cycle.more_body = False
+        cycle.message_event.set()
+
+    # --- requests in turn -------------------------------------------------------------------------
+
+    def _start(self, cycle: _Cycle) -> None:
+        task = self.loop.create_task(cycle.run(self.listener.app))
+        self.listener.tasks.add(task)
+        task.add_done_callback(self.listener.tasks.discard)
+
+    def response_complete(self) -> None:
+        """The running request's response has ended: the next pipelined one starts, or the
+        connection waits, idle, for the next request."""
+        if self.transport.is_closing():
+            return
+        self.resume_reading()
+        if self.pipeline:
+            self._start(self.pipeline.popleft())
+        else:
+            self._arm_idle()
+
+    def shutdown(self) -> None:
+        """The listener stops: an idle connection closes now, a busy one after its response."""
+        if self.cycle is None or self.cycle.response_complete:
+            self.transport.close()
+        else:
+            self.cycle.keep_alive = False
+
+    # --- bounds -----------------------------------------------------------------------------------
+
+    def _arm_idle(self) -> None:
+        self._disarm_idle()
+        self._idle_timer = self.loop.call_later(self.cfg.idle_timeout_s, self._idle_too_long)
+
+    def _disarm_idle(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+
+    def _idle_too_long(self) -> None:
+        self._idle_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def _stop_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_too_slow(self) -> None:
+        self._head_timer = None
+        if self.cycle is not None and not self.cycle.response_complete:
+            # a pipelined head behind a response still streaming: its clock starts when that ends
+            self._head_timer = self.loop.call_later(self.cfg.head_timeout_s, self._head_too_slow)
+            return
+        if self._in_head and self._head_bytes > 0:
+            self._refuse(408, f"the request head did not arrive within {self.cfg.head_timeout_s:g} s")
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer ``status`` in plain text when no response is under way, then close."""
+        self._stop_head_timer()
+        if self.transport.is_closing():
+            return
+        if self.cycle is None or self.cycle.response_complete:
+            body = f"wirecheck proxy: {message}\n".encode()
+            self.transport.write(
+                _STATUS[status] + b"content-type: text/plain; charset=utf-8\r\n"
+                b"content-length: %d\r\nconnection: close\r\nx-wirecheck-proxy: error\r\n\r\n%s"
+                % (len(body), body)
+            )
+        _log.warning("wirecheck proxy: refused a caller with %d: %s", status, message)
+        self.transport.close()
+
+
+class _Cycle:
+    """One request and its response: the ASGI ``receive`` and ``send`` of one app call."""
+
+    __slots__ = (
+        "__weakref__",
+        "body",
+        "chunked",
+        "conn",
+        "disconnected",
+        "keep_alive",
+        "left",
+        "message_event",
+        "more_body",
+        "response_complete",
+        "response_started",
+        "scope",
+        "waiting_100",
+    )
+
+    def __init__(self, conn: HttpConnection, scope: Message, *, keep_alive: bool, expect_100: bool) -> None:
+        self.conn: HttpConnection | None = conn  # let go of when the app returns (no cycle for the GC)
+        self.scope = scope
+        self.keep_alive = keep_alive
+        self.waiting_100 = expect_100
+        self.disconnected = False
+        self.body = bytearray()
+        self.more_body = True
+        self.message_event = asyncio.Event()
+        self.response_started = self.response_complete = False
+        #: chunked framing (None: not decided yet); ``left``: bytes of a content-length still due
+        self.chunked: bool | None = None
+        self.left = 0
+
+    @property
+    def transport(self) -> asyncio.Transport:
+        assert self.conn is not None
+        return self.conn.transport
+
+    async def run(self, app: App) -> None:
+        conn = self.conn
+        assert conn is not None
+        try:
+            await app(self.scope, self.receive, self.send)
+        except BaseException as exc:
+            _log.error(
+                "wirecheck: the app failed on %s %s", self.scope["method"], self.scope["path"], exc_info=exc
+            )
+            if not self.response_started:
+                await self._send_500()
+            else:
+                conn.transport.close()  # mid-response: the caller sees the answer break off
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            if not self.response_started and not self.disconnected:
+                _log.error("wirecheck: the app returned without a response")
+                await self._send_500()
+            elif not self.response_complete and not self.disconnected:
+                _log.error("wirecheck: the app returned without ending its response")
+                conn.transport.close()
+        finally:
+            self.conn = None
+
+    async def _send_500(self) -> None:
+        headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
+        await self.send({"type": "http.response.start", "status": 500, "headers": headers})
+        await self.send({"type": "http.response.body", "body": b"Internal Server Error"})
+
+    async def receive(self) -> Message:
+        conn = self.conn
+        if conn is None:
+            return {"type": "http.disconnect"}
+        if self.waiting_100 and not conn.transport.is_closing():
+            conn.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.waiting_100 = False
+        if not self.disconnected and not self.response_complete:
+            conn.resume_reading()
+            await self.message_event.wait()
+            self.message_event.clear()
+        if self.disconnected or self.response_complete:
+            return {"type": "http.disconnect"}
+        message = {"type": "http.request", "body": bytes(self.body), "more_body": self.more_body}
+        self.body = bytearray()
+        return message
+
+    async def send(self, message: Message) -> None:
+        conn = self.conn
+        if conn is None:
+            raise RuntimeError("ASGI send after the app returned")
+        if conn.write_paused and not self.disconnected:
+            await conn.drain()
+        if self.disconnected:
+            return
+        if not self.response_started:
+            if message["type"] != "http.response.start":
+                raise RuntimeError(f"expected http.response.start, got {message['type']!r}")
+            self._start(conn, int(message["status"]), message.get("headers", []))
+        elif not self.response_complete:
+            if message["type"] != "http.response.body":
+                raise RuntimeError(f"expected http.response.body, got {message['type']!r}")
+            self._body(conn, bytes(message.get("body", b"")), bool(message.get("more_body", False)))
+        else:
+            raise RuntimeError(f"{message['type']!r} sent after the response ended")
+
+    def _start(self, conn: HttpConnection, status: int, headers: Any) -> None:
+        self.response_started = True
+        self.waiting_100 = False
+        head = [_STATUS[status]]
+        closes = False
+        for name, value in headers:
+            if _BAD_NAME.search(name):
+                raise RuntimeError(f"invalid response header name {name!r}")
+            if _BAD_VALUE.search(value):
+                raise RuntimeError(f"invalid response header value for {name!r}")
+            lower = name.lower()
+            if lower == b"content-length" and self.chunked is None:
+                self.left = int(value)
+                self.chunked = False
+            elif lower == b"transfer-encoding" and value.lower() == b"chunked":
+                self.left = 0
+                self.chunked = True
+            elif lower == b"connection" and b"close" in [t.strip().lower() for t in value.split(b",")]:
+                self.keep_alive = False
+                closes = True
+            head += [lower, b": ", value, b"\r\n"]
+        if not self.keep_alive and not closes:
+            head.append(b"connection: close\r\n")
+        if self.chunked is None and self.scope["method"] != "HEAD" and status not in (204, 304):
+            self.chunked = True
+            head.append(b"transfer-encoding: chunked\r\n")
+        head.append(b"\r\n")
+        conn.transport.write(b"".join(head))
+
+    def _body(self, conn: HttpConnection, body: bytes, more: bool) -> None:
+        if self.scope["method"] == "HEAD":
+            self.left = 0
+        elif self.chunked:
+            out = b"%x\r\n%b\r\n" % (len(body), body) if body else b""
+            conn.transport.write(out if more else out + b"0\r\n\r\n")
+        else:
+            if len(body) > self.left:
+                raise RuntimeError("response body longer than its content-length")
+            self.left -= len(body)
+            conn.transport.write(body)
+        if more:
+            return
+        if self.left != 0:
+            raise RuntimeError("response body shorter than its content-length")
+        self.response_complete = True
+        self.message_event.set()
+        if not self.keep_alive:
+            conn.transport.close()
+        conn.response_complete()
+
+
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback to stop parsing a head over the bound."""
+
+
+class Cut:
+    """Ends the caller's connection mid-response, as for an app that raises after its response
+    began, but quietly: the app has recorded why, and says it in one line."""
+
+    __slots__ = ("_cycle",)
+
+    def __init__(self, cycle: _Cycle) -> None:
+        self._cycle = weakref.ref(cycle)  # no reference cycle through the scope (see DirectBody)
+
+    def __call__(self) -> None:
+        c = self._cycle()
+        if c is not None and c.conn is not None:
+            c.disconnected = True  # the app's return is then taken as the end of the connection
+            c.conn.transport.close()
+
+
+class DirectBody:
+    """The body of one chunked response, written straight to the caller's transport.
+
+    Usable only once the app has started the response through ``send`` with chunked framing (no
+    content-length: every streamed answer), and never for HEAD. ``write`` writes what ``send`` would
+    for a body message; the response is ended through ``send`` as usual, so keep-alive and the next
+    pipelined request stay the connection's."""
+
+    # the request is held weakly: it holds the scope, and the scope this object, and a reference cycle
+    # per request left every caller's socket and transport to the cyclic GC, whose full collections
+    # then paused the event loop 35 ms at 256 streams
+    __slots__ = ("_cycle", "_transport", "_writable")
+
+    def __init__(self, cycle: _Cycle) -> None:
+        assert cycle.conn is not None
+        self._cycle = weakref.ref(cycle)
+        self._transport = cycle.conn.transport
+        self._writable = cycle.conn.writable  # set while the caller's socket takes more
+
+    def usable(self) -> bool:
+        c = self._cycle()
+        return (
+            c is not None
+            and c.response_started
+            and not c.response_complete
+            and c.chunked is True
+            and c.scope["method"] != "HEAD"
+        )
+
+    def gone(self) -> bool:
+        """The caller's connection is closed or closing: nothing written reaches it."""
+        c = self._cycle()
+        return c is None or c.disconnected or self._transport.is_closing()
+
+    def write(self, data: bytes) -> None:
+        if data:
+            self._transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+
+    def full(self) -> bool:
+        """The caller's transport is over its high-water mark: stop feeding it until ``drain``."""
+        return not self._writable.is_set()
+
+    async def drain(self) -> None:
+        await self._writable.wait()
+
+
+class Handoff:
+    """The connection of one request, to be moved to another process (the live view's).
+
+    ``fileno()`` is the socket to pass on, or None when the connection cannot move whole: TLS, the
+    request's body not all read, a pipelined request already waiting behind it, the response begun.
+    After the socket was passed on, ``release()`` makes this process forget the connection without
+    ending it: reading stops and the transport is dropped (its descriptor closed, which sends nothing
+    while another process holds the socket). The app's ``receive`` then says the caller is gone."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: HttpConnection) -> None:
+        self._conn = weakref.ref(conn)  # no reference cycle through the scope (see DirectBody)
+
+    def fileno(self) -> int | None:
+        p = self._conn()
+        if p is None or p.transport.is_closing() or p.transport.get_extra_info("sslcontext") is not None:
+            return None
+        c = p.cycle
+        if c is None or c.response_started or c.more_body or p.pipeline:
+            return None
+        sock = p.transport.get_extra_info("socket")
+        return sock.fileno() if sock is not None else None
+
+    def release(self) -> None:
+        p = self._conn()
+        if p is not None:
+            p.transport.pause_reading()
+            p.transport.abort()
+
+
+def _address(info: Any) -> tuple[str, int] | None:
+    if isinstance(info, tuple | list) and len(info) >= 2:
+        return (str(info[0]), int(info[1]))
+    return None

@@ -1,0 +1,115 @@
+"""The listeners' HTTP/1.1 server side (proxy/_http.py) over a real socket: framing, keep-alive,
+pipelining, what an app that fails gets the caller, and the headers it leaves as the app sent them."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from wirecheck.proxy import ListenerConfig, serve_listener
+from wirecheck.record import read_body
+
+
+async def echo(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Answers with the method, path and body it got; ``/stream`` in three pieces without a length,
+    ``/fail`` raises before answering, ``/break`` raises mid-answer."""
+    if scope["type"] != "http":
+        return
+    body = await read_body(receive)
+    if scope["path"] == "/fail":
+        raise RuntimeError("boom")
+    out = b"%s %s %s" % (scope["method"].encode(), scope["raw_path"], body)
+    if scope["path"] in ("/stream", "/break"):
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"x-app", b"1")]})
+        for piece in (b"one", b"two", b"three"):
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+            if scope["path"] == "/break":
+                raise RuntimeError("mid-answer")
+        await send({"type": "http.response.body", "body": b""})
+        return
+    headers = [(b"content-length", str(len(out)).encode()), (b"x-app", b"1")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": out})
+
+
+@contextmanager
+def connected(app: Any = echo, **cfg: Any) -> Iterator[socket.socket]:
+    with serve_listener(app, config=ListenerConfig(**cfg)) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as s:
+            yield s
+
+
+def read_all(s: socket.socket) -> bytes:
+    got = b""
+    while piece := s.recv(65536):
+        got += piece
+    return got
+
+
+def test_keep_alive_and_pipelined_requests_are_answered_in_order() -> None:
+    with connected() as s:
+        s.sendall(
+            b"POST /a HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\nhi"
+            b"GET /b?q=1 HTTP/1.1\r\nhost: x\r\n\r\n"
+            b"GET /c HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+        )
+        got = read_all(s)
+    assert got.count(b"HTTP/1.1 200 OK\r\n") == 3
+    assert got.index(b"POST /a hi") < got.index(b"GET /b ") < got.index(b"GET /c ")
+    # the app's headers only: no server or date header is added to what it sent
+    head = got.split(b"\r\n\r\n", 1)[0].lower()
+    assert b"server:" not in head and b"date:" not in head and b"x-app: 1" in head
+
+
+def test_a_body_without_a_length_is_chunked_and_head_gets_no_body() -> None:
+    with connected() as s:
+        s.sendall(
+            b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\nHEAD /stream HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+        )
+        got = read_all(s)
+    first, second = got.split(b"HTTP/1.1 200 OK\r\n")[1:]
+    assert b"transfer-encoding: chunked" in first
+    assert first.endswith(b"\r\n\r\n3\r\none\r\n3\r\ntwo\r\n5\r\nthree\r\n0\r\n\r\n")
+    assert second.endswith(b"\r\n\r\n")  # HEAD: the head alone
+
+
+def test_expect_100_continue_is_answered_when_the_app_reads() -> None:
+    with connected() as s:
+        head = b"POST /x HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\nexpect: 100-continue\r\nconnection: close\r\n\r\n"
+        s.sendall(head)
+        assert s.recv(64) == b"HTTP/1.1 100 Continue\r\n\r\n"  # nothing else before the body
+        s.sendall(b"ok")
+        got = read_all(s)
+    assert got.startswith(b"HTTP/1.1 200 OK") and got.endswith(b"POST /x ok")
+
+
+def test_an_app_that_fails_gets_a_500_before_it_answers_and_a_broken_answer_after() -> None:
+    with connected() as s:
+        s.sendall(b"GET /fail HTTP/1.1\r\nhost: x\r\n\r\n")
+        assert read_all(s).startswith(b"HTTP/1.1 500 ")
+    with connected() as s:
+        s.sendall(b"GET /break HTTP/1.1\r\nhost: x\r\n\r\n")
+        got = read_all(s)
+    assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(b"3\r\none\r\n")  # no last chunk: broken
+
+
+def test_a_bad_head_is_a_400_and_a_head_past_the_bound_a_431_and_the_connection_closes() -> None:
+    with connected() as s:
+        s.sendall(b"NOT HTTP\r\n\r\n")
+        got = read_all(s)
+    assert got.startswith(b"HTTP/1.1 400 ") and b"connection: close" in got
+    with connected(max_head=4096) as s:
+        # refused while it arrives (a whole head read at once is parsed first, then bounded)
+        s.sendall(b"GET / HTTP/1.1\r\nhost: x\r\nx-pad: ")
+        s.sendall(b"a" * 8192)
+        got = s.recv(65536)  # then the connection is closed, unread bytes and all (a reset)
+    assert got.startswith(b"HTTP/1.1 431 ") and b"connection: close" in got
+
+
+def test_an_idle_connection_is_closed() -> None:
+    with connected(idle_timeout_s=0.2) as s:
+        s.sendall(b"GET /a HTTP/1.1\r\nhost: x\r\n\r\n")
+        assert read_all(s).startswith(b"HTTP/1.1 200 ")  # answered, then closed once idle
