@@ -70,7 +70,8 @@ def test_a_single_tap_straight_in_front_of_the_engine_says_so_with_direct(tmp_pa
     model findings on ``unknown``; with it, live findings keep their rule's fault, as ``check
     --direct`` does, and the view (which shows the stored findings) with them."""
     sp = free_port()
-    with running("sim", "--port", str(sp), "--time-scale", "0.001", "--faults", "model.undeclared_tool=1"):
+    sim = ("sim", "--port", str(sp), "--time-scale", "0.001", "--faults", "model.undeclared_tool=1")
+    with running(*sim, ready=port_open(sp)):  # listening before the first request: else a 502
         for direct, fault in ((True, "model"), (False, "unknown")):
             db, port, admin = tmp_path / f"direct-{direct}.db", free_port(), free_port()
             argv = ["proxy", "--upstream", f"http://127.0.0.1:{sp}", "--listen", f"127.0.0.1:{port}"]
