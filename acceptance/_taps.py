@@ -57,8 +57,8 @@ async def _uncorrelated_engine_sides(store: Store, callers: list[Exchange]) -> l
     starts = [ex.started_at for ex in callers if ex.started_at]
     if not starts:
         return []
-    ids = await asyncio.to_thread(store.ids_between, min(starts), _END_OF_TIME)
-    since = await asyncio.to_thread(store.exchanges_for, ids, [])
+    rows = await asyncio.to_thread(store.rows_between, min(starts), _END_OF_TIME)
+    since = await asyncio.to_thread(store.exchanges_for, [ex_id for ex_id, _ in rows], [])
     return [ex for ex in since if ex.tap == "engine" and not ex.correlation]
 
 

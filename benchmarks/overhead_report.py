@@ -1,6 +1,6 @@
 """The results side of ``proxy_overhead.py``: one row per proxy and level (each against the direct
-row of the same level, measured in the same run), the printed table, and the targets of
-17 and 18 checked against the rows.
+row of the same level, and its CPU against nginx's, measured in the same run), the printed table,
+and the targets checked against the rows.
 """
 
 from __future__ import annotations
@@ -36,6 +36,11 @@ def row(kind: str, level: int, r: dict[str, Any], d: dict[str, Any]) -> dict[str
         # and per SSE event the callers received
         "cpu_ms_per_stream": r["cpu_s"] * 1000 / max(len(r["ttft"]), 1),
         "cpu_us_per_event": r["cpu_s"] * 1e6 / max(r["events"], 1),
+        # the same during the load only, and how long the live checker took to catch up after it
+        "cpu_load_us_per_event": r.get("cpu_load_s", r["cpu_s"]) * 1e6 / max(r["events"], 1),
+        "catchup_s": r.get("catchup_s", 0.0),
+        # over nginx's at the same level in the same run (vs_nginx; None without an nginx row)
+        "cpu_vs_nginx": None,
         # the proxy's top process alone: for wirecheck without --workers, the process that forwards
         # (event loop and store writer), without its helpers (live checker, live view)
         "main_cpu_us_per_event": (
@@ -50,6 +55,16 @@ def row(kind: str, level: int, r: dict[str, Any], d: dict[str, Any]) -> dict[str
     }
 
 
+def vs_nginx(rows: list[dict[str, Any]]) -> None:
+    """Each row's CPU per event as a ratio to nginx's at the same level (nginx records and checks
+    nothing: the ratio is what recording and checking cost beyond forwarding, on this machine)."""
+    nginx = {r["streams"]: r["cpu_us_per_event"] for r in rows if r["proxy"] == "nginx"}
+    for r in rows:
+        base = nginx.get(r["streams"])
+        if base and r["proxy"] != "direct":
+            r["cpu_vs_nginx"] = r["cpu_us_per_event"] / base
+
+
 def _one_process(kind: str) -> bool:
     """A proxy whose top process is the one that forwards: wirecheck without --workers."""
     return kind.startswith("wirecheck") and "-w" not in kind
@@ -61,13 +76,15 @@ def _us(value: float | None) -> str:
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     """The rows as a table, and a note where the load generator, not the proxy, was the bottleneck."""
-    head = f"{'proxy':12} {'streams':>7} {'+TTFT p50':>10} {'+TTFT p99':>10} {'gap p50':>8} {'gap p99':>8} {'thru x':>7} {'RSS MB':>7} {'cpu/str':>8} {'cpu/ev':>8} {'main/ev':>8} {'gen cpu':>7} {'failed':>6}"
+    head = f"{'proxy':12} {'streams':>7} {'+TTFT p50':>10} {'+TTFT p99':>10} {'gap p50':>8} {'gap p99':>8} {'thru x':>7} {'RSS MB':>7} {'cpu/str':>8} {'cpu/ev':>8} {'x nginx':>7} {'main/ev':>8} {'catch-up':>8} {'gen cpu':>7} {'failed':>6}"
     print(head)
     for r in rows:
+        ratio = "-" if r.get("cpu_vs_nginx") is None else f"{r['cpu_vs_nginx']:.2f}"
         print(
             f"{r['proxy']:12} {r['streams']:7d} {r['added_ttft_p50_ms']:9.2f}ms {r['added_ttft_p99_ms']:9.2f}ms "
             f"{r['gap_p50_ms']:7.1f}ms {r['gap_p99_ms']:7.1f}ms {r['throughput_ratio']:7.2f} {r['rss_mb']:7.1f} "
-            f"{r['cpu_ms_per_stream']:6.2f}ms {r['cpu_us_per_event']:6.1f}us {_us(r['main_cpu_us_per_event']):>8} {r['loadgen_cpu_pct']:6.0f}% {r['failed_streams']:6d}"
+            f"{r['cpu_ms_per_stream']:6.2f}ms {r['cpu_us_per_event']:6.1f}us {ratio:>7} {_us(r['main_cpu_us_per_event']):>8} "
+            f"{r.get('catchup_s', 0.0):7.1f}s {r['loadgen_cpu_pct']:6.0f}% {r['failed_streams']:6d}"
         )
     bound = [f"{r['proxy']}@{r['streams']}" for r in rows if r["loadgen_bound"]]
     if bound:
@@ -142,6 +159,15 @@ def targets(rows: list[dict[str, Any]], levels: list[int]) -> list[tuple[str, bo
                     and w["added_ttft_p99_ms"] <= 25.0
                     and w["throughput_ratio"] >= 0.95,
                     f"{w['added_ttft_p50_ms']:.1f} / {w['added_ttft_p99_ms']:.1f} ms, {w['throughput_ratio']:.2f}x",
+                )
+            )
+        if (kind, 256) in by and by[(kind, 256)].get("cpu_vs_nginx") is not None:
+            x = by[(kind, 256)]["cpu_vs_nginx"]
+            out.append(
+                (
+                    f"at 256 streams ({kind}): CPU per event <= 2x nginx's (all processes, checking included)",
+                    x <= 2.0,
+                    f"{x:.2f}x ({by[(kind, 256)]['cpu_us_per_event']:.1f} us)",
                 )
             )
     if ("wirecheck", 256) in by:

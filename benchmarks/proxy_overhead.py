@@ -11,10 +11,13 @@ event (``\\n\\n``) arrives. Reported per proxy and level, all measured in the sa
 - throughput ratio: events per second through the proxy over events per second direct;
 - proxy RSS: the largest resident set of the proxy's processes during the level (MB);
 - CPU per forwarded event: user + system CPU of all the proxy's processes (its workers, store
-  writer and live checker included; ``/proc/PID/stat``) over the SSE events the callers received.
-  On a shared machine this is far less noisy than latency; ``main/ev`` is the same for
-  the proxy's top process alone (for wirecheck without ``--workers``: the forwarding process,
-  without its live checker and live view);
+  writer and live checker included; ``/proc/PID/stat``) over the SSE events the callers received,
+  counted until the live checker has checked every exchange of the level (it runs on idle CPU time
+  and catches up after the load: ``catch-up`` is how long that took, and ``cpu/ev`` includes it).
+  On a shared machine this is far less noisy than latency; ``x nginx`` is it as a ratio to nginx's
+  at the same level in the same run; ``main/ev`` is the same for the proxy's top process alone,
+  during the load (for wirecheck without ``--workers``: the forwarding process, without its live
+  checker and live view);
 - the load generator's own CPU (percent of one core): near 100 % the generator, not the proxy, is
   the bottleneck, and the row says so.
 
@@ -32,13 +35,18 @@ viewers connected to its ``/wirecheck/events`` stream for the whole run, reading
 exchange and finding event from a separate process; the same targets apply to that row, and the
 events the viewers received are reported.
 
+``--contend N`` runs everything (the direct baseline too) beside N processes that each keep one core
+busy (pinned to cores 0 to N-1): the figures under contention.
+
 Targets: at 64 streams added TTFT p50 <= 1 ms and p99 <= 5 ms; throughput >= 0.9x direct;
-less added latency than mitmproxy at every level; RSS <= 150 MB at 256 streams. wirecheck runs as
+less added latency than mitmproxy at every level; RSS <= 150 MB at 256 streams; at 256 streams
++TTFT p50 <= 5 ms, p99 <= 25 ms, >= 0.95x direct and, with nginx in the run, CPU per event at
+most 2x nginx's. wirecheck runs as
 deployed: recording into a store with the live-check worker on. nginx runs with
 ``proxy_buffering off``, mitmproxy in reverse mode with streaming on.
 
     python benchmarks/proxy_overhead.py [--levels 1,16,64,256] [--proxies direct,wirecheck,nginx,mitmproxy]
-                                        [--viewers 10]
+                                        [--viewers 10] [--contend 1]
 
 This script starts the proxies, follows their processes' memory and CPU, and runs the levels; the
 upstream, the viewers and the client are in ``overhead_load.py``, the rows, table and targets in
@@ -56,6 +64,7 @@ import platform
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -67,7 +76,7 @@ from typing import Any
 from bench_output import write_json
 from overhead_load import level as run_level
 from overhead_load import upstream, viewers
-from overhead_report import print_table, row, targets
+from overhead_report import print_table, row, targets, vs_nginx
 
 from wirecheck.record import free_port
 
@@ -114,6 +123,30 @@ def _children(pid: int) -> list[int]:
             for c in children:
                 out.extend(_children(int(c)))
     return out
+
+
+def _catch_up(store: Path, timeout: float = 120.0) -> float:
+    """Seconds until the live checker has checked every exchange in ``store`` (it settles each one
+    first, and runs on idle CPU time: under load it falls behind and catches up after)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        time.sleep(0.2)
+        with contextlib.suppress(sqlite3.Error):
+            conn = sqlite3.connect(f"{store.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+            try:
+                if conn.execute("SELECT COUNT(*) FROM exchanges WHERE checked != 1").fetchone()[0] == 0:
+                    break
+            finally:
+                conn.close()
+    return time.monotonic() - t0
+
+
+def _busy(core: int) -> None:
+    """Keep one core busy (``--contend``)."""
+    with contextlib.suppress(AttributeError, OSError):  # pinned where the platform allows it
+        os.sched_setaffinity(0, {core % (os.cpu_count() or 1)})
+    while True:
+        pass
 
 
 # --- proxies ------------------------------------------------------------------------------------
@@ -233,7 +266,7 @@ def _viewing(port: int, n: int, report: dict[str, Any]) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--role", choices=("bench", "upstream", "viewers", "client"), default="bench")
+    ap.add_argument("--role", choices=("bench", "upstream", "viewers", "client", "busy"), default="bench")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--levels", default="1,16,64,256")
     ap.add_argument("--proxies", default="direct,wirecheck,nginx,mitmproxy")
@@ -252,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
         help="with --workers: extra levels for direct, wirecheck and wirecheck-wN",
     )
     ap.add_argument("--clients", type=int, default=1, help="client processes that share the load")
+    ap.add_argument(
+        "--contend", type=int, default=0, help="N processes keeping a core busy each, the whole run"
+    )
     ap.add_argument("--streams", type=int, default=0, help=argparse.SUPPRESS)  # --role client
     ap.add_argument("--stream-s", type=float, default=0.0, help=argparse.SUPPRESS)  # --role client
     ap.add_argument("--out", default=str(HERE / "results" / "proxy_overhead.json"))
@@ -267,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.role == "viewers":
         asyncio.run(viewers(args.port, args.viewers))
+        return 0
+    if args.role == "busy":
+        _busy(args.port)
         return 0
 
     levels = [int(x) for x in args.levels.split(",")]
@@ -303,6 +342,10 @@ def main(argv: list[str] | None = None) -> int:
             str(args.interval_ms),
         ]
     )
+    busy = [
+        subprocess.Popen([sys.executable, __file__, "--role", "busy", "--port", str(i)])
+        for i in range(args.contend)
+    ]
     rows: list[dict[str, Any]] = []
     try:
         _wait_port(up_port, up)
@@ -321,18 +364,28 @@ def main(argv: list[str] | None = None) -> int:
                         pid = proc.pid if proc else None
                         cpu0, main0 = _tree_cpu_s(pid), _cpu_s(pid)
                         result = asyncio.run(_measure(port, level, args, stream_s, pid))
-                        result["cpu_s"] = _tree_cpu_s(pid) - cpu0
+                        result["cpu_load_s"] = _tree_cpu_s(pid) - cpu0
                         result["main_cpu_s"] = _cpu_s(pid) - main0
+                        # what was left to check when the load ended is part of the level's cost
+                        result["catchup_s"] = (
+                            _catch_up(tmp / f"{kind}.db") if kind.startswith("wirecheck") else 0.0
+                        )
+                        result["cpu_s"] = _tree_cpu_s(pid) - cpu0
                         raw[(kind, level)] = result
             for kind in proxies:
                 for level in levels_of(kind):
                     rows.append(row(kind, level, raw[(kind, level)], raw[("direct", level)]))
+            vs_nginx(rows)
     finally:
         up.send_signal(signal.SIGTERM)
         up.wait(timeout=10)
+        for b in busy:
+            b.kill()
+            b.wait(timeout=10)
 
+    contended = f"; {args.contend} other process(es) keeping a core busy each" if args.contend else ""
     print(
-        f"paced SSE upstream: {args.events} events x {args.interval_ms:g} ms; {args.duration:g} s of load a level; {os.cpu_count()} cores"
+        f"paced SSE upstream: {args.events} events x {args.interval_ms:g} ms; {args.duration:g} s of load a level; {os.cpu_count()} cores{contended}"
     )
     print_table(rows)
     if viewer_events:
@@ -354,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
             "duration_s": args.duration,
             "clients": args.clients,
             "workers": args.workers,
+            "contend": args.contend,
             "rows": rows,
             "viewers": viewer_events or None,
             "targets": [{"target": n, "met": ok, "detail": d} for n, ok, d in checks],

@@ -33,7 +33,7 @@ from ._json import JsonLimitError
 from ._json import loads as bounded_loads
 from ._known_bugs import KNOWN_BUGS
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP
-from ._pairs import TapPair, TapSet, TwinPair, pair_taps, pair_twins, request_fingerprint
+from ._pairs import TapPair, TapSet, TwinPair, pair_taps, pair_twins, request_fingerprint, twin_key
 from ._redact import DEFAULT_REDACTION, REDACTED, Redaction
 from ._registry import REGISTRY, CheckConfig, Fault, Finding, Hit, Rule, Severity, hit, rule, rules
 from ._report import render_json, render_junit, render_rules_markdown, render_text
@@ -139,6 +139,7 @@ __all__ = [
     "rule",
     "rules",
     "server_version",
+    "twin_key",
     "unknown_family_note",
     "write_exchanges",
 ]

@@ -22,6 +22,7 @@ field: the proxy can ask ``/version``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -103,7 +104,7 @@ class KnownBug:
         return sum(1 for g in given if g) + len(self.request)
 
     def explains(self, rule_id: str) -> bool:
-        return any(fnmatchcase(rule_id, p) for p in self.rules)
+        return _explains(self.rules, rule_id)
 
     def matches(self, view: ExchangeView) -> bool:
         if self.endpoints and view.endpoint not in self.endpoints:
@@ -142,6 +143,13 @@ class KnownBug:
 
 
 _MISSING = object()
+
+
+@functools.lru_cache(maxsize=4096)
+def _explains(patterns: tuple[str, ...], rule_id: str) -> bool:
+    # asked for every catalogue entry and every finding (the live checker's, batch after batch):
+    # the few rule ids there are, matched once each
+    return any(fnmatchcase(rule_id, p) for p in patterns)
 
 
 def _dig(obj: Any, path: str) -> Any:
@@ -236,13 +244,17 @@ def name_known_bugs(
 ) -> None:
     """Name the known bug that explains each finding (see the module docstring)."""
     entries = list(catalogue)
+    explaining: dict[str, list[KnownBug]] = {}  # rule id -> the entries that explain its findings
     for f in findings:
         view = views.get(f.exchange_id)
         if view is None or f.severity == "info":
             continue
         best: tuple[KnownBug, str | None, bool | None] | None = None
-        for bug in entries:
-            if not bug.explains(f.rule) or not bug.matches(view):
+        candidates = explaining.get(f.rule)
+        if candidates is None:
+            candidates = explaining[f.rule] = [bug for bug in entries if bug.explains(f.rule)]
+        for bug in candidates:
+            if not bug.matches(view):
                 continue
             version = server_version(view, bug.product, configured_version)
             affected = _affected(bug, version)

@@ -390,6 +390,8 @@ def _near(engines: list[_Side], starts: list[float], c: _Side, window_s: float) 
 def pair_taps(views: list[ExchangeView], *, window_s: float = PAIR_WINDOW_S) -> list[TapPair]:
     """Caller/engine pairs by correlation, then completion id, then fingerprint and time; an engine
     exchange left over that repeats a paired caller request inside its time is a retry of it."""
+    if not any(v.tap == ENGINE for v in views) or not any(v.tap == CALLER for v in views):
+        return []  # one tap only (a single-tap capture): nothing to pair, and no side worked out
     callers = sorted((_side(v) for v in views if v.tap == CALLER), key=lambda s: s.start or 0.0)
     timed = sorted((_side(v) for v in views if v.tap == ENGINE), key=lambda s: s.start or 0.0)
     engines = [e for e in timed if e.start is not None] + [e for e in timed if e.start is None]
@@ -481,8 +483,11 @@ def twin_key(view: ExchangeView) -> tuple[str, str] | None:
     can have no twin: :func:`pair_twins` pairs only views of one key."""
     if not view.ok or not view.req:
         return None
-    # the endpoint is part of the key: a Responses call is no twin of the same chat request
-    return (view.tap, f"{view.endpoint}:{request_fingerprint(view)}")
+    key: tuple[str, str] | None = view.memo.get("twin_key")
+    if key is None:
+        # the endpoint is part of the key: a Responses call is no twin of the same chat request
+        key = view.memo["twin_key"] = (view.tap, f"{view.endpoint}:{request_fingerprint(view)}")
+    return key
 
 
 def _times(view: ExchangeView) -> tuple[float | None, float | None]:

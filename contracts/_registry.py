@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Self
 
 from ._errors import ConfigError
 from ._families import FAMILY_CHOICES
@@ -153,7 +153,50 @@ class Rule:
         return endpoint is None or not self.endpoints or endpoint in self.endpoints
 
 
-REGISTRY: dict[str, Rule] = {}
+class _Registry(dict[str, Rule]):
+    """The rules by id, counting its changes: ``rules()`` sorts it once per change, not once per
+    exchange checked (every view asks for its rules)."""
+
+    version = 0
+
+    def _changed(self) -> None:
+        self.version += 1
+
+    def __setitem__(self, key: str, value: Rule) -> None:
+        super().__setitem__(key, value)
+        self._changed()
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self._changed()
+
+    def pop(self, key: str, *default: Any) -> Any:
+        self._changed()
+        return super().pop(key, *default)
+
+    def popitem(self) -> tuple[str, Rule]:
+        self._changed()
+        return super().popitem()
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        self._changed()
+        return super().setdefault(key, default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._changed()
+        super().update(*args, **kwargs)
+
+    def clear(self) -> None:
+        self._changed()
+        super().clear()
+
+    def __ior__(self, other: Any) -> Self:  # type: ignore[misc,override]  # dict's |= skips update()
+        self.update(other)
+        return self
+
+
+REGISTRY: dict[str, Rule] = _Registry()
+_RULES: dict[str | None, tuple[int, list[Rule]]] = {}  # scope -> (the registry's version, its rules)
 _ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 _SCOPES = ("exchange", "taps", "twins", "set")
 
@@ -208,7 +251,14 @@ def _summary_and_why(rule_id: str, docstring: str | None) -> tuple[str, str]:
 
 def rules(scope: str | None = None) -> list[Rule]:
     """The registered rules, in id order (the catalogue order)."""
-    return [r for _, r in sorted(REGISTRY.items()) if scope is None or r.scope == scope]
+    version = getattr(REGISTRY, "version", None)
+    held = _RULES.get(scope)
+    if held is not None and version is not None and held[0] == version:
+        return list(held[1])
+    found = [r for _, r in sorted(REGISTRY.items()) if scope is None or r.scope == scope]
+    if version is not None:
+        _RULES[scope] = (version, found)
+    return list(found)
 
 
 @dataclass(kw_only=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -114,16 +115,30 @@ def _tool_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         if not isinstance(params, dict):
             yield hit(f"{name}: parameters is not an object", "/request/body/tools")
             continue
-        try:
-            Draft202012Validator.check_schema(params)
-        except SchemaError as exc:
-            yield hit(f"{name}: {exc.message}", "/request/body/tools", json.dumps(params)[:200])
-        except RecursionError:
-            # the meta-schema validation recurses per level
-            yield hit(
-                f"{name}: parameters nest deeper than the JSON Schema validator can follow",
-                "/request/body/tools",
-            )
+        text = json.dumps(params)
+        problem = _schema_problem(text)
+        if problem is None:
+            continue
+        too_deep, message = problem
+        if too_deep:
+            yield hit(f"{name}: {message}", "/request/body/tools")
+        else:
+            yield hit(f"{name}: {message}", "/request/body/tools", text[:200])
+
+
+@lru_cache(maxsize=512)
+def _schema_problem(params_json: str) -> tuple[bool, str] | None:
+    """Why these tool parameters (as JSON, in their own key order) are not a valid JSON Schema:
+    (too deep to follow, message), or None. The meta-schema check is the costliest step of checking
+    an exchange with tools (a quarter of benchmarks/check_throughput.py), and an agent sends the same
+    tools with every request: each distinct schema is checked once."""
+    try:
+        Draft202012Validator.check_schema(json.loads(params_json))
+    except SchemaError as exc:
+        return False, str(exc.message)
+    except RecursionError:  # the meta-schema validation recurses per level
+        return True, "parameters nest deeper than the JSON Schema validator can follow"
+    return None
 
 
 @rule("http-server-error", fault=Fault.ENGINE, area="http", endpoints=ALL_ENDPOINTS)

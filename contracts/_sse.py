@@ -121,9 +121,15 @@ class SSEDecoder:
             return out
         lines = (self._buf + text).split("\n")
         self._buf = lines.pop()
+        data = self._data
         for line in lines:
             if not line:
                 self._dispatch(out)
+                data = self._data
+            elif line.startswith("data: "):
+                # nearly every line of a model's stream: what _process_line does with it, in line
+                self._lines += 1
+                data.append(line[6:])
             else:
                 self._lines += 1
                 self._process_line(line, out)

@@ -32,7 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter
 
 from wirecheck.contracts import (
     DEFAULT_REDACTION,
@@ -45,6 +45,7 @@ from wirecheck.contracts import (
 )
 from wirecheck.record import Correlator, Sink, correlation_secret
 
+from ._histogram import LoopHistogram
 from ._http import CUT, DIRECT_BODY, TARGET, DirectBody
 from ._upstream import (
     Batch,
@@ -122,12 +123,12 @@ class Metrics:
         self.drops = Counter(
             "wirecheck_store_drops", "Exchanges dropped because the store queue was full.", registry=r
         )
-        self.added = Histogram(
+        self.added = LoopHistogram(
             "wirecheck_added_latency_seconds",
             "Time from an upstream read's arrival to its hand-off downstream (once per downstream write).",
-            ["tap"],
-            buckets=(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05),
-            registry=r,
+            "tap",
+            (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05),
+            r,
         )
         self.findings = Counter(
             "wirecheck_findings",
@@ -186,6 +187,7 @@ class ProxyApp:
         #: the live checker's state for health (set by the runner)
         self.checks: Callable[[], dict[str, Any]] | None = None
         self._corr = Correlator(cfg.correlation_secret or correlation_secret())
+        self._children: dict[tuple[int, str], Any] = {}
 
     async def aclose(self) -> None:
         if self._version is not None:
@@ -373,7 +375,6 @@ class ProxyApp:
         direct: DirectBody | None = None,
         scope_ext: dict[str, Any] | None = None,
     ) -> None:
-        tap = self.cfg.tap
         if self._version is not None:
             self._version.ask()
         try:
@@ -457,7 +458,7 @@ class ProxyApp:
                         _log.warning(
                             "wirecheck proxy: %s tap: %s after %d bytes (%s); the caller's connection "
                             "was cut",
-                            tap,
+                            self.cfg.tap,
                             outcome.replace("_", " "),
                             sizes[0],
                             str(err)[:200],
@@ -466,10 +467,10 @@ class ProxyApp:
         finally:
             watcher.cancel()
             await upstream.aclose()
-            self.metrics.bytes.labels(tap=tap, direction="response").inc(sizes[0])
+            self._series(self.metrics.bytes, "response").inc(sizes[0])
             if sizes[0] > self.cfg.record_limit:
                 _mark_truncated(ex, "response", self.cfg.record_limit, sizes[0])
-            self.metrics.bytes.labels(tap=tap, direction="request").inc(len(body))
+            self._series(self.metrics.bytes, "request").inc(len(body))
             self._finish(ex, outcome)
 
     async def _pump(
@@ -483,13 +484,15 @@ class ProxyApp:
         sizes: list[int],
         direct: DirectBody | None,
     ) -> None:
-        tee = _Tee(chunks, t0, self.cfg.record_limit, self.metrics.added.labels(tap=self.cfg.tap))
+        added = self.metrics.added.labels(self.cfg.tap)
+        tee = _Tee(chunks, t0, self.cfg.record_limit, added)
         try:
             await send({"type": "http.response.start", "status": upstream.status, "headers": headers})
         except OSError as exc:
             raise _DownstreamGone(str(exc)) from exc
         try:
             if direct is not None and upstream.relay is not None and direct.usable():
+                tee = _DirectSink(chunks, t0, self.cfg.record_limit, added, direct)
                 await _relay(upstream.relay, direct, tee)
             else:
                 async for batch in upstream.batches:
@@ -523,8 +526,17 @@ class ProxyApp:
         await send({"type": "http.response.body", "body": body, "more_body": False})
         self._finish(ex, outcome)
 
+    def _series(self, counter: Counter, value: str) -> Any:
+        """``counter``'s child for this tap and ``value`` (its second label): ``labels()`` checks and
+        looks up its arguments under a lock on every call, several times per exchange."""
+        key = (id(counter), value)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = counter.labels(self.cfg.tap, value)
+        return child
+
     def _finish(self, ex: Exchange, outcome: str) -> None:
-        self.metrics.exchanges.labels(tap=self.cfg.tap, outcome=outcome).inc()
+        self._series(self.metrics.exchanges, outcome).inc()
         ex.extra["_ended_mono"] = time.monotonic()
         if self._version is not None:
             self._version.stamp(ex)
@@ -565,18 +577,38 @@ class _Tee:
         self.added.observe(time.monotonic() - batch[0][0])
 
 
-async def _relay(relay: Callable[[BodySink], Awaitable[bool]], direct: DirectBody, tee: _Tee) -> None:
+class _DirectSink(_Tee):
+    """The tee as the upstream's read callback's sink, writing each read's pieces straight to the
+    caller (``DirectBody``): the work of every forwarded event is here, in one call (it was five
+    calls of a closure, the tee and the histogram)."""
+
+    __slots__ = ("_full", "_gone", "_write")
+
+    def __init__(self, chunks: list[Chunk], t0: float, limit: int, added: Any, direct: DirectBody) -> None:
+        super().__init__(chunks, t0, limit, added)
+        self._gone, self._write, self._full = direct.gone, direct.write, direct.full
+
+    def __call__(self, batch: Batch) -> bool:
+        if self._gone():
+            return False
+        if len(batch) == 1:
+            arrived, data = batch[0]
+            self.size += len(data)
+            if self.room > 0:
+                kept = data if len(data) <= self.room else data[: self.room]
+                self.room -= len(kept)
+                self.chunks.append(Chunk((arrived - self.t0) * 1000.0, kept))
+        else:
+            arrived, data = batch[0][0], self.take(batch)
+        self._write(data)
+        self.added.observe(time.monotonic() - arrived)
+        return not self._full()
+
+
+async def _relay(relay: Callable[[BodySink], Awaitable[bool]], direct: DirectBody, sink: _DirectSink) -> None:
     """The body from the upstream's read callback straight to the caller's socket: per
     read one record entry and one write, with no task step; this task wakes only when the caller's
     buffer is full (to wait for it to drain) and at the end."""
-
-    def sink(batch: Batch) -> bool:
-        if direct.gone():
-            return False
-        direct.write(tee.take(batch))
-        tee.sent(batch)
-        return not direct.full()
-
     while not await relay(sink):
         if direct.gone():  # a closed connection stays closed: the sink stopped for it, or will
             raise _DownstreamGone("the caller's connection closed")

@@ -37,7 +37,7 @@ import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import httptools
 
@@ -148,8 +148,9 @@ class HttpConnection(asyncio.Protocol):
     # --- the transport's side ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport, but not an asyncio.Transport instance on uvloop (the forwarding
+        # processes' loop): its classes implement the same methods without subclassing
+        self.transport = cast(asyncio.Transport, transport)
         self.listener.connections.add(self)
         if self.cfg.send_buffer:
             sock = transport.get_extra_info("socket")

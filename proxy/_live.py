@@ -35,6 +35,7 @@ from wirecheck.contracts import (
     Severity,
     build_view,
     check_exchanges,
+    twin_key,
 )
 from wirecheck.record import LIVE_CHECK_SKIPPED, Store
 
@@ -56,8 +57,14 @@ NEIGHBOUR_S = 5.0
 #: was killed (tests/hostile/test_orphans.py), and the gain could not be shown beyond noise
 CHECKER_NICE_ENV = "WIRECHECK_CHECKER_NICE"
 CHECKER_NICE = 0
+#: exchanges claimed at once at the most
+BATCH = 500
 #: views the checker keeps between batches at the most (see :class:`Recent`)
 RECENT_MAX = 20_000
+
+
+#: any row version (see :meth:`Recent.exchange`)
+ANY = object()
 
 
 class Recent:
@@ -65,44 +72,72 @@ class Recent:
 
     Each batch is checked with everything recorded ``NEIGHBOUR_S`` around it, and consecutive batches
     share most of those exchanges: reading them from the store and parsing them again in every batch
-    was two thirds of the checker's CPU at 128 streams. A stored exchange never changes,
-    so its view can be reused; views that started before the last batch's window are let go, which
-    keeps about what one batch held at once anyway, and never more than ``limit``."""
+    was two thirds of the checker's CPU at 128 streams. A batch's own exchanges were mostly read
+    already, as an earlier batch's neighbours: they are not read again either, unless the row was
+    written again since (each view is kept with its row's version, ``ended_at``, which a write of the
+    same id changes). Views that started before the last batch's window are let go, which keeps about
+    what one batch held at once anyway, and never more than ``limit``."""
 
     def __init__(self, limit: int = RECENT_MAX) -> None:
         self.limit = limit
-        self._views: dict[str, tuple[float, ExchangeView]] = {}
+        self._views: dict[str, tuple[float, Any, ExchangeView]] = {}  # id -> (start, version, view)
+        self._read: dict[str, Any] = {}  # id -> version of the exchanges read, views not built yet
 
     def __len__(self) -> int:
         return len(self._views)
 
-    def exchange(self, exchange_id: str) -> Exchange | None:
+    def exchange(self, exchange_id: str, version: Any = ANY) -> Exchange | None:
+        """The kept exchange of this id (when ``version`` is given: only if it is that row version)."""
         held = self._views.get(exchange_id)
-        return None if held is None else held[1].ex
+        if held is None or (version is not ANY and held[1] != version):
+            return None
+        return held[2].ex
+
+    def read(self, ex: Exchange, version: Any) -> None:
+        """An exchange just read from the store at this row version (kept once its view is built)."""
+        self._read[ex.id] = version
 
     def view(self, ex: Exchange) -> ExchangeView:
         held = self._views.get(ex.id)
-        if held is not None:
-            return held[1]
+        if held is not None and held[2].ex is ex:
+            return held[2]
         view = build_view(ex)
         start = ex.started_epoch
+        version = self._read.pop(ex.id, None)
         if start is not None:  # without a time it can never be a neighbour again: not kept
-            self._views[ex.id] = (start, view)
+            self._views.pop(ex.id, None)
+            self._views[ex.id] = (start, version, view)
             if len(self._views) > self.limit:
                 del self._views[next(iter(self._views))]  # the first kept
         return view
 
     def forget_before(self, t: float) -> None:
         self._views = {k: v for k, v in self._views.items() if v[0] >= t}
+        self._read.clear()
+
+
+def _load(store: Store, rows: list[tuple[str, Any]], recent: Recent) -> list[Exchange]:
+    """The exchanges of these (id, version) rows, in their order: from ``recent`` where it holds the
+    row (at that version, unless ``ANY``), the rest from the store (in bounded statements: SQLite's
+    variable limit)."""
+    held: dict[str, Exchange | None] = {i: recent.exchange(i, v) for i, v in rows}
+    missing = [i for i, _ in rows if held[i] is None]
+    versions = dict(rows)
+    for k in range(0, len(missing), 500):
+        for got in store.exchanges_for(missing[k : k + 500], []):
+            recent.read(got, versions.get(got.id))
+            held[got.id] = got
+    # None: a row that is not an exchange any more (never deleted today)
+    return [ex for i, _ in rows if (ex := held.get(i)) is not None]
 
 
 def check_ids(store: Store, ids: list[str], *, config: CheckConfig | None = None) -> int:
     """Check these exchanges (with their other tap's side) and store their findings."""
     if not ids:
         return 0
-    own = store.exchanges_for(ids, [])
-    corrs = sorted({e.correlation for e in own if e.correlation})
-    _check_batch(store, ids, store.exchanges_for(ids, corrs) if corrs else own, config, Recent())
+    corrs = sorted({e.correlation for e in store.exchanges_for(ids, []) if e.correlation})
+    recent = Recent()
+    _check_batch(store, ids, _load(store, store.rows_for(ids, corrs), recent), config, recent)
     return len(ids)
 
 
@@ -117,16 +152,15 @@ def check_pending(
     """Check every settled, unchecked exchange once; returns how many were checked. ``announce``
     (a callable) hears the ids before they are checked, and ``None`` after. ``recent``: views kept
     from the last batch (the worker's; none: every exchange is read from the store)."""
-    pending = store.claim_unchecked(settle_s)
+    pending = store.claim_unchecked(settle_s, limit=BATCH)
     if not pending:
         return 0
     ids = [i for i, _ in pending]
     corrs = sorted({c for _, c in pending if c})
     if announce is not None:
         announce(ids)
-    _check_batch(
-        store, ids, store.exchanges_for(ids, corrs), config, recent if recent is not None else Recent()
-    )
+    recent = recent if recent is not None else Recent()
+    _check_batch(store, ids, _load(store, store.rows_for(ids, corrs), recent), config, recent)
     if announce is not None:
         announce(None)
     return len(ids)
@@ -165,18 +199,19 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> list[Exc
     hi = datetime.fromtimestamp(times[-1] + NEIGHBOUR_S, UTC).isoformat()
     have = {ex.id for ex in batch}
     # the order stays the write order (the twins of one request pair first with first)
-    ids = [i for i in store.ids_between(lo, hi) if i not in have]
-    missing = [i for i in ids if recent.exchange(i) is None]
-    loaded: dict[str, Exchange] = {}
-    for k in range(0, len(missing), 500):  # bounded statements (SQLite's variable limit)
-        loaded.update((ex.id, ex) for ex in store.exchanges_for(missing[k : k + 500], []))
-    out: list[Exchange] = []
-    for i in ids:
-        held = recent.exchange(i)
-        got = held if held is not None else loaded.get(i)
-        if got is not None:  # None: a row that is not an exchange any more (never deleted today)
-            out.append(got)
-    return out
+    around = _load(store, [r for r in store.rows_between(lo, hi) if r[0] not in have], recent)
+    if len({ex.tap for ex in batch} | {ex.tap for ex in around}) > 1:
+        return around  # more than one tap: any of them may be a partner
+    # one tap: nothing pairs across taps (nor can the taps go unpaired), so of the exchanges around
+    # only a twin of one in the batch (the same request, streamed or not) changes its findings
+    # (a twin pairs a streamed and a plain exchange of one key: a key seen one way only pairs nothing)
+    kinds: dict[tuple[str, str], set[bool]] = {}
+    for ex in (*batch, *around):
+        view = recent.view(ex)
+        if (k := twin_key(view)) is not None:
+            kinds.setdefault(k, set()).add(view.kind == "stream")
+    keys = {k for ex in batch if (k := twin_key(recent.view(ex))) is not None and len(kinds[k]) == 2}
+    return [ex for ex in around if keys and twin_key(recent.view(ex)) in keys]
 
 
 def run_checker(
@@ -218,7 +253,12 @@ def run_checker(
                 check_ids(store, [one], config=config)
                 announce(None)
             isolate = None
-            if check_pending(store, settle_s=settle_s, config=config, announce=announce, recent=recent) == 0:
+            # a batch costs its exchanges and the window around it: batches back to back took one or
+            # two exchanges each, all but the first, so the next waits unless this one left a backlog
+            if (
+                check_pending(store, settle_s=settle_s, config=config, announce=announce, recent=recent)
+                < BATCH
+            ):
                 stop.wait(interval_s)
             delay = interval_s
         except Exception as exc:  # the database failed (full disk, lost server): wait, reopen, go on

@@ -20,6 +20,7 @@ from ._app import Metrics, ProxyApp, TapConfig
 from ._http import ListenerConfig
 from ._live import CheckerSupervisor, start_checker
 from ._liveview import SEND_BUFFER, LiveView
+from ._loop import run_loop
 from ._server import Listener, settle_gc
 from ._viewproc import ViewProcess
 
@@ -148,7 +149,7 @@ def run_proxy(run: ProxyRun) -> int:
     if run.admin is not None:
         print(f"wirecheck proxy: admin on http://{run.admin[0]}:{run.admin[1]}/wirecheck/health", flush=True)
     try:
-        asyncio.run(_serve(run, store, checker))
+        run_loop(_serve(run, store, checker))
     finally:
         if store is not None:
             store.flush()  # everything queued is written, then the worker checks what is left

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._http import App, HttpConnection, ListenerConfig, Message
+from ._loop import run_loop
 
 __all__ = ["Listener", "serve_listener", "settle_gc"]
 
@@ -146,9 +147,9 @@ async def _first(wait: Any, task: asyncio.Task[None]) -> None:
 
 @contextlib.contextmanager
 def serve_listener(app: App, port: int = 0, *, config: ListenerConfig | None = None) -> Iterator[str]:
-    """``app`` on ``127.0.0.1:port`` (0: a free one) in a ``Listener`` of its own, on an event loop in
-    a thread, until the block ends; yields its URL. What a test or a script serves a ``ProxyApp`` (or
-    the admin app) with, exactly as ``wirecheck proxy`` does."""
+    """``app`` on ``127.0.0.1:port`` (0: a free one) in a ``Listener`` of its own, on the forwarding
+    processes' event loop (``run_loop``) in a thread, until the block ends; yields its URL. What a test
+    or a script serves a ``ProxyApp`` (or the admin app) with, exactly as ``wirecheck proxy`` does."""
     ready = threading.Event()
     got: dict[str, Any] = {}
 
@@ -166,7 +167,7 @@ def serve_listener(app: App, port: int = 0, *, config: ListenerConfig | None = N
         await stop.wait()
         await listener.stop(grace_s=5)
 
-    thread = threading.Thread(target=asyncio.run, args=(main(),), name="wirecheck-listener", daemon=True)
+    thread = threading.Thread(target=run_loop, args=(main(),), name="wirecheck-listener", daemon=True)
     thread.start()
     if not ready.wait(30) or "error" in got:
         raise RuntimeError(f"a listener could not start on port {port}: {got.get('error')!r}")

@@ -202,11 +202,15 @@ class _Conn(asyncio.Protocol):
             if not self.headers_done and self.head_bytes > _MAX_HEAD:
                 self.error = UpstreamBroken(f"response head over {_MAX_HEAD} bytes")
                 self.close()
-        if self.sink is not None:
+        sink = self.sink
+        if sink is not None:
             # relayed: what this read brought goes on now, in this callback; the waiting
             # task is woken only at the end, on an error, or when the sink says stop
             if self.pieces:
-                self.hand_on()
+                batch, self.pieces = self.pieces, []
+                self.buffered = 0
+                if not sink(batch):
+                    self._halt()
             if self.halted or self.complete or self.error is not None:
                 self._wake()
             return
@@ -220,10 +224,14 @@ class _Conn(asyncio.Protocol):
         batch, self.pieces = self.pieces, []
         self.buffered = 0
         if not self.sink(batch):
-            self.halted = True
-            if not self.paused and self.transport is not None and not self.closed:
-                self.paused = True
-                self.transport.pause_reading()
+            self._halt()
+
+    def _halt(self) -> None:
+        """The sink said stop: reading waits until it is handed on again."""
+        self.halted = True
+        if not self.paused and self.transport is not None and not self.closed:
+            self.paused = True
+            self.transport.pause_reading()
 
     def eof_received(self) -> bool:
         return False  # close our side too

@@ -41,6 +41,7 @@ from wirecheck.record import Store, correlation_secret
 
 from ._lifeline import guard
 from ._live import CheckerSupervisor, start_checker
+from ._loop import run_loop
 from ._runner import ProxyRun, _serve
 
 __all__ = ["WorkerPool", "reuseport_sockets", "run_workers"]
@@ -85,7 +86,7 @@ def _worker_main(
     store = Store(run.store_path, writer=True) if run.store_path else None
     guard(lifeline, parent_pid, on_message)
     try:
-        asyncio.run(_serve(run, store, None, sockets=sockets))
+        run_loop(_serve(run, store, None, sockets=sockets))
     finally:
         if store is not None:
             store.close()  # every exchange this worker queued is written

@@ -32,10 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wirecheck.contracts import Exchange, Fault, Finding, InputError, Severity, dump_exchange, load_exchange
+from wirecheck.contracts import Exchange, Fault, Finding, InputError, Severity, dump_exchange
 
 from ._backend import SCHEMA_VERSION, Backend
 from ._postgres import PostgresBackend, is_postgres
+from ._rows import row_document, row_exchange
 from ._sqlite import SQLITE_MAGIC, SqliteBackend
 
 __all__ = [
@@ -48,11 +49,13 @@ __all__ = [
     "store_notes",
 ]
 
-_COLUMNS = "id, tap, correlation, started_at, ended_mono, ended_at, replica, method, path, status, error, doc"
+_COLUMNS = (
+    "id, tap, correlation, started_at, ended_mono, ended_at, replica, method, path, status, error, doc, body"
+)
 #: one spelling for both backends (SQLite >= 3.24): a re-written id keeps its row and place, and is
 #: checked again
 _UPSERT = (
-    f"INSERT INTO exchanges({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    f"INSERT INTO exchanges({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (id) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS.split(", ")[1:])
     + ", checked = 0"
@@ -61,8 +64,12 @@ _UPSERT = (
 _PAGE = 64
 #: a claim left by a checking worker that died is taken over after this long
 CLAIM_TIMEOUT_S = 60.0
-#: how long the writer waits after the first exchange of a batch for more to arrive
-LINGER_S = 0.02
+#: how long the writer waits after the first exchange of a batch for more to arrive: each
+#: transaction costs about 380 us of the proxy process's CPU besides its rows (the index pages it
+#: writes again), so at 150 exchanges a second 20 ms (batches of 4) cost 150 us an exchange and
+#: 100 ms (batches of 15) 75 us. An exchange reaches the store that much later (the live checker
+#: waits a second anyway)
+LINGER_S = 0.1
 
 
 def is_store(path: str | Path) -> bool:
@@ -125,9 +132,18 @@ class Store:
         self._gap: list[Any] = []  # [count, first, last] of drops not yet written
         self._gap_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        # a store of an older schema, read-only, has no body column (record/_rows.py): none is read
+        self._body = "body" if self._has_body() else "NULL"
         if writer:
             self._thread = threading.Thread(target=self._run, name="wirecheck-store-writer", daemon=True)
             self._thread.start()
+
+    def _has_body(self) -> bool:
+        try:
+            self._rows("SELECT body FROM exchanges WHERE 1 = 0")
+        except Exception:  # no such column (SQLite and PostgreSQL word it differently)
+            return False
+        return True
 
     # --- the request path ------------------------------------------------------------------------
 
@@ -265,7 +281,7 @@ class Store:
         rows = []
         now = time.time()
         for ex in batch:
-            doc = dump_exchange(ex)
+            doc, body = row_document(ex)
             ended = ex.extra.get("_ended_mono")
             doc.pop("_ended_mono", None)
             rows.append(
@@ -282,6 +298,7 @@ class Store:
                     ex.response.status if ex.response else None,
                     ex.error.kind if ex.error else None,
                     json.dumps(doc, ensure_ascii=False, separators=(",", ":")),
+                    body,
                 )
             )
         self._db.many(_UPSERT, rows)
@@ -318,26 +335,32 @@ class Store:
     ) -> Iterator[Exchange]:
         """Every exchange in write order; ``where`` is SQL (``WHERE ...``) with ``?`` placeholders
         (either backend). Read a page of rows at a time, so memory does not grow with the store; a
-        row whose document is over ``max_doc`` characters, or is not an exchange, is an
-        :class:`InputError` that names it (the store is a capture like any other)."""
+        row whose document (with the response bytes beside it) is over ``max_doc`` characters, or
+        is not an exchange, is an :class:`InputError` that names it (the store is a capture like
+        any other)."""
         cond = f"({where.strip()[len('WHERE') :]}) AND " if where.strip() else ""
-        size = "length(doc)"
-        doc = f"CASE WHEN {size} <= ? THEN doc END" if max_doc is not None else "doc"
+        size = f"length(doc) + COALESCE(length({self._body}), 0)"
+        doc, body = "doc", self._body
+        if max_doc is not None:
+            doc, body = (f"CASE WHEN {size} <= ? THEN {col} END" for col in (doc, body))
         last = -1
         while True:
-            limit_args = (max_doc,) if max_doc is not None else ()
+            limit_args = (max_doc, max_doc) if max_doc is not None else ()
             with self._lock:
                 rows = self._exec(
-                    f"SELECT seq, {doc}, {size}, id FROM exchanges WHERE {cond}seq > ? ORDER BY seq LIMIT ?",
+                    f"SELECT seq, {doc}, {size}, id, {body} FROM exchanges WHERE {cond}seq > ? "
+                    "ORDER BY seq LIMIT ?",
                     (*limit_args, *args, last, _PAGE),
                 ).fetchall()
-            for seq, text, length, ex_id in rows:
+            for seq, text, length, ex_id, data in rows:
                 last = seq
-                yield self._loaded(seq, ex_id, text, length, max_doc)
+                yield self._loaded(seq, ex_id, text, length, max_doc, body=data)
             if len(rows) < _PAGE:
                 return
 
-    def _loaded(self, seq: int, ex_id: Any, text: Any, length: Any, max_doc: int | None) -> Exchange:
+    def _loaded(
+        self, seq: int, ex_id: Any, text: Any, length: Any, max_doc: int | None, *, body: Any = None
+    ) -> Exchange:
         where = f"row {seq} (exchange {str(ex_id)[:80]!r})"
         if text is None:
             raise InputError(
@@ -354,7 +377,7 @@ class Store:
         except RecursionError:
             raise InputError(f"{where}: its document is nested too deep to read", source=self.path) from None
         try:
-            return load_exchange(obj, source=f"{self.path} {where}")
+            return row_exchange(obj, body, source=f"{self.path} {where}")
         except RecursionError:
             raise InputError(f"{where}: its document is nested too deep to read", source=self.path) from None
 
@@ -370,13 +393,31 @@ class Store:
             )
         )
 
-    def ids_between(self, lo: str, hi: str) -> list[str]:
-        """The ids of the exchanges that started between these two ISO times, in write order (the
-        live checker loads only those it does not hold already)."""
+    def rows_for(self, ids: list[str], correlations: list[str]) -> list[tuple[str, Any]]:
+        """(id, version) of the exchanges :meth:`exchanges_for` would read, in write order, without
+        reading them: the version (``ended_at``) changes when an id is written again, so a reader
+        that holds an exchange knows whether it is still the row's."""
+        if not ids and not correlations:
+            return []
+        marks_i = ",".join("?" * len(ids)) or "NULL"
+        marks_c = ",".join("?" * len(correlations)) or "NULL"
+        return [
+            (str(r[0]), r[1])
+            for r in self._rows(
+                f"SELECT id, ended_at FROM exchanges WHERE id IN ({marks_i}) OR correlation IN ({marks_c}) "
+                "ORDER BY seq",
+                (*ids, *correlations),
+            )
+        ]
+
+    def rows_between(self, lo: str, hi: str) -> list[tuple[str, Any]]:
+        """(id, version) of the exchanges that started between these two ISO times, in write order
+        (see :meth:`rows_for`). An index holds all it reads: the rows themselves are not touched."""
         rows = self._rows(
-            "SELECT id FROM exchanges WHERE started_at >= ? AND started_at <= ? ORDER BY seq", (lo, hi)
+            "SELECT id, ended_at FROM exchanges WHERE started_at >= ? AND started_at <= ? ORDER BY seq",
+            (lo, hi),
         )
-        return [str(r[0]) for r in rows]
+        return [(str(r[0]), r[1]) for r in rows]
 
     def count(self) -> int:
         with self._lock:
@@ -463,8 +504,14 @@ class Store:
     def exchange_doc(self, exchange_id: str) -> dict[str, Any] | None:
         """One exchange in its interchange form, or None."""
         with self._lock:
-            row = self._exec("SELECT doc FROM exchanges WHERE id = ?", (exchange_id,)).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+            row = self._exec(
+                f"SELECT seq, doc, {self._body} FROM exchanges WHERE id = ?", (exchange_id,)
+            ).fetchone()
+        if row is None:
+            return None
+        if row[2] is None:
+            return dict(json.loads(row[1]))
+        return dump_exchange(row_exchange(json.loads(row[1]), row[2], source=f"{self.path} row {row[0]}"))
 
     def recent_taps(self, limit: int) -> list[tuple[str, str | None]]:
         """(tap, correlation) of the last ``limit`` exchanges, newest first."""

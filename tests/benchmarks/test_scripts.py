@@ -30,10 +30,12 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
     proc = _bench(
         "proxy_overhead.py",
         *("--proxies", "direct,wirecheck,wirecheck-asgi", "--events", "3", "--interval-ms", "5"),
-        *("--levels", "1,4", "--duration", "0.5", "--out", str(out)),
+        *("--levels", "1,4", "--duration", "0.5", "--contend", "1", "--out", str(out)),
     )
     assert proc.returncode == 0, proc.stderr
-    rows = json.loads(out.read_text())["rows"]
+    res = json.loads(out.read_text())
+    rows = res["rows"]
+    assert res["contend"] == 1 and "keeping a core busy" in proc.stdout  # the run under contention
     assert {(r["proxy"], r["streams"]) for r in rows} == {
         ("direct", 1),
         ("direct", 4),
@@ -50,17 +52,21 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
     assert by[("direct", 4)]["cpu_us_per_event"] == 0.0
     assert by[("wirecheck", 4)]["cpu_us_per_event"] > 0 and by[("wirecheck", 4)]["events"] > 0
     assert all(0 < r["loadgen_cpu_pct"] <= 200 for r in rows)
-    assert "cpu/ev" in proc.stdout
+    assert "cpu/ev" in proc.stdout and "x nginx" in proc.stdout
+    # counted until the live checker has checked the level's every exchange
+    w = by[("wirecheck", 4)]
+    assert w["catchup_s"] > 0 and w["cpu_us_per_event"] >= w["cpu_load_us_per_event"] > 0
+    assert w["cpu_vs_nginx"] is None  # no nginx in this run
 
 
 def test_the_256_stream_targets_hold_for_the_deployed_rows_and_not_the_ab_baseline() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        from overhead_report import targets
+        from overhead_report import targets, vs_nginx
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
 
-    def row(proxy: str, p50: float, p99: float, ratio: float) -> dict[str, object]:
+    def row(proxy: str, p50: float, p99: float, ratio: float, cpu: float) -> dict[str, object]:
         return {
             "proxy": proxy,
             "streams": 256,
@@ -68,19 +74,30 @@ def test_the_256_stream_targets_hold_for_the_deployed_rows_and_not_the_ab_baseli
             "added_ttft_p99_ms": p99,
             "throughput_ratio": ratio,
             "rss_mb": 100.0,
+            "cpu_us_per_event": cpu,
+            "cpu_vs_nginx": None,
         }
 
     rows = [
-        row("wirecheck", 2.0, 17.0, 0.98),
-        row("wirecheck+10v", 3.0, 30.0, 0.98),  # viewers open: p99 over 25 ms
-        row("wirecheck-w2", 2.5, 13.7, 0.94),  # two workers: under 0.95x
-        row("wirecheck-asgi", 9.0, 60.0, 0.9),  # the A/B baseline: reported, not held to them
+        row("direct", 0.0, 0.0, 1.0, 0.0),
+        row("wirecheck", 2.0, 17.0, 0.98, 28.0),
+        row("wirecheck+10v", 3.0, 30.0, 0.98, 31.0),  # viewers open: p99 over 25 ms, CPU over 2x
+        row("wirecheck-w2", 2.5, 13.7, 0.94, 29.0),  # two workers: under 0.95x
+        row("wirecheck-asgi", 9.0, 60.0, 0.9, 40.0),  # the A/B baseline: reported, not held to them
+        row("nginx", 0.1, 0.5, 1.0, 15.0),
     ]
+    vs_nginx(rows)
+    assert rows[0]["cpu_vs_nginx"] is None and rows[1]["cpu_vs_nginx"] == 28.0 / 15.0
     got = {t: met for t, met, _ in targets(rows, [256]) if t.startswith("at 256 streams")}
+    timing = "added TTFT p50 <= 5 ms, p99 <= 25 ms, throughput >= 0.95x"
+    cpu = "CPU per event <= 2x nginx's (all processes, checking included)"
     assert got == {
-        "at 256 streams (wirecheck): added TTFT p50 <= 5 ms, p99 <= 25 ms, throughput >= 0.95x": True,
-        "at 256 streams (wirecheck+10v): added TTFT p50 <= 5 ms, p99 <= 25 ms, throughput >= 0.95x": False,
-        "at 256 streams (wirecheck-w2): added TTFT p50 <= 5 ms, p99 <= 25 ms, throughput >= 0.95x": False,
+        f"at 256 streams (wirecheck): {timing}": True,
+        f"at 256 streams (wirecheck): {cpu}": True,
+        f"at 256 streams (wirecheck+10v): {timing}": False,
+        f"at 256 streams (wirecheck+10v): {cpu}": False,
+        f"at 256 streams (wirecheck-w2): {timing}": False,
+        f"at 256 streams (wirecheck-w2): {cpu}": True,
     }
 
 

@@ -108,3 +108,19 @@ def test_a_rule_stays_silent_on_the_endpoints_it_does_not_judge(scratch: str) ->
     msg = aw.api_exchange("/v1/messages", aw.messages_req(), aw.messages_body())
     fired = {f.exchange_id for f in check_exchanges([chat, resp, msg]).findings if f.rule == scratch}
     assert fired == {chat.id}
+
+
+def test_the_rules_listed_follow_every_change_of_the_registry(scratch: str) -> None:
+    """``rules()`` keeps its sorted lists between calls: a rule registered or removed shows at once."""
+    before = [r.id for r in rules("exchange")]
+    assert scratch not in before
+
+    @rule(scratch, fault=Fault.MODEL, summary="Registered late.")
+    def _check(view: Any, ctx: Any) -> Iterator[Hit]:
+        yield from ()
+
+    assert [r.id for r in rules("exchange")] == sorted([*before, scratch])
+    assert scratch in [r.id for r in rules()]
+    rules("exchange").clear()  # what a caller does with its list leaves the registry's alone
+    REGISTRY.pop(scratch)
+    assert [r.id for r in rules("exchange")] == before

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from tests.contracts.test_focus import dual_tap_capture
-from wirecheck.contracts import Exchange
+from tests.support import wire
+from tests.support.wire import call, completion, message, tool_req
+from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
 from wirecheck.proxy import check_pending
 from wirecheck.proxy._live import CHECKER_NICE, CHECKER_NICE_ENV, Recent, start_checker
 from wirecheck.record import Store
@@ -63,6 +65,62 @@ def test_batches_with_kept_views_give_the_findings_of_batches_without(tmp_path: 
     # kept, a neighbour checked in an earlier batch is not read again (only a partner by correlation
     # is, with its batch); not kept, every batch reads its neighbours from the store again
     assert sum(kept_reads) < sum(plain_reads)
+
+
+def _single_tap_capture() -> list[Exchange]:
+    """One tap: twins (the same deterministic request streamed and not, with other arguments), exchanges
+    of one request streamed only, and others, all within one neighbour window."""
+    rq = tool_req(temperature=0)
+    other = completion(message(None, tool_calls=[call(args='{"city": "Paris"}')]), "tool_calls")
+    exs = [wire.streamed(tool_req(), wire.k2_tool_stream(), tap="caller", id=f"s{i}") for i in range(4)]
+    exs.append(wire.exchange(rq, other, tap="caller", id="t-plain"))
+    exs += [
+        wire.streamed(tool_req(user=f"u{i}"), wire.k2_tool_stream(), tap="caller", id=f"o{i}")
+        for i in range(3)
+    ]
+    exs.append(wire.streamed(rq, wire.k2_tool_stream(), tap="caller", id="t-stream"))
+    for n, ex in enumerate(exs):
+        ex.started_at = f"2026-12-03T10:00:0{n // 3}.{(n % 3) * 3}00+00:00"
+    return exs
+
+
+def test_one_tap_batches_get_the_findings_of_the_whole_check(tmp_path: Path) -> None:
+    # with one tap nothing pairs across taps, so the exchanges around a batch are narrowed to its
+    # twins' kin; the findings are those of one check of the whole capture, batch by batch
+    whole = check_exchanges(_single_tap_capture(), CheckConfig())
+    assert whole.twins == 1 and {f.rule for f in whole.findings if f.exchange_id == "t-stream"}
+    by_id = {ex.id: ex for ex in _single_tap_capture()}
+    store = Store(tmp_path / "one.db")
+    recent = Recent()
+    try:
+        for ids in (["s0", "t-plain", "s1"], ["o0", "s2"], ["t-stream", "o1", "s3", "o2"]):
+            store.write_now([by_id[i] for i in ids])
+            assert check_pending(store, settle_s=0, recent=recent) == len(ids)
+        got = sorted((f["exchange_id"], f["rule"], f["fault"], f["message"]) for f in store.findings())
+    finally:
+        store.close()
+    assert got == sorted((f.exchange_id, f.rule, str(f.fault), f.message) for f in whole.findings)
+
+
+def test_a_row_written_again_is_read_again(tmp_path: Path) -> None:
+    # the kept views are a cache of rows that do not change, except when an id is written again
+    # (the store then checks it again): that check reads what was written last
+    store = Store(tmp_path / "again.db")
+    recent = Recent()
+    good = completion(message(None, tool_calls=[call()]), "tool_calls")
+    bad = completion(message(None, tool_calls=[call(args='{"city": Tokyo}')]), "tool_calls")
+    good, bad = (wire.exchange(tool_req(), r, tap="caller", id="x") for r in (good, bad))
+    for ex in (good, bad):
+        ex.started_at = "2026-12-03T10:00:00.000+00:00"
+    try:
+        store.write_now([good])
+        check_pending(store, settle_s=0, recent=recent)
+        assert recent.exchange("x") is not None and not store.findings(exchange_id="x")
+        store.write_now([bad])
+        assert check_pending(store, settle_s=0, recent=recent) == 1
+        assert "tool-call-args-invalid-json" in {f["rule"] for f in store.findings(exchange_id="x")}
+    finally:
+        store.close()
 
 
 def test_views_are_let_go_by_time_and_by_count() -> None:

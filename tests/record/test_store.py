@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sqlite3
@@ -85,11 +86,25 @@ WRITER = textwrap.dedent(
 )
 
 
+def _rows(db: Path) -> int:
+    """The rows committed to ``db`` so far (0 before its table exists)."""
+    try:
+        with contextlib.closing(sqlite3.connect(db, timeout=10)) as conn:
+            return int(conn.execute("SELECT count(*) FROM exchanges").fetchone()[0])
+    except sqlite3.OperationalError:  # the writer has not created the table yet
+        return 0
+
+
 def test_sigkill_mid_write_never_corrupts_the_store(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     with process([sys.executable, "-c", WRITER, str(db)]) as proc:
         assert proc.stdout is not None
-        for _ in range(30):  # let it write a few thousand exchanges
+        for _ in range(30):  # let it queue a few thousand exchanges
+            proc.stdout.readline()
+        # and commit some (the writer lingers for a batch), then kill it while it writes the rest
+        deadline = time.monotonic() + 60
+        while _rows(db) <= 100:
+            assert time.monotonic() < deadline, "the writer committed nothing in 60 s"
             proc.stdout.readline()
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)

@@ -131,11 +131,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _proxy(args: argparse.Namespace) -> int:
-    from wirecheck.proxy import ADMIN_TOKEN_ENV, helper_priority, run_proxy
+    from wirecheck.proxy import ADMIN_TOKEN_ENV, event_loop_name, helper_priority, run_proxy
     from wirecheck.record import correlation_secret
 
     try:
         helper_priority()  # read again by each helper process: a typo is refused here, at the start
+        event_loop_name()  # the same for the event loop's choice
     except ValueError as exc:
         raise WirecheckError(str(exc)) from None
 

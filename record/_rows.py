@@ -1,0 +1,70 @@
+"""How an exchange lies in a store row: its interchange form (docs/exchange-format.md) as one JSON
+document, except the bytes of a response recorded chunk by chunk. Those go beside the document in the
+row's ``body`` column, joined as they arrived, and the document keeps each chunk's arrival offset and
+size (``stored_chunks``: ``t_us``, ``sizes``).
+
+In the interchange form each chunk is an object of its own, its bytes JSON text (or base64 when a
+chunk ends mid-character). For a streamed answer that was most of the writer's work in the
+proxy's process (a JSON string escaped per chunk, every quote of every SSE frame) and most of the
+live checker's work to read it back. As bytes they are written and read as they are. A row written
+before the ``body`` column existed (or a response without chunks) keeps its chunks in the document
+and reads as it always did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from wirecheck.contracts import Chunk, Exchange, InputError, dump_exchange, load_exchange
+
+__all__ = ["STORED_CHUNKS", "row_document", "row_exchange"]
+
+#: the response's key for the chunks whose bytes are in the ``body`` column
+STORED_CHUNKS = "stored_chunks"
+
+
+def row_document(ex: Exchange) -> tuple[dict[str, Any], bytes | None]:
+    """The row's document (redacted like every writer's: ``dump_exchange``) and its ``body``."""
+    resp = ex.response
+    if resp is None or resp.chunks is None:
+        return dump_exchange(ex), None
+    chunks = resp.chunks
+    doc = dump_exchange(dataclasses.replace(ex, response=dataclasses.replace(resp, chunks=[])))
+    stored: dict[str, Any] = doc["response"]
+    del stored["chunks"]
+    stored[STORED_CHUNKS] = {
+        # whole microseconds: what the interchange form keeps (t_ms to three places), as integers
+        "t_us": [round(round(c.t_ms, 3) * 1000) for c in chunks],
+        "sizes": [len(c.data) for c in chunks],
+    }
+    return doc, b"".join([c.data for c in chunks])
+
+
+def row_exchange(obj: Any, body: bytes | None, *, source: str) -> Exchange:
+    """The exchange of one row: its document (parsed) and its ``body`` column."""
+    if body is None:
+        return load_exchange(obj, source=source)
+    resp = obj.get("response") if isinstance(obj, dict) else None
+    if not isinstance(resp, dict) or not isinstance(stored := resp.pop(STORED_CHUNKS, None), dict):
+        raise _mismatch(source)
+    resp["chunks"] = []  # read as an empty chunked response, then given its chunks
+    ex = load_exchange(obj, source=source)
+    assert ex.response is not None and ex.response.chunks is not None
+    chunks = ex.response.chunks
+    data = bytes(body)
+    try:
+        times, sizes = stored["t_us"], stored["sizes"]
+        if len(times) != len(sizes) or min(sizes, default=0) < 0 or sum(sizes) != len(data):
+            raise ValueError
+        pos = 0
+        for t, n in zip(times, sizes, strict=True):
+            chunks.append(Chunk(t / 1000.0, data[pos : pos + n]))
+            pos += n
+    except (KeyError, TypeError, ValueError):
+        raise _mismatch(source) from None
+    return ex
+
+
+def _mismatch(source: str) -> InputError:
+    return InputError("the row's body and its stored chunks do not match", source=source)

@@ -1,0 +1,109 @@
+"""How an exchange lies in a store row: a chunked response's bytes beside the document, read back
+exactly; rows of the older layout and stores of the older schema read as before."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from wirecheck.contracts import (
+    Chunk,
+    Exchange,
+    ExchangeError,
+    HttpRequest,
+    HttpResponse,
+    InputError,
+    dump_exchange,
+)
+from wirecheck.record import Store, open_store
+from wirecheck.record._backend import MIGRATIONS
+
+# a frame cut mid-character (the euro sign's three bytes over two chunks), an empty chunk, bytes that
+# are not UTF-8 at all, and arrival offsets that need their rounding
+CHUNKS = [
+    Chunk(0.4, b'data: {"x": "1 \xe2\x82'),
+    Chunk(1.23456789, b'\xac"}\n\n'),
+    Chunk(2.0, b""),
+    Chunk(3.5, b"\xff\xfe\x00 binary"),
+    Chunk(40.0, b"data: [DONE]\n\n"),
+]
+
+
+def streamed(i: int, chunks: list[Chunk]) -> Exchange:
+    return Exchange(
+        id=f"s{i}",
+        tap="caller",
+        correlation=f"c{i}",
+        started_at="2026-12-05T10:00:00.000+00:00",
+        request=HttpRequest(
+            headers=[("authorization", "Bearer sk-secret"), ("content-type", "application/json")],
+            body=b'{"stream": true}',
+        ),
+        response=HttpResponse(200, [("content-type", "text/event-stream")], b"", chunks),
+        error=ExchangeError("upstream_reset", "cut", 41.0),
+        extra={"truncated": {"response": {"recorded": 5, "size": 9}}},
+    )
+
+
+def test_a_chunked_response_reads_back_byte_for_byte(tmp_path: Path) -> None:
+    s = Store(tmp_path / "a.db")
+    written = [streamed(0, CHUNKS), streamed(1, []), streamed(2, [Chunk(1.0, b"one")])]
+    s.write_now(written)
+    s.close()
+    r = open_store(tmp_path / "a.db")
+    try:
+        back = {e.id: e for e in r.exchanges()}
+        for ex in written:
+            got = back[ex.id]
+            assert got.response is not None and ex.response is not None
+            assert [c.data for c in got.response.chunks or []] == [c.data for c in ex.response.chunks or []]
+            # the interchange form is the one written before the bytes moved beside the document
+            assert dump_exchange(got) == dump_exchange(ex)
+            assert r.exchange_doc(ex.id) == dump_exchange(ex)
+        # the credential is redacted in what is stored, the bytes are not in the document
+        row = sqlite3.connect(tmp_path / "a.db").execute("SELECT doc, body FROM exchanges WHERE id = 's0'")
+        doc, body = row.fetchone()
+        assert "sk-secret" not in doc and "[redacted]" in doc
+        assert body == b"".join(c.data for c in CHUNKS) and "chunks" not in json.loads(doc)["response"]
+    finally:
+        r.close()
+
+
+def test_a_row_whose_chunks_do_not_add_up_is_a_clear_error(tmp_path: Path) -> None:
+    s = Store(tmp_path / "b.db")
+    s.write_now([streamed(0, CHUNKS)])
+    s.close()
+    with sqlite3.connect(tmp_path / "b.db") as conn:
+        conn.execute("UPDATE exchanges SET body = substr(body, 2)")
+    r = open_store(tmp_path / "b.db")
+    try:
+        with pytest.raises(InputError, match="do not match"):
+            list(r.exchanges())
+    finally:
+        r.close()
+
+
+def test_a_store_of_the_older_schema_reads_and_migrates(tmp_path: Path) -> None:
+    old = tmp_path / "v2.db"
+    conn = sqlite3.connect(old, isolation_level=None)
+    for v in (1, 2):
+        conn.executescript(f"BEGIN;\n{MIGRATIONS[v]}\nPRAGMA user_version={v};\nCOMMIT;")
+    doc = dump_exchange(streamed(0, CHUNKS))  # the older layout: every chunk in the document
+    conn.execute(
+        "INSERT INTO exchanges(id, tap, started_at, doc) VALUES (?, ?, ?, ?)",
+        ("s0", "caller", doc["started_at"], json.dumps(doc)),
+    )
+    conn.close()
+    r = open_store(old)  # read-only: not migrated, no body column
+    try:
+        [got] = list(r.exchanges())
+        assert dump_exchange(got) == doc and r.exchange_doc("s0") == doc
+    finally:
+        r.close()
+    w = Store(old)  # a writer migrates it; the old row reads as it did, a new one in the new layout
+    w.write_now([streamed(1, CHUNKS)])
+    assert [dump_exchange(e) for e in w.exchanges()] == [doc, dump_exchange(streamed(1, CHUNKS))]
+    w.close()
