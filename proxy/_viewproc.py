@@ -156,9 +156,12 @@ class ViewProcess:
             return False
         if stream and not self.slots.take():
             return False  # served here, where the same slots answer it with a 503
+        # counted before the send: once sent, the view process may answer before this line runs again
+        self.handed += 1
         try:
             socket.send_fds(self._chan, [head], [fd])
         except OSError as exc:
+            self.handed -= 1
             if stream:
                 self.slots.give()
             if not isinstance(exc, BlockingIOError) and (exc.errno in _GONE or not self._proc_alive()):
@@ -168,7 +171,6 @@ class ViewProcess:
         if stream:
             self._there += 1
         handoff.release()
-        self.handed += 1
         return True
 
     def _on_released(self) -> None:
