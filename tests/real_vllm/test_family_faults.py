@@ -103,6 +103,18 @@ _RAW_VALUES = {"kimi_k3", "qwen3_coder", "minimax_m2", "glm45"}
 #: broken or undeclared call; the tiny model is then steered to some legal completion, which says
 #: nothing about any party and is not pinned here: only that the scripted fault did not get through
 GRAMMAR_FORBIDS = {("glm45", "invalid-json"), ("glm45", "undeclared-tool")}
+#: streamed faults whose wire depends on how the engine grouped tokens into deltas: deepseek_v31's
+#: streaming parser, on the delta that closes a call, sends that delta's text only up to a '"}' in it
+#: (vllm/tool_parsers/deepseekv31_tool_parser.py), so invalid arguments reach the wire whole, cut,
+#: or not at all (an empty object) as the batch's timing groups them. Seen: invalid JSON on the model,
+#: the same moved to the parser by the evidence, a schema violation on the model. The test holds that
+#: the fault is found, as an arguments finding, on one of the two parties that wrote or mangled it.
+DELTA_DEPENDENT = {
+    ("deepseek_v31", "invalid-json"): (
+        {"tool-call-args-invalid-json", "tool-call-args-schema"},
+        {"model", "parser"},
+    )
+}
 
 
 def expected(family: str, name: str, api: str, stream: bool) -> set[tuple[str, str]]:
@@ -204,4 +216,12 @@ def test_fault_gives_its_rule_and_blame(
         calls = [c for ch in build_view(ex).choices for c in ch.calls]
         assert not [c for c in calls if c.name == "delete_all" or c.arguments == '{"city": Tokyo}'], calls
         return
-    assert apis.judged(apis.findings(ex)) == expected(family.family, name, api, stream)
+    judged = apis.judged(apis.findings(ex))
+    if stream and (family.family, name) in DELTA_DEPENDENT:
+        rules, parties = DELTA_DEPENDENT[(family.family, name)]
+        calls = [c.arguments for ch in build_view(ex).choices for c in ch.calls]
+        assert len(judged) == 1, (judged, calls)
+        ((rule, party),) = judged
+        assert rule in rules and party in parties, (judged, calls)
+        return
+    assert judged == expected(family.family, name, api, stream)
