@@ -88,19 +88,24 @@ async def test_the_handlers_own_refusals_keep_the_anthropic_shape(sim_client: Ca
     assert r.json()["type"] == "error" and r.json()["error"]["type"] == "NotFoundError"
 
 
-@pytest.mark.parametrize("stream", [False, True])
-async def test_output_config_format_is_honoured(sim_client: Callable[..., Any], stream: bool) -> None:
-    """``output_config.format`` (``{"type": "json_schema", "schema": ...}``, the anthropic SDK's
-    wire) becomes the chat request's json_schema response format: the answer is JSON valid for it,
-    and wirecheck judges it like ``response_format``."""
-    c = sim_client(family="kimi_k2")
-    body = {
+def _formatted(c: Any, stream: bool) -> dict[str, Any]:
+    """A Messages request for the simulator's model whose answer ``output_config.format`` constrains."""
+    return {
         "model": c.app.state.sim.cfg.model,
         "max_tokens": 512,
         "messages": [{"role": "user", "content": "Describe the weather in Osaka."}],
         "output_config": {"format": {"type": "json_schema", "schema": SCHEMA}},
         "stream": stream,
     }
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_output_config_format_is_honoured(sim_client: Callable[..., Any], stream: bool) -> None:
+    """``output_config.format`` (``{"type": "json_schema", "schema": ...}``, the anthropic SDK's
+    wire) becomes the chat request's json_schema response format: the answer is JSON valid for it,
+    and wirecheck judges it like ``response_format``."""
+    c = sim_client(family="kimi_k2")
+    body = _formatted(c, stream)
     r = await c.post("/v1/messages", json=body)
     assert r.status_code == 200
     if stream:
@@ -145,13 +150,7 @@ async def test_output_config_format_is_judged_like_response_format(
     ``response_format`` on chat: the same finding, on the engine (vLLM decodes under the format, so
     output outside it was not constrained)."""
     c = sim_client(family="kimi_k2", faults="engine.json_output_unconstrained")
-    body = {
-        "model": c.app.state.sim.cfg.model,
-        "max_tokens": 512,
-        "messages": [{"role": "user", "content": "Describe the weather in Osaka."}],
-        "output_config": {"format": {"type": "json_schema", "schema": SCHEMA}},
-        "stream": stream,
-    }
+    body = _formatted(c, stream)
     assert (await c.post("/v1/messages", json=body)).status_code == 200
     found = check_exchanges(c.exchanges, CheckConfig(direct=True)).findings
     assert [(f.rule, str(f.fault)) for f in found] == [("json-output-invalid", "engine")]
