@@ -18,7 +18,7 @@ from __future__ import annotations
 import codecs
 from dataclasses import dataclass, field
 
-__all__ = ["SSEAnomaly", "SSEDecoder", "SSEEvent", "decode_sse"]
+__all__ = ["SSEAnomaly", "SSEDecoder", "SSEEvent", "decode_recorded", "decode_sse"]
 
 
 @dataclass(slots=True)
@@ -193,5 +193,53 @@ def decode_sse(
     events: list[SSEEvent] = []
     for i, piece in enumerate(pieces):
         events.extend(decoder.feed(piece, times[i] if times else None))
+    events.extend(decoder.close())
+    return events, decoder
+
+
+def decode_recorded(pieces: list[tuple[bytes, float | None]]) -> tuple[list[SSEEvent], SSEDecoder]:
+    """Decode a whole recorded stream given as (bytes, arrival offset) pieces: the same events and
+    anomalies as feeding :class:`SSEDecoder` piece by piece, which it falls back to for anything
+    but the plain framing nearly every server writes (``data: X`` lines, each followed by a blank
+    line, LF only, UTF-8). That framing is recognised by counting (as many ``data: `` line starts
+    as blank lines, and no other line end) and cut at once; each event gets the offset of the piece
+    holding its blank line's end, where the decoder would have dispatched it."""
+    raw = b"".join([p[0] for p in pieces])
+    n = raw.count(b"\n\n")
+    if (
+        not n
+        or not raw.startswith(b"data: ")
+        or not raw.endswith(b"\n\n")
+        or raw.count(b"\n") != 2 * n
+        or raw.count(b"\n\ndata: ") != n - 1
+        or b"\r" in raw
+    ):
+        return _fed(pieces)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _fed(pieces)
+    datas = text[6:-2].split("\n\ndata: ")
+    sizes = [len(d) for d in datas] if len(text) == len(raw) else [len(d.encode()) for d in datas]
+    times: list[float | None] = []
+    piece, end, pos = 0, len(pieces[0][0]), 0
+    for size in sizes:
+        pos += size + 8  # "data: " and the blank line's end: the byte that dispatches the event
+        while pos > end:
+            piece += 1
+            end += len(pieces[piece][0])
+        times.append(pieces[piece][1])
+    events = [SSEEvent(d, None, None, None, i, t) for i, (d, t) in enumerate(zip(datas, times, strict=True))]
+    decoder = SSEDecoder()
+    decoder.events_seen = n
+    decoder._started = True
+    return events, decoder
+
+
+def _fed(pieces: list[tuple[bytes, float | None]]) -> tuple[list[SSEEvent], SSEDecoder]:
+    decoder = SSEDecoder()
+    events: list[SSEEvent] = []
+    for data, t in pieces:
+        events.extend(decoder.feed(data, t))
     events.extend(decoder.close())
     return events, decoder

@@ -17,7 +17,7 @@ from ._assembly import AssembledCall, AssembledChoice, AssembledStream, StreamAn
 from ._exchange import Exchange
 from ._json import MAX_BYTES, JsonLimitError
 from ._json import loads as bounded_loads
-from ._sse import SSEAnomaly, SSEDecoder, SSEEvent
+from ._sse import SSEAnomaly, SSEDecoder, SSEEvent, decode_recorded
 
 __all__ = ["ExchangeView", "build_view", "output_constraint"]
 
@@ -173,13 +173,16 @@ def build_view(ex: Exchange) -> ExchangeView:
     raw_stream = _is_sse(ctype) or (view.wants_stream and not ctype.endswith("json"))
     if 200 <= resp.status < 300 and raw_stream:
         view.kind = "stream"
-        decoder = SSEDecoder()
-        events: list[SSEEvent] = []
         inflate = _inflater(resp)
         pieces = [(c.data, c.t_ms) for c in resp.chunks] if resp.chunks is not None else [(resp.body, None)]
-        for data, t in pieces:
-            events.extend(decoder.feed(inflate.feed(data) if inflate else data, t))
-        events.extend(decoder.close())
+        if inflate is None:
+            events, decoder = decode_recorded(pieces)
+        else:
+            decoder = SSEDecoder()
+            events = []
+            for data, t in pieces:
+                events.extend(decoder.feed(inflate.feed(data), t))
+            events.extend(decoder.close())
         if inflate is not None and inflate.failed:
             decoder.anomalies.append(
                 SSEAnomaly("bad-content-encoding", inflate.failed, decoder.events_seen, None)

@@ -1,7 +1,8 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wirecheck.contracts import SSEDecoder, decode_sse
+from wirecheck.contracts import SSEDecoder, SSEEvent, decode_sse
+from wirecheck.contracts._sse import decode_recorded
 
 
 def events_of(data: bytes) -> list[tuple[str, str | None, str | None]]:
@@ -133,3 +134,50 @@ def test_any_split_gives_the_same_events(stream: bytes, data: st.DataObject) -> 
 def test_retry_takes_ascii_digits_only() -> None:
     evs, _ = decode_sse("retry: \u00b2\ndata: x\n\n".encode())
     assert evs[0].retry is None
+
+
+# --- a recorded stream decoded at once reads as fed piece by piece (property) ---------------------
+
+_frame = st.one_of(
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=16).map(lambda t: "data: " + t),
+    st.sampled_from(["data: [DONE]", 'data: {"a":1}', "data:", "data:x", "", ": hi", "event: e", "\ufeffdata: b"]),
+)
+
+
+@st.composite
+def recorded_streams(draw: st.DrawFn) -> list[tuple[bytes, float | None]]:
+    """Mostly the plain framing (``data: X`` and a blank line), sometimes anything the decoder
+    reads; cut into pieces anywhere (mid-character too), each with an arrival offset."""
+    if draw(st.booleans()):  # the plain framing throughout
+        frames, ends = _frame.filter(lambda f: f.startswith("data: ")), st.just("\n\n")
+    else:
+        frames, ends = _frame, st.sampled_from(["\n\n", "\n\n", "\n", "\r\n\r\n", "\n\n\n", ""])
+    text = "".join(draw(frames) + draw(ends) for _ in range(draw(st.integers(0, 6))))
+    raw = text.encode()
+    if draw(st.booleans()):
+        raw += draw(st.sampled_from([b"\xff", b"\xe2\x82", b"data: \xc3\x28\n\n"]))
+    cuts = sorted(draw(st.lists(st.integers(0, len(raw)), max_size=8)))
+    pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+    return [(p, None if draw(st.booleans()) and i == 0 else float(i)) for i, p in enumerate(pieces)]
+
+
+def _fields(events: list[SSEEvent]) -> list[tuple[object, ...]]:
+    return [(e.data, e.event, e.id, e.retry, e.index, e.t_ms, e.lines) for e in events]
+
+
+@given(recorded_streams())
+def test_a_recorded_stream_at_once_reads_as_fed(pieces: list[tuple[bytes, float | None]]) -> None:
+    fed = SSEDecoder()
+    expected = [e for data, t in pieces for e in fed.feed(data, t)] + fed.close()
+    events, decoder = decode_recorded(pieces)
+    assert _fields(events) == _fields(expected)
+    assert [(a.kind, a.detail, a.event_index, a.t_ms) for a in decoder.anomalies] == [
+        (a.kind, a.detail, a.event_index, a.t_ms) for a in fed.anomalies
+    ]
+    assert (decoder.events_seen, decoder.comments) == (fed.events_seen, fed.comments)
+
+
+def test_a_plain_stream_gets_the_arrival_of_each_blank_line() -> None:
+    pieces = [(b"data: a\n", 1.0), (b"\ndata: b\n\nda", 2.0), (b"ta: \xc3", 3.0), (b"\xa9\n\n", 4.0)]
+    events, _ = decode_recorded(pieces)
+    assert [(e.data, e.t_ms) for e in events] == [("a", 2.0), ("b", 2.0), ("\u00e9", 4.0)]
