@@ -35,7 +35,7 @@ from ._bugs import name_known_bugs
 from ._exchange import Exchange
 from ._known_bugs import KNOWN_BUGS
 from ._pairs import ENGINE, TapPair, TapSet, pair_taps, pair_twins
-from ._registry import REGISTRY, CheckConfig, Fault, Finding, Hit, Rule, Severity, rules
+from ._registry import REGISTRY, CheckConfig, Fault, Finding, Hit, Rule, Severity, rules, rules_judging
 from ._rules_limits import CHECK_CRASHED
 from ._rules_request import TRUNCATION_SAFE, truncated_sides
 from ._translate import answer_kept, bridge_spelling
@@ -145,10 +145,15 @@ def check_view(view: ExchangeView, config: CheckConfig | None = None) -> list[Fi
     ctx = config or CheckConfig()
     out: list[Finding] = []
     cut = bool(truncated_sides(view))  # a cut body reads as a malformed one: only the safe rules
-    for r in rules("exchange"):
-        if r.id in ctx.disabled or (cut and r.id not in TRUNCATION_SAFE) or not r.judges(view.endpoint):
-            continue
-        out.extend(_run(r, view, ctx, view.id, view.tap))
+    ex_id, tap = view.id, view.tap
+    judging = rules_judging("exchange", view.endpoint)
+    if ctx.disabled or cut:
+        judging = [r for r in judging if r.id not in ctx.disabled and (not cut or r.id in TRUNCATION_SAFE)]
+    for r in judging:
+        try:
+            out.extend([_finding(r, h, ex_id, tap) for h in r.func(view, ctx)])
+        except Exception as exc:  # any bug or limit a hostile exchange finds in a rule
+            out.append(crashed(ex_id, tap, f"rule {r.id}", exc))
     return out
 
 

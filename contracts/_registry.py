@@ -44,6 +44,7 @@ __all__ = [
     "hit",
     "rule",
     "rules",
+    "rules_judging",
 ]
 
 
@@ -197,6 +198,8 @@ class _Registry(dict[str, Rule]):
 
 REGISTRY: dict[str, Rule] = _Registry()
 _RULES: dict[str | None, tuple[int, list[Rule]]] = {}  # scope -> (the registry's version, its rules)
+#: (scope, endpoint) -> (the registry's version, the rules of that scope that judge that endpoint)
+_JUDGING: dict[tuple[str, str | None], tuple[int, list[Rule]]] = {}
 _ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 _SCOPES = ("exchange", "taps", "twins", "set")
 
@@ -259,6 +262,20 @@ def rules(scope: str | None = None) -> list[Rule]:
     if version is not None:
         _RULES[scope] = (version, found)
     return list(found)
+
+
+def rules_judging(scope: str, endpoint: str | None) -> list[Rule]:
+    """The rules of ``scope`` that judge an exchange of ``endpoint``, in id order; the list is the
+    registry's until it changes (do not change it): asking each of sixty rules again for every
+    exchange was a fifth of the time the rules took."""
+    version = getattr(REGISTRY, "version", None)
+    held = _JUDGING.get((scope, endpoint))
+    if held is not None and held[0] == version:
+        return held[1]
+    found = [r for r in rules(scope) if r.judges(endpoint)]
+    if version is not None:
+        _JUDGING[(scope, endpoint)] = (version, found)
+    return found
 
 
 @dataclass(kw_only=True, slots=True)
