@@ -29,7 +29,7 @@ from ._families import (
     detect_family,
     unknown_family_note,
 )
-from ._json import JsonLimitError
+from ._json import JsonLimitError, json_loads
 from ._json import loads as bounded_loads
 from ._known_bugs import KNOWN_BUGS
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP
@@ -125,6 +125,7 @@ __all__ = [
     "dump_exchange",
     "exchange_bytes",
     "hit",
+    "json_loads",
     "load_exchange",
     "pair_taps",
     "pair_twins",

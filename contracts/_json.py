@@ -18,7 +18,9 @@ import json
 import json.scanner
 from typing import Any, cast
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "JsonLimitError", "depth_exceeds", "loads"]
+import orjson
+
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "JsonLimitError", "depth_exceeds", "json_loads", "loads"]
 
 #: deepest nesting accepted (objects and arrays); deeper documents are a ``json-limit`` finding
 MAX_DEPTH = 128
@@ -47,13 +49,26 @@ def depth_exceeds(value: Any, max_depth: int = MAX_DEPTH) -> bool:
 #: json's own C scanner: ``json.loads`` is it behind a Python wrapper (type checks, a BOM check and a
 #: whitespace regex on each side), which cost as much as the scan itself on a short SSE frame
 _SCAN = json.scanner.make_scanner(cast(Any, json.JSONDecoder()))  # typeshed types its argument oddly
+#: a run of digits orjson may read otherwise than json (an integer past 64 bits becomes a float
+#: there), found as a run of zeros in the text's bytes with every digit made a zero and every other
+#: byte a space: a third of the time of a regular expression's search
+_DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_RUN = b"0" * 19
 
 
-def _parse(text: str | bytes | bytearray) -> Any:
-    """``json.loads(text)``: the scanner alone when it reads the whole text from its first character
-    (a frame as servers write it), else ``json.loads`` itself (leading or trailing whitespace, a
+def json_loads(text: str | bytes | bytearray) -> Any:
+    """``json.loads(text)``. orjson reads a text first (a third of the scanner's time on an SSE
+    frame): what it reads it reads as json does, except integers past 64 bits, which a text with
+    19 digits in a row never goes to it for; what it refuses (errors, and NaN, Infinity, lone
+    surrogates, which json reads) goes on to json. There, the scanner alone when it reads the whole
+    text from its first character, else ``json.loads`` itself (leading or trailing whitespace, a
     BOM, bytes, every error: its messages are the ones reported)."""
     if isinstance(text, str):
+        if _LONG_RUN not in text.encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ZEROS):
+            try:
+                return orjson.loads(text)
+            except orjson.JSONDecodeError:
+                pass
         try:
             value, end = _SCAN(text, 0)
         except StopIteration:
@@ -69,7 +84,7 @@ def loads(text: str | bytes | bytearray, *, max_depth: int = MAX_DEPTH, max_byte
     if len(text) > max_bytes:
         raise JsonLimitError(f"JSON document of {len(text)} bytes is over the limit of {max_bytes}")
     try:
-        value = _parse(text)
+        value = json_loads(text)
     except RecursionError:
         raise JsonLimitError(f"JSON nested deeper than the limit of {max_depth} levels") from None
     # Counting openers first keeps the walk off the common path: a document with fewer brackets than

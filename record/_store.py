@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wirecheck.contracts import Exchange, Fault, Finding, InputError, Severity, dump_exchange
+from wirecheck.contracts import Exchange, Fault, Finding, InputError, Severity, dump_exchange, json_loads
 
 from ._backend import SCHEMA_VERSION, Backend
 from ._postgres import PostgresBackend, is_postgres
@@ -62,6 +62,8 @@ _UPSERT = (
 )
 #: rows read at a time by ``Store.exchanges``: memory per page, whatever the store's size
 _PAGE = 64
+#: keys asked in one statement (SQLite's variable limit is 999 in older builds)
+_KEYS = 250
 #: a claim left by a checking worker that died is taken over after this long
 CLAIM_TIMEOUT_S = 60.0
 #: how long the writer waits after the first exchange of a batch for more to arrive: each
@@ -369,7 +371,7 @@ class Store:
                 source=self.path,
             )
         try:
-            obj = json.loads(text)
+            obj = json_loads(text)
         except (ValueError, TypeError) as exc:
             raise InputError(
                 f"{where}: its document is not JSON ({type(exc).__name__})", source=self.path
@@ -382,16 +384,24 @@ class Store:
             raise InputError(f"{where}: its document is nested too deep to read", source=self.path) from None
 
     def exchanges_for(self, ids: list[str], correlations: list[str]) -> list[Exchange]:
-        """The exchanges with these ids, and every exchange sharing one of these correlations."""
-        if not ids and not correlations:
-            return []
-        marks_i = ",".join("?" * len(ids)) or "NULL"
-        marks_c = ",".join("?" * len(correlations)) or "NULL"
-        return list(
-            self.exchanges(
-                where=f"WHERE id IN ({marks_i}) OR correlation IN ({marks_c})", args=(*ids, *correlations)
-            )
-        )
+        """The exchanges with these ids, and every exchange sharing one of these correlations, in
+        write order. Asked a group of keys at a time, each row once: paging one ``IN`` list by
+        ``seq`` looked every key up again for every page (19 us a row where a row costs 2.5)."""
+        size = f"length(doc) + COALESCE(length({self._body}), 0)"
+        found: dict[int, tuple[Any, ...]] = {}
+        for column, keys in (("id", ids), ("correlation", correlations)):
+            for k in range(0, len(keys), _KEYS):
+                group = keys[k : k + _KEYS]
+                rows = self._rows(
+                    f"SELECT seq, doc, {size}, id, {self._body} FROM exchanges "
+                    f"WHERE {column} IN ({','.join('?' * len(group))})",
+                    tuple(group),
+                )
+                found.update((row[0], row) for row in rows)
+        return [
+            self._loaded(seq, ex_id, text, length, None, body=data)
+            for seq, text, length, ex_id, data in (found[s] for s in sorted(found))
+        ]
 
     def rows_for(self, ids: list[str], correlations: list[str]) -> list[tuple[str, Any]]:
         """(id, version) of the exchanges :meth:`exchanges_for` would read, in write order, without

@@ -32,6 +32,13 @@ TEXTS = [
     "1" * 5000,  # past Python's digit limit for int()
     b'{"a": 1}',  # bytes
     '{"a": 1, "a": 2}',  # a repeated key: the last one wins, as in json.loads
+    "18446744073709551616",  # past 64 bits: orjson would read a float
+    '{"n": -9223372036854775809}',
+    '{"id": "chatcmpl-0123456789012345678901", "n": 1}',  # a long run of digits in a string
+    "1e-400",
+    "123456789012345678.5",
+    '"\\ud83d\\ude00 \u00e9"',  # an escaped surrogate pair, and a character as it is
+    '"\ud800"',  # a lone surrogate in the text itself
 ]
 
 
@@ -57,3 +64,22 @@ def test_the_bounds_still_hold() -> None:
         bounded_loads("[" * 200 + "]" * 200)
     with pytest.raises(JsonLimitError, match="over the limit"):
         bounded_loads('{"a": 1}', max_bytes=4)
+
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(_json_values, st.sampled_from([None, 0, 2]), st.sampled_from([(",", ":"), (", ", ": ")]), st.booleans())
+def test_any_json_document_reads_as_json_loads_reads_it(
+    value: Any, indent: int | None, separators: tuple[str, str], ascii_only: bool
+) -> None:
+    text = json.dumps(value, indent=indent, separators=separators, ensure_ascii=ascii_only)
+    assert _outcome(bounded_loads, text) == _outcome(json.loads, text)
