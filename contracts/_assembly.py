@@ -142,7 +142,7 @@ def assemble_stream(events: list[SSEEvent]) -> AssembledStream:
                 st.after_done += 1
                 st.anomalies.append(StreamAnomaly("data-after-done", _excerpt(data), n))
             continue
-        if data == "[DONE]" or data.strip() == "[DONE]":
+        if data == "[DONE]" or ("[DONE]" in data and data.strip() == "[DONE]"):
             st.done = 1
             st.done_event = n
             continue
@@ -290,11 +290,12 @@ def _take_delta(
                 )
             )
             token = True
-    for key, value in delta.items():
-        if key not in _STANDARD_DELTA_KEYS:
-            choice.extra_delta_keys.add(key)
-            if value not in (None, "", [], {}):
-                token = True
+    if not _STANDARD_DELTA_KEYS.issuperset(delta):
+        for key, value in delta.items():
+            if key not in _STANDARD_DELTA_KEYS:
+                choice.extra_delta_keys.add(key)
+                if value not in (None, "", [], {}):
+                    token = True
     tcs = delta.get("tool_calls")
     if tcs is not None:
         if not isinstance(tcs, list):
