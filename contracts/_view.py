@@ -174,7 +174,9 @@ def build_view(ex: Exchange) -> ExchangeView:
     if 200 <= resp.status < 300 and raw_stream:
         view.kind = "stream"
         inflate = _inflater(resp)
-        pieces = [(c.data, c.t_ms) for c in resp.chunks] if resp.chunks is not None else [(resp.body, None)]
+        pieces: list[tuple[bytes, float | None]] = (
+            [(c.data, c.t_ms) for c in resp.chunks] if resp.chunks is not None else [(resp.body, None)]
+        )
         if inflate is None:
             events, decoder = decode_recorded(pieces)
         else:

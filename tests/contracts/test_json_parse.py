@@ -77,7 +77,9 @@ _json_values = st.recursive(
 )
 
 
-@given(_json_values, st.sampled_from([None, 0, 2]), st.sampled_from([(",", ":"), (", ", ": ")]), st.booleans())
+@given(
+    _json_values, st.sampled_from([None, 0, 2]), st.sampled_from([(",", ":"), (", ", ": ")]), st.booleans()
+)
 def test_any_json_document_reads_as_json_loads_reads_it(
     value: Any, indent: int | None, separators: tuple[str, str], ascii_only: bool
 ) -> None:

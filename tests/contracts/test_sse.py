@@ -140,7 +140,9 @@ def test_retry_takes_ascii_digits_only() -> None:
 
 _frame = st.one_of(
     st.text(st.characters(blacklist_categories=("Cs",)), max_size=16).map(lambda t: "data: " + t),
-    st.sampled_from(["data: [DONE]", 'data: {"a":1}', "data:", "data:x", "", ": hi", "event: e", "\ufeffdata: b"]),
+    st.sampled_from(
+        ["data: [DONE]", 'data: {"a":1}', "data:", "data:x", "", ": hi", "event: e", "\ufeffdata: b"]
+    ),
 )
 
 
