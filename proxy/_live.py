@@ -82,6 +82,9 @@ class Recent:
         self.limit = limit
         self._views: dict[str, tuple[float, Any, ExchangeView]] = {}  # id -> (start, version, view)
         self._read: dict[str, Any] = {}  # id -> version of the exchanges read, views not built yet
+        #: id -> (the exchange, its twin key, streamed): what one tap's batches ask of every
+        #: exchange around them, thousands a batch
+        self._twins: dict[str, tuple[Exchange, tuple[str, str] | None, bool]] = {}
 
     def __len__(self) -> int:
         return len(self._views)
@@ -111,8 +114,28 @@ class Recent:
                 del self._views[next(iter(self._views))]  # the first kept
         return view
 
+    def twin(self, ex: Exchange) -> tuple[tuple[str, str] | None, bool]:
+        """The exchange's twin key (:func:`twin_key`) and whether it was streamed."""
+        held = self._twins.get(ex.id)
+        if held is not None and held[0] is ex:
+            return held[1], held[2]
+        view = self.view(ex)
+        key, streamed = twin_key(view), view.kind == "stream"
+        self._twins[ex.id] = (ex, key, streamed)
+        return key, streamed
+
+    def held(self, rows: list[tuple[str, Any]]) -> dict[str, Exchange | None]:
+        """For each (id, version) row, the kept exchange at that version (any, for ``ANY``) or None."""
+        views = self._views
+        out: dict[str, Exchange | None] = {}
+        for i, v in rows:
+            held = views.get(i)
+            out[i] = None if held is None or (v is not ANY and held[1] != v) else held[2].ex
+        return out
+
     def forget_before(self, t: float) -> None:
         self._views = {k: v for k, v in self._views.items() if v[0] >= t}
+        self._twins = {k: v for k, v in self._twins.items() if k in self._views}
         self._read.clear()
 
 
@@ -120,7 +143,7 @@ def _load(store: Store, rows: list[tuple[str, Any]], recent: Recent) -> list[Exc
     """The exchanges of these (id, version) rows, in their order: from ``recent`` where it holds the
     row (at that version, unless ``ANY``), the rest from the store (in bounded statements: SQLite's
     variable limit)."""
-    held: dict[str, Exchange | None] = {i: recent.exchange(i, v) for i, v in rows}
+    held = recent.held(rows)
     missing = [i for i, _ in rows if held[i] is None]
     versions = dict(rows)
     for k in range(0, len(missing), 500):
@@ -205,13 +228,14 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> list[Exc
     # one tap: nothing pairs across taps (nor can the taps go unpaired), so of the exchanges around
     # only a twin of one in the batch (the same request, streamed or not) changes its findings
     # (a twin pairs a streamed and a plain exchange of one key: a key seen one way only pairs nothing)
+    twin = recent.twin
     kinds: dict[tuple[str, str], set[bool]] = {}
     for ex in (*batch, *around):
-        view = recent.view(ex)
-        if (k := twin_key(view)) is not None:
-            kinds.setdefault(k, set()).add(view.kind == "stream")
-    keys = {k for ex in batch if (k := twin_key(recent.view(ex))) is not None and len(kinds[k]) == 2}
-    return [ex for ex in around if keys and twin_key(recent.view(ex)) in keys]
+        k, streamed = twin(ex)
+        if k is not None:
+            kinds.setdefault(k, set()).add(streamed)
+    keys = {k for ex in batch if (k := twin(ex)[0]) is not None and len(kinds[k]) == 2}
+    return [ex for ex in around if twin(ex)[0] in keys] if keys else []
 
 
 def run_checker(

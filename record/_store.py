@@ -423,11 +423,11 @@ class Store:
     def rows_between(self, lo: str, hi: str) -> list[tuple[str, Any]]:
         """(id, version) of the exchanges that started between these two ISO times, in write order
         (see :meth:`rows_for`). An index holds all it reads: the rows themselves are not touched."""
-        rows = self._rows(
+        rows: list[tuple[str, Any]] = self._rows(  # id is TEXT NOT NULL: read as it is
             "SELECT id, ended_at FROM exchanges WHERE started_at >= ? AND started_at <= ? ORDER BY seq",
             (lo, hi),
         )
-        return [(str(r[0]), r[1]) for r in rows]
+        return rows
 
     def count(self) -> int:
         with self._lock:

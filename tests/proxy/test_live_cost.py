@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +30,14 @@ def _checked(path: Path, recent: Recent | None, reads: list[int]) -> list[tuple[
         ex.started_at = f"2026-12-03T10:00:0{n // 4}.{(n % 4) * 2}00+00:00"
     by_id = {ex.id: ex for ex in capture}
     store = Store(path)
-    loads = store.exchanges
+    loads = store.exchanges_for
 
-    def counted(**kw: Any) -> Iterator[Exchange]:
-        for ex in loads(**kw):  # every read of an exchange from the store passes here
-            reads.append(1)
-            yield ex
+    def counted(ids: list[str], correlations: list[str]) -> list[Exchange]:
+        got = loads(ids, correlations)  # the live checker reads every exchange through here
+        reads.extend([1] * len(got))
+        return got
 
-    store.exchanges = counted  # type: ignore[method-assign]
+    store.exchanges_for = counted  # type: ignore[method-assign]
     try:
         for ids in ROUNDS:
             store.write_now([by_id[i] for i in ids])
