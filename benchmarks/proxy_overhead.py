@@ -134,7 +134,7 @@ def _catch_up(store: Path, timeout: float = 120.0) -> float:
         with contextlib.suppress(sqlite3.Error):
             conn = sqlite3.connect(f"{store.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
             try:
-                if conn.execute("SELECT COUNT(*) FROM exchanges WHERE checked != 1").fetchone()[0] == 0:
+                if conn.execute("SELECT COUNT(*) FROM checks").fetchone()[0] == 0:
                     break
             finally:
                 conn.close()

@@ -154,8 +154,8 @@ class PostgresBackend:
     def claim(self, pick: str, now: float, stale: float, cutoff: float, limit: int) -> list[tuple[Any, ...]]:
         rows = self.conn.execute(
             self.q(
-                f"UPDATE exchanges SET checked = 2, claimed_at = ? WHERE id IN ({pick} FOR UPDATE SKIP LOCKED) "
-                "RETURNING id, correlation, seq"
+                f"UPDATE checks c SET claimed_at = ? FROM exchanges e WHERE e.seq = c.seq AND c.seq IN "
+                f"({pick} FOR UPDATE SKIP LOCKED) RETURNING e.id, e.correlation, c.seq"
             ),
             (now, stale, cutoff, limit),
         ).fetchall()

@@ -133,9 +133,8 @@ class SqliteBackend:
 
     def claim(self, pick: str, now: float, stale: float, cutoff: float, limit: int) -> list[tuple[Any, ...]]:
         rows = self.conn.execute(
-            pick.replace("SELECT id", "SELECT id, correlation"), (stale, cutoff, limit)
+            f"SELECT e.id, e.correlation, e.seq FROM exchanges e WHERE e.seq IN ({pick}) ORDER BY e.seq",
+            (stale, cutoff, limit),
         ).fetchall()
-        self.conn.executemany(
-            "UPDATE exchanges SET checked = 2, claimed_at = ? WHERE id = ?", [(now, r[0]) for r in rows]
-        )
+        self.conn.executemany("UPDATE checks SET claimed_at = ? WHERE seq = ?", [(now, r[2]) for r in rows])
         return list(rows)

@@ -52,13 +52,17 @@ __all__ = [
 _COLUMNS = (
     "id, tap, correlation, started_at, ended_mono, ended_at, replica, method, path, status, error, doc, body"
 )
-#: one spelling for both backends (SQLite >= 3.24): a re-written id keeps its row and place, and is
-#: checked again
+#: one spelling for both backends (SQLite >= 3.24): a re-written id keeps its row and place (and is
+#: checked again: ``_TO_CHECK``)
 _UPSERT = (
     f"INSERT INTO exchanges({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (id) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS.split(", ")[1:])
-    + ", checked = 0"
+)
+#: an exchange written, or written again, is to be checked (again): its row in ``checks``
+_TO_CHECK = (
+    "INSERT INTO checks(seq, ended_at) SELECT seq, ended_at FROM exchanges WHERE id = ? "
+    "ON CONFLICT (seq) DO UPDATE SET ended_at = excluded.ended_at, claimed_at = NULL"
 )
 #: rows read at a time by ``Store.exchanges``: memory per page, whatever the store's size
 _PAGE = 64
@@ -304,6 +308,7 @@ class Store:
                 )
             )
         self._db.many(_UPSERT, rows)
+        self._db.many(_TO_CHECK, [(r[0],) for r in rows])
 
     def write_now(self, exchanges: Iterable[Exchange]) -> None:
         """Write synchronously (imports, tests), bypassing the queue."""
@@ -458,7 +463,10 @@ class Store:
                 "INSERT INTO findings(exchange_id, tap, rule, severity, fault, message, evidence) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
-            self._db.many("UPDATE exchanges SET checked = 1 WHERE id = ?", [(i,) for i in checked_ids])
+            self._db.many(
+                "DELETE FROM checks WHERE seq IN (SELECT seq FROM exchanges WHERE id = ?)",
+                [(i,) for i in checked_ids],
+            )
 
     def findings(self, **filters: Any) -> list[dict[str, Any]]:
         """Stored findings; filters: rule, fault, severity, tap, exchange_id (exact), limit."""
@@ -532,19 +540,24 @@ class Store:
         """(id, correlation) of exchanges that ended at least ``settle_s`` ago and are not checked."""
         cutoff = time.time() - settle_s
         rows = self._rows(
-            "SELECT id, correlation FROM exchanges WHERE checked = 0 AND COALESCE(ended_at, 0) <= ? ORDER BY seq LIMIT ?",
+            "SELECT e.id, e.correlation FROM checks c JOIN exchanges e ON e.seq = c.seq "
+            "WHERE c.claimed_at IS NULL AND COALESCE(c.ended_at, 0) <= ? ORDER BY c.seq LIMIT ?",
             (cutoff, limit),
         )
         return [(r[0], r[1]) for r in rows]
 
+    def to_check(self) -> int:
+        """How many exchanges are not checked yet (waiting or claimed)."""
+        return int(self._rows("SELECT COUNT(*) FROM checks")[0][0])
+
     def claim_unchecked(self, settle_s: float, limit: int = 500) -> list[tuple[str, str | None]]:
-        """Like :meth:`unchecked`, but the rows are claimed for this worker (``checked = 2``), so that
-        several checking workers on one store never check an exchange twice. A claim older than
-        ``CLAIM_TIMEOUT_S`` (its worker died) is taken over."""
+        """Like :meth:`unchecked`, but the rows are claimed for this worker (their ``checks`` row
+        gets ``claimed_at``), so that several checking workers on one store never check an exchange
+        twice. A claim older than ``CLAIM_TIMEOUT_S`` (its worker died) is taken over."""
         now = time.time()
         cutoff, stale = now - settle_s, now - CLAIM_TIMEOUT_S
         pick = (
-            "SELECT id FROM exchanges WHERE (checked = 0 OR (checked = 2 AND claimed_at < ?)) "
+            "SELECT seq FROM checks WHERE (claimed_at IS NULL OR claimed_at < ?) "
             "AND COALESCE(ended_at, 0) <= ? ORDER BY seq LIMIT ?"
         )
         with self._lock, self._db.tx(immediate=True):

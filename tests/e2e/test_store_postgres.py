@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -9,8 +10,18 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from wirecheck.contracts import Exchange, Fault, Finding, HttpRequest, HttpResponse, InputError, Severity
+from wirecheck.contracts import (
+    Exchange,
+    Fault,
+    Finding,
+    HttpRequest,
+    HttpResponse,
+    InputError,
+    Severity,
+    dump_exchange,
+)
 from wirecheck.record import SCHEMA_VERSION, Store, is_store, open_store
+from wirecheck.record._backend import MIGRATIONS, pg_spelling
 
 
 def ex(i: int, tap: str = "caller") -> Exchange:
@@ -66,7 +77,15 @@ def test_postgres_schema_is_versioned_and_a_newer_one_is_refused(pg_url: str) ->
                 "SELECT column_name FROM information_schema.columns WHERE table_name = 'exchanges'"
             )
         }
-        assert {"id", "tap", "correlation", "doc", "ended_at", "claimed_at", "replica", "checked"} <= cols
+        assert {"id", "tap", "correlation", "doc", "ended_at", "replica", "body"} <= cols
+        assert not {"checked", "claimed_at"} & cols  # whether an exchange is checked: the checks table
+        checks = {
+            r[0]
+            for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'checks'"
+            )
+        }
+        assert checks == {"seq", "ended_at", "claimed_at"}
         conn.execute("UPDATE wirecheck_schema SET version = %s", (SCHEMA_VERSION + 1,))
     with pytest.raises(InputError, match="newer than this wirecheck"):
         Store(pg_url)
@@ -151,3 +170,39 @@ def test_a_lost_database_connection_is_reconnected_and_nothing_is_lost(pg_url: s
     r = open_store(pg_url)
     assert r.count() == 20 and r.gaps() == []
     r.close()
+
+
+def test_a_postgres_store_of_schema_3_keeps_what_was_left_to_check(pg_url: str) -> None:
+    # schema 4 moved "checked" and "claimed_at" out of the exchanges row into the checks table
+    now = time.time()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE wirecheck_schema (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO wirecheck_schema(version) VALUES (3)")
+        for v in (1, 2, 3):
+            for stmt in (x.strip() for x in pg_spelling(MIGRATIONS[v]).split(";")):
+                if stmt:
+                    conn.execute(stmt)
+        for i, (checked, claimed_at) in enumerate([(0, None), (1, None), (2, now)]):
+            conn.execute(
+                "INSERT INTO exchanges(id, tap, correlation, ended_at, checked, claimed_at, doc) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (
+                    f"caller-{i}",
+                    "caller",
+                    f"c{i}",
+                    now - 10,
+                    checked,
+                    claimed_at,
+                    json.dumps(dump_exchange(ex(i))),
+                ),
+            )
+    s = Store(pg_url)
+    try:
+        assert s.to_check() == 2
+        assert s.claim_unchecked(0.0) == [("caller-0", "c0")]  # caller-2's claim is not stale
+        s.add_findings([], ["caller-0", "caller-2"])
+        assert s.to_check() == 0
+        s.write_now([ex(1)])  # written again: checked again
+        assert s.claim_unchecked(0.0) == [("caller-1", "c1")]
+    finally:
+        s.close()

@@ -22,7 +22,8 @@ from wirecheck.contracts import write_exchanges
 def _checked(db: Path) -> tuple[int, int]:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        total, done = conn.execute("SELECT COUNT(*), COALESCE(SUM(checked = 1), 0) FROM exchanges").fetchone()
+        total = conn.execute("SELECT COUNT(*) FROM exchanges").fetchone()[0]
+        done = total - conn.execute("SELECT COUNT(*) FROM checks").fetchone()[0]
     finally:
         conn.close()
     return int(total), int(done)

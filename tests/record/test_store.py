@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.servers import process
-from wirecheck.contracts import Exchange, HttpRequest, HttpResponse, InputError
+from wirecheck.contracts import Exchange, HttpRequest, HttpResponse, InputError, dump_exchange
 from wirecheck.record import SCHEMA_VERSION, Store, open_store
+from wirecheck.record._backend import MIGRATIONS
 
 
 def ex(i: int) -> Exchange:
@@ -118,3 +119,33 @@ def test_sigkill_mid_write_never_corrupts_the_store(tmp_path: Path) -> None:
     ids = [e.id for e in r.exchanges()]
     assert ids == [f"e{i}" for i in range(len(ids))]  # a prefix: whole batches only
     r.close()
+
+
+def test_a_store_of_schema_3_keeps_what_was_left_to_check(tmp_path: Path) -> None:
+    # schema 4 moved "checked" and "claimed_at" out of the exchanges row into the checks table
+    path = tmp_path / "v3.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for v in (1, 2, 3):
+        conn.executescript(f"BEGIN;\n{MIGRATIONS[v]}\nPRAGMA user_version={v};\nCOMMIT;")
+    now = time.time()
+    for i, (checked, claimed_at) in enumerate([(0, None), (1, None), (2, now)]):
+        doc = dump_exchange(ex(i))
+        conn.execute(
+            "INSERT INTO exchanges(id, tap, correlation, ended_at, checked, claimed_at, doc) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (f"e{i}", "caller", f"c{i}", now - 10, checked, claimed_at, json.dumps(doc)),
+        )
+    conn.close()
+    s = Store(path)
+    try:
+        assert s.to_check() == 2  # e0 waiting, e2 claimed by a live worker; e1 checked
+        assert s.unchecked(0.0) == [("e0", "c0")]
+        assert s.claim_unchecked(0.0) == [("e0", "c0")]  # e2's claim is not stale
+        s.add_findings([], ["e0", "e2"])
+        assert s.to_check() == 0
+        s.write_now([ex(1)])  # written again: checked again
+        assert s.claim_unchecked(0.0) == [("e1", "c1")]
+        cols = {r[1] for r in s._rows("PRAGMA table_info(exchanges)")}
+        assert not {"checked", "claimed_at"} & cols
+    finally:
+        s.close()
