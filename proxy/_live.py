@@ -179,11 +179,13 @@ def check_pending(
     config: CheckConfig | None = None,
     announce: Any = None,
     recent: Recent | None = None,
+    limit: int = BATCH,
 ) -> int:
-    """Check every settled, unchecked exchange once; returns how many were checked. ``announce``
-    (a callable) hears the ids before they are checked, and ``None`` after. ``recent``: views kept
-    from the last batch (the worker's; none: every exchange is read from the store)."""
-    pending = store.claim_unchecked(settle_s, limit=BATCH)
+    """Check settled, unchecked exchanges, at most ``limit`` of them (one batch); returns how many
+    were checked. ``announce`` (a callable) hears the ids before they are checked, and ``None``
+    after. ``recent``: views kept from the last batch (the worker's; none: every exchange is read
+    from the store)."""
+    pending = store.claim_unchecked(settle_s, limit=limit)
     if not pending:
         return 0
     ids = [i for i, _ in pending]

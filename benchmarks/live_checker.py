@@ -1,0 +1,165 @@
+"""What the live checker costs an exchange, by batch size, as a ratio to parsing its frames.
+
+The proxy's live checker claims the settled exchanges of a store in batches and checks each batch
+with the exchanges recorded ``NEIGHBOUR_S`` around it (proxy/_live.py). This script records
+``--exchanges`` streamed chat completions into a fresh SQLite store, started ``1 / --rate`` seconds
+apart (640 a second is what ``proxy_overhead.py`` drives at 256 streams), each ``--events`` frames
+and ``[DONE]`` in a piece apiece, as the proxy records them; then, for each batch size, checks them
+all with one worker's loop (``check_pending`` with the views it keeps between batches) and reports
+its CPU time (this process, one core):
+
+- baseline: ``json.loads`` of every frame's payload of the same exchanges (the least any checker
+  must do);
+- per batch size: CPU per exchange checked (reading it from the store, claiming it, its view, the
+  rules, pairing with the window around it, its findings and the mark), and as a ratio to the
+  baseline's per exchange.
+
+The worker checks batches of up to 500 when it lags (load) and of what a second brought when it
+keeps up (``BUSY_INTERVAL_S``): 640 at 640 a second; a quarter second's worth was 160.
+
+    python benchmarks/live_checker.py [--exchanges 12000] [--rate 640] [--batches 40,160,500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench_output import write_json
+
+from wirecheck.contracts import Chunk, Exchange, HttpRequest, HttpResponse
+from wirecheck.proxy._live import Recent, check_pending
+from wirecheck.proxy._server import settle_gc
+from wirecheck.record import Store
+
+
+def _exchange(i: int, t0: float, rate: float, events: int) -> Exchange:
+    def frame(delta: dict[str, Any], finish: str | None) -> bytes:
+        obj = {
+            "id": f"chatcmpl-{i:016x}",
+            "object": "chat.completion.chunk",
+            "created": 1796199188,
+            "model": "bench",
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+        return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+    pieces = [frame({"role": "assistant", "content": ""}, None)]
+    pieces += [frame({"content": f"tok{n} "}, None) for n in range(events - 2)]
+    pieces += [frame({}, "stop"), b"data: [DONE]\n\n"]
+    body = json.dumps(
+        {"model": "bench", "stream": True, "messages": [{"role": "user", "content": f"hi {i}"}]}
+    )
+    return Exchange(
+        id=f"caller-{i:08d}",
+        tap="caller",
+        correlation=None,
+        started_at=datetime.fromtimestamp(t0 + i / rate, UTC).isoformat(),
+        request=HttpRequest(
+            "POST", "/v1/chat/completions", [("content-type", "application/json")], body.encode()
+        ),
+        response=HttpResponse(
+            200,
+            [("content-type", "text/event-stream")],
+            b"",
+            [Chunk(20.0 * (n + 1), p) for n, p in enumerate(pieces)],
+        ),
+    )
+
+
+def _frames_baseline(exchanges: list[Exchange]) -> float:
+    """CPU seconds of json.loads over every frame payload (cut out beforehand)."""
+    payloads = [
+        line[6:]
+        for ex in exchanges
+        for c in (ex.response.chunks or [] if ex.response else [])
+        for line in c.data.decode().split("\n")
+        if line.startswith("data: {")
+    ]
+    t = time.process_time()
+    for p in payloads:
+        json.loads(p)
+    return time.process_time() - t
+
+
+def _check_all(path: Path, batch: int) -> tuple[float, int]:
+    """CPU seconds to check every exchange of the store at ``path`` in batches of ``batch``."""
+    store = Store(str(path))
+    recent = Recent()
+    done = 0
+    try:
+        t = time.process_time()
+        while n := check_pending(store, settle_s=0.0, recent=recent, limit=batch):
+            done += n
+        return time.process_time() - t, done
+    finally:
+        store.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--exchanges", type=int, default=12_000)
+    ap.add_argument("--rate", type=float, default=640.0, help="exchanges a second of recorded time")
+    ap.add_argument("--events", type=int, default=20, help="frames a stream, [DONE] besides")
+    ap.add_argument("--batches", default="40,160,500")
+    ap.add_argument("--out", default="benchmarks/results/live_checker.json")
+    args = ap.parse_args(argv)
+    batches = [int(b) for b in args.batches.split(",")]
+    settle_gc()  # as the live checker does
+    t0 = time.time() - args.exchanges / args.rate - 60
+    exchanges = [_exchange(i, t0, args.rate, args.events) for i in range(args.exchanges)]
+    base = _frames_baseline(exchanges) / len(exchanges)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        recorded = Path(tmp) / "recorded.db"
+        store = Store(str(recorded))
+        store.write_now(exchanges)
+        store.close()
+        del exchanges
+        for batch in batches:
+            copy = Path(tmp) / f"b{batch}.db"
+            for suffix in ("", "-wal", "-shm"):
+                if Path(f"{recorded}{suffix}").exists():
+                    shutil.copy(f"{recorded}{suffix}", f"{copy}{suffix}")
+            cpu, done = _check_all(copy, batch)
+            assert done == args.exchanges, (done, args.exchanges)
+            rows.append({"batch": batch, "us_per_exchange": cpu / done * 1e6, "x_frames": cpu / done / base})
+    print(
+        f"{args.exchanges} exchanges of {args.events} frames, {args.rate:.0f} a second of recorded time; "
+        f"one core, process CPU time"
+    )
+    print(f"{'path':44s} {'us/exchange':>12s} {'x frames':>9s}")
+    print(f"{'json.loads of its frames (baseline)':44s} {base * 1e6:12.1f} {1.0:9.2f}")
+    for r in rows:
+        label = f"live checker, batches of {r['batch']}"
+        print(f"{label:44s} {r['us_per_exchange']:12.1f} {r['x_frames']:9.2f}")
+    path = write_json(
+        args.out,
+        {
+            "machine": {
+                "python": sys.version.split()[0],
+                "platform": platform.platform(),
+                "cpus": os.cpu_count(),
+            },
+            "exchanges": args.exchanges,
+            "rate": args.rate,
+            "events": args.events,
+            "baseline_us_per_exchange": base * 1e6,
+            "rows": rows,
+        },
+    )
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
