@@ -162,6 +162,18 @@ def test_check_throughput_smoke(tmp_path: Path) -> None:
     assert data["streams"] == 20 and data["ratio"] > 0
 
 
+def test_live_checker_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "lc.json"
+    proc = _bench(
+        "live_checker.py", "--exchanges", "60", "--rate", "20", "--batches", "7,60", "--out", str(out)
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert [r["batch"] for r in data["rows"]] == [7, 60]
+    assert all(r["us_per_exchange"] > 0 and r["x_frames"] > 0 for r in data["rows"])
+    assert data["baseline_us_per_exchange"] > 0 and "batches of 60" in proc.stdout
+
+
 def test_demo_time_smoke(tmp_path: Path) -> None:
     out = tmp_path / "dt.json"
     proc = _bench("demo_time.py", "--phases", "compat,cache", "--out", str(out), timeout=180)
