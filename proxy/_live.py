@@ -84,7 +84,12 @@ class Recent:
     already, as an earlier batch's neighbours: they are not read again either, unless the row was
     written again since (each view is kept with its row's version, ``ended_at``, which a write of the
     same id changes). Views that started before the last batch's window are let go, which keeps about
-    what one batch held at once anyway, and never more than ``limit``."""
+    what one batch held at once anyway, and never more than ``limit``.
+
+    With one tap, what later batches ask of a checked exchange is only whether it is a twin (its tap,
+    twin key and whether it was streamed): :meth:`slim` keeps that and lets its view go (a view
+    with its exchange is about 18 KB; the checked half of the window was half the checker's memory).
+    A twin found that way is read from the store again."""
 
     def __init__(self, limit: int = RECENT_MAX) -> None:
         self.limit = limit
@@ -93,6 +98,8 @@ class Recent:
         #: id -> (the exchange, its twin key, streamed): what one tap's batches ask of every
         #: exchange around them, thousands a batch
         self._twins: dict[str, tuple[Exchange, tuple[str, str] | None, bool]] = {}
+        #: id -> (start, version, tap, twin key, streamed) of the exchanges :meth:`slim` let go
+        self._slim: dict[str, tuple[float, Any, str, tuple[str, str] | None, bool]] = {}
 
     def __len__(self) -> int:
         return len(self._views)
@@ -132,6 +139,25 @@ class Recent:
         self._twins[ex.id] = (ex, key, streamed)
         return key, streamed
 
+    def slim(self, ids: list[str]) -> None:
+        """Let these exchanges' views go, keeping what a later batch of one tap asks of them."""
+        for i in ids:
+            held = self._views.pop(i, None)
+            if held is not None:
+                start, version, view = held
+                key, streamed = self.twin(view.ex)
+                self._slim[i] = (start, version, view.ex.tap, key, streamed)
+            self._twins.pop(i, None)
+
+    def slimmed(self, rows: list[tuple[str, Any]]) -> dict[str, tuple[str, tuple[str, str] | None, bool]]:
+        """(tap, twin key, streamed) of those (id, version) rows that :meth:`slim` let go at that version."""
+        out: dict[str, tuple[str, tuple[str, str] | None, bool]] = {}
+        for i, v in rows:
+            held = self._slim.get(i)
+            if held is not None and held[1] == v:
+                out[i] = held[2:]
+        return out
+
     def held(self, rows: list[tuple[str, Any]]) -> dict[str, Exchange | None]:
         """For each (id, version) row, the kept exchange at that version (any, for ``ANY``) or None."""
         views = self._views
@@ -144,6 +170,7 @@ class Recent:
     def forget_before(self, t: float) -> None:
         self._views = {k: v for k, v in self._views.items() if v[0] >= t}
         self._twins = {k: v for k, v in self._twins.items() if k in self._views}
+        self._slim = {k: v for k, v in self._slim.items() if v[0] >= t}
         self._read.clear()
 
 
@@ -205,47 +232,61 @@ def _check_batch(
     """Check the exchanges ``ids`` (``exchanges``: them and their partners by correlation) with what
     was recorded around them, and store their findings. ``recent`` keeps the views for the next
     batch (an empty one: every neighbour is read from the store)."""
-    exchanges += _neighbours(store, exchanges, recent)
+    around, one_tap = _neighbours(store, exchanges, recent)
+    exchanges += around
     wanted = set(ids)
     result = check_exchanges(exchanges, config or CheckConfig(), focus=wanted, view_of=recent.view)
     starts = [t for ex in exchanges if ex.id in wanted and (t := ex.started_epoch) is not None]
     if starts:
         recent.forget_before(min(starts) - NEIGHBOUR_S)
+    if one_tap:
+        recent.slim(ids)
     store.add_findings([f for f in result.findings if f.exchange_id in wanted], ids)
 
 
-def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> list[Exchange]:
+def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> tuple[list[Exchange], bool]:
     """Exchanges recorded around this batch, checked before or not yet settled: a partner without the
     correlation id (a gateway that drops it) pairs by completion id or fingerprint only when it is
     there to be seen, the same as in an offline ``wirecheck check``. Only what ``recent``
-    does not hold is read from the store."""
+    does not hold is read from the store. And whether the batch and all around it are of one tap."""
     sides: dict[str, set[str]] = {}
     for ex in batch:
         if ex.correlation:
             sides.setdefault(ex.correlation, set()).add(ex.tap)
     if all(ex.correlation and len(sides[ex.correlation]) > 1 for ex in batch):
-        return []  # every exchange has its partner by correlation: nothing more to load
+        return [], False  # every exchange has its partner by correlation: nothing more to load
     times = sorted(t for ex in batch if (t := ex.started_epoch) is not None)
     if not times:
-        return []
+        return [], False
     lo = datetime.fromtimestamp(times[0] - NEIGHBOUR_S, UTC).isoformat()
     hi = datetime.fromtimestamp(times[-1] + NEIGHBOUR_S, UTC).isoformat()
     have = {ex.id for ex in batch}
     # the order stays the write order (the twins of one request pair first with first)
-    around = _load(store, [r for r in store.rows_between(lo, hi) if r[0] not in have], recent)
-    if len({ex.tap for ex in batch} | {ex.tap for ex in around}) > 1:
-        return around  # more than one tap: any of them may be a partner
+    rows = [r for r in store.rows_between(lo, hi) if r[0] not in have]
+    slim = recent.slimmed(rows)
+    around = _load(store, [r for r in rows if r[0] not in slim], recent)
+    taps = {ex.tap for ex in batch} | {ex.tap for ex in around} | {tap for tap, _, _ in slim.values()}
+    if len(taps) > 1:
+        return (_load(store, rows, recent) if slim else around), False  # any of them may be a partner
     # one tap: nothing pairs across taps (nor can the taps go unpaired), so of the exchanges around
     # only a twin of one in the batch (the same request, streamed or not) changes its findings
     # (a twin pairs a streamed and a plain exchange of one key: a key seen one way only pairs nothing)
     twin = recent.twin
+    of: dict[str, tuple[str, str] | None] = {}
     kinds: dict[tuple[str, str], set[bool]] = {}
     for ex in (*batch, *around):
         k, streamed = twin(ex)
+        of[ex.id] = k
         if k is not None:
             kinds.setdefault(k, set()).add(streamed)
-    keys = {k for ex in batch if (k := twin(ex)[0]) is not None and len(kinds[k]) == 2}
-    return [ex for ex in around if twin(ex)[0] in keys] if keys else []
+    for i, (_, k, streamed) in slim.items():
+        of[i] = k
+        if k is not None:
+            kinds.setdefault(k, set()).add(streamed)
+    keys = {k for ex in batch if (k := of[ex.id]) is not None and len(kinds[k]) == 2}
+    if not keys:
+        return [], True
+    return _load(store, [r for r in rows if of.get(r[0]) in keys], recent), True
 
 
 def run_checker(
