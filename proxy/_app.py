@@ -20,7 +20,6 @@ Messages endpoints are all plain HTTP).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -420,52 +419,62 @@ class ProxyApp:
         down_headers = [(k, v) for k, v in upstream.headers if k.decode("latin-1").lower() not in _HOP]
         outcome = "ok"
         sizes = [0]  # bytes forwarded, recorded or not
-        pump = asyncio.ensure_future(
-            self._pump(upstream, send, down_headers, chunks, t0, sizes=sizes, direct=direct)
-        )
-        watcher = asyncio.ensure_future(_watch_disconnect(receive))
+        # the body is pumped in this task; a caller that goes away cancels it at once (the upstream
+        # request is then closed, so the engine aborts it). Our listener says so from its
+        # connection_lost; any other ASGI server through ``receive``, watched by a task of its own
+        gone = _Gone()
+        watcher: asyncio.Future[None] | None = None
+        if direct is not None:
+            direct.on_gone(gone)
+        else:
+            watcher = asyncio.ensure_future(_watch_disconnect(receive))
+            watcher.add_done_callback(gone.watched)
+        err: BaseException | None = None
         try:
-            done, _ = await asyncio.wait({pump, watcher}, return_when=asyncio.FIRST_COMPLETED)
-            if watcher in done and not pump.done():
-                # the caller went away: stop reading at once, so the engine aborts the request
-                pump.cancel()
+            try:
+                await self._pump(upstream, send, down_headers, chunks, t0, sizes=sizes, direct=direct)
+            except asyncio.CancelledError:
+                if not gone.fired or gone.task.uncancel() > 0:
+                    raise  # cancelled by someone else (the listener stopping)
+                # the caller went away: reading stopped at once, so the engine aborts the request
                 ex.error = ExchangeError("client_abort", "the caller disconnected mid-response", _ms(t0))
                 outcome = "client_abort"
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await pump
-            else:
-                err = pump.exception()
-                if err is not None:
-                    if isinstance(err, _DownstreamGone):
-                        ex.error = ExchangeError(
-                            "client_abort", "the caller disconnected mid-response", _ms(t0)
-                        )
-                        outcome = "client_abort"
-                    elif isinstance(err, UpstreamTimeout):
-                        ex.error = ExchangeError(
-                            "timeout", f"the upstream stopped sending: {type(err).__name__}", _ms(t0)
-                        )
-                        outcome = "timeout"
-                    else:
-                        ex.error = ExchangeError("upstream_reset", str(err), _ms(t0))
-                        outcome = "upstream_reset"
-                    if not isinstance(err, _DownstreamGone):
-                        # make the caller see the break, as it would without the proxy: its
-                        # connection is cut, and the log gets one line (the record has the rest)
-                        cut = (scope_ext or {}).get(CUT)
-                        if cut is None:
-                            raise _Broken(str(err)) from err
-                        _log.warning(
-                            "wirecheck proxy: %s tap: %s after %d bytes (%s); the caller's connection "
-                            "was cut",
-                            self.cfg.tap,
-                            outcome.replace("_", " "),
-                            sizes[0],
-                            str(err)[:200],
-                        )
-                        cut()
+            except Exception as exc:
+                err = exc
+            finally:
+                # no await between the pump's end and here: a disconnect from now on cancels nothing
+                gone.armed = False
+                if direct is not None:
+                    direct.on_gone(None)
+            if err is not None:
+                if isinstance(err, _DownstreamGone):
+                    ex.error = ExchangeError("client_abort", "the caller disconnected mid-response", _ms(t0))
+                    outcome = "client_abort"
+                elif isinstance(err, UpstreamTimeout):
+                    ex.error = ExchangeError(
+                        "timeout", f"the upstream stopped sending: {type(err).__name__}", _ms(t0)
+                    )
+                    outcome = "timeout"
+                else:
+                    ex.error = ExchangeError("upstream_reset", str(err), _ms(t0))
+                    outcome = "upstream_reset"
+                if not isinstance(err, _DownstreamGone):
+                    # make the caller see the break, as it would without the proxy: its
+                    # connection is cut, and the log gets one line (the record has the rest)
+                    cut = (scope_ext or {}).get(CUT)
+                    if cut is None:
+                        raise _Broken(str(err)) from err
+                    _log.warning(
+                        "wirecheck proxy: %s tap: %s after %d bytes (%s); the caller's connection was cut",
+                        self.cfg.tap,
+                        outcome.replace("_", " "),
+                        sizes[0],
+                        str(err)[:200],
+                    )
+                    cut()
         finally:
-            watcher.cancel()
+            if watcher is not None:
+                watcher.cancel()
             await upstream.aclose()
             self._series(self.metrics.bytes, "response").inc(sizes[0])
             if sizes[0] > self.cfg.record_limit:
@@ -550,6 +559,28 @@ class _DownstreamGone(Exception):
 
 class _Broken(Exception):
     """Raised to the server so that it drops the caller's connection mid-response."""
+
+
+class _Gone:
+    """Cancels the exchange's task when the caller goes away while its response is pumped (once)."""
+
+    __slots__ = ("armed", "fired", "task")
+
+    def __init__(self) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.task = task
+        self.armed = True
+        self.fired = False
+
+    def __call__(self) -> None:
+        if self.armed and not self.fired:
+            self.fired = True
+            self.task.cancel()
+
+    def watched(self, watcher: asyncio.Future[None]) -> None:
+        if not watcher.cancelled():
+            self()
 
 
 class _Tee:

@@ -144,6 +144,8 @@ class HttpConnection(asyncio.Protocol):
         self._head_over = False
         self._head_timer: asyncio.TimerHandle | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
+        #: called once when the connection is lost (``DirectBody.on_gone``: the running app's)
+        self.on_gone: Callable[[], None] | None = None
 
     # --- the transport's side ---------------------------------------------------------------------
 
@@ -170,6 +172,9 @@ class HttpConnection(asyncio.Protocol):
         if self.cycle is not None:
             self.cycle.message_event.set()
         self.writable.set()  # a response waiting to write finds the connection gone
+        if self.on_gone is not None:
+            gone, self.on_gone = self.on_gone, None
+            gone()
         self.pipeline.clear()
         self.parser = None  # type: ignore[assignment]  # it holds this object: no cycle left for the GC
 
@@ -583,6 +588,20 @@ class DirectBody:
     def write(self, data: bytes) -> None:
         if data:
             self._transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+
+    def on_gone(self, callback: Callable[[], None] | None) -> None:
+        """Have ``callback`` called once when the caller's connection is lost (at once when it is
+        already gone); None forgets it. What an app's own ``receive`` would say as
+        ``http.disconnect``, without a task waiting on ``receive`` for each request."""
+        c = self._cycle()
+        conn = c.conn if c is not None else None
+        if callback is None:
+            if conn is not None:
+                conn.on_gone = None
+        elif conn is None or conn.transport.is_closing() or c is None or c.disconnected:
+            callback()
+        else:
+            conn.on_gone = callback
 
     def full(self) -> bool:
         """The caller's transport is over its high-water mark: stop feeding it until ``drain``."""
