@@ -278,9 +278,13 @@ class ProxyApp:
                     outcome="refused",
                 )
                 return
+            direct: DirectBody | None = (scope.get("extensions") or {}).get(DIRECT_BODY)
             try:
-                async with asyncio.timeout(cfg.request_timeout_s):
-                    body, disconnected = await self._read_body(receive)
+                if direct is not None and direct.body_arrived():
+                    body, disconnected = await self._read_body(receive)  # no wait to bound
+                else:
+                    async with asyncio.timeout(cfg.request_timeout_s):
+                        body, disconnected = await self._read_body(receive)
             except TimeoutError:
                 # a caller that trickles its body holds a connection and memory: 408
                 message = f"the request body did not arrive within {cfg.request_timeout_s:g} s"
@@ -329,7 +333,7 @@ class ProxyApp:
                 receive=receive,
                 send=send,
                 t0=t0,
-                direct=(scope.get("extensions") or {}).get(DIRECT_BODY),
+                direct=direct,
                 scope_ext=scope.get("extensions"),
             )
         finally:

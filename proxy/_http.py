@@ -580,6 +580,12 @@ class DirectBody:
             and c.scope["method"] != "HEAD"
         )
 
+    def body_arrived(self) -> bool:
+        """The whole request body has been read: ``receive`` hands it over without waiting (so the
+        app need not bound that wait). The usual case: a request's head and body in one read."""
+        c = self._cycle()
+        return c is not None and not c.more_body
+
     def gone(self) -> bool:
         """The caller's connection is closed or closing: nothing written reaches it."""
         c = self._cycle()
