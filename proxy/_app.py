@@ -22,8 +22,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
-import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -248,7 +248,7 @@ class ProxyApp:
         started = datetime.now(UTC).isoformat()
         method: str = scope["method"]
         in_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])]
-        ex = Exchange(id=f"{cfg.tap}-{uuid.uuid4().hex[:16]}", tap=cfg.tap, started_at=started)
+        ex = Exchange(id=f"{cfg.tap}-{os.urandom(8).hex()}", tap=cfg.tap, started_at=started)
         try:
             target = self._target(scope)
             ex.request = HttpRequest(
