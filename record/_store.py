@@ -71,6 +71,11 @@ CLAIM_TIMEOUT_S = 60.0
 LINGER_S = 0.1
 
 
+#: ``json.dumps(doc, ensure_ascii=False, separators=(",", ":"))`` with its encoder made once: dumps
+#: builds one per call when given options
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def is_store(path: str | Path) -> bool:
     if is_postgres(path):
         return True
@@ -294,7 +299,7 @@ class Store:
                     doc["request"]["path"],  # redacted like the doc
                     ex.response.status if ex.response else None,
                     ex.error.kind if ex.error else None,
-                    json.dumps(doc, ensure_ascii=False, separators=(",", ":")),
+                    _encode(doc),
                     body,
                 )
             )
