@@ -35,6 +35,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from wirecheck.contracts import (
     DEFAULT_REDACTION,
+    REDACTED,
     Chunk,
     Exchange,
     ExchangeError,
@@ -68,6 +69,8 @@ _log = logging.getLogger("wirecheck.proxy")
 
 #: the default credential header names (the whole policy, query keys too, is contracts.Redaction)
 DEFAULT_REDACT = DEFAULT_REDACTION.headers
+#: header names whose redaction verdict a tap remembers
+_NAMES_KEPT = 1024
 _HOP = frozenset(
     {
         "connection",
@@ -187,6 +190,7 @@ class ProxyApp:
         self.checks: Callable[[], dict[str, Any]] | None = None
         self._corr = Correlator(cfg.correlation_secret or correlation_secret())
         self._children: dict[tuple[int, str], Any] = {}
+        self._secret_names: dict[str, bool] = {}
 
     async def aclose(self) -> None:
         if self._version is not None:
@@ -340,7 +344,18 @@ class ProxyApp:
             self.in_flight -= 1
 
     def _redacted(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        return self.cfg.redact.header_list(headers)
+        """``cfg.redact.header_list(headers)``, with each name's verdict remembered (a few names
+        recur on every request and response; a caller's own names are bounded)."""
+        known = self._secret_names
+        out = []
+        for k, v in headers:
+            secret = known.get(k)
+            if secret is None:
+                secret = self.cfg.redact.is_secret_header(k)
+                if len(known) < _NAMES_KEPT:
+                    known[k] = secret
+            out.append((k, REDACTED if secret else v))
+        return out
 
     def _recorded_path(self, scope: Scope) -> str:
         # the path as the caller sent it, query string included (docs/exchange-format.md; ASGI keeps
