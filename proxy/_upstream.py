@@ -318,6 +318,7 @@ class _Raw(Upstream):
         # (a twentieth of ``read_s``, at most a second) after its limit
         self._waiting: set[_Conn] = set()
         self._sweeping: asyncio.TimerHandle | None = None
+        self._sweep_loop: asyncio.AbstractEventLoop | None = None
         self._tick_s = min(1.0, max(read_s / 20, 0.001))
 
     async def _wait(self, conn: _Conn, deadline: float | None = None) -> bool:
@@ -325,8 +326,10 @@ class _Raw(Upstream):
         after the stamp of its last read, or of the request)."""
         conn.deadline, conn.timed_out = deadline, False
         self._waiting.add(conn)
-        if self._sweeping is None:
-            self._sweeping = asyncio.get_running_loop().call_later(self._tick_s, self._sweep)
+        loop = asyncio.get_running_loop()
+        if self._sweeping is None or self._sweep_loop is not loop:  # (a loop that ended left one)
+            self._sweep_loop = loop
+            self._sweeping = loop.call_later(self._tick_s, self._sweep)
         try:
             await conn.wait()
         finally:
