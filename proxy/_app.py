@@ -581,7 +581,12 @@ class _Broken(Exception):
 
 
 class _Gone:
-    """Cancels the exchange's task when the caller goes away while its response is pumped (once)."""
+    """Cancels the exchange's task when the caller goes away while its response is pumped (once).
+
+    Called from the event loop only (``DirectBody.on_gone``, a watcher's done callback), never from
+    the task itself: while ``armed`` the task is then suspended inside the pump, which is where the
+    cancellation lands. One requested of a running task would land at its next await, after the
+    pump perhaps, and skip the exchange's record."""
 
     __slots__ = ("armed", "fired", "task")
 

@@ -599,16 +599,17 @@ class DirectBody:
             self._transport.write(b"%x\r\n%b\r\n" % (len(data), data))
 
     def on_gone(self, callback: Callable[[], None] | None) -> None:
-        """Have ``callback`` called once when the caller's connection is lost (at once when it is
-        already gone); None forgets it. What an app's own ``receive`` would say as
-        ``http.disconnect``, without a task waiting on ``receive`` for each request."""
+        """Have ``callback`` called once, from the event loop, when the caller's connection is lost
+        (soon, when it is already gone); None forgets it. What an app's own ``receive`` would say
+        as ``http.disconnect``, without a task waiting on ``receive`` for each request. Never
+        called from within this call: an app that cancels its own task from it is suspended then."""
         c = self._cycle()
         conn = c.conn if c is not None else None
         if callback is None:
             if conn is not None:
                 conn.on_gone = None
         elif conn is None or conn.transport.is_closing() or c is None or c.disconnected:
-            callback()
+            asyncio.get_running_loop().call_soon(callback)
         else:
             conn.on_gone = callback
 
