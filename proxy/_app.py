@@ -20,11 +20,10 @@ Messages endpoints are all plain HTTP).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
+import os
 import time
-import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,6 +35,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from wirecheck.contracts import (
     DEFAULT_REDACTION,
+    REDACTED,
     Chunk,
     Exchange,
     ExchangeError,
@@ -69,6 +69,8 @@ _log = logging.getLogger("wirecheck.proxy")
 
 #: the default credential header names (the whole policy, query keys too, is contracts.Redaction)
 DEFAULT_REDACT = DEFAULT_REDACTION.headers
+#: header names whose redaction verdict a tap remembers
+_NAMES_KEPT = 1024
 _HOP = frozenset(
     {
         "connection",
@@ -188,6 +190,7 @@ class ProxyApp:
         self.checks: Callable[[], dict[str, Any]] | None = None
         self._corr = Correlator(cfg.correlation_secret or correlation_secret())
         self._children: dict[tuple[int, str], Any] = {}
+        self._secret_names: dict[str, bool] = {}
 
     async def aclose(self) -> None:
         if self._version is not None:
@@ -249,7 +252,7 @@ class ProxyApp:
         started = datetime.now(UTC).isoformat()
         method: str = scope["method"]
         in_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])]
-        ex = Exchange(id=f"{cfg.tap}-{uuid.uuid4().hex[:16]}", tap=cfg.tap, started_at=started)
+        ex = Exchange(id=f"{cfg.tap}-{os.urandom(8).hex()}", tap=cfg.tap, started_at=started)
         try:
             target = self._target(scope)
             ex.request = HttpRequest(
@@ -279,9 +282,13 @@ class ProxyApp:
                     outcome="refused",
                 )
                 return
+            direct: DirectBody | None = (scope.get("extensions") or {}).get(DIRECT_BODY)
             try:
-                async with asyncio.timeout(cfg.request_timeout_s):
-                    body, disconnected = await self._read_body(receive)
+                if direct is not None and direct.body_arrived():
+                    body, disconnected = await self._read_body(receive)  # no wait to bound
+                else:
+                    async with asyncio.timeout(cfg.request_timeout_s):
+                        body, disconnected = await self._read_body(receive)
             except TimeoutError:
                 # a caller that trickles its body holds a connection and memory: 408
                 message = f"the request body did not arrive within {cfg.request_timeout_s:g} s"
@@ -330,14 +337,25 @@ class ProxyApp:
                 receive=receive,
                 send=send,
                 t0=t0,
-                direct=(scope.get("extensions") or {}).get(DIRECT_BODY),
+                direct=direct,
                 scope_ext=scope.get("extensions"),
             )
         finally:
             self.in_flight -= 1
 
     def _redacted(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        return self.cfg.redact.header_list(headers)
+        """``cfg.redact.header_list(headers)``, with each name's verdict remembered (a few names
+        recur on every request and response; a caller's own names are bounded)."""
+        known = self._secret_names
+        out = []
+        for k, v in headers:
+            secret = known.get(k)
+            if secret is None:
+                secret = self.cfg.redact.is_secret_header(k)
+                if len(known) < _NAMES_KEPT:
+                    known[k] = secret
+            out.append((k, REDACTED if secret else v))
+        return out
 
     def _recorded_path(self, scope: Scope) -> str:
         # the path as the caller sent it, query string included (docs/exchange-format.md; ASGI keeps
@@ -420,52 +438,62 @@ class ProxyApp:
         down_headers = [(k, v) for k, v in upstream.headers if k.decode("latin-1").lower() not in _HOP]
         outcome = "ok"
         sizes = [0]  # bytes forwarded, recorded or not
-        pump = asyncio.ensure_future(
-            self._pump(upstream, send, down_headers, chunks, t0, sizes=sizes, direct=direct)
-        )
-        watcher = asyncio.ensure_future(_watch_disconnect(receive))
+        # the body is pumped in this task; a caller that goes away cancels it at once (the upstream
+        # request is then closed, so the engine aborts it). Our listener says so from its
+        # connection_lost; any other ASGI server through ``receive``, watched by a task of its own
+        gone = _Gone()
+        watcher: asyncio.Future[None] | None = None
+        if direct is not None:
+            direct.on_gone(gone)
+        else:
+            watcher = asyncio.ensure_future(_watch_disconnect(receive))
+            watcher.add_done_callback(gone.watched)
+        err: BaseException | None = None
         try:
-            done, _ = await asyncio.wait({pump, watcher}, return_when=asyncio.FIRST_COMPLETED)
-            if watcher in done and not pump.done():
-                # the caller went away: stop reading at once, so the engine aborts the request
-                pump.cancel()
+            try:
+                await self._pump(upstream, send, down_headers, chunks, t0, sizes=sizes, direct=direct)
+            except asyncio.CancelledError:
+                if not gone.fired or gone.task.uncancel() > 0:
+                    raise  # cancelled by someone else (the listener stopping)
+                # the caller went away: reading stopped at once, so the engine aborts the request
                 ex.error = ExchangeError("client_abort", "the caller disconnected mid-response", _ms(t0))
                 outcome = "client_abort"
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await pump
-            else:
-                err = pump.exception()
-                if err is not None:
-                    if isinstance(err, _DownstreamGone):
-                        ex.error = ExchangeError(
-                            "client_abort", "the caller disconnected mid-response", _ms(t0)
-                        )
-                        outcome = "client_abort"
-                    elif isinstance(err, UpstreamTimeout):
-                        ex.error = ExchangeError(
-                            "timeout", f"the upstream stopped sending: {type(err).__name__}", _ms(t0)
-                        )
-                        outcome = "timeout"
-                    else:
-                        ex.error = ExchangeError("upstream_reset", str(err), _ms(t0))
-                        outcome = "upstream_reset"
-                    if not isinstance(err, _DownstreamGone):
-                        # make the caller see the break, as it would without the proxy: its
-                        # connection is cut, and the log gets one line (the record has the rest)
-                        cut = (scope_ext or {}).get(CUT)
-                        if cut is None:
-                            raise _Broken(str(err)) from err
-                        _log.warning(
-                            "wirecheck proxy: %s tap: %s after %d bytes (%s); the caller's connection "
-                            "was cut",
-                            self.cfg.tap,
-                            outcome.replace("_", " "),
-                            sizes[0],
-                            str(err)[:200],
-                        )
-                        cut()
+            except Exception as exc:
+                err = exc
+            finally:
+                # no await between the pump's end and here: a disconnect from now on cancels nothing
+                gone.armed = False
+                if direct is not None:
+                    direct.on_gone(None)
+            if err is not None:
+                if isinstance(err, _DownstreamGone):
+                    ex.error = ExchangeError("client_abort", "the caller disconnected mid-response", _ms(t0))
+                    outcome = "client_abort"
+                elif isinstance(err, UpstreamTimeout):
+                    ex.error = ExchangeError(
+                        "timeout", f"the upstream stopped sending: {type(err).__name__}", _ms(t0)
+                    )
+                    outcome = "timeout"
+                else:
+                    ex.error = ExchangeError("upstream_reset", str(err), _ms(t0))
+                    outcome = "upstream_reset"
+                if not isinstance(err, _DownstreamGone):
+                    # make the caller see the break, as it would without the proxy: its
+                    # connection is cut, and the log gets one line (the record has the rest)
+                    cut = (scope_ext or {}).get(CUT)
+                    if cut is None:
+                        raise _Broken(str(err)) from err
+                    _log.warning(
+                        "wirecheck proxy: %s tap: %s after %d bytes (%s); the caller's connection was cut",
+                        self.cfg.tap,
+                        outcome.replace("_", " "),
+                        sizes[0],
+                        str(err)[:200],
+                    )
+                    cut()
         finally:
-            watcher.cancel()
+            if watcher is not None:
+                watcher.cancel()
             await upstream.aclose()
             self._series(self.metrics.bytes, "response").inc(sizes[0])
             if sizes[0] > self.cfg.record_limit:
@@ -550,6 +578,33 @@ class _DownstreamGone(Exception):
 
 class _Broken(Exception):
     """Raised to the server so that it drops the caller's connection mid-response."""
+
+
+class _Gone:
+    """Cancels the exchange's task when the caller goes away while its response is pumped (once).
+
+    Called from the event loop only (``DirectBody.on_gone``, a watcher's done callback), never from
+    the task itself: while ``armed`` the task is then suspended inside the pump, which is where the
+    cancellation lands. One requested of a running task would land at its next await, after the
+    pump perhaps, and skip the exchange's record."""
+
+    __slots__ = ("armed", "fired", "task")
+
+    def __init__(self) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.task = task
+        self.armed = True
+        self.fired = False
+
+    def __call__(self) -> None:
+        if self.armed and not self.fired:
+            self.fired = True
+            self.task.cancel()
+
+    def watched(self, watcher: asyncio.Future[None]) -> None:
+        if not watcher.cancelled():
+            self()
 
 
 class _Tee:

@@ -142,8 +142,12 @@ class HttpConnection(asyncio.Protocol):
         self._head_bytes = 0  # the head's bytes read so far, counted per read
         self._parsed_head = 0  # the head being parsed, counted from the parser's callbacks
         self._head_over = False
-        self._head_timer: asyncio.TimerHandle | None = None
-        self._idle_timer: asyncio.TimerHandle | None = None
+        #: when the head under way and the idle spell end (the loop's clock; 0: not running),
+        #: checked by the listener's sweep (``Listener.sweep``): no timer handle per connection
+        self.head_by = 0.0
+        self.idle_by = 0.0
+        #: called once when the connection is lost (``DirectBody.on_gone``: the running app's)
+        self.on_gone: Callable[[], None] | None = None
 
     # --- the transport's side ---------------------------------------------------------------------
 
@@ -170,6 +174,9 @@ class HttpConnection(asyncio.Protocol):
         if self.cycle is not None:
             self.cycle.message_event.set()
         self.writable.set()  # a response waiting to write finds the connection gone
+        if self.on_gone is not None:
+            gone, self.on_gone = self.on_gone, None
+            gone()
         self.pipeline.clear()
         self.parser = None  # type: ignore[assignment]  # it holds this object: no cycle left for the GC
 
@@ -201,8 +208,9 @@ class HttpConnection(asyncio.Protocol):
         self._disarm_idle()
         if self._in_head:
             self._head_bytes += len(data)
-            if self._head_timer is None:
-                self._head_timer = self.loop.call_later(self.cfg.head_timeout_s, self._head_too_slow)
+            if not self.head_by:
+                self.head_by = self.loop.time() + self.cfg.head_timeout_s
+                self.listener.sweep()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -328,29 +336,29 @@ class HttpConnection(asyncio.Protocol):
     # --- bounds -----------------------------------------------------------------------------------
 
     def _arm_idle(self) -> None:
-        self._disarm_idle()
-        self._idle_timer = self.loop.call_later(self.cfg.idle_timeout_s, self._idle_too_long)
+        self.idle_by = self.loop.time() + self.cfg.idle_timeout_s
+        self.listener.sweep()
 
     def _disarm_idle(self) -> None:
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
-
-    def _idle_too_long(self) -> None:
-        self._idle_timer = None
-        if not self.transport.is_closing():
-            self.transport.close()
+        self.idle_by = 0.0
 
     def _stop_head_timer(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+        self.head_by = 0.0
+
+    def overdue(self, now: float) -> None:
+        """The listener's sweep: end what is over its bound at ``now`` (the loop's clock)."""
+        if self.idle_by and now >= self.idle_by:
+            self.idle_by = 0.0
+            if not self.transport.is_closing():
+                self.transport.close()
+        if self.head_by and now >= self.head_by:
+            self.head_by = 0.0
+            self._head_too_slow()
 
     def _head_too_slow(self) -> None:
-        self._head_timer = None
         if self.cycle is not None and not self.cycle.response_complete:
             # a pipelined head behind a response still streaming: its clock starts when that ends
-            self._head_timer = self.loop.call_later(self.cfg.head_timeout_s, self._head_too_slow)
+            self.head_by = self.loop.time() + self.cfg.head_timeout_s
             return
         if self._in_head and self._head_bytes > 0:
             self._refuse(408, f"the request head did not arrive within {self.cfg.head_timeout_s:g} s")
@@ -575,6 +583,12 @@ class DirectBody:
             and c.scope["method"] != "HEAD"
         )
 
+    def body_arrived(self) -> bool:
+        """The whole request body has been read: ``receive`` hands it over without waiting (so the
+        app need not bound that wait). The usual case: a request's head and body in one read."""
+        c = self._cycle()
+        return c is not None and not c.more_body
+
     def gone(self) -> bool:
         """The caller's connection is closed or closing: nothing written reaches it."""
         c = self._cycle()
@@ -583,6 +597,21 @@ class DirectBody:
     def write(self, data: bytes) -> None:
         if data:
             self._transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+
+    def on_gone(self, callback: Callable[[], None] | None) -> None:
+        """Have ``callback`` called once, from the event loop, when the caller's connection is lost
+        (soon, when it is already gone); None forgets it. What an app's own ``receive`` would say
+        as ``http.disconnect``, without a task waiting on ``receive`` for each request. Never
+        called from within this call: an app that cancels its own task from it is suspended then."""
+        c = self._cycle()
+        conn = c.conn if c is not None else None
+        if callback is None:
+            if conn is not None:
+                conn.on_gone = None
+        elif conn is None or conn.transport.is_closing() or c is None or c.disconnected:
+            asyncio.get_running_loop().call_soon(callback)
+        else:
+            conn.on_gone = callback
 
     def full(self) -> bool:
         """The caller's transport is over its high-water mark: stop feeding it until ``drain``."""

@@ -37,9 +37,31 @@ class Listener:
         self.state: dict[str, Any] = {}
         self._server: asyncio.Server | None = None
         self._lifespan = _Lifespan(app, self.state) if lifespan else None
+        # the connections' head and idle bounds: one sweep every tick while any connection is open
+        # (a twentieth of the shorter bound, at most a second) instead of a timer handle armed and
+        # cancelled two or three times per connection; a bound is enforced at most a tick late
+        cfg = self.config
+        self._tick_s = min(1.0, max(min(cfg.head_timeout_s, cfg.idle_timeout_s) / 20, 0.001))
+        self._sweeping: asyncio.TimerHandle | None = None
 
     def _connection(self) -> HttpConnection:
         return HttpConnection(self)
+
+    def sweep(self) -> None:
+        """Have the connections' bounds checked every tick from now on, while any is open."""
+        if self._sweeping is None:
+            self._sweeping = asyncio.get_running_loop().call_later(self._tick_s, self._sweep)
+
+    def _sweep(self) -> None:
+        self._sweeping = None
+        if not self.connections:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for conn in list(self.connections):
+            conn.overdue(now)
+        if self.connections:
+            self._sweeping = loop.call_later(self._tick_s, self._sweep)
 
     async def start(
         self, host: str = "127.0.0.1", port: int = 0, *, sock: socket.socket | None = None
@@ -83,6 +105,9 @@ class Listener:
         await asyncio.gather(*self.tasks, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+        if self._sweeping is not None:
+            self._sweeping.cancel()
+            self._sweeping = None
         if self._lifespan is not None:
             await self._lifespan.shutdown()
 

@@ -11,7 +11,6 @@ content-decoded, and both map their errors onto the three the proxy records.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -127,6 +126,10 @@ class _Conn(asyncio.Protocol):
         self.waiter: asyncio.Future[None] | None = None
         self.sink: BodySink | None = None
         self.halted = False  # the sink said stop
+        #: while waiting (``_Raw._wait``): the time the wait ends by (None: ``read_s`` after the
+        #: last read's stamp), and whether it ended by timing out
+        self.deadline: float | None = None
+        self.timed_out = False
         self._begin(head_only=False)
         self.active = False
 
@@ -309,6 +312,40 @@ class _Raw(Upstream):
         self.connect_s, self.read_s = connect_s, read_s
         self.idle: list[_Conn] = []
         self.max_idle = max_idle
+        # the read timeouts: one sweep over the waiting connections every ``_tick_s`` (while any
+        # wait) instead of a timer per wait; asyncio.timeout's objects and timer handle, twice
+        # per exchange, were a few per cent of the forwarding process. A wait ends at most a tick
+        # (a twentieth of ``read_s``, at most a second) after its limit
+        self._waiting: set[_Conn] = set()
+        self._sweeping: asyncio.TimerHandle | None = None
+        self._sweep_loop: asyncio.AbstractEventLoop | None = None
+        self._tick_s = min(1.0, max(read_s / 20, 0.001))
+
+    async def _wait(self, conn: _Conn, deadline: float | None = None) -> bool:
+        """Wait for ``conn``'s next event; False: ``deadline`` passed first (None: ``read_s``
+        after the stamp of its last read, or of the request)."""
+        conn.deadline, conn.timed_out = deadline, False
+        self._waiting.add(conn)
+        loop = asyncio.get_running_loop()
+        if self._sweeping is None or self._sweep_loop is not loop:  # (a loop that ended left one)
+            self._sweep_loop = loop
+            self._sweeping = loop.call_later(self._tick_s, self._sweep)
+        try:
+            await conn.wait()
+        finally:
+            self._waiting.discard(conn)
+        return not conn.timed_out
+
+    def _sweep(self) -> None:
+        self._sweeping = None
+        now = time.monotonic()
+        for conn in list(self._waiting):
+            limit = conn.deadline if conn.deadline is not None else conn.stamp + self.read_s
+            if now >= limit:
+                conn.timed_out = True
+                conn._wake()
+        if self._waiting:
+            self._sweeping = asyncio.get_running_loop().call_later(self._tick_s, self._sweep)
 
     async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
@@ -359,12 +396,11 @@ class _Raw(Upstream):
             try:
                 assert conn.transport is not None
                 conn.transport.write(request)
-                async with asyncio.timeout(read_s):
-                    while not conn.headers_done and conn.error is None:
-                        await conn.wait()
-            except TimeoutError as exc:
-                conn.close()
-                raise UpstreamTimeout("no response headers in time") from exc
+                conn.stamp = time.monotonic()  # until the first read: the body's waits count from here
+                deadline = conn.stamp + read_s
+                while not conn.headers_done and conn.error is None:
+                    if not await self._wait(conn, deadline):
+                        raise UpstreamTimeout("no response headers in time")
             except BaseException:
                 conn.close()
                 raise
@@ -396,12 +432,9 @@ class _Raw(Upstream):
                 if conn.complete:
                     state["done"] = True
                     return
-                try:
-                    async with asyncio.timeout(read_s):
-                        await conn.wait()
-                except TimeoutError as exc:
+                if not await self._wait(conn):
                     conn.close()
-                    raise UpstreamTimeout("the upstream stopped sending") from exc
+                    raise UpstreamTimeout("the upstream stopped sending")
 
         async def relay(sink: BodySink) -> bool:
             conn.sink, conn.halted = sink, False
@@ -424,9 +457,7 @@ class _Raw(Upstream):
                     if left <= 0:
                         conn.close()
                         raise UpstreamTimeout("the upstream stopped sending")
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(left):
-                            await conn.wait()
+                    await self._wait(conn)  # woken by a read's end, an error, a stop, or read_s
                 return False
             finally:
                 conn.sink = None
@@ -440,6 +471,9 @@ class _Raw(Upstream):
         return UpstreamResponse(conn.status, conn.headers, body_iter(), aclose, relay)
 
     async def aclose(self) -> None:
+        if self._sweeping is not None:
+            self._sweeping.cancel()
+            self._sweeping = None
         while self.idle:
             self.idle.pop().close()
 

@@ -13,10 +13,9 @@ and reads as it always did.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-from wirecheck.contracts import Chunk, Exchange, InputError, dump_exchange, load_exchange
+from wirecheck.contracts import Chunk, Exchange, HttpResponse, InputError, dump_exchange, load_exchange
 
 __all__ = ["STORED_CHUNKS", "row_document", "row_exchange"]
 
@@ -30,15 +29,31 @@ def row_document(ex: Exchange) -> tuple[dict[str, Any], bytes | None]:
     if resp is None or resp.chunks is None:
         return dump_exchange(ex), None
     chunks = resp.chunks
-    doc = dump_exchange(dataclasses.replace(ex, response=dataclasses.replace(resp, chunks=[])))
+    # shallow copies by their constructors: ``dataclasses.replace`` looks every field up by name,
+    # twice per exchange on the store writer's thread (which shares the forwarding loop's GIL)
+    bare = HttpResponse(resp.status, resp.headers, resp.body, [])
+    doc = dump_exchange(
+        Exchange(ex.id, ex.tap, ex.request, bare, ex.correlation, ex.started_at, ex.error, ex.extra)
+    )
     stored: dict[str, Any] = doc["response"]
     del stored["chunks"]
     stored[STORED_CHUNKS] = {
-        # whole microseconds: what the interchange form keeps (t_ms to three places), as integers
-        "t_us": [round(round(c.t_ms, 3) * 1000) for c in chunks],
+        "t_us": [_whole_us(c.t_ms) for c in chunks],
         "sizes": [len(c.data) for c in chunks],
     }
     return doc, b"".join([c.data for c in chunks])
+
+
+def _whole_us(t_ms: float) -> int:
+    """``round(round(t_ms, 3) * 1000)``: whole microseconds, what the interchange form keeps (t_ms
+    to three places) as an integer. ``round(x, 3)`` rounds through a decimal conversion (a third of
+    the writer's time per chunk); rounding ``t_ms * 1000`` gives the same integer wherever the
+    product is not within rounding error of a half, and only there is the decimal way taken."""
+    us = t_ms * 1000.0
+    whole = round(us)
+    if abs(abs(us - whole) - 0.5) > 1e-9 + abs(us) * 1e-12:
+        return whole
+    return round(round(t_ms, 3) * 1000)
 
 
 def row_exchange(obj: Any, body: bytes | None, *, source: str) -> Exchange:

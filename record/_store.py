@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import socket
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,12 +70,16 @@ _PAGE = 64
 _KEYS = 250
 #: a claim left by a checking worker that died is taken over after this long
 CLAIM_TIMEOUT_S = 60.0
-#: how long the writer waits after the first exchange of a batch for more to arrive: each
-#: transaction costs about 380 us of the proxy process's CPU besides its rows (the index pages it
-#: writes again), so at 150 exchanges a second 20 ms (batches of 4) cost 150 us an exchange and
-#: 100 ms (batches of 15) 75 us. An exchange reaches the store that much later (the live checker
-#: waits a second anyway)
+#: how often the writer takes what was queued: each transaction costs about 380 us of the proxy
+#: process's CPU besides its rows (the index pages it writes again), so at 150 exchanges a second
+#: 20 ms (batches of 4) cost 150 us an exchange and 100 ms (batches of 15) 75 us. An exchange
+#: reaches the store that much later (the live checker waits a second anyway)
 LINGER_S = 0.1
+
+
+#: ``json.dumps(doc, ensure_ascii=False, separators=(",", ":"))`` with its encoder made once: dumps
+#: builds one per call when given options
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def is_store(path: str | Path) -> bool:
@@ -132,7 +136,14 @@ class Store:
         self.replica = _replica()
         self.stats = StoreStats()
         self._lock = threading.Lock()
-        self._queue: queue.Queue[Exchange | None] = queue.Queue(maxsize=queue_size)
+        # the hand-off to the writer: a deque the request path appends to (atomic under the GIL) and
+        # the writer takes from every LINGER_S. A queue.Queue took a lock and notified a condition
+        # on every put and every get, and woke the writer with a futex
+        self._queued: deque[Exchange] = deque()
+        self._queue_size = queue_size
+        self._busy = False  # the writer holds a batch it took and has not written yet
+        self._stop = threading.Event()  # set: write everything queued, then end
+        self._nudge = threading.Event()  # set: take what is queued now (flush, close)
         self._batch = batch_size
         self._retries = max(1, retries)
         self._gap: list[Any] = []  # [count, first, last] of drops not yet written
@@ -155,57 +166,48 @@ class Store:
 
     def put(self, ex: Exchange) -> bool:
         """Queue an exchange for writing; never blocks. False when it was dropped (queue full)."""
-        try:
-            self._queue.put_nowait(ex)
+        if len(self._queued) < self._queue_size:
+            self._queued.append(ex)
             self.stats.queued += 1
             return True
-        except queue.Full:
-            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            with self._gap_lock:
-                self.stats.dropped += 1
-                if self._gap:
-                    self._gap[0] += 1
-                    self._gap[2] = now
-                else:
-                    self._gap = [1, now, now]
-            return False
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        with self._gap_lock:
+            self.stats.dropped += 1
+            if self._gap:
+                self._gap[0] += 1
+                self._gap[2] = now
+            else:
+                self._gap = [1, now, now]
+        return False
 
     # --- the writer ------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        stop = False
-        while not stop:
-            try:
-                first = self._queue.get(timeout=0.2)
-            except queue.Empty:
-                self._write_safely([])
-                continue
-            taken = 1
-            batch: list[Exchange] = []
-            if first is None:
-                stop = True
-            else:
-                batch.append(first)
-                if self._queue.qsize() < self._batch:
-                    # linger while more arrive: one transaction for what ends in that time, and the
-                    # request path's put() finds no writer waiting to be woken, which made it the
-                    # proxy's costliest call after the socket writes at 256 streams
-                    time.sleep(LINGER_S)
-            while len(batch) < self._batch and not stop:
+        while True:
+            # one transaction for what ended in that time; the request path's put() never wakes
+            # this thread (waking it on every put was the proxy's costliest call after the socket
+            # writes at 256 streams)
+            self._nudge.wait(LINGER_S)
+            self._nudge.clear()
+            stopping = self._stop.is_set()
+            while True:
+                self._busy = True  # before taking: flush() sees the queue or this, never neither
+                batch = self._take()
                 try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                taken += 1
-                if item is None:
-                    stop = True
-                else:
-                    batch.append(item)
-            try:
-                self._write_safely(batch, stopping=stop)
-            finally:
-                for _ in range(taken):
-                    self._queue.task_done()
+                    self._write_safely(batch, stopping=stopping)
+                finally:
+                    self._busy = False
+                if len(batch) < self._batch:
+                    break  # the queue is empty (or was when taken): wait for more
+            if stopping:
+                return
+
+    def _take(self) -> list[Exchange]:
+        batch: list[Exchange] = []
+        queued = self._queued
+        while queued and len(batch) < self._batch:
+            batch.append(queued.popleft())
+        return batch
 
     def _write_safely(self, batch: list[Exchange], *, stopping: bool = False) -> None:
         """Write a batch; when the database fails (a PostgreSQL restart, a lost connection, a locked
@@ -303,7 +305,7 @@ class Store:
                     doc["request"]["path"],  # redacted like the doc
                     ex.response.status if ex.response else None,
                     ex.error.kind if ex.error else None,
-                    json.dumps(doc, ensure_ascii=False, separators=(",", ":")),
+                    _encode(doc),
                     body,
                 )
             )
@@ -317,18 +319,22 @@ class Store:
 
     def flush(self, timeout: float = 30.0) -> None:
         """Wait until everything queued so far is written."""
+        if self._thread is None:
+            self._write([])
+            return
         deadline = time.monotonic() + timeout
-        while self._queue.unfinished_tasks and self._thread is not None and self._thread.is_alive():
+        self._nudge.set()
+        while (self._queued or self._busy) and self._thread.is_alive():
             if time.monotonic() > deadline:
                 break
             time.sleep(0.005)
-        if self._thread is None:
-            self._write([])
+            self._nudge.set()
 
     def close(self) -> None:
         """Flush every queued exchange and close (what SIGTERM does)."""
         if self._thread is not None and self._thread.is_alive():
-            self._queue.put(None)
+            self._stop.set()
+            self._nudge.set()
             self._thread.join(timeout=60)
         if not self.readonly:
             self._write_safely([], stopping=True)

@@ -8,6 +8,7 @@ import asyncio
 import gc
 import hashlib
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ import pytest
 
 from tests.proxy.test_app import raw_upstream, recorded
 from wirecheck.proxy import ProxyApp, TapConfig, serve_listener
-from wirecheck.proxy._http import DirectBody
+from wirecheck.proxy._http import DirectBody, ListenerConfig
 from wirecheck.record import Store, read_body, serve
 
 
@@ -142,6 +143,42 @@ def test_an_upstream_silent_mid_relay_times_out(store: Store, spy: dict[str, int
             pass
     [ex] = asyncio.run(recorded(store, 1))
     assert ex.error is not None and ex.error.kind == "timeout"
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct-body", "asgi-receive"])
+def test_a_caller_gone_while_the_upstream_is_silent_ends_the_exchange_at_once(
+    store: Store, direct: bool
+) -> None:
+    """No upstream read comes to notice the caller is gone: the listener's connection_lost says so
+    (or, on the ASGI path, ``receive``), and the upstream request is closed then, not at the read
+    timeout."""
+    released = threading.Event()
+    upstream_saw: dict[str, bool] = {}
+
+    async def silent(scope: Any, receive: Any, send: Any) -> None:
+        await read_body(receive)
+        headers = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": PIECES[0], "more_body": True})
+        for _ in range(3000):  # silent for 30 s at most: a bound to fail by
+            if released.is_set():
+                break
+            await asyncio.sleep(0.01)
+        upstream_saw["released"] = released.is_set()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    config = ListenerConfig(direct_body=direct)
+    with serve(silent) as up, serve_listener(ProxyApp(TapConfig(upstream=up), store), config=config) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as s:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: t\r\ncontent-length: 2\r\n\r\n{}")
+            got = b""
+            while PIECES[0] not in got:
+                got += s.recv(65536)
+        [ex] = asyncio.run(recorded(store, 1))  # recorded while the upstream is still silent
+        released.set()
+    assert ex.error is not None and ex.error.kind == "client_abort"
+    assert ex.response is not None and [c.data for c in ex.response.chunks or []] == PIECES[:1]
 
 
 def test_bodies_with_a_length_and_head_answers_take_the_asgi_path(store: Store, spy: dict[str, int]) -> None:

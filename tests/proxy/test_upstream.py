@@ -146,3 +146,44 @@ async def test_surplus_bytes_close_the_connection_whenever_they_come() -> None:
                 await asyncio.sleep(0.1)  # the late surplus arrives while the connection is idle
             await up.aclose()
         assert got == [b"01", b"02", b"03", b"04"], (late, got)
+
+
+async def test_a_trickled_head_times_out_from_the_request_and_a_paced_body_does_not() -> None:
+    """The head must be whole within ``read_s`` of the request, however its bytes are spread; the
+    body's bound is per read, so a stream paced under ``read_s`` runs as long as it lasts."""
+    read_s = 0.3
+
+    async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        for byte in b"HTTP/1.1 200 OK\r\nx-slow: " + b"a" * 100:
+            writer.write(bytes([byte]))
+            await writer.drain()
+            await asyncio.sleep(read_s / 6)
+
+    async def paced(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(8):  # 8 x read_s / 3: past read_s in all, never between two reads
+            await asyncio.sleep(read_s / 3)
+            writer.write(b"1\r\nx\r\n")
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    for handler in (trickle, paced):
+        server = await asyncio.start_server(until_closed(handler), "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        async with server:
+            up = make_upstream(urlsplit(url), transport=None, connect_s=2, read_s=read_s)
+            if handler is trickle:
+                loop = asyncio.get_running_loop()
+                t0 = loop.time()
+                with pytest.raises(UpstreamTimeout, match="no response headers"):
+                    await up.open("POST", "/v1/x", [], b"{}")
+                # well before the trickle (6 s) would end: not read_s per byte
+                assert loop.time() - t0 < 100 * read_s / 6
+            else:
+                resp = await up.open("POST", "/v1/x", [], b"{}")
+                assert b"".join([p async for p in resp.body]) == b"x" * 8
+                await resp.aclose()
+            await up.aclose()

@@ -107,3 +107,18 @@ def test_a_store_of_the_older_schema_reads_and_migrates(tmp_path: Path) -> None:
     w.write_now([streamed(1, CHUNKS)])
     assert [dump_exchange(e) for e in w.exchanges()] == [doc, dump_exchange(streamed(1, CHUNKS))]
     w.close()
+
+
+def test_stored_offsets_are_the_interchange_forms_to_the_microsecond() -> None:
+    """``t_us`` is ``t_ms`` as the interchange form keeps it (three places), as an integer: the
+    same integers as ``round(round(t_ms, 3) * 1000)`` everywhere, the half-microsecond offsets
+    whose float product lands next to a half included."""
+    from wirecheck.record._rows import row_document
+
+    offsets = [k / 1000 + 0.0005 for k in range(0, 200_000, 7)]  # decimal halves, as floats
+    offsets += [(k + 0.5) / 1000 for k in range(0, 200_000, 11)]
+    offsets += [k / 2048 for k in range(0, 100_000, 13)]  # exact binary halves of a microsecond
+    offsets += [1e-7, 0.0, 123456.7894999, 3_600_000.0005, 86_400_000.0004999]
+    ex = streamed(0, [Chunk(t, b"x") for t in offsets])
+    doc, _ = row_document(ex)
+    assert doc["response"]["stored_chunks"]["t_us"] == [round(round(t, 3) * 1000) for t in offsets]
