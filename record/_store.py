@@ -56,8 +56,7 @@ _COLUMNS = (
 #: checked again: ``_TO_CHECK``)
 _UPSERT = (
     f"INSERT INTO exchanges({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-    "ON CONFLICT (id) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS.split(", ")[1:])
+    "ON CONFLICT (id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS.split(", ")[1:])
 )
 #: an exchange written, or written again, is to be checked (again): its row in ``checks``
 _TO_CHECK = (
