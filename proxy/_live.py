@@ -142,11 +142,14 @@ class Recent:
     def slim(self, ids: list[str]) -> None:
         """Let these exchanges' views go, keeping what a later batch of one tap asks of them."""
         for i in ids:
-            held = self._views.pop(i, None)
+            held = self._views.get(i)
             if held is not None:
                 start, version, view = held
-                key, streamed = self.twin(view.ex)
+                key, streamed = self.twin(view.ex)  # worked out already by its batch: not built again
                 self._slim[i] = (start, version, view.ex.tap, key, streamed)
+                del self._views[i]
+                if len(self._slim) > self.limit:
+                    del self._slim[next(iter(self._slim))]  # the first let go
             self._twins.pop(i, None)
 
     def slimmed(self, rows: list[tuple[str, Any]]) -> dict[str, tuple[str, tuple[str, str] | None, bool]]:

@@ -134,6 +134,15 @@ def test_views_are_let_go_by_time_and_by_count() -> None:
     assert recent.exchange(exs[0].id) is None
     recent.forget_before(float("inf"))
     assert len(recent) == 0
+    # what is kept of a view let go (one tap) is bounded alike
+    assert len(exs) > 3
+    for ex in exs:
+        recent.view(ex)
+        recent.slim([ex.id])
+    assert len(recent) == 0
+    assert list(recent.slimmed([(ex.id, None) for ex in exs])) == [ex.id for ex in exs[-3:]]
+    recent.forget_before(float("inf"))
+    assert recent.slimmed([(ex.id, None) for ex in exs]) == {}
 
 
 def _checker_nice(path: Path) -> int:
