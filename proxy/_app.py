@@ -47,6 +47,7 @@ from wirecheck.record import Correlator, Sink, correlation_secret
 
 from ._histogram import LoopHistogram
 from ._http import CUT, DIRECT_BODY, TARGET, DirectBody
+from ._stalls import NOTE_S, LoopStalls
 from ._upstream import (
     Batch,
     BodySink,
@@ -191,8 +192,10 @@ class ProxyApp:
         self._corr = Correlator(cfg.correlation_secret or correlation_secret())
         self._children: dict[tuple[int, str], Any] = {}
         self._secret_names: dict[str, bool] = {}
+        self._stalls = LoopStalls(idle=lambda: self.in_flight == 0)
 
     async def aclose(self) -> None:
+        self._stalls.close()
         if self._version is not None:
             await self._version.aclose()
         await self._upstream.aclose()
@@ -253,6 +256,8 @@ class ProxyApp:
         method: str = scope["method"]
         in_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])]
         ex = Exchange(id=f"{cfg.tap}-{os.urandom(8).hex()}", tap=cfg.tap, started_at=started)
+        ex.extra["_t0_mono"] = t0
+        self._stalls.watch()
         try:
             target = self._target(scope)
             ex.request = HttpRequest(
@@ -566,6 +571,9 @@ class ProxyApp:
     def _finish(self, ex: Exchange, outcome: str) -> None:
         self._series(self.metrics.exchanges, outcome).inc()
         ex.extra["_ended_mono"] = time.monotonic()
+        stall = self._stalls.longest(ex.extra.pop("_t0_mono", ex.extra["_ended_mono"]))
+        if stall >= NOTE_S:  # its arrival offsets may be squeezed by that much (proxy/_stalls.py)
+            ex.extra["stall_ms"] = round(stall * 1000.0, 1)
         if self._version is not None:
             self._version.stamp(ex)
         if self.store is not None and not self.store.put(ex):

@@ -159,3 +159,16 @@ def test_twins_that_differ_by_a_model_error_are_not_the_parsers() -> None:
     streamed_good = wire.streamed(rq, wire.k2_tool_stream(), tap="engine")
     res = check_exchanges([streamed_good, plain])
     assert {(f.rule, str(f.fault)) for f in res.findings} == {("tool-call-undeclared", "model")}
+
+
+def test_a_squeeze_the_caller_taps_own_hold_up_explains_is_not_the_gateways() -> None:
+    # a tap whose loop was held up reads what arrived meanwhile in one go (proxy/_stalls.py): the
+    # engine's 150 ms of pacing squeezed into 1 ms at the caller is the gateway's only when the
+    # caller tap's loop was not held up for about that long itself
+    objs = wire.text_stream("a", "b", "c", "d")
+    for stall_ms, blamed in ((None, True), (25.0, True), (130.0, False), (400.0, False)):
+        engine = wire.per_frame(req(), objs, gap_ms=30)
+        caller = wire.per_frame(req(), objs, gap_ms=0.2)
+        if stall_ms is not None:
+            caller.extra["stall_ms"] = stall_ms
+        assert ("gateway-stream-buffered" in by_rule(correlated(caller, engine))) is blamed, stall_ms

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -267,3 +268,31 @@ async def test_control_endpoints_health_findings_metrics(
     )
     assert 'wirecheck_exchanges_total{outcome="ok",tap="engine"} 1.0' in metrics
     assert "wirecheck_added_latency_seconds_bucket" in metrics
+
+
+async def test_an_exchange_notes_how_long_its_taps_loop_was_held_up(
+    through_proxy: Callable[..., httpx.AsyncClient], store: Store
+) -> None:
+    # the tap stamps pieces when its loop reads them: a loop held up mid-stream squeezes their
+    # offsets, and the exchange says by how much it could have (gateway-stream-buffered reads it)
+    async def held_up(scope: Any, receive: Any, send: Any) -> None:
+        await read_body(receive)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        for i in range(3):
+            if i == 1:
+                time.sleep(0.08)  # in the tap's own loop (the upstream runs in-process here)
+            await send({"type": "http.response.body", "body": b"data: {}\n\n", "more_body": True})
+            await asyncio.sleep(0.01)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    before = store.count()
+    await fetch(through_proxy(held_up))
+    ex = (await recorded(store, before + 1))[-1]
+    assert ex.extra["stall_ms"] >= 80 - 5  # at least as long, less the timer's tick
+    assert "_t0_mono" not in ex.extra
