@@ -15,7 +15,7 @@ import pytest
 
 from tests.acceptance.facts import UNTIMED
 from tests.acceptance.runs import FAST, accept_ci, checks
-from tests.support.servers import running
+from tests.support.servers import gateway_process
 from wirecheck.acceptance import AcceptanceResult, AcceptOptions, Progress, run_acceptance, via_taps
 from wirecheck.contracts import CheckConfig, check_exchanges
 from wirecheck.record import Store, free_port, serve
@@ -39,17 +39,7 @@ def _accept(
     sim = create_app(SimConfig(**{**FAST, "time_scale": 0.0005}, faults=parse_faults(engine_faults)))  # type: ignore[arg-type]
     with serve(sim) as engine:
         upstream = f"http://127.0.0.1:{engine_port}" if taps else engine
-        # the gateway in a process of its own, as gateways run: served from a thread of this
-        # process it shared the GIL with the taps' loop, and on a loaded machine passed a stream on
-        # in bursts (a faithful gateway found buffering)
-        gw_port = free_port()
-        faults = ["--faults", gateway_faults] if gateway_faults else []
-        with running(
-            "sim-gateway",
-            *("--upstream", upstream, "--port", str(gw_port), *faults),
-            ready=f"http://127.0.0.1:{gw_port}/health",
-        ):
-            gw = f"http://127.0.0.1:{gw_port}"
+        with gateway_process(upstream, gateway_faults) as gw:
             if not taps:
                 run = accept_ci(
                     gw,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.generators.test_generators import FIND_ONLY  # finding and attributing needs no shrinking
+from tests.support.servers import gateway_process
 from wirecheck.contracts import CheckConfig, check_exchanges
 from wirecheck.generators import ScenarioReport, run_scenarios
 from wirecheck.record import dual_taps, free_port, serve
@@ -18,7 +19,6 @@ from wirecheck.sim import (
     create_app,
     create_gateway,
     parse_faults,
-    parse_gateway_faults,
 )
 
 
@@ -27,14 +27,12 @@ def _through_taps(engine_faults: str, gateway_faults: str, **kw: object) -> tupl
     to ``run_scenarios`` (``taps=``) as a program that runs its own would. Returns the report and the
     gateway's URL."""
     engine_port = free_port()
-    with serve(create_app(SimConfig(time_scale=0.0005, faults=parse_faults(engine_faults)))) as sim:
-        gateway = create_gateway(
-            GatewayConfig(
-                upstream=f"http://127.0.0.1:{engine_port}", faults=parse_gateway_faults(gateway_faults)
-            )
-        )
-        with serve(gateway) as gw, dual_taps(gw, sim, engine_port) as (caller, sink):
-            return run_scenarios(caller, taps=sink.take, reproduce_target=gw, **kw), gw  # type: ignore[arg-type]
+    with (
+        serve(create_app(SimConfig(time_scale=0.0005, faults=parse_faults(engine_faults)))) as sim,
+        gateway_process(f"http://127.0.0.1:{engine_port}", gateway_faults) as gw,
+        dual_taps(gw, sim, engine_port) as (caller, sink),
+    ):
+        return run_scenarios(caller, taps=sink.take, reproduce_target=gw, **kw), gw  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

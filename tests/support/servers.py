@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx
 
+from wirecheck.record import free_port
+
 #: mitmproxy's dump tool, installed beside this Python by the ``mitm`` extra
 MITMDUMP = Path(sys.executable).with_name("mitmdump")
 ADDON = Path(__file__).parents[2] / "proxy" / "mitm_addon.py"
@@ -243,6 +245,22 @@ def sim_behind_gateway(
         ),
     ):
         yield
+
+
+@contextmanager
+def gateway_process(upstream: str, faults: str = "") -> Iterator[str]:
+    """``wirecheck sim-gateway`` in front of ``upstream``, with ``faults``, in a process of its own
+    (as gateways run): yields its URL once it answers. Served from a thread of a test's process, it
+    shares the GIL with the taps in that process and, on a loaded machine, passes a stream on in
+    bursts, which the contracts rightly read as a buffering gateway."""
+    port = free_port()
+    with running(
+        "sim-gateway",
+        *("--upstream", upstream, "--port", str(port)),
+        *(("--faults", faults) if faults else ()),
+        ready=f"http://127.0.0.1:{port}/health",
+    ):
+        yield f"http://127.0.0.1:{port}"
 
 
 def run_to_end(
