@@ -12,7 +12,7 @@ An engine-side request finding the caller side lacks means the gateway broke the
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,14 +130,12 @@ def crashed(exchange_id: str, tap: str, where: str, exc: BaseException) -> Findi
     )
 
 
-def _run(r: Rule, subject: object, ctx: CheckConfig, exchange_id: str, tap: str) -> Iterator[Finding]:
+def _run(r: Rule, subject: object, ctx: CheckConfig, exchange_id: str, tap: str) -> list[Finding]:
     """One rule on one subject; an exception becomes a check-crashed finding, not a crash."""
     try:
-        found = [_finding(r, h, exchange_id, tap) for h in r.func(subject, ctx)]
+        return [_finding(r, h, exchange_id, tap) for h in r.func(subject, ctx)]
     except Exception as exc:  # any bug or limit a hostile exchange finds in a rule
-        yield crashed(exchange_id, tap, f"rule {r.id}", exc)
-        return
-    yield from found
+        return [crashed(exchange_id, tap, f"rule {r.id}", exc)]
 
 
 def check_view(view: ExchangeView, config: CheckConfig | None = None) -> list[Finding]:
@@ -150,10 +148,7 @@ def check_view(view: ExchangeView, config: CheckConfig | None = None) -> list[Fi
     if ctx.disabled or cut:
         judging = [r for r in judging if r.id not in ctx.disabled and (not cut or r.id in TRUNCATION_SAFE)]
     for r in judging:
-        try:
-            out.extend([_finding(r, h, ex_id, tap) for h in r.func(view, ctx)])
-        except Exception as exc:  # any bug or limit a hostile exchange finds in a rule
-            out.append(crashed(ex_id, tap, f"rule {r.id}", exc))
+        out.extend(_run(r, view, ctx, ex_id, tap))
     return out
 
 

@@ -197,9 +197,8 @@ class _Registry(dict[str, Rule]):
 
 
 REGISTRY: dict[str, Rule] = _Registry()
-_RULES: dict[str | None, tuple[int, list[Rule]]] = {}  # scope -> (the registry's version, its rules)
-#: (scope, endpoint) -> (the registry's version, the rules of that scope that judge that endpoint)
-_JUDGING: dict[tuple[str, str | None], tuple[int, list[Rule]]] = {}
+#: ("scope", scope) or ("judging", scope, endpoint) -> (the registry's version, those rules)
+_RULES: dict[tuple[Any, ...], tuple[int, list[Rule]]] = {}
 _ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 _SCOPES = ("exchange", "taps", "twins", "set")
 
@@ -252,30 +251,33 @@ def _summary_and_why(rule_id: str, docstring: str | None) -> tuple[str, str]:
     return " ".join(head.split()), rest
 
 
+def _cached(key: tuple[Any, ...], build: Callable[[], list[Rule]]) -> list[Rule]:
+    """``build()``, worked out again only when the registry has changed since (its ``version``)."""
+    version = getattr(REGISTRY, "version", None)
+    held = _RULES.get(key)
+    if held is not None and version is not None and held[0] == version:
+        return held[1]
+    found = build()
+    if version is not None:
+        _RULES[key] = (version, found)
+    return found
+
+
 def rules(scope: str | None = None) -> list[Rule]:
     """The registered rules, in id order (the catalogue order)."""
-    version = getattr(REGISTRY, "version", None)
-    held = _RULES.get(scope)
-    if held is not None and version is not None and held[0] == version:
-        return list(held[1])
-    found = [r for _, r in sorted(REGISTRY.items()) if scope is None or r.scope == scope]
-    if version is not None:
-        _RULES[scope] = (version, found)
-    return list(found)
+    return list(
+        _cached(
+            ("scope", scope),
+            lambda: [r for _, r in sorted(REGISTRY.items()) if scope is None or r.scope == scope],
+        )
+    )
 
 
 def rules_judging(scope: str, endpoint: str | None) -> list[Rule]:
     """The rules of ``scope`` that judge an exchange of ``endpoint``, in id order; the list is the
     registry's until it changes (do not change it): asking each of sixty rules again for every
     exchange was a fifth of the time the rules took."""
-    version = getattr(REGISTRY, "version", None)
-    held = _JUDGING.get((scope, endpoint))
-    if held is not None and held[0] == version:
-        return held[1]
-    found = [r for r in rules(scope) if r.judges(endpoint)]
-    if version is not None:
-        _JUDGING[(scope, endpoint)] = (version, found)
-    return found
+    return _cached(("judging", scope, endpoint), lambda: [r for r in rules(scope) if r.judges(endpoint)])
 
 
 @dataclass(kw_only=True, slots=True)

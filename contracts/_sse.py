@@ -237,9 +237,4 @@ def decode_recorded(pieces: list[tuple[bytes, float | None]]) -> tuple[list[SSEE
 
 
 def _fed(pieces: list[tuple[bytes, float | None]]) -> tuple[list[SSEEvent], SSEDecoder]:
-    decoder = SSEDecoder()
-    events: list[SSEEvent] = []
-    for data, t in pieces:
-        events.extend(decoder.feed(data, t))
-    events.extend(decoder.close())
-    return events, decoder
+    return decode_sse([p for p, _ in pieces], [t for _, t in pieces])

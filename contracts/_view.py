@@ -17,7 +17,7 @@ from ._assembly import AssembledCall, AssembledChoice, AssembledStream, StreamAn
 from ._exchange import Exchange
 from ._json import MAX_BYTES, JsonLimitError
 from ._json import loads as bounded_loads
-from ._sse import SSEAnomaly, SSEDecoder, SSEEvent, decode_recorded
+from ._sse import SSEAnomaly, SSEEvent, decode_recorded, decode_sse
 
 __all__ = ["ExchangeView", "build_view", "output_constraint"]
 
@@ -179,12 +179,8 @@ def build_view(ex: Exchange) -> ExchangeView:
         )
         if inflate is None:
             events, decoder = decode_recorded(pieces)
-        else:
-            decoder = SSEDecoder()
-            events = []
-            for data, t in pieces:
-                events.extend(decoder.feed(inflate.feed(data), t))
-            events.extend(decoder.close())
+        else:  # inflated piece by piece, in order, as a client reads it
+            events, decoder = decode_sse([inflate.feed(d) for d, _ in pieces], [t for _, t in pieces])
         if inflate is not None and inflate.failed:
             decoder.anomalies.append(
                 SSEAnomaly("bad-content-encoding", inflate.failed, decoder.events_seen, None)
