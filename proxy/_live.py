@@ -106,10 +106,7 @@ class Recent:
 
     def exchange(self, exchange_id: str, version: Any = ANY) -> Exchange | None:
         """The kept exchange of this id (when ``version`` is given: only if it is that row version)."""
-        held = self._views.get(exchange_id)
-        if held is None or (version is not ANY and held[1] != version):
-            return None
-        return held[2].ex
+        return self.held([(exchange_id, version)])[exchange_id]
 
     def read(self, ex: Exchange, version: Any) -> None:
         """An exchange just read from the store at this row version (kept once its view is built)."""
@@ -269,20 +266,17 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> tuple[li
     slim = recent.slimmed(rows)
     around = _load(store, [r for r in rows if r[0] not in slim], recent)
     taps = {ex.tap for ex in batch} | {ex.tap for ex in around} | {tap for tap, _, _ in slim.values()}
-    if len(taps) > 1:
-        return (_load(store, rows, recent) if slim else around), False  # any of them may be a partner
+    if len(taps) > 1:  # any of them may be a partner: the ones let go are read again
+        got = {ex.id: ex for ex in (*around, *_load(store, [r for r in rows if r[0] in slim], recent))}
+        return [x for i, _ in rows if (x := got.get(i)) is not None], False
     # one tap: nothing pairs across taps (nor can the taps go unpaired), so of the exchanges around
     # only a twin of one in the batch (the same request, streamed or not) changes its findings
     # (a twin pairs a streamed and a plain exchange of one key: a key seen one way only pairs nothing)
-    twin = recent.twin
+    known = [(ex.id, *recent.twin(ex)) for ex in (*batch, *around)]
+    known += [(i, k, streamed) for i, (_, k, streamed) in slim.items()]
     of: dict[str, tuple[str, str] | None] = {}
     kinds: dict[tuple[str, str], set[bool]] = {}
-    for ex in (*batch, *around):
-        k, streamed = twin(ex)
-        of[ex.id] = k
-        if k is not None:
-            kinds.setdefault(k, set()).add(streamed)
-    for i, (_, k, streamed) in slim.items():
+    for i, k, streamed in known:
         of[i] = k
         if k is not None:
             kinds.setdefault(k, set()).add(streamed)

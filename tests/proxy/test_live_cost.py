@@ -173,3 +173,24 @@ def test_the_checker_runs_below_the_forwarding_when_asked(
     assert _checker_nice(tmp_path / "a.db") == 10
     monkeypatch.setenv(CHECKER_NICE_ENV, "3")
     assert _checker_nice(tmp_path / "b.db") == 3
+
+
+def test_a_partner_let_go_as_one_taps_is_read_again_when_the_other_tap_comes(tmp_path: Path) -> None:
+    # the engine side is checked alone (one tap: its view is let go); its caller side comes later
+    # without a correlation id (a gateway that drops it) and pairs with it by fingerprint
+    def found(path: Path, recent: Recent | None) -> list[tuple[Any, ...]]:
+        by_id = {ex.id: ex for ex in dual_tap_capture()}
+        for ex in by_id.values():
+            ex.correlation = None
+        store = Store(path)
+        try:
+            for ids in (["e1"], ["c1"]):
+                store.write_now([by_id[i] for i in ids])
+                assert check_pending(store, settle_s=0, recent=recent) == 1
+            return sorted((f["exchange_id"], f["rule"], f["fault"], f["message"]) for f in store.findings())
+        finally:
+            store.close()
+
+    kept = found(tmp_path / "kept.db", Recent())
+    assert ("c1", "gateway-tool-calls-changed") in {(f[0], f[1]) for f in kept}, kept
+    assert kept == found(tmp_path / "plain.db", None)
