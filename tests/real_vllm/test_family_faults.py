@@ -106,15 +106,12 @@ GRAMMAR_FORBIDS = {("glm45", "invalid-json"), ("glm45", "undeclared-tool")}
 #: streamed faults whose wire depends on how the engine grouped tokens into deltas: deepseek_v31's
 #: streaming parser, on the delta that closes a call, sends that delta's text only up to a '"}' in it
 #: (vllm/tool_parsers/deepseekv31_tool_parser.py), so invalid arguments reach the wire whole, cut,
-#: or not at all (an empty object) as the batch's timing groups them. Seen: invalid JSON on the model,
-#: the same moved to the parser by the evidence, a schema violation on the model. The test holds that
-#: the fault is found, as an arguments finding, on one of the two parties that wrote or mangled it.
-DELTA_DEPENDENT = {
-    ("deepseek_v31", "invalid-json"): (
-        {"tool-call-args-invalid-json", "tool-call-args-schema"},
-        {"model", "parser"},
-    )
-}
+#: or not at all (an empty object) as the batch's timing groups them: any arguments the model wrote
+#: wrong. Seen: invalid JSON on the model, the same moved to the parser by the evidence, a schema
+#: violation on the model, a wrong-typed value cut into invalid JSON on the parser. The test holds
+#: that the fault is found, as an arguments finding, on one of the two parties that wrote or mangled it.
+_ARGUMENTS_FOUND = ({"tool-call-args-invalid-json", "tool-call-args-schema"}, {"model", "parser"})
+DELTA_DEPENDENT = {("deepseek_v31", name): _ARGUMENTS_FOUND for name in ("invalid-json", "wrong-type")}
 
 
 def expected(family: str, name: str, api: str, stream: bool) -> set[tuple[str, str]]:
