@@ -14,7 +14,7 @@ import itertools
 import json
 import signal
 import time
-from typing import Any
+from typing import Any, cast
 
 # --- the paced SSE upstream (--role upstream) ----------------------------------------------------
 
@@ -51,6 +51,78 @@ async def upstream(port: int, events: int, interval_ms: float) -> None:
             writer.close()
 
     server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
+# --- the bare Python relay (--role relay) ---------------------------------------------------------
+
+
+class _Side(asyncio.Protocol):
+    """One end of a relayed connection: what it reads is written to its peer as it comes."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.peer: _Side | None = None
+        self.early: list[bytes] = []  # the caller's bytes that came before the upstream was open
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio's subclasses
+
+    def data_received(self, data: bytes) -> None:
+        peer = self.peer
+        if peer is not None and peer.transport is not None:
+            peer.transport.write(data)
+        else:
+            self.early.append(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.close()
+
+    def pause_writing(self) -> None:  # the peer reads no faster than this end writes
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.resume_reading()
+
+
+async def relay(port: int, upstream_port: int) -> None:
+    """A bare byte relay on ``port`` to the upstream, on the loop the proxy uses (uvloop where
+    installed): each caller connection gets an upstream connection of its own, and the bytes go
+    each way as read, with no parsing, recording or checking. It frames what any Python proxy on
+    that loop spends per event before doing anything of its own (the socket calls, the loop, one
+    Python callback and one write per read); it opens an upstream connection per caller where
+    nginx and wirecheck keep theirs alive, so its per-exchange socket work is a little more."""
+    loop = asyncio.get_running_loop()
+    opening: set[asyncio.Task[None]] = set()
+
+    def caller() -> _Side:
+        side = _Side()
+
+        async def open_upstream() -> None:
+            try:
+                _, up = await loop.create_connection(_Side, "127.0.0.1", upstream_port)
+            except OSError:
+                if side.transport is not None:
+                    side.transport.close()
+                return
+            up.peer, side.peer = side, up
+            assert up.transport is not None
+            for data in side.early:
+                up.transport.write(data)
+            side.early.clear()
+            if side.transport is None or side.transport.is_closing():
+                up.transport.close()
+
+        task = loop.create_task(open_upstream())
+        opening.add(task)
+        task.add_done_callback(opening.discard)
+        return side
+
+    server = await loop.create_server(caller, "127.0.0.1", port, backlog=1024)
     async with server:
         await server.serve_forever()
 

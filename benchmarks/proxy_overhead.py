@@ -21,6 +21,11 @@ event (``\\n\\n``) arrives. Reported per proxy and level, all measured in the sa
 - the load generator's own CPU (percent of one core): near 100 % the generator, not the proxy, is
   the bottleneck, and the row says so.
 
+The proxy kind ``relay`` is a bare byte relay in Python on the loop the proxy runs on (uvloop
+where installed): no HTTP parsing, recording or checking, one callback and one write per read
+(``overhead_load.relay``). Its CPU per event is the floor of any proxy written that way, so
+wirecheck's minus the relay's is what parsing, recording and checking cost per event.
+
 The proxy kind ``wirecheck-asgi`` is wirecheck with ``WIRECHECK_DIRECT_BODY=0``: every body piece
 through one ASGI ``send``, as before the direct body; list it in ``--proxies`` for an A/B
 of the two paths in one run.
@@ -75,7 +80,7 @@ from typing import Any
 
 from bench_output import write_json
 from overhead_load import level as run_level
-from overhead_load import upstream, viewers
+from overhead_load import relay, upstream, viewers
 from overhead_report import print_table, row, targets, vs_nginx
 
 from wirecheck.record import free_port
@@ -197,6 +202,17 @@ def _proxy(
             cmd[-1] = f"127.0.0.1:{admin}"
         if kind.startswith("wirecheck-w"):  # wirecheck-wN: N proxy processes on the port
             cmd += ["--workers", kind.removeprefix("wirecheck-w")]
+    elif kind == "relay":
+        cmd = [
+            sys.executable,
+            __file__,
+            "--role",
+            "relay",
+            "--port",
+            str(port),
+            "--upstream-port",
+            str(upstream_port),
+        ]
     elif kind == "nginx":
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
         conf = tmp / "nginx.conf"
@@ -266,8 +282,11 @@ def _viewing(port: int, n: int, report: dict[str, Any]) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--role", choices=("bench", "upstream", "viewers", "client", "busy"), default="bench")
+    ap.add_argument(
+        "--role", choices=("bench", "upstream", "viewers", "client", "busy", "relay"), default="bench"
+    )
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--upstream-port", type=int, default=0, help=argparse.SUPPRESS)  # --role relay
     ap.add_argument("--levels", default="1,16,64,256")
     ap.add_argument("--proxies", default="direct,wirecheck,nginx,mitmproxy")
     ap.add_argument("--events", type=int, default=20, help="SSE events per stream")
@@ -303,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.role == "viewers":
         asyncio.run(viewers(args.port, args.viewers))
+        return 0
+    if args.role == "relay":
+        from wirecheck.proxy._loop import run_loop  # the loop the proxy runs on: uvloop where installed
+
+        run_loop(relay(args.port, args.upstream_port))
         return 0
     if args.role == "busy":
         _busy(args.port)

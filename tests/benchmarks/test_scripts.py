@@ -29,7 +29,7 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
     out = tmp_path / "po.json"
     proc = _bench(
         "proxy_overhead.py",
-        *("--proxies", "direct,wirecheck,wirecheck-asgi", "--events", "3", "--interval-ms", "5"),
+        *("--proxies", "direct,wirecheck,wirecheck-asgi,relay", "--events", "3", "--interval-ms", "5"),
         *("--levels", "1,4", "--duration", "0.5", "--contend", "1", "--out", str(out)),
     )
     assert proc.returncode == 0, proc.stderr
@@ -43,6 +43,8 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
         ("wirecheck", 4),
         ("wirecheck-asgi", 1),  # an A/B: the same proxy with WIRECHECK_DIRECT_BODY=0
         ("wirecheck-asgi", 4),
+        ("relay", 1),  # the bare Python relay: the floor of a proxy on the same loop
+        ("relay", 4),
     }
     assert all(r["failed_streams"] == 0 and r["samples"] > 0 for r in rows)
     assert "+TTFT p50" in proc.stdout
@@ -51,6 +53,7 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
     by = {(r["proxy"], r["streams"]): r for r in rows}
     assert by[("direct", 4)]["cpu_us_per_event"] == 0.0
     assert by[("wirecheck", 4)]["cpu_us_per_event"] > 0 and by[("wirecheck", 4)]["events"] > 0
+    assert by[("relay", 4)]["cpu_us_per_event"] > 0 and by[("relay", 4)]["events"] > 0
     assert all(0 < r["loadgen_cpu_pct"] <= 200 for r in rows)
     assert "cpu/ev" in proc.stdout and "x nginx" in proc.stdout
     # counted until the live checker has checked the level's every exchange
