@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from wirecheck.contracts import Exchange, Fault, Finding, InputError, Severity, dump_exchange, json_loads
 
 from ._backend import SCHEMA_VERSION, Backend
@@ -77,8 +79,20 @@ LINGER_S = 0.1
 
 
 #: ``json.dumps(doc, ensure_ascii=False, separators=(",", ":"))`` with its encoder made once: dumps
-#: builds one per call when given options
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+#: builds one per call when given options (see ``_encode``)
+_json_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _encode(doc: dict[str, Any]) -> str:
+    """A row's document as compact JSON text: by orjson (a tenth of ``json``'s time, on the store
+    writer's thread, which shares the forwarding loop's GIL), by ``json`` for what orjson refuses
+    (integers past 64 bits, lone surrogates, keys that are not strings). Either text reads back to
+    the same document, but for NaN and the infinities (not JSON, and never in an exchange's
+    document: orjson writes them as null)."""
+    try:
+        return orjson.dumps(doc).decode()
+    except TypeError:  # orjson.JSONEncodeError is one
+        return _json_encode(doc)
 
 
 def is_store(path: str | Path) -> bool:

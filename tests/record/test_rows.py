@@ -8,6 +8,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from wirecheck.contracts import (
     Chunk,
@@ -20,6 +22,7 @@ from wirecheck.contracts import (
 )
 from wirecheck.record import Store, open_store
 from wirecheck.record._backend import MIGRATIONS
+from wirecheck.record._store import _encode
 
 # a frame cut mid-character (the euro sign's three bytes over two chunks), an empty chunk, bytes that
 # are not UTF-8 at all, and arrival offsets that need their rounding
@@ -122,3 +125,28 @@ def test_stored_offsets_are_the_interchange_forms_to_the_microsecond() -> None:
     ex = streamed(0, [Chunk(t, b"x") for t in offsets])
     doc, _ = row_document(ex)
     assert doc["response"]["stored_chunks"]["t_us"] == [round(round(t, 3) * 1000) for t in offsets]
+
+
+_doc_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)  # past 64 bits: json writes them
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),  # lone surrogates among them: orjson refuses them
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.text(max_size=4), _doc_values, max_size=5))
+def test_a_row_document_is_written_as_json_writes_it_whatever_it_holds(doc: dict[str, object]) -> None:
+    """The writer's encoding (orjson, falling back to json for what orjson refuses) reads back as
+    json's own text does: the same document, whichever way it went."""
+    want = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    got = _encode(doc)
+    assert json.loads(got) == json.loads(want)
+
+
+def test_what_orjson_refuses_is_written_by_json() -> None:
+    for doc in ({"n": 2**70}, {"s": "\ud800"}):
+        assert _encode(doc) == json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
