@@ -385,6 +385,9 @@ class _Stream(TypedStream):
         self.token(ev)
 
     def take_text(self, item: _Item, text: str) -> None:
+        # the last reasoning delta, while no other output follows it: a Responses stream has no
+        # finish per delta, so the end may have come in that delta's engine step
+        self.choice.reasoning_at_end = text if item.type == "reasoning" else ""
         if item.type == "message":
             self.choice.content = append(self.choice.content, text)
         elif item.type == "reasoning":

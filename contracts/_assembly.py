@@ -63,6 +63,12 @@ class AssembledChoice:
     #: the endpoint's own word for how the answer ended, where it is not a chat finish_reason:
     #: a Responses ``status``, a Messages ``stop_reason`` (``end_turn``, ``stop_sequence``, ...)
     native_finish: str | None = None
+    #: streams only: the reasoning text of the last piece when only the end followed it (a chat
+    #: finish chunk's reasoning; a Responses stream's last reasoning delta), else "". vLLM 0.32 may
+    #: send it in one delta with the end of sequence, and its engine parsers then leave its tokens
+    #: out of the streamed ``reasoning_tokens`` when the thinking never closed
+    #: (``_translate.uncounted_reasoning``)
+    reasoning_at_end: str = ""
     _by_index: dict[int, AssembledCall] = field(default_factory=dict)
 
     @property
@@ -230,6 +236,8 @@ def _take_chunk(st: AssembledStream, obj: dict[str, Any], ev: SSEEvent) -> None:
                 choice.finish_reason = fr
                 choice.finish_event = n
                 choice.stop_reason = ch.get("stop_reason")
+                piece = delta.get("reasoning", delta.get("reasoning_content"))
+                choice.reasoning_at_end = piece if isinstance(piece, str) else ""
             elif fr != choice.finish_reason:
                 st.anomalies.append(
                     StreamAnomaly(

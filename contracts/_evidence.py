@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from ._pairs import TwinPair
 from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Finding, Hit, hit, rule
-from ._translate import args_value, same_or_coerced, same_output, usage_meaning
+from ._translate import args_value, same_or_coerced, same_output, uncounted_reasoning, usage_meaning
 from ._view import ExchangeView
 
 __all__ = ["WireTokens", "decide", "error_origin", "wire_tokens"]
@@ -180,7 +180,7 @@ def wire_tokens(view: ExchangeView) -> WireTokens | None:
         return None
     if any(ch.finish_reason in (None, "length") for ch in view.choices):
         return None
-    outside_bytes = reasoning_bytes = 0
+    outside_bytes = reasoning_bytes = uncounted = 0
     allowance = _BASE * len(view.choices)
     for ch in view.choices:
         reasoning_bytes += len((ch.reasoning or "").encode())
@@ -191,11 +191,13 @@ def wire_tokens(view: ExchangeView) -> WireTokens | None:
             allowance += _PER_CALL + _PER_KEY * (len(value) if isinstance(value, dict) else 1)
         if isinstance(ch.stop_reason, str):
             allowance += len(ch.stop_reason.encode())  # a stop string is generated, then cut
+        # reasoning the stream's count may have left out is counted outside it (rule reasoning-unclosed)
+        uncounted += uncounted_reasoning(view, usage, ch)
     return WireTokens(
         usage.completion,
         outside_bytes + reasoning_bytes + allowance,
         usage.reasoning,
-        outside_bytes + allowance,
+        outside_bytes + allowance + uncounted,
     )
 
 

@@ -71,6 +71,10 @@ class Family:
     reasoning_parser: str | None
     #: the model thinks when a request does not say (chat_template_kwargs)
     thinks_by_default: bool
+    #: the model writes its opening think tag itself (the chat template's generation prompt does
+    #: not open the thinking): the reasoning parser strips that tag and usage counts its token
+    #: outside the reasoning (rule reasoning-unclosed)
+    writes_think_open: bool = False
     #: named ``tool_choice`` without ``strict`` tools is a 400 (vllm-wire.md section 3, K3)
     named_choice_needs_strict: bool = False
     #: the model mixes linear and full attention, so vLLM's prefix cache is hybrid and keeps only
@@ -207,6 +211,8 @@ _ROWS = (
         tool_parser="glm45",
         reasoning_parser="glm45",
         thinks_by_default=True,
+        # GLM-4.5's generation prompt ends at <|assistant|>; the model writes <think> itself
+        writes_think_open=True,
     ),
     # vLLM --tool-call-parser deepseek_v31 (vllm/tool_parsers/deepseekv31_tool_parser.py): special
     # tokens with full-width bars (U+FF5C) and U+2581 for spaces: calls_begin, then per call
@@ -304,6 +310,9 @@ _ROWS = (
         # vLLM's qwen3 reasoning parser reads output as reasoning until </think> unless the request
         # says enable_thinking: false (vllm/parser/qwen3.py), as Qwen3's template thinks by default
         thinks_by_default=True,
+        # Qwen3's and Hermes 4's generation prompts end at the assistant header; the model writes
+        # <think> itself (QwQ's and the Qwen3 2507 thinking templates open it: one token less)
+        writes_think_open=True,
         stream_misparse_issues=(9693, 28806),
     ),
 )

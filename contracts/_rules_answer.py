@@ -14,13 +14,14 @@ and the finding says so with fault ``unknown``.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ._assembly import AssembledChoice
-from ._families import rows_saying
+from ._families import FAMILIES, rows_saying
 from ._markup import TOOL_MARKUP, find_markup
 from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, Severity, hit, rule
-from ._rules_message import _stopped_by_length
-from ._translate import usage_meaning
+from ._rules_message import _stopped_by_length, family_of
+from ._translate import uncounted_reasoning, usage_meaning
 from ._view import ExchangeView, output_constraint
 
 __all__: list[str] = []
@@ -30,15 +31,42 @@ def _empty(ch: AssembledChoice) -> bool:
     return ch.finish_reason == "stop" and not ch.calls and not (ch.content or "").strip()
 
 
-def _outside_reasoning(view: ExchangeView) -> int | None:
-    """Completion tokens not counted as reasoning (EOS included), when usage says so (under any of
-    the three APIs' names: ``_translate.usage_meaning``)."""
+@dataclass(frozen=True, slots=True)
+class _Outside:
+    """Completion tokens outside the reasoning, as usage counts them and as any delta grouping
+    allows (``_translate.uncounted_reasoning``: a stream's count may leave out the reasoning that
+    came with the end when the thinking never closed; when it closed, the count is exact)."""
+
+    #: completion minus reasoning tokens, as usage says
+    counted: int
+    #: the fewest the model may have written: ``counted`` less the reasoning that may be uncounted
+    least: int
+    #: what an answer that is all reasoning still counts outside it: end of sequence, and the
+    #: opening think tag where the family's model writes it (``Family.writes_think_open``)
+    markup: int
+
+    @property
+    def all_reasoning(self) -> bool:
+        return self.least <= self.markup
+
+    @property
+    def dropped(self) -> bool:
+        """More than the markup and a closing tag, whatever the grouping: written and dropped."""
+        return not self.all_reasoning and self.counted > self.markup + 1
+
+
+def _outside_reasoning(view: ExchangeView, ctx: CheckConfig) -> _Outside | None:
+    """Completion tokens not counted as reasoning, when usage says so (under any of the three
+    APIs' names: ``_translate.usage_meaning``)."""
     if len(view.choices) != 1:
         return None
     usage = usage_meaning(view)
     if usage is None or usage.completion is None:
         return None
-    return usage.completion - (usage.reasoning or 0)
+    counted = usage.completion - (usage.reasoning or 0)
+    family = FAMILIES.get(family_of(view, ctx))
+    markup = 2 if family is not None and family.writes_think_open else 1
+    return _Outside(counted, counted - uncounted_reasoning(view, usage, view.choices[0]), markup)
 
 
 def _judged(view: ExchangeView) -> bool:
@@ -60,16 +88,19 @@ def _reasoning_unclosed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 
     vLLM's reasoning parsers file everything after an unclosed ``<think>`` (or K3 think channel) as
     reasoning; the caller gets ``content: null`` with ``finish_reason: stop``. Usage confirms it: no
-    completion token outside the reasoning but EOS."""
+    completion token outside the reasoning but EOS (and the opening tag, where the family's model
+    writes it). A stream's count may leave out the reasoning that came in one delta with the end
+    (vLLM 0.32's engine parsers), by at most one token per byte of it: a count that this explains
+    is still all reasoning, as the same answer streamed one token a delta shows."""
     if not view.ok or _judged(view):
         return
-    outside = _outside_reasoning(view)
+    outside = _outside_reasoning(view, ctx)
     for ch in view.choices:
         if (
             _empty(ch)
             and ch.reasoning
             and outside is not None
-            and outside <= 1
+            and outside.all_reasoning
             and not _stopped_by_length(ch, view)
         ):
             yield hit(
@@ -100,7 +131,7 @@ _SILENT_DROPS = rows_saying(
 def _answer_empty(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     if not view.ok or _judged(view):
         return
-    outside = _outside_reasoning(view)
+    outside = _outside_reasoning(view, ctx)
     for ch in view.choices:
         if not _empty(ch) or _stopped_by_length(ch, view):
             continue
@@ -113,14 +144,15 @@ def _answer_empty(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 fault=Fault.UNKNOWN,
                 severity=Severity.WARNING,
             )
-        elif outside > 2:
+        elif outside.dropped:
             # a call left in reasoning never gets here (_judged: tool-call-in-reasoning says it)
             yield hit(
-                f"no content and no tool call, yet usage shows {outside} completion tokens outside the "
-                "reasoning: the parser dropped them (a Kimi K2 tool-call header without :N is dropped "
-                "silently)",
+                f"no content and no tool call, yet usage shows {outside.least} completion tokens outside "
+                "the reasoning: the parser dropped them (a Kimi K2 tool-call header without :N is "
+                "dropped silently)",
                 ptr,
                 fault=Fault.PARSER,
             )
-        elif outside == 2 or not ch.reasoning:
+        elif not (ch.reasoning and outside.all_reasoning):
+            # all in reasoning: reasoning-unclosed says it
             yield hit("the model closed its thinking and wrote nothing: no content, no tool call", ptr)

@@ -52,6 +52,7 @@ __all__ = [
     "token_limit",
     "tool_choice_meaning",
     "tools_meaning",
+    "uncounted_reasoning",
     "usage_meaning",
 ]
 
@@ -386,6 +387,22 @@ def usage_meaning(view: ExchangeView) -> Usage | None:
         _int(u.get("output_tokens")),
         _int(details.get("reasoning_tokens")) if isinstance(details, dict) else None,
     )
+
+
+def uncounted_reasoning(view: ExchangeView, usage: Usage, choice: AssembledChoice) -> int:
+    """The most reasoning tokens a stream's usage may have left out of ``reasoning_tokens``.
+
+    vLLM 0.32's engine parsers (kimi_k2, glm45, hermes, minimax_m2: ``parser/engine``) count a
+    delta's reasoning tokens as they lex it, but in the delta that carries the end of sequence
+    they cannot find the EOS token's text (the detokenizer leaves the stop token out), so that
+    delta's tokens count nowhere. When the thinking closed earlier the count is exact; when it
+    never closed, the reasoning the end arrived with is missing from the count, by as many tokens
+    as the engine's step grouped into that delta: one token a delta, nothing; under load, any.
+    What reached the wire bounds it: at most one token per byte of that reasoning text. The
+    whole answer's count is made in one pass and is exact."""
+    if view.stream is None or usage.reasoning is None:
+        return 0
+    return len(choice.reasoning_at_end.encode())
 
 
 def _int(value: Any) -> int | None:
