@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -42,7 +43,7 @@ from wirecheck.record import LIVE_CHECK_SKIPPED, Store
 from ._lifeline import become_helper
 from ._server import settle_gc
 
-__all__ = ["CheckerSupervisor", "check_ids", "check_pending", "run_checker", "start_checker"]
+__all__ = ["CheckerSupervisor", "check_ids", "check_pending", "run_checker", "start_checker", "worker_main"]
 
 #: checking counts as lagging when an exchange has waited this long past ``settle_s``
 LAG_S = 15.0
@@ -376,8 +377,8 @@ class CheckerSupervisor:
         self._in_flight: list[str] = []
         self._in_flight_was_empty = True
         self._suspects: list[str] = []
-        self._ctx = multiprocessing.get_context("spawn")
-        self._proc: multiprocessing.process.BaseProcess | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._exited: int | None = None  # readable once the worker has exited (a pidfd), where there is one
         self._lifeline: Connection | None = None
         self._status: Connection | None = None
         self._stopping = threading.Event()
@@ -386,26 +387,34 @@ class CheckerSupervisor:
     # --- the worker ------------------------------------------------------------------------------
 
     def _spawn(self, isolate: list[str]) -> None:
-        life_r, life_w = self._ctx.Pipe(duplex=False)
-        stat_r, stat_w = self._ctx.Pipe(duplex=False)
-        proc = self._ctx.Process(
-            target=run_checker,
-            args=(self.store.url,),
-            kwargs={
-                "lifeline": life_r,
-                "status": stat_w,
-                "parent_pid": os.getpid(),
-                "settle_s": self.settle_s,
-                "isolate": isolate,
-                "config": self.config,
-            },
-            name="wirecheck-live-checks",
-            daemon=True,
-        )
-        proc.start()
-        life_r.close()  # only the worker holds the read end: EOF there means this process is gone
-        stat_w.close()
+        """Start the worker: a Python of its own (not multiprocessing's spawn, which also starts
+        multiprocessing's resource tracker, a 14 MB process this one never needs) given the read
+        end of the lifeline and the write end of the status pipe; how to run comes as the
+        lifeline's first message."""
+        life_r, life_w = multiprocessing.Pipe(duplex=False)
+        stat_r, stat_w = multiprocessing.Pipe(duplex=False)
+        fds = (life_r.fileno(), stat_w.fileno())
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-P", "-c", _WORKER_MAIN, *map(str, fds)],
+                pass_fds=fds,
+                stdin=subprocess.DEVNULL,
+            )
+        finally:
+            life_r.close()  # only the worker holds the read end: EOF there means this process is gone
+            stat_w.close()
+        with contextlib.suppress(OSError):  # a worker dead already: _watch sees it and starts another
+            life_w.send(
+                {
+                    "path": self.store.url,
+                    "parent_pid": os.getpid(),
+                    "settle_s": self.settle_s,
+                    "isolate": isolate,
+                    "config": self.config,
+                }
+            )
         self._proc, self._lifeline, self._status = proc, life_w, stat_r
+        self._exited = _exit_signal(proc)
         self._in_flight = []
 
     def start(self) -> CheckerSupervisor:
@@ -418,20 +427,24 @@ class CheckerSupervisor:
         backoff = 0.2
         last_lag_check = 0.0
         while not self._stopping.is_set():
-            proc, status = self._proc, self._status
+            proc, status, exited = self._proc, self._status, self._exited
             assert proc is not None and status is not None
-            ready = wait([proc.sentinel, status], timeout=0.5)
+            ready = wait([status] if exited is None else [exited, status], timeout=0.5)
             if status in ready:
                 self._drain(status)
             if time.monotonic() - last_lag_check > 1.0:
                 last_lag_check = time.monotonic()
                 self._check_lag()
-            if proc.sentinel in ready:
+            if (exited in ready) if exited is not None else proc.poll() is not None:
                 self._drain(status)  # what it said before it died
-                proc.join(timeout=1)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=1)
+                if exited is not None:
+                    os.close(exited)
+                    self._exited = None
                 if self._stopping.is_set():
                     return
-                self._crashed(proc.exitcode)
+                self._crashed(proc.returncode)
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 5.0) if self._in_flight_was_empty else 0.2
                 self._spawn(self._suspects)
@@ -493,7 +506,7 @@ class CheckerSupervisor:
     # --- health and shutdown -----------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
-        alive = self._proc is not None and self._proc.is_alive()
+        alive = self._proc is not None and self._proc.poll() is None
         reasons = []
         if not alive and not self._stopping.is_set():
             reasons.append("the live-check worker is not running")
@@ -516,11 +529,40 @@ class CheckerSupervisor:
             with contextlib.suppress(OSError):
                 self._lifeline.send("stop")
         if self._proc is not None:
-            self._proc.join(timeout=timeout)
-            if self._proc.is_alive():
+            try:
+                self._proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
                 self._proc.terminate()
+        if self._exited is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._exited)
+            self._exited = None
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+
+#: the worker's main: the lifeline's and the status pipe's descriptors are its arguments
+_WORKER_MAIN = "import sys; from wirecheck.proxy._live import worker_main; worker_main(sys.argv[1:])"
+
+
+def worker_main(fds: list[str]) -> None:
+    """The worker process's entry (``_WORKER_MAIN``): the lifeline's first message says how to run."""
+    lifeline = Connection(int(fds[0]), writable=False)
+    status = Connection(int(fds[1]), readable=False)
+    try:
+        how: dict[str, Any] = lifeline.recv()
+    except (EOFError, OSError):
+        return  # the proxy went away before it said
+    run_checker(how.pop("path"), lifeline=lifeline, status=status, **how)
+
+
+def _exit_signal(proc: subprocess.Popen[bytes]) -> int | None:
+    """A descriptor that becomes readable when ``proc`` exits (Linux's pidfd), or None where the
+    platform has none (the supervisor then polls the process every half second)."""
+    try:
+        return os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def start_checker(

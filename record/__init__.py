@@ -5,14 +5,46 @@ chunk timing and one map of error kinds), the store over its SQLite and PostgreS
 It imports only ``wirecheck.contracts``; the proxy, replay, the generators, acceptance and the tests
 record through it."""
 
-from ._client import HOP_HEADERS, error_of, record_async, record_sync
+import importlib as _importlib
+import typing as _typing
+
 from ._correlation import CORRELATION_HEADER, Correlator, correlation_secret, mint_correlation
 from ._correlation import SECRET_ENV as CORRELATION_SECRET_ENV
 from ._postgres import dsn_secrets, is_postgres, redact_url
-from ._serve import StreamingASGITransport, free_port, read_body, serve
 from ._sink import MemorySink, Sink
 from ._store import LIVE_CHECK_SKIPPED, SCHEMA_VERSION, Store, StoreStats, is_store, open_store, store_notes
-from ._tap import RecordingTransport, TapApp, dual_taps
+
+if _typing.TYPE_CHECKING:
+    from ._client import HOP_HEADERS, error_of, record_async, record_sync
+    from ._serve import StreamingASGITransport, free_port, read_body, serve
+    from ._tap import RecordingTransport, TapApp, dual_taps
+
+#: the names of the recording client, the loopback server and the taps -> their module, imported
+#: when first asked for: they bring httpx and the ASGI side, which the store's readers (the live
+#: checker's process among them) never use
+_LAZY = {
+    "HOP_HEADERS": "_client",
+    "RecordingTransport": "_tap",
+    "StreamingASGITransport": "_serve",
+    "TapApp": "_tap",
+    "dual_taps": "_tap",
+    "error_of": "_client",
+    "free_port": "_serve",
+    "read_body": "_serve",
+    "record_async": "_client",
+    "record_sync": "_client",
+    "serve": "_serve",
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # asked once
+    return value
+
 
 __all__ = [
     "CORRELATION_HEADER",

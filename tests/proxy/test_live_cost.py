@@ -6,6 +6,8 @@ at a lower CPU priority than the forwarding."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -194,3 +196,16 @@ def test_a_partner_let_go_as_one_taps_is_read_again_when_the_other_tap_comes(tmp
     kept = found(tmp_path / "kept.db", Recent())
     assert ("c1", "gateway-tool-calls-changed") in {(f[0], f[1]) for f in kept}, kept
     assert kept == found(tmp_path / "plain.db", None)
+
+
+def test_the_checker_process_does_not_load_the_forwarding_side() -> None:
+    """The worker is spawned from ``wirecheck.proxy._live``: what that import loads is the worker's
+    resident memory before its first exchange. The forwarding side (the ASGI app, uvloop, httpx
+    through the recording client) is not part of it."""
+    code = (
+        "import sys, wirecheck.proxy._live\n"
+        "print(sorted(m for m in ('httpx', 'uvloop', 'wirecheck.proxy._app', 'wirecheck.record._client',"
+        " 'wirecheck.record._serve') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -88,13 +88,15 @@ def chat(base: str, text: str) -> httpx.Response:
 
 
 def spawned(pid: int) -> list[int]:
-    """The live processes below ``pid`` that multiprocessing spawned: the proxy's helpers (the live
-    checker, and the live view's process once a view was asked for), not its resource tracker. A
-    spawned process runs ``python -c 'from multiprocessing.spawn import spawn_main; ...'``."""
+    """The proxy's helper processes below ``pid``: the live checker (``python -c '... worker_main
+    ...'``, proxy/_live.py) and what multiprocessing spawned (the live view's process once a view
+    was asked for, the workers of ``--workers``: ``python -c 'from multiprocessing.spawn import
+    spawn_main; ...'``), not multiprocessing's resource tracker."""
     found = []
     for p in descendants(pid):
         with contextlib.suppress(OSError):
-            if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes():
+            cmdline = Path(f"/proc/{p}/cmdline").read_bytes()
+            if b"spawn_main" in cmdline or b"import worker_main" in cmdline:
                 found.append(p)
     return sorted(found)
 
