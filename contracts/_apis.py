@@ -21,7 +21,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._assembly import AssembledCall, AssembledChoice, AssembledStream, StreamAnomaly, frame_object
+from ._assembly import (
+    AssembledCall,
+    AssembledChoice,
+    AssembledStream,
+    StreamAnomaly,
+    frame_object,
+    frames_plain,
+)
 from ._sse import SSEEvent
 
 if TYPE_CHECKING:
@@ -130,6 +137,8 @@ class TypedStream:
         self.choice = AssembledChoice(0, role="assistant")
         self.st.choices[0] = self.choice
         self.terminal: int | None = None
+        #: what :func:`frames_plain` says of the stream (``run``); False: each frame is asked
+        self.plain = False
 
     def flag(self, kind: str, detail: str, n: int, pointer: str = "") -> None:
         self.st.anomalies.append(StreamAnomaly(kind, detail, n, pointer))
@@ -144,6 +153,7 @@ class TypedStream:
 
     def run(self, events: list[SSEEvent]) -> AssembledStream:
         self.st.events = len(events)
+        self.plain = frames_plain(events)
         for ev in events:
             self.feed(ev)
         return self.finish()
@@ -157,7 +167,7 @@ class TypedStream:
             # the chat terminator is not part of these endpoints (no [DONE] in vLLM's api_routers)
             self.flag("api-order", "data: [DONE] on a typed event stream", n)
             return
-        obj = frame_object(st, ev.data, n)
+        obj = frame_object(st, ev.data, n, plain=self.plain)
         if obj is None:
             return
         kind = obj.get("type")

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._json import JsonLimitError
+from ._json import JsonLimitError, plain_numbers
 from ._json import loads as bounded_loads
 from ._sse import SSEAnomaly, SSEEvent
 
@@ -113,11 +113,12 @@ _STANDARD_DELTA_KEYS = frozenset(
 )
 
 
-def frame_object(st: AssembledStream, data: str, n: int) -> dict[str, Any] | None:
+def frame_object(st: AssembledStream, data: str, n: int, *, plain: bool = False) -> dict[str, Any] | None:
     """One event's data as the JSON object every frame of chat, /v1/responses and /v1/messages
-    streams is, counted as a frame; None, with the anomaly recorded, when it is not one."""
+    streams is, counted as a frame; None, with the anomaly recorded, when it is not one. ``plain``:
+    :func:`frames_plain` said so of its stream."""
     try:
-        obj = bounded_loads(data)
+        obj = bounded_loads(data, plain=plain)
     except JsonLimitError as exc:
         st.anomalies.append(StreamAnomaly("json-limit", str(exc), n))
         return None
@@ -131,10 +132,17 @@ def frame_object(st: AssembledStream, data: str, n: int) -> dict[str, Any] | Non
     return obj
 
 
+def frames_plain(events: list[SSEEvent]) -> bool:
+    """No event's data holds a number that orjson may read otherwise than json: asked once for the
+    stream (``_json.plain_numbers``), not for each frame."""
+    return plain_numbers([ev.data for ev in events])
+
+
 def assemble_stream(events: list[SSEEvent]) -> AssembledStream:
     """Assemble decoded SSE events into per-choice messages, recording every anomaly."""
     st = AssembledStream()
     st.events = len(events)
+    plain = frames_plain(events)
     for ev in events:
         n = ev.index
         data = ev.data
@@ -152,7 +160,7 @@ def assemble_stream(events: list[SSEEvent]) -> AssembledStream:
             st.done = 1
             st.done_event = n
             continue
-        obj = frame_object(st, data, n)
+        obj = frame_object(st, data, n, plain=plain)
         if obj is None:
             continue
         if "error" in obj and "choices" not in obj:

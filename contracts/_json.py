@@ -20,7 +20,15 @@ from typing import Any, cast
 
 import orjson
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "JsonLimitError", "depth_exceeds", "json_loads", "loads"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "JsonLimitError",
+    "depth_exceeds",
+    "json_loads",
+    "loads",
+    "plain_numbers",
+]
 
 #: deepest nesting accepted (objects and arrays); deeper documents are a ``json-limit`` finding
 MAX_DEPTH = 128
@@ -56,15 +64,31 @@ _DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256)
 _LONG_RUN = b"0" * 19
 
 
-def json_loads(text: str | bytes | bytearray) -> Any:
+#: texts of more characters than this together are not asked at once by :func:`plain_numbers` (the
+#: test copies them three times over)
+PLAIN_MAX = 1 << 20
+
+
+def plain_numbers(texts: list[str]) -> bool:
+    """True when none of these texts holds a run of 19 digits: then orjson reads every number in
+    them as json does, and :func:`json_loads` may skip that test per text. Asked once for a
+    stream's frames (the test alone cost as much as orjson's read of a short frame); False, so
+    asked text by text, past ``PLAIN_MAX`` characters in all."""
+    if sum(map(len, texts)) > PLAIN_MAX:
+        return False
+    return _LONG_RUN not in " ".join(texts).encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ZEROS)
+
+
+def json_loads(text: str | bytes | bytearray, *, plain: bool = False) -> Any:
     """``json.loads(text)``. orjson reads a text first (a third of the scanner's time on an SSE
     frame): what it reads it reads as json does, except integers past 64 bits, which a text with
-    19 digits in a row never goes to it for; what it refuses (errors, and NaN, Infinity, lone
-    surrogates, which json reads) goes on to json. There, the scanner alone when it reads the whole
-    text from its first character, else ``json.loads`` itself (leading or trailing whitespace, a
-    BOM, bytes, every error: its messages are the ones reported)."""
+    19 digits in a row never goes to it for (``plain``: the caller knows there is no such run,
+    :func:`plain_numbers`); what it refuses (errors, and NaN, Infinity, lone surrogates, which
+    json reads) goes on to json. There, the scanner alone when it reads the whole text from its
+    first character, else ``json.loads`` itself (leading or trailing whitespace, a BOM, bytes,
+    every error: its messages are the ones reported)."""
     if isinstance(text, str):
-        if _LONG_RUN not in text.encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ZEROS):
+        if plain or _LONG_RUN not in text.encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ZEROS):
             try:
                 return orjson.loads(text)
             except orjson.JSONDecodeError:
@@ -79,16 +103,26 @@ def json_loads(text: str | bytes | bytearray) -> Any:
     return json.loads(text)
 
 
-def loads(text: str | bytes | bytearray, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES) -> Any:
-    """``json.loads`` with a depth and size bound; raises :class:`JsonLimitError` past either."""
+def loads(
+    text: str | bytes | bytearray,
+    *,
+    max_depth: int = MAX_DEPTH,
+    max_bytes: int = MAX_BYTES,
+    plain: bool = False,
+) -> Any:
+    """``json.loads`` with a depth and size bound; raises :class:`JsonLimitError` past either.
+    ``plain``: as for :func:`json_loads`."""
     if len(text) > max_bytes:
         raise JsonLimitError(f"JSON document of {len(text)} bytes is over the limit of {max_bytes}")
     try:
-        value = json_loads(text)
+        value = json_loads(text, plain=plain)
     except RecursionError:
         raise JsonLimitError(f"JSON nested deeper than the limit of {max_depth} levels") from None
-    # Counting openers first keeps the walk off the common path: a document with fewer brackets than
-    # the bound cannot nest deeper than it.
+    # Off the common path: a document nested n deep has n openers and n closers, so one of at most
+    # twice the bound in length cannot be over it (an SSE frame); past that, one with fewer brackets
+    # than the bound cannot nest deeper than it either, and only the rest is walked.
+    if len(text) <= 2 * max_depth:
+        return value
     if isinstance(text, str):
         opens = text.count("[") + text.count("{")
     else:

@@ -4,6 +4,7 @@ alone takes a frame as servers write it, everything else goes through ``json.loa
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wirecheck.contracts import JsonLimitError, bounded_loads
+from wirecheck.contracts._json import PLAIN_MAX, plain_numbers
 
 TEXTS = [
     '{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":"tok"},"finish_reason":null}]}',
@@ -85,3 +87,25 @@ def test_any_json_document_reads_as_json_loads_reads_it(
 ) -> None:
     text = json.dumps(value, indent=indent, separators=separators, ensure_ascii=ascii_only)
     assert _outcome(bounded_loads, text) == _outcome(json.loads, text)
+
+
+@given(st.lists(_json_values, min_size=1, max_size=4), st.booleans())
+def test_texts_found_plain_together_read_as_json_loads_reads_them(
+    values: list[Any], ascii_only: bool
+) -> None:
+    # what a stream's frames skip per frame once plain_numbers said so of all of them
+    texts = [json.dumps(v, ensure_ascii=ascii_only) for v in values] + TEXTS[:3]
+    if plain_numbers(texts):
+        for text in texts:
+            assert _outcome(lambda t: bounded_loads(t, plain=True), text) == _outcome(json.loads, text)
+    else:
+        assert any(len(run) >= 19 for t in texts for run in re.findall(r"[0-9]+", t))
+
+
+def test_a_long_run_in_any_text_makes_them_not_plain() -> None:
+    assert plain_numbers(['{"a": 1}', '{"b": 2}'])
+    assert not plain_numbers(['{"a": 1}', '{"n": 18446744073709551616}'])
+    # runs of two texts are not one
+    assert plain_numbers(["1234567890", "123456789"])
+    # past the bound they are asked one by one (no copies of a huge stream)
+    assert not plain_numbers(['{"a": 1}', " " * PLAIN_MAX])
