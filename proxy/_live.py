@@ -75,6 +75,8 @@ BUSY_BATCH = 20
 #: any row version (see :meth:`Recent.exchange`)
 ANY = object()
 
+TwinKey = tuple[str, str]
+
 
 class Recent:
     """The views of the exchanges recorded around the last batch, kept for the next one.
@@ -87,20 +89,26 @@ class Recent:
     same id changes). Views that started before the last batch's window are let go, which keeps about
     what one batch held at once anyway, and never more than ``limit``.
 
-    With one tap, what later batches ask of a checked exchange is only whether it is a twin (its tap,
-    twin key and whether it was streamed): :meth:`slim` keeps that and lets its view go (a view
-    with its exchange is about 18 KB; the checked half of the window was half the checker's memory).
-    A twin found that way is read from the store again."""
+    With one tap, what later batches ask of an exchange is only whether it is a twin (its tap, twin
+    key and whether it was streamed): that is kept for every exchange whose view was built (its
+    *twin*, at its row version), indexed by twin key and counted by tap, so that a batch asks it of
+    the thousands of exchanges around it by key, not one by one; :meth:`slim` lets a checked
+    exchange's view go and keeps its twin (a view with its exchange is about 18 KB; the checked half
+    of the window was half the checker's memory). A twin found that way is read from the store
+    again."""
 
     def __init__(self, limit: int = RECENT_MAX) -> None:
         self.limit = limit
         self._views: dict[str, tuple[float, Any, ExchangeView]] = {}  # id -> (start, version, view)
         self._read: dict[str, Any] = {}  # id -> version of the exchanges read, views not built yet
-        #: id -> (the exchange, its twin key, streamed): what one tap's batches ask of every
-        #: exchange around them, thousands a batch
-        self._twins: dict[str, tuple[Exchange, tuple[str, str] | None, bool]] = {}
-        #: id -> (start, version, tap, twin key, streamed) of the exchanges :meth:`slim` let go
-        self._slim: dict[str, tuple[float, Any, str, tuple[str, str] | None, bool]] = {}
+        #: id -> (start, version, tap, twin key, streamed) of the exchanges whose twin is known
+        self._twins: dict[str, tuple[float, Any, str, TwinKey | None, bool]] = {}
+        #: id -> version of the same exchanges: (id, version) pairs, for a set difference with a window's
+        self._versions: dict[str, Any] = {}
+        #: twin key -> the ids in ``_twins`` with it
+        self._keyed: dict[TwinKey, set[str]] = {}
+        #: tap -> how many in ``_twins`` are of it
+        self._taps: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._views)
@@ -120,6 +128,9 @@ class Recent:
         view = build_view(ex)
         start = ex.started_epoch
         version = self._read.pop(ex.id, None)
+        twin = self._twins.get(ex.id)
+        if twin is not None and (version is None or twin[1] != version):
+            self._let_twin_go(ex.id)  # of another version of the row, or of an exchange not from one
         if start is not None:  # without a time it can never be a neighbour again: not kept
             self._views.pop(ex.id, None)
             self._views[ex.id] = (start, version, view)
@@ -127,37 +138,70 @@ class Recent:
                 del self._views[next(iter(self._views))]  # the first kept
         return view
 
-    def twin(self, ex: Exchange) -> tuple[tuple[str, str] | None, bool]:
-        """The exchange's twin key (:func:`twin_key`) and whether it was streamed."""
-        held = self._twins.get(ex.id)
-        if held is not None and held[0] is ex:
-            return held[1], held[2]
+    def twin(self, ex: Exchange) -> tuple[TwinKey | None, bool]:
+        """The exchange's twin key (:func:`twin_key`) and whether it was streamed; kept with its
+        row version while its view is."""
+        held = self._views.get(ex.id)
+        if held is not None and held[2].ex is ex and (known := self._twins.get(ex.id)) is not None:
+            return known[3], known[4]
         view = self.view(ex)
         key, streamed = twin_key(view), view.kind == "stream"
-        self._twins[ex.id] = (ex, key, streamed)
+        held = self._views.get(ex.id)
+        if held is not None and held[2] is view:
+            self._keep_twin(ex.id, (held[0], held[1], ex.tap, key, streamed))
         return key, streamed
 
+    def _keep_twin(self, i: str, twin: tuple[float, Any, str, TwinKey | None, bool]) -> None:
+        self._let_twin_go(i)
+        self._twins[i] = twin
+        self._versions[i] = twin[1]
+        if twin[3] is not None:
+            self._keyed.setdefault(twin[3], set()).add(i)
+        self._taps[twin[2]] = self._taps.get(twin[2], 0) + 1
+        if len(self._twins) > self.limit:
+            self._let_twin_go(next(iter(self._twins)))  # the first kept
+
+    def _let_twin_go(self, i: str) -> None:
+        twin = self._twins.pop(i, None)
+        if twin is None:
+            return
+        del self._versions[i]
+        if twin[3] is not None:
+            ids = self._keyed[twin[3]]
+            ids.discard(i)
+            if not ids:
+                del self._keyed[twin[3]]
+        left = self._taps[twin[2]] - 1
+        if left:
+            self._taps[twin[2]] = left
+        else:
+            del self._taps[twin[2]]
+
     def slim(self, ids: list[str]) -> None:
-        """Let these exchanges' views go, keeping what a later batch of one tap asks of them."""
+        """Let these exchanges' views go, keeping their twins (what a later batch of one tap asks)."""
         for i in ids:
             held = self._views.get(i)
             if held is not None:
-                start, version, view = held
-                key, streamed = self.twin(view.ex)  # worked out already by its batch: not built again
-                self._slim[i] = (start, version, view.ex.tap, key, streamed)
+                self.twin(held[2].ex)  # worked out already by its batch: not built again
                 del self._views[i]
-                if len(self._slim) > self.limit:
-                    del self._slim[next(iter(self._slim))]  # the first let go
-            self._twins.pop(i, None)
 
-    def slimmed(self, rows: list[tuple[str, Any]]) -> dict[str, tuple[str, tuple[str, str] | None, bool]]:
-        """(tap, twin key, streamed) of those (id, version) rows that :meth:`slim` let go at that version."""
-        out: dict[str, tuple[str, tuple[str, str] | None, bool]] = {}
-        for i, v in rows:
-            held = self._slim.get(i)
-            if held is not None and held[1] == v:
-                out[i] = held[2:]
-        return out
+    def unknown(self, rows: list[tuple[str, Any]], but: set[str]) -> list[tuple[str, Any]]:
+        """Those of these (id, version) rows whose twin is not kept at that version, but for ``but``."""
+        versions = self._versions
+        return [r for r in rows if versions.get(r[0], ANY) != r[1] and r[0] not in but]
+
+    def known(self, exchange_id: str) -> tuple[Any, str, TwinKey | None, bool] | None:
+        """(version, tap, twin key, streamed) of this exchange, where its twin is kept."""
+        twin = self._twins.get(exchange_id)
+        return None if twin is None else twin[1:]
+
+    def keyed(self, key: TwinKey) -> set[str]:
+        """The ids whose kept twin has this key."""
+        return self._keyed.get(key, set())
+
+    def taps(self) -> set[str]:
+        """The taps of the kept twins."""
+        return set(self._taps)
 
     def held(self, rows: list[tuple[str, Any]]) -> dict[str, Exchange | None]:
         """For each (id, version) row, the kept exchange at that version (any, for ``ANY``) or None."""
@@ -170,8 +214,8 @@ class Recent:
 
     def forget_before(self, t: float) -> None:
         self._views = {k: v for k, v in self._views.items() if v[0] >= t}
-        self._twins = {k: v for k, v in self._twins.items() if k in self._views}
-        self._slim = {k: v for k, v in self._slim.items() if v[0] >= t}
+        for i in [k for k, v in self._twins.items() if v[0] < t]:
+            self._let_twin_go(i)
         self._read.clear()
 
 
@@ -261,30 +305,58 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> tuple[li
         return [], False
     lo = datetime.fromtimestamp(times[0] - NEIGHBOUR_S, UTC).isoformat()
     hi = datetime.fromtimestamp(times[-1] + NEIGHBOUR_S, UTC).isoformat()
-    have = {ex.id for ex in batch}
     # the order stays the write order (the twins of one request pair first with first)
-    rows = [r for r in store.rows_between(lo, hi) if r[0] not in have]
-    slim = recent.slimmed(rows)
-    around = _load(store, [r for r in rows if r[0] not in slim], recent)
-    taps = {ex.tap for ex in batch} | {ex.tap for ex in around} | {tap for tap, _, _ in slim.values()}
+    rows = store.rows_between(lo, hi)  # thousands a batch: each is looked at once here
+    have = {ex.id for ex in batch}
+    # those not seen by an earlier batch (or written again since)
+    around = _load(store, recent.unknown(rows, have), recent)
+    # the twins of those (their views are built here, or kept from the check that read them)
+    loose: dict[str, tuple[TwinKey | None, bool]] = {}
+    for ex in around:
+        loose[ex.id] = recent.twin(ex)
+
+    window: dict[str, Any] = {}  # id -> version, but for the batch: asked only where the above is not enough
+
+    def kept(i: str) -> tuple[Any, str, TwinKey | None, bool] | None:
+        """(version, tap, twin key, streamed) of a row of the window, where ``recent`` keeps its twin"""
+        twin = recent.known(i)
+        return twin if twin is not None and twin[0] == window[i] else None
+
+    taps = {ex.tap for ex in batch} | {ex.tap for ex in around}
+    if not recent.taps() <= taps:  # the twins kept reach past the window: ask the window's own
+        window = {i: v for i, v in rows if i not in have}
+        taps.update(twin[1] for i in window if (twin := kept(i)) is not None)
     if len(taps) > 1:  # any of them may be a partner: the ones let go are read again
-        got = {ex.id: ex for ex in (*around, *_load(store, [r for r in rows if r[0] in slim], recent))}
-        return [x for i, _ in rows if (x := got.get(i)) is not None], False
+        return _load(store, [r for r in rows if r[0] not in have], recent), False
     # one tap: nothing pairs across taps (nor can the taps go unpaired), so of the exchanges around
     # only a twin of one in the batch (the same request, streamed or not) changes its findings
     # (a twin pairs a streamed and a plain exchange of one key: a key seen one way only pairs nothing)
-    known = [(ex.id, *recent.twin(ex)) for ex in (*batch, *around)]
-    known += [(i, k, streamed) for i, (_, k, streamed) in slim.items()]
-    of: dict[str, tuple[str, str] | None] = {}
-    kinds: dict[tuple[str, str], set[bool]] = {}
-    for i, k, streamed in known:
-        of[i] = k
-        if k is not None:
-            kinds.setdefault(k, set()).add(streamed)
-    keys = {k for ex in batch if (k := of[ex.id]) is not None and len(kinds[k]) == 2}
-    if not keys:
+    kinds: dict[TwinKey, set[bool]] = {}
+    for ex in batch:
+        key, streamed = recent.twin(ex)
+        if key is not None:
+            kinds.setdefault(key, set()).add(streamed)
+    if not any(recent.keyed(key) - have for key in kinds) and not any(
+        key in kinds for key, _ in loose.values()
+    ):
+        return [], True  # no other exchange of their keys: the window's rows are not asked
+    # around it, by key: the twins kept, and those not kept (an exchange without a start time)
+    window = window or {i: v for i, v in rows if i not in have}
+    kin: dict[TwinKey, dict[str, bool]] = {key: {} for key in kinds}
+    for key, of_key in kin.items():
+        for i in recent.keyed(key):
+            if i in window and (twin := kept(i)) is not None:
+                of_key[i] = twin[3]
+    for i, (maybe, streamed) in loose.items():
+        if maybe is not None and maybe in kin and kept(i) is None:
+            kin[maybe][i] = streamed
+    wanted: set[str] = set()
+    for key, seen in kinds.items():
+        if len(seen | set(kin[key].values())) == 2:
+            wanted.update(kin[key])
+    if not wanted:
         return [], True
-    return _load(store, [r for r in rows if of.get(r[0]) in keys], recent), True
+    return _load(store, [r for r in rows if r[0] in wanted], recent), True
 
 
 def run_checker(

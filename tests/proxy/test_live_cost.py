@@ -142,9 +142,10 @@ def test_views_are_let_go_by_time_and_by_count() -> None:
         recent.view(ex)
         recent.slim([ex.id])
     assert len(recent) == 0
-    assert list(recent.slimmed([(ex.id, None) for ex in exs])) == [ex.id for ex in exs[-3:]]
+    assert [ex.id for ex in exs if recent.known(ex.id) is not None] == [ex.id for ex in exs[-3:]]
+    assert set(recent.taps()) == {ex.tap for ex in exs[-3:]}
     recent.forget_before(float("inf"))
-    assert recent.slimmed([(ex.id, None) for ex in exs]) == {}
+    assert all(recent.known(ex.id) is None for ex in exs) and not recent.taps()
 
 
 def _checker_nice(path: Path) -> int:
