@@ -236,7 +236,7 @@ def _take_chunk(st: AssembledStream, obj: dict[str, Any], ev: SSEEvent) -> None:
                 StreamAnomaly("bad-chunk-shape", f"delta is {_excerpt(delta)}", n, f"/choices/{ci}/delta")
             )
             delta = {}
-        if delta and _take_delta(st, choice, delta, n, f"/choices/{ci}/delta"):
+        if delta and _take_delta(st, choice, delta, n, ci):
             token = True
         fr = ch.get("finish_reason")
         if fr is not None:
@@ -261,16 +261,21 @@ def _take_chunk(st: AssembledStream, obj: dict[str, Any], ev: SSEEvent) -> None:
             st.token_times.append(ev.t_ms)
 
 
-def _take_delta(
-    st: AssembledStream, choice: AssembledChoice, delta: dict[str, Any], n: int, ptr: str
-) -> bool:
-    """Fold one delta into its choice; True when it carried output (not just the role)."""
+def _take_delta(st: AssembledStream, choice: AssembledChoice, delta: dict[str, Any], n: int, ci: int) -> bool:
+    """Fold one delta into its choice (at ``/choices/ci/delta``); True when it carried output (not
+    just the role)."""
+    content = delta.get("content")
+    if len(delta) == 1 and isinstance(content, str):  # nearly every delta of an answer: its text only
+        choice.content = content if choice.content is None else choice.content + content
+        if content and choice.finish_reason is not None:
+            _after_finish(st, choice, n, f"/choices/{ci}/delta")
+        return bool(content)
+    ptr = f"/choices/{ci}/delta"
     token = False
     after_finish = choice.finish_reason is not None
     role = delta.get("role")
     if role is not None:
         choice.role = role if choice.role is None else choice.role
-    content = delta.get("content")
     if content is not None:
         if isinstance(content, str):
             choice.content = content if choice.content is None else choice.content + content
@@ -330,10 +335,14 @@ def _take_delta(
                         )
                     )
     if token and after_finish:
-        st.anomalies.append(
-            StreamAnomaly("output-after-finish", f"finish_reason was {choice.finish_reason}", n, ptr)
-        )
+        _after_finish(st, choice, n, ptr)
     return token
+
+
+def _after_finish(st: AssembledStream, choice: AssembledChoice, n: int, ptr: str) -> None:
+    st.anomalies.append(
+        StreamAnomaly("output-after-finish", f"finish_reason was {choice.finish_reason}", n, ptr)
+    )
 
 
 def _take_tool_delta(

@@ -112,6 +112,13 @@ def loads(
 ) -> Any:
     """``json.loads`` with a depth and size bound; raises :class:`JsonLimitError` past either.
     ``plain``: as for :func:`json_loads`."""
+    if plain and len(text) <= 2 * max_depth and isinstance(text, str):
+        # what follows, for a frame of a stream found plain: orjson reads it or it goes the long way
+        # (the calls and tests between cost half of what orjson's read does)
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
     if len(text) > max_bytes:
         raise JsonLimitError(f"JSON document of {len(text)} bytes is over the limit of {max_bytes}")
     try:
