@@ -16,8 +16,28 @@ from ._families import FAMILIES
 __all__ = ["REASONING_MARKUP", "SPECIAL_TOKENS", "TOOL_MARKUP", "find_markup"]
 
 
+#: a pattern's first character when it is one literal character (or an escaped punctuation mark)
+_FIRST = re.compile(r"\\[^0-9A-Za-z]|[^\\.^$*+?{}\[\]|()]")
+
+
 def _union(parts: list[str]) -> str:
-    return "|".join(dict.fromkeys(parts))  # table order, each pattern once
+    """One pattern matching what any of ``parts`` matches, as their alternation in table order
+    (each pattern once) finds it, the patterns that begin with the same literal character under
+    it: re tries every branch at every position, and with thirty-odd branches, one of them
+    starting with a letter (``to=functions``), a search took 3 us where it takes 0.1 this way.
+    Branches that begin with different characters never both match at one position, so the
+    first match found, and its branch, are those of the plain alternation."""
+    groups: dict[str, list[str]] = {}
+    for part in dict.fromkeys(parts):
+        first = _FIRST.match(part)
+        if first is None:  # a class, a group, an anchor: a branch of its own
+            groups.setdefault(part, []).append("")
+        else:
+            groups.setdefault(first.group(), []).append(part[first.end() :])
+    return "|".join(
+        head + (tails[0] if len(tails) == 1 else "(?:" + "|".join(tails) + ")")
+        for head, tails in groups.items()
+    )
 
 
 TOOL_MARKUP = re.compile(_union([p for f in FAMILIES.values() for p in f.tool_markup]))
