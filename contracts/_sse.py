@@ -201,17 +201,18 @@ def decode_recorded(pieces: list[tuple[bytes, float | None]]) -> tuple[list[SSEE
     """Decode a whole recorded stream given as (bytes, arrival offset) pieces: the same events and
     anomalies as feeding :class:`SSEDecoder` piece by piece, which it falls back to for anything
     but the plain framing nearly every server writes (``data: X`` lines, each followed by a blank
-    line, LF only, UTF-8). That framing is recognised by counting (as many ``data: `` line starts
-    as blank lines, and no other line end) and cut at once; each event gets the offset of the piece
-    holding its blank line's end, where the decoder would have dispatched it."""
+    line, LF only, UTF-8). That framing is recognised by counting and cut at once: the stream starts
+    with ``data: `` and ends with a blank line, and its only line ends are those of the n - 1 blank
+    lines followed by ``data: `` and of the last one (2n in all; such blank lines cannot touch, so
+    they are the stream's n). Each event gets the offset of the piece holding its blank line's
+    end, where the decoder would have dispatched it."""
     raw = b"".join([p[0] for p in pieces])
-    n = raw.count(b"\n\n")
+    # counted by the longer mark: b"\n\n" took 5 us to count in a stream of 4 KB, b"\n\ndata: " 1.5
+    n = raw.count(b"\n\ndata: ") + 1
     if (
-        not n
-        or not raw.startswith(b"data: ")
+        not raw.startswith(b"data: ")
         or not raw.endswith(b"\n\n")
         or raw.count(b"\n") != 2 * n
-        or raw.count(b"\n\ndata: ") != n - 1
         or b"\r" in raw
     ):
         return _fed(pieces)
