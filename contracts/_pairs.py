@@ -198,9 +198,13 @@ def _path_tail(view: ExchangeView) -> str:
     return "/".join(parts[-2:])
 
 
+#: ``json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)`` with its encoder made once:
+#: dumps builds one per call when given options (a fifth of a request fingerprint's time)
+_encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode
+
+
 def _hash(obj: Any) -> str:
-    text = json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hashlib.sha256(_encode(obj).encode()).hexdigest()[:16]
 
 
 def request_fingerprint(view: ExchangeView) -> str:
