@@ -37,8 +37,7 @@ from typing import Any
 from bench_output import write_json
 
 from wirecheck.contracts import Chunk, Exchange, HttpRequest, HttpResponse
-from wirecheck.proxy._live import Recent, check_pending
-from wirecheck.proxy._server import settle_gc
+from wirecheck.proxy._live import Recent, check_pending, settle_checker_gc
 from wirecheck.record import Store
 
 
@@ -114,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="benchmarks/results/live_checker.json")
     args = ap.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
-    settle_gc()  # as the live checker does
+    settle_checker_gc()  # as the live checker does
     t0 = time.time() - args.exchanges / args.rate - 60
     exchanges = [_exchange(i, t0, args.rate, args.events) for i in range(args.exchanges)]
     base = _frames_baseline(exchanges) / len(exchanges)
