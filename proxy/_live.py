@@ -221,9 +221,14 @@ class Recent:
         return out
 
     def forget_before(self, t: float) -> None:
-        self._views = {k: v for k, v in self._views.items() if v[0] >= t}
-        for i in [k for k, v in self._twins.items() if v[0] < t]:
-            self._let_twin_go(i)
+        """Let go of what started before ``t``, in the order it was kept, up to the first that did
+        not: an exchange kept after later-started ones (a long stream, written at its end) waits
+        for those, and every batch does not walk all that is kept."""
+        views, twins = self._views, self._twins
+        while views and (first := next(iter(views.items())))[1][0] < t:
+            del views[first[0]]
+        while twins and (oldest := next(iter(twins.items())))[1][0] < t:
+            self._let_twin_go(oldest[0])
         self._read.clear()
 
 
