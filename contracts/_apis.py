@@ -151,9 +151,9 @@ class TypedStream:
             self.st.last_token_ms = ev.t_ms
             self.st.token_times.append(ev.t_ms)
 
-    def run(self, events: list[SSEEvent]) -> AssembledStream:
+    def run(self, events: list[SSEEvent], plain: bool | None = None) -> AssembledStream:
         self.st.events = len(events)
-        self.plain = frames_plain(events)
+        self.plain = frames_plain(events) if plain is None else plain
         for ev in events:
             self.feed(ev)
         return self.finish()

@@ -357,6 +357,6 @@ class _Stream(TypedStream):
             self.flag("api-order", "message_delta without usage (the output token count)", n, "/usage")
 
 
-def assemble(events: list[SSEEvent]) -> AssembledStream:
+def assemble(events: list[SSEEvent], *, plain: bool | None = None) -> AssembledStream:
     """A Messages event stream as one chat choice, every departure from vLLM's order recorded."""
-    return _Stream().run(events)
+    return _Stream().run(events, plain)

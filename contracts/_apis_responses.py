@@ -508,6 +508,6 @@ class _Stream(TypedStream):
                 )
 
 
-def assemble(events: list[SSEEvent]) -> AssembledStream:
+def assemble(events: list[SSEEvent], *, plain: bool | None = None) -> AssembledStream:
     """A Responses event stream as one chat choice, every departure from vLLM's order recorded."""
-    return _Stream().run(events)
+    return _Stream().run(events, plain)

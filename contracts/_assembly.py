@@ -138,11 +138,13 @@ def frames_plain(events: list[SSEEvent]) -> bool:
     return plain_numbers([ev.data for ev in events])
 
 
-def assemble_stream(events: list[SSEEvent]) -> AssembledStream:
-    """Assemble decoded SSE events into per-choice messages, recording every anomaly."""
+def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> AssembledStream:
+    """Assemble decoded SSE events into per-choice messages, recording every anomaly. ``plain``:
+    what :func:`frames_plain` says of them, where the decoder knows it already."""
     st = AssembledStream()
     st.events = len(events)
-    plain = frames_plain(events)
+    if plain is None:
+        plain = frames_plain(events)
     for ev in events:
         n = ev.index
         data = ev.data

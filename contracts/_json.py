@@ -27,6 +27,7 @@ __all__ = [
     "depth_exceeds",
     "json_loads",
     "loads",
+    "plain_number_bytes",
     "plain_numbers",
 ]
 
@@ -77,6 +78,12 @@ def plain_numbers(texts: list[str]) -> bool:
     if sum(map(len, texts)) > PLAIN_MAX:
         return False
     return _LONG_RUN not in " ".join(texts).encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ZEROS)
+
+
+def plain_number_bytes(raw: bytes) -> bool:
+    """:func:`plain_numbers` of the texts a UTF-8 stream is cut into, asked of its bytes (each of
+    its digits is one byte, and no text joins two runs): no copy of the texts to join."""
+    return len(raw) <= PLAIN_MAX and _LONG_RUN not in raw.translate(_DIGITS_AS_ZEROS)
 
 
 def json_loads(text: str | bytes | bytearray, *, plain: bool = False) -> Any:

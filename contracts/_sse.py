@@ -18,6 +18,8 @@ from __future__ import annotations
 import codecs
 from dataclasses import dataclass, field
 
+from ._json import plain_number_bytes
+
 __all__ = ["SSEAnomaly", "SSEDecoder", "SSEEvent", "decode_recorded", "decode_sse"]
 
 
@@ -64,6 +66,9 @@ class SSEDecoder:
     _retry: int | None = None
     _lines: int = 0
     _t: float | None = None
+    #: set by :func:`decode_recorded` when it cut the stream at once: whether no event's data holds
+    #: a run of 19 digits (``_json.plain_numbers``), asked of the stream's bytes
+    plain_numbers: bool | None = None
 
     def feed(self, data: bytes, t_ms: float | None = None) -> list[SSEEvent]:
         self._t = t_ms
@@ -234,6 +239,7 @@ def decode_recorded(pieces: list[tuple[bytes, float | None]]) -> tuple[list[SSEE
     decoder = SSEDecoder()
     decoder.events_seen = n
     decoder._started = True
+    decoder.plain_numbers = plain_number_bytes(raw)
     return events, decoder
 
 

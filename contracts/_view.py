@@ -188,7 +188,12 @@ def build_view(ex: Exchange) -> ExchangeView:
         view.events = events
         view.sse_anomalies = decoder.anomalies
         dialect = _DIALECTS.get(str(view.endpoint))
-        st = dialect.assemble(events) if dialect is not None else assemble_stream(events)
+        plain = decoder.plain_numbers
+        st = (
+            dialect.assemble(events, plain=plain)
+            if dialect is not None
+            else assemble_stream(events, plain=plain)
+        )
         st.sse_anomalies = decoder.anomalies
         view.stream = st
         view.anomalies = st.anomalies

@@ -2,6 +2,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wirecheck.contracts import SSEDecoder, SSEEvent, decode_sse
+from wirecheck.contracts._json import plain_numbers
 from wirecheck.contracts._sse import decode_recorded
 
 
@@ -177,6 +178,15 @@ def test_a_recorded_stream_at_once_reads_as_fed(pieces: list[tuple[bytes, float 
         (a.kind, a.detail, a.event_index, a.t_ms) for a in fed.anomalies
     ]
     assert (decoder.events_seen, decoder.comments) == (fed.events_seen, fed.comments)
+    if decoder.plain_numbers is not None:  # cut at once: asked of the bytes what is asked of the texts
+        assert decoder.plain_numbers == plain_numbers([e.data for e in events])
+
+
+def test_a_plain_stream_says_whether_its_events_hold_a_long_run_of_digits() -> None:
+    for number, plain in (("123456789012345678", True), ("1234567890123456789", False)):
+        pieces = [(b'data: {"n": 1}\n\ndata: {"n": ', 1.0), (number.encode() + b"}\n\n", 2.0)]
+        events, decoder = decode_recorded(pieces)
+        assert decoder.plain_numbers is plain == plain_numbers([e.data for e in events])
 
 
 def test_a_plain_stream_gets_the_arrival_of_each_blank_line() -> None:
