@@ -23,7 +23,9 @@ def _isort_key(name: str) -> tuple[int, str]:
     return (2, name)
 
 
-@pytest.mark.parametrize("module", ["wirecheck", "wirecheck.contracts", "wirecheck.record"])
+@pytest.mark.parametrize(
+    "module", ["wirecheck", "wirecheck.contracts", "wirecheck.record", "wirecheck.proxy"]
+)
 def test_all_is_sorted_and_complete(module: str) -> None:
     mod = importlib.import_module(module)
     names = list(mod.__all__)
