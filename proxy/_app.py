@@ -627,13 +627,17 @@ class _Tee:
 
     def take(self, batch: Batch) -> bytes:
         """Records the batch and returns its bytes, to be written in one piece."""
+        self.keep(batch)
+        return batch[0][1] if len(batch) == 1 else b"".join([piece for _, piece in batch])
+
+    def keep(self, batch: Batch) -> None:
+        """Records the batch."""
         for arrived, piece in batch:
             self.size += len(piece)
             if self.room > 0:
                 kept = piece if len(piece) <= self.room else piece[: self.room]
                 self.room -= len(kept)
                 self.chunks.append(Chunk((arrived - self.t0) * 1000.0, kept))
-        return batch[0][1] if len(batch) == 1 else b"".join([piece for _, piece in batch])
 
     def sent(self, batch: Batch) -> None:
         # once per downstream write: the wait of the batch's oldest piece, from its read's arrival
@@ -642,30 +646,35 @@ class _Tee:
 
 class _DirectSink(_Tee):
     """The tee as the upstream's read callback's sink, writing each read's pieces straight to the
-    caller (``DirectBody``): the work of every forwarded event is here, in one call (it was five
-    calls of a closure, the tee and the histogram)."""
+    caller (``DirectBody.send``): the work of every forwarded event is here, in one call and the
+    one it makes to the caller's side (it was five calls of a closure, the tee and the histogram,
+    then three to the caller's side)."""
 
-    __slots__ = ("_full", "_gone", "_write")
+    __slots__ = ("_send",)
 
     def __init__(self, chunks: list[Chunk], t0: float, limit: int, added: Any, direct: DirectBody) -> None:
         super().__init__(chunks, t0, limit, added)
-        self._gone, self._write, self._full = direct.gone, direct.write, direct.full
+        self._send = direct.send
 
     def __call__(self, batch: Batch) -> bool:
-        if self._gone():
-            return False
         if len(batch) == 1:
             arrived, data = batch[0]
+            more = self._send(data)
+            if more is None:
+                return False  # the caller is gone: nothing forwarded, nothing recorded
             self.size += len(data)
             if self.room > 0:
                 kept = data if len(data) <= self.room else data[: self.room]
                 self.room -= len(kept)
                 self.chunks.append(Chunk((arrived - self.t0) * 1000.0, kept))
         else:
-            arrived, data = batch[0][0], self.take(batch)
-        self._write(data)
+            arrived, data = batch[0][0], b"".join([piece for _, piece in batch])
+            more = self._send(data)
+            if more is None:
+                return False
+            self.keep(batch)
         self.added.observe(time.monotonic() - arrived)
-        return not self._full()
+        return more
 
 
 async def _relay(relay: Callable[[BodySink], Awaitable[bool]], direct: DirectBody, sink: _DirectSink) -> None:

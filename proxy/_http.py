@@ -598,6 +598,19 @@ class DirectBody:
         if data:
             self._transport.write(b"%x\r\n%b\r\n" % (len(data), data))
 
+    def send(self, data: bytes) -> bool | None:
+        """``write`` unless the caller is gone, and what then holds, in one call (a relayed read's
+        only call here; it was three: ``gone``, ``write``, ``full``): None: the caller is gone and
+        nothing was written; False: written, and its transport is over its high-water mark (wait
+        for ``drain``); True: written, and it takes more."""
+        c = self._cycle()
+        if c is None or c.disconnected or self._transport.is_closing():
+            return None
+        if data:
+            self._transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+        conn = c.conn
+        return conn is not None and not conn.write_paused
+
     def on_gone(self, callback: Callable[[], None] | None) -> None:
         """Have ``callback`` called once, from the event loop, when the caller's connection is lost
         (soon, when it is already gone); None forgets it. What an app's own ``receive`` would say
@@ -612,10 +625,6 @@ class DirectBody:
             asyncio.get_running_loop().call_soon(callback)
         else:
             conn.on_gone = callback
-
-    def full(self) -> bool:
-        """The caller's transport is over its high-water mark: stop feeding it until ``drain``."""
-        return not self._writable.is_set()
 
     async def drain(self) -> None:
         await self._writable.wait()

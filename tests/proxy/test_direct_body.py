@@ -32,18 +32,18 @@ def tap(upstream: str, store: Store, **cfg: Any) -> Iterator[str]:
 @pytest.fixture
 def spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Counts the writes and waits of every DirectBody."""
-    calls = {"write": 0, "drain": 0}
-    write, drain = DirectBody.write, DirectBody.drain
+    calls = {"send": 0, "drain": 0}
+    send, drain = DirectBody.send, DirectBody.drain
 
-    def counted_write(self: DirectBody, data: bytes) -> None:
-        calls["write"] += 1
-        write(self, data)
+    def counted_send(self: DirectBody, data: bytes) -> bool | None:
+        calls["send"] += 1
+        return send(self, data)
 
     async def counted_drain(self: DirectBody) -> None:
         calls["drain"] += 1
         await drain(self)
 
-    monkeypatch.setattr(DirectBody, "write", counted_write)
+    monkeypatch.setattr(DirectBody, "send", counted_send)
     monkeypatch.setattr(DirectBody, "drain", counted_drain)
     return calls
 
@@ -63,7 +63,7 @@ def test_each_read_goes_to_the_caller_from_the_upstreams_callback(store: Store, 
         again = [c.post(f"{url}/v1/chat/completions", content=b"{}").content for _ in range(2)]
     assert b"".join(p for _, p in arrivals) == b"".join(PIECES) == again[0] == again[1]
     assert arrivals[-1][0] - arrivals[0][0] > 0.15  # each piece when it came, not all at the end
-    assert spy["write"] == 3 * len(PIECES)  # one write per upstream read, all through DirectBody
+    assert spy["send"] == 3 * len(PIECES)  # one send per upstream read, all through DirectBody
     exs = asyncio.run(recorded(store, 3))
     for ex in exs:
         assert ex.error is None and ex.response is not None and ex.response.status == 200
@@ -126,7 +126,7 @@ def test_an_upstream_break_mid_relay_breaks_the_callers_connection(store: Store,
         ):
             for p in r.iter_raw():
                 got += p
-    assert got == b"data: {}\n\n" * 2 and spy["write"] == 2
+    assert got == b"data: {}\n\n" * 2 and spy["send"] == 2
     [ex] = asyncio.run(recorded(store, 1))
     assert ex.error is not None and ex.error.kind == "upstream_reset"
     assert ex.response is not None and len(ex.response.chunks or []) == 2
@@ -195,7 +195,7 @@ def test_bodies_with_a_length_and_head_answers_take_the_asgi_path(store: Store, 
         h = c.head(f"{url}/v1/models")
     assert r.content == body and r.headers["content-length"] == str(len(body))
     assert h.status_code == 200 and h.content == b""
-    assert spy["write"] == 0
+    assert spy["send"] == 0
 
 
 def _dechunk(data: bytes) -> bytes:
