@@ -63,6 +63,21 @@ CHECKER_NICE = 0
 BATCH = 500
 #: views the checker keeps between batches at the most (see :class:`Recent`)
 RECENT_MAX = 20_000
+#: and the most of their exchanges' recorded bytes (bodies and chunks): a view takes about four times
+#: its exchange's bytes. A stream of 20 frames records about 4.5 KB, so at 640 exchanges a second the
+#: ten seconds of a batch's window fit; one of 400 frames records 80 KB, and without a bound in bytes
+#: the window's views of such streams took 0.8 GB (benchmarks/checker_memory.py)
+RECENT_BYTES = 32 * 1024 * 1024
+#: the most stored bytes (``Store.claim_sized``) checked at once: a claimed batch of long streams is
+#: checked in pieces of about this size, each as a batch of its own (its findings do not depend on
+#: how exchanges are grouped into batches)
+PIECE_BYTES = 8 * 1024 * 1024
+#: the exchanges around a batch are read a page at a time, for their twins only: those whose views
+#: ``Recent`` does not keep are let go before the next page is read. A page starts small and doubles,
+#: up to this many (the store's statement) or to ``PIECE_BYTES`` of exchanges the size of the last
+#: page's; the checker keeps the size from batch to batch (``Recent.page``)
+NEIGHBOUR_PAGE = 500
+NEIGHBOUR_FIRST_PAGE = 8
 #: the checker's young-generation GC threshold (net allocations between collections; the proxy's
 #: is 10 000, see ``settle_gc``). A batch holds tens of thousands of objects for a moment (the
 #: window's rows, the batch's views and findings) and the views of the window ahead for seconds:
@@ -105,9 +120,14 @@ class Recent:
     of the window was half the checker's memory). A twin found that way is read from the store
     again."""
 
-    def __init__(self, limit: int = RECENT_MAX) -> None:
+    def __init__(self, limit: int = RECENT_MAX, limit_bytes: int = RECENT_BYTES) -> None:
         self.limit = limit
-        self._views: dict[str, tuple[float, Any, ExchangeView]] = {}  # id -> (start, version, view)
+        self.limit_bytes = limit_bytes
+        #: id -> (start, version, view, its exchange's recorded bytes)
+        self._views: dict[str, tuple[float, Any, ExchangeView, int]] = {}
+        self._bytes = 0  # of the views kept
+        #: how many exchanges around a batch are read at once (see ``NEIGHBOUR_PAGE``)
+        self.page = NEIGHBOUR_FIRST_PAGE
         self._read: dict[str, Any] = {}  # id -> version of the exchanges read, views not built yet
         #: id -> (start, version, tap, twin key, streamed) of the exchanges whose twin is known
         self._twins: dict[str, tuple[float, Any, str, TwinKey | None, bool]] = {}
@@ -140,11 +160,29 @@ class Recent:
         if twin is not None and (version is None or twin[1] != version):
             self._let_twin_go(ex.id)  # of another version of the row, or of an exchange not from one
         if start is not None:  # without a time it can never be a neighbour again: not kept
-            self._views.pop(ex.id, None)
-            self._views[ex.id] = (start, version, view)
+            self._drop(ex.id)
+            size = recorded_bytes(ex)
+            self._views[ex.id] = (start, version, view, size)
+            self._bytes += size
             if len(self._views) > self.limit:
-                del self._views[next(iter(self._views))]  # the first kept
+                self._drop(next(iter(self._views)))  # the first kept
+            # over the bytes: the last kept before this one go first (those kept first are of the
+            # exchanges whose own batches come next); never this one, whose twin is kept with it
+            while len(self._views) > 1 and self._bytes > self.limit_bytes:
+                newest = reversed(self._views)
+                next(newest)
+                self._drop(next(newest))
         return view
+
+    def size(self, ex: Exchange) -> int:
+        """:func:`recorded_bytes` of ``ex``, as kept with its view where it is."""
+        held = self._views.get(ex.id)
+        return held[3] if held is not None and held[2].ex is ex else recorded_bytes(ex)
+
+    def _drop(self, i: str) -> None:
+        held = self._views.pop(i, None)
+        if held is not None:
+            self._bytes -= held[3]
 
     def twin(self, ex: Exchange) -> tuple[TwinKey | None, bool]:
         """The exchange's twin key (:func:`twin_key`) and whether it was streamed; kept with its
@@ -191,7 +229,7 @@ class Recent:
             held = self._views.get(i)
             if held is not None:
                 self.twin(held[2].ex)  # worked out already by its batch: not built again
-                del self._views[i]
+                self._drop(i)
 
     def unknown(self, rows: list[tuple[str, Any]], but: set[str]) -> list[tuple[str, Any]]:
         """Those of these (id, version) rows whose twin is not kept at that version, but for ``but``."""
@@ -226,7 +264,7 @@ class Recent:
         for those, and every batch does not walk all that is kept."""
         views, twins = self._views, self._twins
         while views and (first := next(iter(views.items())))[1][0] < t:
-            del views[first[0]]
+            self._drop(first[0])
         while twins and (oldest := next(iter(twins.items())))[1][0] < t:
             self._let_twin_go(oldest[0])
         self._read.clear()
@@ -270,18 +308,44 @@ def check_pending(
     were checked. ``announce`` (a callable) hears the ids before they are checked, and ``None``
     after. ``recent``: views kept from the last batch (the worker's; none: every exchange is read
     from the store)."""
-    pending = store.claim_unchecked(settle_s, limit=limit)
+    pending = store.claim_sized(settle_s, limit=limit)
     if not pending:
         return 0
-    ids = [i for i, _ in pending]
-    corrs = sorted({c for _, c in pending if c})
     if announce is not None:
-        announce(ids)
+        announce([i for i, _, _ in pending])
     recent = recent if recent is not None else Recent()
-    _check_batch(store, ids, _load(store, store.rows_for(ids, corrs), recent), config, recent)
+    for piece in _pieces(pending):
+        ids = [i for i, _, _ in piece]
+        corrs = sorted({c for _, c, _ in piece if c})
+        _check_batch(store, ids, _load(store, store.rows_for(ids, corrs), recent), config, recent)
     if announce is not None:
         announce(None)
-    return len(ids)
+    return len(pending)
+
+
+def _pieces(rows: list[tuple[str, str | None, int]]) -> list[list[tuple[str, str | None, int]]]:
+    """Claimed (id, correlation, size) rows in pieces of at most ``PIECE_BYTES`` stored bytes (at
+    least one row each), in their order."""
+    pieces: list[list[tuple[str, str | None, int]]] = [[]]
+    size = 0
+    for row in rows:
+        if pieces[-1] and size + row[2] > PIECE_BYTES:
+            pieces.append([])
+            size = 0
+        pieces[-1].append(row)
+        size += row[2]
+    return pieces
+
+
+def recorded_bytes(ex: Exchange) -> int:
+    """What an exchange recorded: its bodies and its chunks, in bytes."""
+    size = len(ex.request.body)
+    resp = ex.response
+    if resp is not None:
+        size += len(resp.body)
+        if resp.chunks:
+            size += sum([len(c.data) for c in resp.chunks])
+    return size
 
 
 def _check_batch(
@@ -321,12 +385,26 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> tuple[li
     # the order stays the write order (the twins of one request pair first with first)
     rows = store.rows_between(lo, hi)  # thousands a batch: each is looked at once here
     have = {ex.id for ex in batch}
-    # those not seen by an earlier batch (or written again since)
-    around = _load(store, recent.unknown(rows, have), recent)
-    # the twins of those (their views are built here, or kept from the check that read them)
+    # the twins of those not seen by an earlier batch (or written again since): their views are
+    # built here, kept for their own batch as far as ``recent`` keeps them; read a page at a time, so
+    # that what it does not keep is let go before the next page (a window of long streams is large)
+    unknown = recent.unknown(rows, have)
     loose: dict[str, tuple[TwinKey | None, bool]] = {}
-    for ex in around:
-        loose[ex.id] = recent.twin(ex)
+    taps = {ex.tap for ex in batch}
+    k = 0
+    while k < len(unknown):
+        page = recent.page
+        size, got = 0, _load(store, unknown[k : k + page], recent)
+        k += page
+        for ex in got:
+            loose[ex.id] = recent.twin(ex)
+            taps.add(ex.tap)
+            size += recent.size(ex)
+        # the next page (this batch's or the next one's): twice this one, up to what
+        # ``PIECE_BYTES`` holds of exchanges this size
+        fits = PIECE_BYTES * len(got) // size if size else NEIGHBOUR_PAGE
+        recent.page = max(1, min(NEIGHBOUR_PAGE, 2 * page, fits))
+        del got
 
     window: dict[str, Any] = {}  # id -> version, but for the batch: asked only where the above is not enough
 
@@ -335,7 +413,6 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> tuple[li
         twin = recent.known(i)
         return twin if twin is not None and twin[0] == window[i] else None
 
-    taps = {ex.tap for ex in batch} | {ex.tap for ex in around}
     if not recent.taps() <= taps:  # the twins kept reach past the window: ask the window's own
         window = {i: v for i, v in rows if i not in have}
         taps.update(twin[1] for i in window if (twin := kept(i)) is not None)

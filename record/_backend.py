@@ -118,6 +118,6 @@ class Backend(Protocol):
 
     def body_text(self, doc: str) -> str: ...
 
-    def claim(
-        self, pick: str, now: float, stale: float, cutoff: float, limit: int
-    ) -> list[tuple[Any, ...]]: ...
+    def claim(self, pick: str, now: float, stale: float, cutoff: float, limit: int) -> list[tuple[Any, ...]]:
+        """Claim the rows ``pick`` selects: (id, correlation, seq, stored size) of each, by seq."""
+        ...

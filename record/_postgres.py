@@ -155,9 +155,12 @@ class PostgresBackend:
         rows = self.conn.execute(
             self.q(
                 f"UPDATE checks c SET claimed_at = ? FROM exchanges e WHERE e.seq = c.seq AND c.seq IN "
-                f"({pick} FOR UPDATE SKIP LOCKED) RETURNING e.id, e.correlation, c.seq"
+                f"({pick} FOR UPDATE SKIP LOCKED) RETURNING e.id, e.correlation, c.seq, "
+                # as SQLite's (the body, else the document); octet_length reads a stored value's size
+                # from its TOAST pointer, without the value
+                "COALESCE(octet_length(e.body), octet_length(e.doc))"
             ),
             (now, stale, cutoff, limit),
         ).fetchall()
         rows.sort(key=lambda r: r[2])
-        return [(r[0], r[1]) for r in rows]
+        return [(r[0], r[1], r[2], r[3]) for r in rows]

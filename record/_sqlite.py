@@ -132,8 +132,11 @@ class SqliteBackend:
         return f"json_extract({doc}, '$.request.body_text')"
 
     def claim(self, pick: str, now: float, stale: float, cutoff: float, limit: int) -> list[tuple[Any, ...]]:
+        # the row's size: its body's bytes (a blob's length is in its header) where it has one (a
+        # streamed response; its document is then the small part), else its document's characters
         rows = self.conn.execute(
-            f"SELECT e.id, e.correlation, e.seq FROM exchanges e WHERE e.seq IN ({pick}) ORDER BY e.seq",
+            "SELECT e.id, e.correlation, e.seq, COALESCE(length(e.body), length(e.doc)) "
+            f"FROM exchanges e WHERE e.seq IN ({pick}) ORDER BY e.seq",
             (stale, cutoff, limit),
         ).fetchall()
         seqs = [r[2] for r in rows]

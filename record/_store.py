@@ -578,6 +578,12 @@ class Store:
         """Like :meth:`unchecked`, but the rows are claimed for this worker (their ``checks`` row
         gets ``claimed_at``), so that several checking workers on one store never check an exchange
         twice. A claim older than ``CLAIM_TIMEOUT_S`` (its worker died) is taken over."""
+        return [(i, c) for i, c, _ in self.claim_sized(settle_s, limit)]
+
+    def claim_sized(self, settle_s: float, limit: int = 500) -> list[tuple[str, str | None, int]]:
+        """:meth:`claim_unchecked`, with each row's stored size in bytes (the body of a streamed
+        response, else the document: about what the exchange takes once read): what a checker holds
+        at once is bounded by size, not by count (a long stream is a hundred times a short one)."""
         now = time.time()
         cutoff, stale = now - settle_s, now - CLAIM_TIMEOUT_S
         pick = (
@@ -586,7 +592,7 @@ class Store:
         )
         with self._lock, self._db.tx(immediate=True):
             rows = self._db.claim(pick, now, stale, cutoff, limit)
-        return [(r[0], r[1]) for r in rows]
+        return [(r[0], r[1], int(r[3] or 0)) for r in rows]
 
 
 def open_store(path: str | Path) -> Store:

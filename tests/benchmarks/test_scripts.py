@@ -177,6 +177,28 @@ def test_live_checker_smoke(tmp_path: Path) -> None:
     assert data["baseline_us_per_exchange"] > 0 and "batches of 60" in proc.stdout
 
 
+def test_checker_memory_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "cm.json"
+    proc = _bench(
+        "checker_memory.py",
+        "--exchanges",
+        "40",
+        "--rate",
+        "20",
+        "--events",
+        "5,30",
+        "--batch",
+        "16",
+        "--out",
+        str(out),
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert [r["events"] for r in data["rows"]] == [5, 30]
+    assert all(r["checked"] == 40 and r["peak_mb"] >= r["base_mb"] > 0 for r in data["rows"])
+    assert data["ratio"] > 0 and "frames a stream" in proc.stdout
+
+
 def test_demo_time_smoke(tmp_path: Path) -> None:
     out = tmp_path / "dt.json"
     proc = _bench("demo_time.py", "--phases", "compat,cache", "--out", str(out), timeout=180)

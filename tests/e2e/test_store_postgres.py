@@ -55,7 +55,9 @@ def test_both_backends_roundtrip_findings_gaps_and_claims_alike(store_url: str) 
     assert r.count() == 20
     claimed = r.claim_unchecked(0.0, limit=5)
     assert [i for i, _ in claimed] == [f"caller-{i}" for i in range(5)]
-    assert [i for i, _ in r.claim_unchecked(0.0, limit=5)] == [f"caller-{i}" for i in range(5, 10)]
+    sized = r.claim_sized(0.0, limit=5)  # with each row's stored size (the checker's pieces)
+    assert [i for i, _, _ in sized] == [f"caller-{i}" for i in range(5, 10)]
+    assert all(0 < size < 4096 for _, _, size in sized)
     f = Finding(
         "tool-call-undeclared", Severity.ERROR, Fault.MODEL, "m", "caller-1", "caller", {"pointer": "/x"}
     )

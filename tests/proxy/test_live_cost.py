@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import wirecheck.proxy._live as live
 from tests.contracts.test_focus import dual_tap_capture
 from tests.support import wire
 from tests.support.wire import call, completion, message, tool_req
@@ -210,3 +211,54 @@ def test_the_checker_process_does_not_load_the_forwarding_side() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_pieces_hold_at_most_their_bytes_and_at_least_one_exchange(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(live, "PIECE_BYTES", 100)
+    rows = [("a", None, 60), ("b", "c", 30), ("c", None, 20), ("d", None, 500), ("e", None, 1)]
+    pieces = live._pieces(rows)
+    assert [[r[0] for r in p] for p in pieces] == [["a", "b"], ["c"], ["d"], ["e"]]
+    assert live._pieces([]) == [[]]
+
+
+def test_views_are_kept_within_their_bytes_those_kept_first_staying() -> None:
+    exs = dual_tap_capture()
+    sizes = [live.recorded_bytes(ex) for ex in exs]
+    budget = sizes[0] + max(sizes[1:])  # the first and any other fit together, not all
+    assert budget < sum(sizes)
+    recent = Recent(limit_bytes=budget)
+    for ex in exs:
+        recent.view(ex)
+        kept = [e for e in exs if recent.exchange(e.id) is not None]
+        # within the bytes, or the one just kept alone; the one just kept always stays
+        assert sum(live.recorded_bytes(e) for e in kept) <= budget or kept == [ex]
+        assert recent.exchange(ex.id) is ex
+    # the views kept first are of the exchanges whose batches come next: they stay, and the
+    # later ones are let go (to be read again in their own batch)
+    assert recent.exchange(exs[0].id) is exs[0]
+    assert len(recent) < len(exs)
+
+
+def test_small_pieces_and_a_small_byte_budget_give_the_same_findings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a claimed batch checked a piece at a time, neighbours read a page at a time, and views let go
+    # past the bytes: what is held at once is bounded, and the findings do not change (dual taps)
+    plain = _checked(tmp_path / "plain.db", None, [])
+    monkeypatch.setattr(live, "PIECE_BYTES", 1)  # a piece an exchange
+    monkeypatch.setattr(live, "NEIGHBOUR_FIRST_PAGE", 1)
+    monkeypatch.setattr(live, "NEIGHBOUR_PAGE", 2)
+    small = _checked(tmp_path / "small.db", Recent(limit_bytes=1), [])
+    assert small == plain and {r[1] for r in small} >= {"gateway-tool-calls-changed", "tool-call-undeclared"}
+    # and with one tap, against one check of the whole capture
+    whole = check_exchanges(_single_tap_capture(), CheckConfig())
+    by_id = {ex.id: ex for ex in _single_tap_capture()}
+    store = Store(tmp_path / "one.db")
+    try:
+        for ids in (["s0", "t-plain", "s1"], ["o0", "s2"], ["t-stream", "o1", "s3", "o2"]):
+            store.write_now([by_id[i] for i in ids])
+            assert check_pending(store, settle_s=0, recent=Recent(limit_bytes=1)) == len(ids)
+        got = sorted((f["exchange_id"], f["rule"], f["fault"], f["message"]) for f in store.findings())
+    finally:
+        store.close()
+    assert got == sorted((f.exchange_id, f.rule, str(f.fault), f.message) for f in whole.findings)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.servers import process
-from wirecheck.contracts import Exchange, HttpRequest, HttpResponse, InputError, dump_exchange
+from wirecheck.contracts import Chunk, Exchange, HttpRequest, HttpResponse, InputError, dump_exchange
 from wirecheck.record import SCHEMA_VERSION, Store, open_store
 from wirecheck.record._backend import MIGRATIONS
 
@@ -147,5 +147,29 @@ def test_a_store_of_schema_3_keeps_what_was_left_to_check(tmp_path: Path) -> Non
         assert s.claim_unchecked(0.0) == [("e1", "c1")]
         cols = {r[1] for r in s._rows("PRAGMA table_info(exchanges)")}
         assert not {"checked", "claimed_at"} & cols
+    finally:
+        s.close()
+
+
+def test_a_claim_says_what_each_row_stores(tmp_path: Path) -> None:
+    # the live checker checks long streams a few at a time: the claim gives each row's stored size
+    # (a streamed response's chunks, else the document)
+    pieces = [b'data: {"n": %d}\n\n' % i * 50 for i in range(40)]
+    long = Exchange(
+        id="long",
+        tap="caller",
+        started_at="2026-12-03T10:00:00+00:00",
+        request=HttpRequest("POST", "/v1/chat/completions", [], b'{"stream": true}'),
+        response=HttpResponse(
+            200, [("content-type", "text/event-stream")], b"", [Chunk(1.0, p) for p in pieces]
+        ),
+    )
+    s = Store(tmp_path / "sized.db")
+    try:
+        s.write_now([ex(0), long])
+        sizes = {i: size for i, _, size in s.claim_sized(0.0)}
+        body = sum(len(p) for p in pieces)
+        assert sizes["long"] == body  # a streamed response's chunks: its document is the small part
+        assert 0 < sizes["e0"] < 2000
     finally:
         s.close()
