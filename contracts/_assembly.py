@@ -150,7 +150,11 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
     # a frame this short goes to orjson here, as bounded loads sends it (it cannot nest past the
     # bound): the calls between cost as much as orjson's read; anything else goes the long way
     short = 2 * MAX_DEPTH if plain else -1
-    by_index = st.choices
+    by_index, token_times = st.choices, st.token_times
+    # the stream's first id and model once _take_chunk has set them (neither changes after)
+    id0: Any = _UNSET
+    model0: Any = _UNSET
+    loads, not_json = orjson.loads, orjson.JSONDecodeError
     for ev in events:
         n = ev.index
         data = ev.data
@@ -170,8 +174,8 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
             continue
         if len(data) <= short:
             try:
-                obj = orjson.loads(data)
-            except orjson.JSONDecodeError:
+                obj = loads(data)
+            except not_json:
                 obj = None
         else:
             obj = None
@@ -181,20 +185,18 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
             obj = frame_object(st, data, n, plain=plain)
             if obj is None:
                 continue
-        if "error" in obj and "choices" not in obj:
+        choices = obj.get("choices")
+        if choices is None and "error" in obj and "choices" not in obj:
             st.error_frames.append((n, obj["error"]))
             continue
         # nearly every chunk of an answer: the stream's id and model, one choice already under
         # way whose delta is its text only, no finish, usage or fingerprint; folded in as
         # _take_chunk folds it (no anomaly can arise), without its calls and tests
-        choices = obj.get("choices")
         if (
             choices.__class__ is list
             and len(choices) == 1
-            and st.ids
-            and obj.get("id") == st.ids[0]
-            and st.model is not None
-            and obj.get("model") == st.model
+            and obj.get("id") == id0
+            and obj.get("model") == model0
             and obj.get("usage") is None
             and obj.get("system_fingerprint") is None
         ):
@@ -209,14 +211,23 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
                         choice.content = content if choice.content is None else choice.content + content
                         if content:
                             st.token_events += 1
-                            if ev.t_ms is not None:
+                            t = ev.t_ms
+                            if t is not None:
                                 if st.first_token_ms is None:
-                                    st.first_token_ms = ev.t_ms
-                                st.last_token_ms = ev.t_ms
-                                st.token_times.append(ev.t_ms)
+                                    st.first_token_ms = t
+                                st.last_token_ms = t
+                                token_times.append(t)
                         continue
         _take_chunk(st, obj, ev)
+        if id0 is _UNSET and st.ids:
+            id0 = st.ids[0]
+        if model0 is _UNSET and st.model is not None:
+            model0 = st.model
     return st
+
+
+#: no value a frame may hold (equal to nothing but itself)
+_UNSET = object()
 
 
 def _take_chunk(st: AssembledStream, obj: dict[str, Any], ev: SSEEvent) -> None:

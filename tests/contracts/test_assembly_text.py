@@ -83,7 +83,7 @@ def _chunks(draw: Any) -> str:
         if value is not None or draw(st.booleans()):
             obj[key] = value
     choices: Any = [choice]
-    kind = draw(st.sampled_from(["one"] * 12 + ["two", "none", "not-list", "not-dict"]))
+    kind = draw(st.sampled_from(["one"] * 12 + ["two", "none", "not-list", "not-dict", "null", "absent"]))
     if kind == "two":
         choices = [choice, {**choice, "index": 1}]
     elif kind == "none":
@@ -92,7 +92,12 @@ def _chunks(draw: Any) -> str:
         choices = {"0": choice}
     elif kind == "not-dict":
         choices = ["x"]
-    obj["choices"] = choices
+    if kind == "null":
+        choices = None
+    if kind != "absent":
+        obj["choices"] = choices
+    if draw(st.integers(0, 4)) == 0:
+        obj["error"] = {"message": "boom"}
     if draw(st.integers(0, 9)) == 0:
         obj["usage"] = draw(st.sampled_from([{"completion_tokens": 1}, None, 3]))
     if draw(st.integers(0, 9)) == 0:
