@@ -202,7 +202,8 @@ class _Registry(dict[str, Rule]):
 
 
 REGISTRY: dict[str, Rule] = _Registry()
-#: ("scope", scope) or ("judging", scope, endpoint) -> (the registry's version, those rules)
+#: ("scope", scope), ("judging", scope, endpoint) or ("needed", scope, endpoint, facts) -> (the
+#: registry's version, those rules); at most ``_RULES_MAX`` keys (facts come in many combinations)
 _RULES: dict[tuple[Any, ...], tuple[int, list[Rule]]] = {}
 _RULES_MAX = 4096
 _ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")

@@ -25,7 +25,7 @@ def _valid(req: dict[str, Any]) -> bool:
     return True
 
 
-_POOL = [None, True, False, 0, 1, -1, 2**64, 10**400, 0.5, 1e308, float("inf"), float("nan"), "", "x", "3",
+_POOL = [None, True, False, 0, 1, -1, 2**64, 10**400, 0.5, 1e308, float("inf"), float("nan"), "", "x", "3", "\ud800",
          [], [1], ["x"], [{}], {}, {"a": 1}, {"type": "json_object"}]  # fmt: skip
 
 
