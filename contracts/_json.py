@@ -107,6 +107,14 @@ def json_loads(text: str | bytes | bytearray, *, plain: bool = False) -> Any:
         else:
             if end == len(text):
                 return value
+    elif plain or _LONG_RUN not in text.translate(_DIGITS_AS_ZEROS):
+        # bytes (a request body): orjson takes UTF-8 only, which json decodes alike; anything
+        # else (UTF-16, a BOM, encoded surrogates, errors) goes to json, which detects and decodes
+        # it (its encoding detection and decoding alone cost more than orjson's read)
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
     return json.loads(text)
 
 

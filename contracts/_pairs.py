@@ -40,6 +40,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from ._json import loads as bounded_loads
 from ._translate import conversation, thinking_asked, token_limit, tool_choice_meaning, tools_meaning
 from ._view import ExchangeView
@@ -204,7 +206,18 @@ _encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).enco
 
 
 def _hash(obj: Any) -> str:
-    return hashlib.sha256(_encode(obj).encode()).hexdigest()[:16]
+    """A short hash of a value read from JSON. orjson writes it with sorted keys in a tenth of
+    json's time, where it takes the value (not integers past 64 bits) and writes no null (it
+    writes NaN and the infinities as null; a value with a null of its own goes to json too); json
+    writes the rest.
+    Each text is tagged with its writer: one value always takes one writer, and two writers' texts
+    are never the same."""
+    try:
+        text = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # orjson.JSONEncodeError: what it does not write
+        text = b""
+    text = b"j" + _encode(obj).encode() if not text or b"null" in text else b"o" + text
+    return hashlib.sha256(text).hexdigest()[:16]
 
 
 def request_fingerprint(view: ExchangeView) -> str:

@@ -45,6 +45,7 @@ __all__ = [
     "rule",
     "rules",
     "rules_judging",
+    "rules_needed",
 ]
 
 
@@ -147,6 +148,10 @@ class Rule:
     #: exchange of another endpoint. Empty: not declared (a test fails on that; the runner then
     #: calls it everywhere, as before endpoints were declared)
     endpoints: tuple[str, ...] = ()
+    #: the facts of a view (``FACTS``, or ``anomaly:KIND``) of which it needs one to find anything,
+    #: neither a finding nor an exception without: ``check_view`` does not call it on a view that
+    #: has none of them. Empty: it is called on every view
+    needs: frozenset[str] = frozenset()
 
     def judges(self, endpoint: str | None) -> bool:
         """Whether the rule runs on an exchange of ``endpoint`` (None: a path that is none of the
@@ -197,10 +202,23 @@ class _Registry(dict[str, Rule]):
 
 
 REGISTRY: dict[str, Rule] = _Registry()
-#: ("scope", scope) or ("judging", scope, endpoint) -> (the registry's version, those rules)
+#: ("scope", scope), ("judging", scope, endpoint) or ("needed", scope, endpoint, facts) -> (the
+#: registry's version, those rules); at most ``_RULES_MAX`` keys (facts come in many combinations)
 _RULES: dict[tuple[Any, ...], tuple[int, list[Rule]]] = {}
+_RULES_MAX = 4096
 _ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 _SCOPES = ("exchange", "taps", "twins", "set")
+
+#: what a rule may need of a view (``needs``; ``_check.view_facts`` works them out): a tool call in
+#: any choice of the answer; an output constraint (``output_constraint``: response_format,
+#: structured_outputs); a history turn with tool calls or a tool result (and every /v1/messages
+#: request, whose blocks the history rules read as sent); and ``anomaly:KIND``, an anomaly of that
+#: kind among the view's or its stream's
+CALLS = "calls"
+CONSTRAINT = "constraint"
+TOOL_TURNS = "tool-turns"
+FACTS = frozenset({CALLS, CONSTRAINT, TOOL_TURNS})
+ANOMALY = "anomaly:"
 
 
 def rule(
@@ -213,12 +231,15 @@ def rule(
     area: str = "response",
     doc: str | None = None,
     endpoints: Iterable[str] = (),
+    needs: Iterable[str] = (),
 ) -> Callable[[RuleFunc], RuleFunc]:
     """Register a rule. Its summary and doc (the catalogue's "why") are the function's docstring: the
     first paragraph, then the rest. A rule built from a table, where one function serves several
     rules, gives ``summary`` and ``doc`` instead (``summary`` alone keeps the docstring as
     the doc). ``endpoints``: which of ``ALL_ENDPOINTS`` it judges; every rule declares them (a test
-    holds that), and stays silent on the others."""
+    holds that), and stays silent on the others. ``needs``: the facts of a view it needs one of
+    (``FACTS``; ``Rule.needs``), only where its code shows that without them it yields nothing and
+    raises nothing (tests/contracts/test_rule_needs.py runs every rule on every case both ways)."""
     if not _ID.match(rule_id):
         raise ValueError(f"rule id {rule_id!r} is not kebab-case")
     if scope not in _SCOPES:
@@ -227,6 +248,10 @@ def rule(
     if wanted - set(ALL_ENDPOINTS):
         raise ValueError(f"rule {rule_id!r}: unknown endpoint(s) {sorted(wanted - set(ALL_ENDPOINTS))}")
     declared = tuple(e for e in ALL_ENDPOINTS if e in wanted)
+    needed = frozenset(needs)
+    unknown = {n for n in needed if n not in FACTS and not (n.startswith(ANOMALY) and len(n) > len(ANOMALY))}
+    if unknown:
+        raise ValueError(f"rule {rule_id!r}: unknown need(s) {sorted(unknown)}")
 
     def register(func: RuleFunc) -> RuleFunc:
         if rule_id in REGISTRY:
@@ -236,7 +261,7 @@ def rule(
         if first is None:
             first, why = _summary_and_why(rule_id, func.__doc__)
         text = " ".join((why or "").split())
-        REGISTRY[rule_id] = Rule(rule_id, first, severity, fault, scope, func, area, text, declared)
+        REGISTRY[rule_id] = Rule(rule_id, first, severity, fault, scope, func, area, text, declared, needed)
         return func
 
     return register
@@ -259,6 +284,8 @@ def _cached(key: tuple[Any, ...], build: Callable[[], list[Rule]]) -> list[Rule]
         return held[1]
     found = build()
     if version is not None:
+        if len(_RULES) >= _RULES_MAX:  # bounded: a view's facts may come in many combinations
+            _RULES.clear()
         _RULES[key] = (version, found)
     return found
 
@@ -278,6 +305,17 @@ def rules_judging(scope: str, endpoint: str | None) -> list[Rule]:
     registry's until it changes (do not change it): asking each of sixty rules again for every
     exchange was a fifth of the time the rules took."""
     return _cached(("judging", scope, endpoint), lambda: [r for r in rules(scope) if r.judges(endpoint)])
+
+
+def rules_needed(scope: str, endpoint: str | None, facts: frozenset[str]) -> list[Rule]:
+    """Those of :func:`rules_judging` that need nothing or one of these facts (``Rule.needs``), in
+    id order; the list is the registry's until it changes (do not change it). A view of plain text
+    has none of them, and most of the rules found nothing to look at and still cost a generator
+    made, run and ended: half a microsecond each."""
+    return _cached(
+        ("needed", scope, endpoint, facts),
+        lambda: [r for r in rules_judging(scope, endpoint) if not r.needs or not r.needs.isdisjoint(facts)],
+    )
 
 
 @dataclass(kw_only=True, slots=True)

@@ -13,7 +13,19 @@ from ._families import FAMILIES
 from ._json import JsonLimitError
 from ._json import loads as bounded_loads
 from ._markup import REASONING_MARKUP, find_markup
-from ._registry import ALL_ENDPOINTS, CHAT, MESSAGES, RESPONSES, CheckConfig, Fault, Hit, Severity, hit, rule
+from ._registry import (
+    ALL_ENDPOINTS,
+    CHAT,
+    CONSTRAINT,
+    MESSAGES,
+    RESPONSES,
+    CheckConfig,
+    Fault,
+    Hit,
+    Severity,
+    hit,
+    rule,
+)
 from ._rules_message import (
     _cap_fault,
     _forced_name,
@@ -285,7 +297,7 @@ def _constrained_choices(view: ExchangeView) -> Iterator[tuple[AssembledChoice, 
         yield ch, c[0], c[1]
 
 
-@rule("json-output-invalid", fault=Fault.ENGINE, area="output", endpoints=ALL_ENDPOINTS)
+@rule("json-output-invalid", fault=Fault.ENGINE, area="output", endpoints=ALL_ENDPOINTS, needs=(CONSTRAINT,))
 def _json_invalid(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """response_format / structured_outputs asked for JSON and content is not JSON (or not an object).
 
@@ -317,6 +329,7 @@ def _json_invalid(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     severity=Severity.WARNING,
     area="output",
     endpoints=ALL_ENDPOINTS,
+    needs=(CONSTRAINT,),
 )
 def _json_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Requested JSON output was cut off by finish_reason length.
@@ -336,7 +349,7 @@ def _json_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 )
 
 
-@rule("json-output-schema", fault=Fault.ENGINE, area="output", endpoints=ALL_ENDPOINTS)
+@rule("json-output-schema", fault=Fault.ENGINE, area="output", endpoints=ALL_ENDPOINTS, needs=(CONSTRAINT,))
 def _json_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """JSON output breaks the requested schema.
 
@@ -359,7 +372,13 @@ def _json_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield hit("; ".join(errors), f"/choices/{ch.index}/message/content", ch.content)
 
 
-@rule("structured-output-violated", fault=Fault.ENGINE, area="output", endpoints=ALL_ENDPOINTS)
+@rule(
+    "structured-output-violated",
+    fault=Fault.ENGINE,
+    area="output",
+    endpoints=ALL_ENDPOINTS,
+    needs=(CONSTRAINT,),
+)
 def _structured(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Content does not match the structured_outputs regex or choice.
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._families import FAMILIES
-from ._registry import ALL_ENDPOINTS, MESSAGES, CheckConfig, Fault, Hit, hit, rule
+from ._registry import ALL_ENDPOINTS, CALLS, MESSAGES, TOOL_TURNS, CheckConfig, Fault, Hit, hit, rule
 from ._rules_message import _call_hit, _calls, family_of
 from ._view import ExchangeView
 
@@ -48,7 +48,13 @@ def _server_history(view: ExchangeView) -> bool:
     )
 
 
-@rule("request-orphan-tool-call-id", fault=Fault.CALLER, area="request", endpoints=ALL_ENDPOINTS)
+@rule(
+    "request-orphan-tool-call-id",
+    fault=Fault.CALLER,
+    area="request",
+    endpoints=ALL_ENDPOINTS,
+    needs=(TOOL_TURNS,),
+)
 def _orphan(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool message answers a tool_call_id that no earlier assistant message issued.
 
@@ -75,7 +81,13 @@ def _orphan(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
                 )
 
 
-@rule("request-tool-call-unanswered", fault=Fault.CALLER, area="request", endpoints=ALL_ENDPOINTS)
+@rule(
+    "request-tool-call-unanswered",
+    fault=Fault.CALLER,
+    area="request",
+    endpoints=ALL_ENDPOINTS,
+    needs=(TOOL_TURNS,),
+)
 def _unanswered(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool call of the history has no tool result before the conversation moves on.
 
@@ -106,7 +118,9 @@ def _unanswered(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     yield from unanswered("the end of the history")
 
 
-@rule("request-role-misplaced", fault=Fault.CALLER, area="request", endpoints=ALL_ENDPOINTS)
+@rule(
+    "request-role-misplaced", fault=Fault.CALLER, area="request", endpoints=ALL_ENDPOINTS, needs=(TOOL_TURNS,)
+)
 def _misplaced(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A history turn carries what its role cannot: tool calls outside an assistant turn, a Messages tool_result outside a user turn or tool_use outside an assistant one.
 
@@ -137,7 +151,16 @@ def _misplaced(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("tool-call-id-reused", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
+@rule(
+    "tool-call-id-reused",
+    fault=Fault.MODEL,
+    area="tools",
+    endpoints=ALL_ENDPOINTS,
+    needs=(
+        CALLS,
+        TOOL_TURNS,
+    ),
+)
 def _id_reused(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool call of the answer reuses an id already used in the conversation's history.
 

@@ -18,7 +18,7 @@ from ._families import FAMILIES, detect_family
 from ._json import JsonLimitError
 from ._json import loads as bounded_loads
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP, find_markup
-from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, Severity, hit, rule
+from ._registry import ALL_ENDPOINTS, ANOMALY, CALLS, CheckConfig, Fault, Hit, Severity, hit, rule
 from ._translate import usage_meaning
 from ._view import ExchangeView
 
@@ -216,7 +216,7 @@ def _call_hit(
 # --- tool calls ------------------------------------------------------------------------------------
 
 
-@rule("tool-call-undeclared", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
+@rule("tool-call-undeclared", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS, needs=(CALLS,))
 def _undeclared(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool call names a tool the request did not declare.
 
@@ -245,7 +245,16 @@ def _undeclared(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/function/name", message, excerpt=c.name)
 
 
-@rule("tool-call-shape", fault=Fault.PARSER, area="tools", endpoints=ALL_ENDPOINTS)
+@rule(
+    "tool-call-shape",
+    fault=Fault.PARSER,
+    area="tools",
+    endpoints=ALL_ENDPOINTS,
+    needs=(
+        CALLS,
+        ANOMALY + "arguments-not-string",
+    ),
+)
 def _shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool call lacks its name or type 'function', or arguments are not a JSON string.
 
@@ -265,7 +274,7 @@ def _shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("tool-call-args-invalid-json", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
+@rule("tool-call-args-invalid-json", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS, needs=(CALLS,))
 def _args_json(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Tool call arguments are not valid JSON.
 
@@ -326,6 +335,7 @@ def _aborted_args(view: ExchangeView) -> Iterator[Hit]:
     severity=Severity.WARNING,
     area="tools",
     endpoints=ALL_ENDPOINTS,
+    needs=(CALLS,),
 )
 def _args_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Tool call arguments were cut off by finish_reason length.
@@ -349,7 +359,7 @@ def _args_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments, fault=fault)
 
 
-@rule("tool-call-args-not-object", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
+@rule("tool-call-args-not-object", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS, needs=(CALLS,))
 def _args_object(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Tool call arguments are JSON but not an object.
 
@@ -368,7 +378,7 @@ def _args_object(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments)
 
 
-@rule("tool-call-args-schema", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
+@rule("tool-call-args-schema", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS, needs=(CALLS,))
 def _args_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Tool call arguments break the tool's parameters schema (JSON Schema 2020-12).
 
@@ -390,7 +400,7 @@ def _args_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("tool-call-id-missing", fault=Fault.PARSER, area="tools", endpoints=ALL_ENDPOINTS)
+@rule("tool-call-id-missing", fault=Fault.PARSER, area="tools", endpoints=ALL_ENDPOINTS, needs=(CALLS,))
 def _id_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool call has no id.
 
@@ -400,7 +410,7 @@ def _id_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/id", f"{c.name or 'tool call'}: no id")
 
 
-@rule("tool-call-id-duplicate", fault=Fault.PARSER, area="tools", endpoints=ALL_ENDPOINTS)
+@rule("tool-call-id-duplicate", fault=Fault.PARSER, area="tools", endpoints=ALL_ENDPOINTS, needs=(CALLS,))
 def _id_dup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Two tool calls of one message share an id.
 
@@ -505,7 +515,9 @@ def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("parallel-tool-calls-violated", fault=Fault.ENGINE, area="tools", endpoints=ALL_ENDPOINTS)
+@rule(
+    "parallel-tool-calls-violated", fault=Fault.ENGINE, area="tools", endpoints=ALL_ENDPOINTS, needs=(CALLS,)
+)
 def _parallel(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """More than one tool call although parallel_tool_calls is false.
 

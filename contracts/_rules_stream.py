@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ._assembly import AssembledStream, StreamAnomaly
-from ._registry import ALL_ENDPOINTS, CHAT, RESPONSES, CheckConfig, Fault, Hit, Severity, hit, rule
+from ._registry import ALL_ENDPOINTS, ANOMALY, CHAT, RESPONSES, CheckConfig, Fault, Hit, Severity, hit, rule
 from ._view import ExchangeView
 
 _FRAMING = {
@@ -126,7 +126,16 @@ def _error_frame(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit(f"error inside the stream: {msg}", f"/events/{n}/error", err, event=n)
 
 
-@rule("stream-tool-index-gap", fault=Fault.PARSER, area="stream", endpoints=(CHAT,))
+@rule(
+    "stream-tool-index-gap",
+    fault=Fault.PARSER,
+    area="stream",
+    endpoints=(CHAT,),
+    needs=(
+        ANOMALY + "tool-index-gap",
+        ANOMALY + "tool-index-missing",
+    ),
+)
 def _index_gap(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Streamed tool call indexes are not dense from 0, or missing.
 
@@ -135,7 +144,13 @@ def _index_gap(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield _at_event(a)
 
 
-@rule("stream-tool-index-reuse", fault=Fault.PARSER, area="stream", endpoints=(CHAT,))
+@rule(
+    "stream-tool-index-reuse",
+    fault=Fault.PARSER,
+    area="stream",
+    endpoints=(CHAT,),
+    needs=(ANOMALY + "tool-index-reuse",),
+)
 def _index_reuse(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Two tool calls streamed at one index (a client merges them).
 
@@ -144,7 +159,17 @@ def _index_reuse(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield _at_event(a)
 
 
-@rule("stream-tool-id-repeated", fault=Fault.PARSER, area="stream", endpoints=(CHAT,))
+@rule(
+    "stream-tool-id-repeated",
+    fault=Fault.PARSER,
+    area="stream",
+    endpoints=(CHAT,),
+    needs=(
+        ANOMALY + "tool-id-repeated",
+        ANOMALY + "tool-name-repeated",
+        ANOMALY + "tool-call-repeated",
+    ),
+)
 def _id_repeated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool call's id or name is sent again on a later delta, or the whole call repeated.
 
@@ -171,7 +196,16 @@ def _usage_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("include_usage was asked but no chunk carried usage", "/events")
 
 
-@rule("stream-output-after-finish", fault=Fault.ENGINE, area="stream", endpoints=(CHAT,))
+@rule(
+    "stream-output-after-finish",
+    fault=Fault.ENGINE,
+    area="stream",
+    endpoints=(CHAT,),
+    needs=(
+        ANOMALY + "output-after-finish",
+        ANOMALY + "finish-reason-repeated",
+    ),
+)
 def _after_finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Output deltas for a choice after its finish_reason.
 
@@ -189,6 +223,10 @@ def _after_finish(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     severity=Severity.WARNING,
     area="stream",
     endpoints=(CHAT, RESPONSES),
+    needs=(
+        ANOMALY + "chunk-id-changed",
+        ANOMALY + "model-changed",
+    ),
 )
 def _inconsistent(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Chunk id or model changes within one stream.

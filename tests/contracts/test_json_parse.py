@@ -41,10 +41,19 @@ TEXTS = [
     "123456789012345678.5",
     '"\\ud83d\\ude00 \u00e9"',  # an escaped surrogate pair, and a character as it is
     '"\ud800"',  # a lone surrogate in the text itself
+    b'\xef\xbb\xbf{"a": 1}',  # bytes with a UTF-8 BOM: json.loads reads them
+    b'{"a": "\xed\xa0\x80"}',  # an encoded surrogate: json decodes it, orjson refuses
+    '{"a": "\u00e9"}'.encode("utf-16"),  # UTF-16, which json detects
+    '{"a": "\u00e9"}'.encode("utf-32-le"),
+    b'{"a": "\xff"}',  # not UTF-8 at all
+    b'{"n": 18446744073709551616}',  # past 64 bits, in bytes
+    b'{"n": 1}{"m": 2}',
+    bytearray(b'{"a": [1, 2.5, null]}'),
+    b"",
 ]
 
 
-def _outcome(parse: Any, text: str | bytes) -> tuple[str, str]:
+def _outcome(parse: Any, text: str | bytes | bytearray) -> tuple[str, str]:
     try:
         return "value", repr(parse(text))
     except (ValueError, RecursionError) as exc:
@@ -52,13 +61,19 @@ def _outcome(parse: Any, text: str | bytes) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("text", TEXTS)
-def test_each_text_reads_or_fails_as_json_loads_does(text: str | bytes) -> None:
+def test_each_text_reads_or_fails_as_json_loads_does(text: str | bytes | bytearray) -> None:
     assert _outcome(bounded_loads, text) == _outcome(json.loads, text)
 
 
 @given(st.text(alphabet='{}[]":,0123456789.eE+-truefalsnul \\\n\t\ufeffab', max_size=40))
 def test_any_text_reads_or_fails_as_json_loads_does(text: str) -> None:
     assert _outcome(bounded_loads, text) == _outcome(json.loads, text)
+
+
+@given(st.text(alphabet='{}[]":,0123456789.eE+-truefalsnul \\\n\t\ufeffab\u00e9', max_size=40), st.booleans())
+def test_any_bytes_read_or_fail_as_json_loads_does(text: str, ascii_only: bool) -> None:
+    data = text.encode("ascii", "backslashreplace") if ascii_only else text.encode()
+    assert _outcome(bounded_loads, data) == _outcome(json.loads, data)
 
 
 def test_the_bounds_still_hold() -> None:

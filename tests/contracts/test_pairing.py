@@ -20,6 +20,7 @@ from wirecheck.contracts import (
     pair_taps,
     pair_twins,
 )
+from wirecheck.contracts._pairs import _hash
 
 
 def at(ex: Exchange, ms: float) -> Exchange:
@@ -198,3 +199,27 @@ def test_twins_pair_only_within_a_minute_of_each_other() -> None:
     exs = [s1, p1, p2, s2]
     assert [(t.streamed.id, t.plain.id) for t in pair_twins([build_view(x) for x in exs])] == [("s1", "p1")]
     assert check_exchanges(exs, CheckConfig()).twins == 1
+
+
+def test_a_hash_is_of_the_value_whichever_writer_writes_it() -> None:
+    same = [
+        ({"b": 1, "a": [1.5, "é"]}, {"a": [1.5, "é"], "b": 1}),
+        ([2**70, {"y": 1, "x": 2}], [2**70, {"x": 2, "y": 1}]),
+    ]
+    for one, other in same:
+        assert _hash(one) == _hash(other)
+    # values orjson writes alike (NaN, the infinities and null are all null there), or json alike
+    # to another writer's text, stay apart
+    apart = [
+        [float("nan")],
+        [None],
+        [float("inf")],
+        [float("-inf")],
+        [1],
+        [1.0],
+        [True],
+        ["1"],
+        [2**70],
+        [2**70 + 1],
+    ]
+    assert len({_hash(v) for v in apart}) == len(apart)

@@ -1,3 +1,5 @@
+from itertools import accumulate
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -155,11 +157,14 @@ def recorded_streams(draw: st.DrawFn) -> list[tuple[bytes, float | None]]:
         frames, ends = _frame.filter(lambda f: f.startswith("data: ")), st.just("\n\n")
     else:
         frames, ends = _frame, st.sampled_from(["\n\n", "\n\n", "\n", "\r\n\r\n", "\n\n\n", ""])
-    text = "".join(draw(frames) + draw(ends) for _ in range(draw(st.integers(0, 6))))
-    raw = text.encode()
+    written = [(draw(frames) + draw(ends)).encode() for _ in range(draw(st.integers(0, 6)))]
+    raw = b"".join(written)
     if draw(st.booleans()):
         raw += draw(st.sampled_from([b"\xff", b"\xe2\x82", b"data: \xc3\x28\n\n"]))
-    cuts = sorted(draw(st.lists(st.integers(0, len(raw)), max_size=8)))
+    if draw(st.booleans()):  # a piece a frame as written, as a tap reads a server's
+        cuts = list(accumulate(len(w) for w in written))
+    else:
+        cuts = sorted(draw(st.lists(st.integers(0, len(raw)), max_size=8)))
     pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
     return [(p, None if draw(st.booleans()) and i == 0 else float(i)) for i, p in enumerate(pieces)]
 

@@ -1,0 +1,141 @@
+"""assemble_stream folds the plain chunk of an answer's text (the stream's id and model, one choice
+under way, a delta of its text only) without ``_take_chunk``: it must build what ``_take_chunk``
+builds from every chunk, for any mix of that shape and its near misses (another id or model, usage,
+a fingerprint, a finish, a second choice, an index that is not an int, a delta with more in it, a
+frame that is not JSON, an object or short)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wirecheck.contracts._assembly import (
+    AssembledStream,
+    _take_chunk,
+    assemble_stream,
+    frame_object,
+    frames_plain,
+)
+from wirecheck.contracts._sse import SSEEvent
+
+
+def _one_by_one(events: list[SSEEvent]) -> AssembledStream:
+    """Every frame through frame_object and _take_chunk, as the assembler did before the text's
+    own fold."""
+    out = AssembledStream()
+    out.events = len(events)
+    plain = frames_plain(events)
+    for ev in events:
+        if out.first_event_ms is None:
+            out.first_event_ms = ev.t_ms
+        if out.done:
+            assert not ev.data.startswith("{"), "the strategy ends with [DONE]"
+            continue
+        if ev.data.strip() == "[DONE]":
+            out.done, out.done_event = 1, ev.index
+            continue
+        obj = frame_object(out, ev.data, ev.index, plain=plain)
+        if obj is None:
+            continue
+        if "error" in obj and "choices" not in obj:
+            out.error_frames.append((ev.index, obj["error"]))
+            continue
+        _take_chunk(out, obj, ev)
+    return out
+
+
+# each field is the plain chunk's most of the time, so that most chunks take the fold and the near
+# misses come one or two at a time
+_ids = st.sampled_from(["chatcmpl-1"] * 12 + ["chatcmpl-2", None, 7])
+_models = st.sampled_from(["m"] * 12 + ["other", None, ["m"]])
+_texts = st.sampled_from(["", "a", "tok ", "<think>", "x" * 300])
+_deltas = st.one_of(
+    _texts.map(lambda t: {"content": t}),
+    _texts.map(lambda t: {"content": t}),
+    _texts.map(lambda t: {"content": t}),
+    _texts.map(lambda t: {"content": t}),
+    st.just({"content": None}),
+    st.just({"content": 5}),
+    st.just({"role": "assistant", "content": ""}),
+    st.just({"content": "a", "reasoning": "r"}),
+    st.just({}),
+    st.just("text"),
+    st.just({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{}"}}]}),
+)
+
+
+@st.composite
+def _chunks(draw: Any) -> str:
+    choice: dict[str, Any] = {
+        "index": draw(st.sampled_from([0] * 12 + [1, True, 0.0, "0"])),
+        "logprobs": None,
+    }
+    delta = draw(_deltas)
+    if delta != {} or draw(st.booleans()):
+        choice["delta"] = delta
+    choice["finish_reason"] = draw(st.sampled_from([None] * 8 + ["stop", "length"]))
+    obj: dict[str, Any] = {"object": "chat.completion.chunk"}
+    for key, values in (("id", _ids), ("model", _models)):
+        value = draw(values)
+        if value is not None or draw(st.booleans()):
+            obj[key] = value
+    choices: Any = [choice]
+    kind = draw(st.sampled_from(["one"] * 12 + ["two", "none", "not-list", "not-dict", "null", "absent"]))
+    if kind == "two":
+        choices = [choice, {**choice, "index": 1}]
+    elif kind == "none":
+        choices = []
+    elif kind == "not-list":
+        choices = {"0": choice}
+    elif kind == "not-dict":
+        choices = ["x"]
+    if kind == "null":
+        choices = None
+    if kind != "absent":
+        obj["choices"] = choices
+    if draw(st.integers(0, 4)) == 0:
+        obj["error"] = {"message": "boom"}
+    if draw(st.integers(0, 9)) == 0:
+        obj["usage"] = draw(st.sampled_from([{"completion_tokens": 1}, None, 3]))
+    if draw(st.integers(0, 9)) == 0:
+        obj["system_fingerprint"] = draw(st.sampled_from(["fp", None, 1]))
+    form = draw(st.integers(0, 39))
+    if form == 0:
+        return json.dumps(obj)[:-1]  # cut: not JSON
+    if form == 1:
+        return json.dumps([obj])  # not an object
+    if form == 2:
+        return json.dumps(obj, indent=1) + " " * 300  # long: the long way
+    if form == 3:
+        return json.dumps({"error": {"message": "boom"}})
+    return json.dumps(obj, separators=(",", ":"))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_chunks(), max_size=12), st.sampled_from([None, 1.5]), st.booleans())
+def test_the_texts_fold_builds_what_take_chunk_builds(frames: list[str], t: float | None, done: bool) -> None:
+    first = {"id": "chatcmpl-1", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
+    datas = [json.dumps(first), *frames, *(["[DONE]"] if done else [])]
+    events = [SSEEvent(d, index=i, t_ms=None if t is None else t + i) for i, d in enumerate(datas)]
+    assert assemble_stream(events) == _one_by_one(events)
+    assert assemble_stream(events, plain=False) == _one_by_one(events)
+
+
+def test_a_plain_answer_takes_the_fold_and_reads_right() -> None:
+    frames = [
+        {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+        *(
+            {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"content": w}}]}
+            for w in ("a", "", "b")
+        ),
+        {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    events = [SSEEvent(json.dumps(f), index=i, t_ms=float(i)) for i, f in enumerate(frames)]
+    events.append(SSEEvent("[DONE]", index=len(frames), t_ms=9.0))
+    got = assemble_stream(events)
+    assert got == _one_by_one(events)
+    assert got.choices[0].content == "ab" and got.token_events == 2 and got.token_times == [1.0, 3.0]
+    assert got.frames == 5 and got.done == 1 and not got.anomalies
