@@ -22,6 +22,7 @@ from wirecheck.contracts import (
 )
 from wirecheck.record import Store, open_store
 from wirecheck.record._backend import MIGRATIONS
+from wirecheck.record._rows import _whole_us
 from wirecheck.record._store import _encode
 
 # a frame cut mid-character (the euro sign's three bytes over two chunks), an empty chunk, bytes that
@@ -150,3 +151,15 @@ def test_a_row_document_is_written_as_json_writes_it_whatever_it_holds(doc: dict
 def test_what_orjson_refuses_is_written_by_json() -> None:
     for doc in ({"n": 2**70}, {"s": "\ud800"}):
         assert _encode(doc) == json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+
+
+@given(
+    st.one_of(
+        st.floats(min_value=-1e12, max_value=1e12, allow_nan=False),
+        # arrival offsets on a microsecond's half, and next to it, where the short way is not taken
+        st.integers(-(10**9), 10**9).map(lambda n: n / 1000.0 + 0.0005),
+        st.integers(-(10**9), 10**9).map(lambda n: (n + 0.5) / 1000.0),
+    )
+)
+def test_whole_microseconds_are_those_of_the_interchange_forms_three_places(t_ms: float) -> None:
+    assert _whole_us(t_ms) == round(round(t_ms, 3) * 1000)
