@@ -161,13 +161,15 @@ def ensure_venv() -> None:
 
 def ensure_system_packages() -> None:
     """Real parts from Debian's packages: nginx (a gateway between the taps), Chromium (renders the
-    HTML reports and the live view), PostgreSQL (the shared store; the tests start their own cluster)."""
+    HTML reports and the live view), PostgreSQL (the shared store; the tests start their own cluster),
+    valgrind (benchmarks/proxy_instructions.py counts the forwarding process's instructions)."""
     missing = [
         pkg
         for pkg, there in (
             ("nginx-light", shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")),
             ("chromium", shutil.which("chromium") or os.path.exists("/usr/bin/chromium")),
             ("postgresql", glob.glob("/usr/lib/postgresql/*/bin/initdb")),
+            ("valgrind", shutil.which("callgrind_control")),
         )
         if not there
     ]

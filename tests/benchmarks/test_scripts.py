@@ -199,6 +199,19 @@ def test_checker_memory_smoke(tmp_path: Path) -> None:
     assert data["ratio"] > 0 and "frames a stream" in proc.stdout
 
 
+def test_proxy_instructions_smoke(tmp_path: Path) -> None:
+    # valgrind is one of the Debian packages ./dev installs (scripts/dev.py)
+    out = tmp_path / "pi.json"
+    proc = _bench(
+        "proxy_instructions.py", "--streams", "2", "--duration", "2", "--out", str(out), timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert set(data["rows"]) == {"relay", "wirecheck"}
+    assert all(r["events"] > 0 and r["per_event"] > 0 for r in data["rows"].values())
+    assert data["ratio"] > 1 and "x relay" in proc.stdout
+
+
 def test_demo_time_smoke(tmp_path: Path) -> None:
     out = tmp_path / "dt.json"
     proc = _bench("demo_time.py", "--phases", "compat,cache", "--out", str(out), timeout=180)

@@ -1,0 +1,221 @@
+"""Instructions per forwarded event: the forwarding process against a bare relay, counted, not timed.
+
+CPU time per event (``proxy_overhead.py``) moves by several per cent between runs on a shared
+machine, so a change worth 1 % cannot be told from noise there. Counted instructions can: this
+script runs each proxy under valgrind's callgrind with instrumentation off until it answers, turns
+it on for the load only (``callgrind_control -i on``), drives ``--streams`` paced SSE streams through
+it for ``--duration`` seconds, and divides the instructions counted by the events the client got.
+Callgrind slows a process about fiftyfold, so the load is light (16 streams of 20 events 5 ms apart,
+a tenth of a second each): the figure is per event as the shape of the traffic makes it (an
+exchange's own work shared by its 20 events), in user space only (the kernel's socket work is not
+counted), for the forwarding process only (its store writer thread included; the live checker is a
+process of its own and runs natively).
+
+- baseline: the bare relay of ``proxy_overhead.py`` (one Python callback and one write per read, on
+  the proxy's loop): the floor of any proxy written that way;
+- wirecheck: ``wirecheck proxy`` recording into a fresh store;
+- the ratio of the two, which does not depend on the machine's speed.
+
+Two runs of one build agree to about half a per cent. Needs valgrind (Debian: ``valgrind``).
+
+    python benchmarks/proxy_instructions.py [--streams 16] [--duration 15] [--events 20] [--interval-ms 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_output import write_json
+
+from wirecheck.record import free_port
+
+HERE = Path(__file__).resolve().parent
+OVERHEAD = HERE / "proxy_overhead.py"
+#: a process under callgrind starts about fifty times slower than it would
+START_S = 120.0
+
+
+def _answers(port: int) -> bool:
+    """Whether a POST on ``port`` gets a whole answer (the proxy is up, through to the upstream)."""
+    import httpx
+
+    try:
+        return httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions", content=b"{}", timeout=30
+        ).is_success
+    except httpx.HTTPError:
+        return False
+
+
+def _counted(kind: str, up_port: int, args: argparse.Namespace, tmp: Path) -> dict[str, float]:
+    """Run proxy ``kind`` under callgrind, count its instructions over the load; per event."""
+    port = free_port()
+    out = tmp / f"{kind}.callgrind"
+    if kind == "relay":
+        target = [
+            sys.executable,
+            str(OVERHEAD),
+            "--role",
+            "relay",
+            "--port",
+            str(port),
+            "--upstream-port",
+            str(up_port),
+        ]
+    else:
+        target = [
+            sys.executable,
+            "-m",
+            "wirecheck",
+            "proxy",
+            "--upstream",
+            f"http://127.0.0.1:{up_port}",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--store",
+            str(tmp / "store.db"),
+            "--admin",
+            "off",
+        ]
+    log = tmp / f"{kind}.log"
+    with log.open("w") as fh:
+        proc = subprocess.Popen(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--instr-atstart=no",
+                "--trace-children=no",
+                f"--callgrind-out-file={out}",
+                *target,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=fh,
+        )
+    try:
+        deadline = time.monotonic() + START_S
+        while not _answers(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{kind} did not answer under callgrind:\n{log.read_text()[-2000:]}")
+            time.sleep(1)
+        _answers(port)  # warm: the first exchange's imports and first calls are not counted
+        subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], check=True, capture_output=True)
+        client = subprocess.run(
+            [
+                sys.executable,
+                str(OVERHEAD),
+                "--role",
+                "client",
+                "--port",
+                str(port),
+                "--streams",
+                str(args.streams),
+                "--duration",
+                str(args.duration),
+                "--stream-s",
+                str(args.stream_s),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        subprocess.run(["callgrind_control", "-i", "off", str(proc.pid)], check=True, capture_output=True)
+    finally:
+        proc.send_signal(signal.SIGINT if kind == "wirecheck" else signal.SIGTERM)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    got = json.loads(client.stdout.strip().splitlines()[-1])
+    counted = re.search(r"Collected : (\d+)", log.read_text())
+    if counted is None or not got["events"] or got["failed"]:
+        raise SystemExit(
+            f"{kind}: no count or no clean load ({got.get('failed')} failed):\n{log.read_text()[-2000:]}"
+        )
+    return {
+        "events": got["events"],
+        "instructions": int(counted.group(1)),
+        "per_event": int(counted.group(1)) / got["events"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--streams", type=int, default=16)
+    ap.add_argument("--duration", type=float, default=15.0, help="seconds of load, counted")
+    ap.add_argument("--stream-s", type=float, default=0.1, help="how long a stream lasts")
+    ap.add_argument("--events", type=int, default=20, help="SSE events per stream")
+    ap.add_argument("--interval-ms", type=float, default=5.0)
+    ap.add_argument("--out", default=str(HERE / "results" / "proxy_instructions.json"))
+    args = ap.parse_args(argv)
+    if not (shutil.which("valgrind") and shutil.which("callgrind_control")):
+        print("proxy_instructions.py needs valgrind (Debian: apt-get install valgrind)", file=sys.stderr)
+        return 2
+    rows: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as t:
+        tmp = Path(t)
+        up_port = free_port()
+        up = subprocess.Popen(
+            [
+                sys.executable,
+                str(OVERHEAD),
+                "--role",
+                "upstream",
+                "--port",
+                str(up_port),
+                "--events",
+                str(args.events),
+                "--interval-ms",
+                str(args.interval_ms),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            for kind in ("relay", "wirecheck"):
+                rows[kind] = _counted(kind, up_port, args, tmp)
+        finally:
+            up.send_signal(signal.SIGTERM)
+            up.wait(timeout=30)
+    ratio = rows["wirecheck"]["per_event"] / rows["relay"]["per_event"]
+    print(
+        f"{args.streams} streams of {args.events} events {args.interval_ms:g} ms apart, {args.duration:g} s counted; "
+        "user-space instructions of the forwarding process (callgrind)"
+    )
+    print(f"{'proxy':12s} {'events':>8s} {'instructions':>14s} {'per event':>10s} {'x relay':>8s}")
+    for kind, r in rows.items():
+        x = r["per_event"] / rows["relay"]["per_event"]
+        print(f"{kind:12s} {r['events']:8d} {r['instructions']:14d} {r['per_event']:10.0f} {x:8.2f}")
+    path = write_json(
+        args.out,
+        {
+            "machine": {
+                "python": sys.version.split()[0],
+                "platform": platform.platform(),
+                "cpus": os.cpu_count(),
+            },
+            "streams": args.streams,
+            "duration_s": args.duration,
+            "events": args.events,
+            "interval_ms": args.interval_ms,
+            "rows": rows,
+            "ratio": ratio,
+        },
+    )
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
