@@ -4,8 +4,16 @@ a table and write JSON"), its folder made on the way."""
 from __future__ import annotations
 
 import json
+import os
+import platform
+import sys
 from pathlib import Path
 from typing import Any
+
+
+def machine() -> dict[str, Any]:
+    """What a result was measured on: the Python, the platform, the CPUs."""
+    return {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()}
 
 
 def write_json(out: str | Path, result: dict[str, Any]) -> Path:

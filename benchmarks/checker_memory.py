@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
@@ -31,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_output import write_json
+from bench_output import machine, write_json
 
 HERE = Path(__file__).resolve().parent
 
@@ -135,11 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     path = write_json(
         args.out,
         {
-            "machine": {
-                "python": sys.version.split()[0],
-                "platform": platform.platform(),
-                "cpus": os.cpu_count(),
-            },
+            "machine": machine(),
             "exchanges": args.exchanges,
             "rate": args.rate,
             "batch": args.batch,

@@ -24,17 +24,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench_output import write_json
+from bench_output import machine, write_json
 
 from wirecheck.contracts import Chunk, Exchange, HttpRequest, HttpResponse
 from wirecheck.proxy._live import Recent, check_pending, settle_checker_gc
@@ -144,11 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     path = write_json(
         args.out,
         {
-            "machine": {
-                "python": sys.version.split()[0],
-                "platform": platform.platform(),
-                "cpus": os.cpu_count(),
-            },
+            "machine": machine(),
             "exchanges": args.exchanges,
             "rate": args.rate,
             "events": args.events,

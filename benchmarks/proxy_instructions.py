@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import re
 import shutil
 import signal
@@ -36,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_output import write_json
+from bench_output import machine, write_json
 
 from wirecheck.record import free_port
 
@@ -200,11 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     path = write_json(
         args.out,
         {
-            "machine": {
-                "python": sys.version.split()[0],
-                "platform": platform.platform(),
-                "cpus": os.cpu_count(),
-            },
+            "machine": machine(),
             "streams": args.streams,
             "duration_s": args.duration,
             "events": args.events,
