@@ -568,9 +568,9 @@ class DirectBody:
     """The body of one chunked response, written straight to the caller's transport.
 
     Usable only once the app has started the response through ``send`` with chunked framing (no
-    content-length: every streamed answer), and never for HEAD. ``write`` writes what ``send`` would
-    for a body message; the response is ended through ``send`` as usual, so keep-alive and the next
-    pipelined request stay the connection's."""
+    content-length: every streamed answer), and never for HEAD. ``DirectBody.send`` writes what the
+    ASGI ``send`` would for a body message; the response is ended through the ASGI ``send`` as usual,
+    so keep-alive and the next pipelined request stay the connection's."""
 
     # the request is held weakly: it holds the scope, and the scope this object, and a reference cycle
     # per request left every caller's socket and transport to the cyclic GC, whose full collections
@@ -604,15 +604,11 @@ class DirectBody:
         c = self._cycle()
         return c is None or c.disconnected or self._transport.is_closing()
 
-    def write(self, data: bytes) -> None:
-        if data:
-            self._transport.write(_chunk(data))
-
     def send(self, data: bytes) -> bool | None:
-        """``write`` unless the caller is gone, and what then holds, in one call (a relayed read's
-        only call here; it was three: ``gone``, ``write``, ``full``): None: the caller is gone and
-        nothing was written; False: written, and its transport is over its high-water mark (wait
-        for ``drain``); True: written, and it takes more."""
+        """``data`` as one chunk unless the caller is gone (``gone``, asked inline), and whether its
+        transport takes more, in one call (a relayed read's only call here): None: the caller is
+        gone and nothing was written; False: written, and its transport is over its high-water mark
+        (wait for ``drain``); True: written, and it takes more."""
         c = self._cycle()
         if c is None or c.disconnected or self._transport.is_closing():
             return None

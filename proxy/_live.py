@@ -326,10 +326,10 @@ def check_pending(
 def _pieces(rows: list[tuple[str, str | None, int]]) -> list[list[tuple[str, str | None, int]]]:
     """Claimed (id, correlation, size) rows in pieces of at most ``PIECE_BYTES`` stored bytes (at
     least one row each), in their order."""
-    pieces: list[list[tuple[str, str | None, int]]] = [[]]
+    pieces: list[list[tuple[str, str | None, int]]] = []
     size = 0
     for row in rows:
-        if pieces[-1] and size + row[2] > PIECE_BYTES:
+        if not pieces or size + row[2] > PIECE_BYTES:
             pieces.append([])
             size = 0
         pieces[-1].append(row)

@@ -218,7 +218,7 @@ def test_pieces_hold_at_most_their_bytes_and_at_least_one_exchange(monkeypatch: 
     rows = [("a", None, 60), ("b", "c", 30), ("c", None, 20), ("d", None, 500), ("e", None, 1)]
     pieces = live._pieces(rows)
     assert [[r[0] for r in p] for p in pieces] == [["a", "b"], ["c"], ["d"], ["e"]]
-    assert live._pieces([]) == [[]]
+    assert live._pieces([]) == []
 
 
 def test_views_are_kept_within_their_bytes_those_kept_first_staying() -> None:
