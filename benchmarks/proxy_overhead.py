@@ -15,7 +15,8 @@ event (``\\n\\n``) arrives. Reported per proxy and level, all measured in the sa
   counted until the live checker has checked every exchange of the level (it runs on idle CPU time
   and catches up after the load: ``catch-up`` is how long that took, and ``cpu/ev`` includes it).
   On a shared machine this is far less noisy than latency; ``x nginx`` is it as a ratio to nginx's
-  at the same level in the same run; ``main/ev`` is the same for the proxy's top process alone,
+  at the same level in the same run; ``sys/ev`` is the part of ``cpu/ev`` spent in the kernel
+  (system time: the sockets' reads and writes every proxy pays, and the store's writes); ``main/ev`` is the same for the proxy's top process alone,
   during the load (for wirecheck without ``--workers``: the forwarding process, without its live
   checker and live view);
 - the load generator's own CPU (percent of one core): near 100 % the generator, not the proxy, is
@@ -102,22 +103,25 @@ def _rss_mb(pids: list[int]) -> float:
     return total / 1024
 
 
-def _cpu_s(pid: int | None) -> float:
-    """CPU seconds (user + system) the process has used so far: the cost of the proxy's own event
-    loop, which contention on a busy host does not inflate the way it inflates latency."""
+def _cpu_s(pid: int | None, *, system_only: bool = False) -> float:
+    """CPU seconds (user + system, or system alone) the process has used so far: the cost of the
+    proxy's own event loop, which contention on a busy host does not inflate the way it inflates
+    latency. System time is the kernel's work for it: mostly the sockets' reads and writes, which
+    every proxy pays per event, so it says how much of a proxy's CPU no user-space code can cut."""
     if pid is None:
         return 0.0
     with contextlib.suppress(OSError):
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        ticks = int(fields[12]) if system_only else int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
     return 0.0
 
 
-def _tree_cpu_s(pid: int | None) -> float:
+def _tree_cpu_s(pid: int | None, *, system_only: bool = False) -> float:
     """CPU seconds of ``pid`` and every process below it (workers, store writer, live checker)."""
     if pid is None:
         return 0.0
-    return sum(_cpu_s(p) for p in _children(pid))
+    return sum(_cpu_s(p, system_only=system_only) for p in _children(pid))
 
 
 def _children(pid: int) -> list[int]:
@@ -387,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
                         asyncio.run(run_level(port, min(level, 4), stream_s, stream_s))  # warm the pools
                         pid = proc.pid if proc else None
                         cpu0, main0 = _tree_cpu_s(pid), _cpu_s(pid)
+                        sys0 = _tree_cpu_s(pid, system_only=True)
                         result = asyncio.run(_measure(port, level, args, stream_s, pid))
                         result["cpu_load_s"] = _tree_cpu_s(pid) - cpu0
                         result["main_cpu_s"] = _cpu_s(pid) - main0
@@ -395,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
                             _catch_up(tmp / f"{kind}.db") if kind.startswith("wirecheck") else 0.0
                         )
                         result["cpu_s"] = _tree_cpu_s(pid) - cpu0
+                        result["sys_s"] = _tree_cpu_s(pid, system_only=True) - sys0
                         raw[(kind, level)] = result
             for kind in proxies:
                 for level in levels_of(kind):

@@ -55,7 +55,12 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
     assert by[("wirecheck", 4)]["cpu_us_per_event"] > 0 and by[("wirecheck", 4)]["events"] > 0
     assert by[("relay", 4)]["cpu_us_per_event"] > 0 and by[("relay", 4)]["events"] > 0
     assert all(0 < r["loadgen_cpu_pct"] <= 200 for r in rows)
-    assert "cpu/ev" in proc.stdout and "x nginx" in proc.stdout
+    assert "cpu/ev" in proc.stdout and "x nginx" in proc.stdout and "sys/ev" in proc.stdout
+    # the kernel's part of it (counted in 10 ms ticks: a short level may show none), never more
+    # than the whole; none for direct
+    assert by[("direct", 4)]["sys_us_per_event"] == 0.0
+    assert all(0 <= r["sys_us_per_event"] <= r["cpu_us_per_event"] for r in rows)
+    assert sum(r["sys_us_per_event"] for r in rows) > 0
     # counted until the live checker has checked the level's every exchange
     w = by[("wirecheck", 4)]
     assert w["catchup_s"] > 0 and w["cpu_us_per_event"] >= w["cpu_load_us_per_event"] > 0
