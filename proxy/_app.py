@@ -45,7 +45,7 @@ from wirecheck.contracts import (
 )
 from wirecheck.record import Correlator, Sink, correlation_secret
 
-from ._histogram import LoopHistogram
+from ._histogram import LoopCounter, LoopHistogram
 from ._http import CUT, DIRECT_BODY, TARGET, DirectBody
 from ._stalls import NOTE_S, LoopStalls
 from ._upstream import (
@@ -119,12 +119,11 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.exchanges = Counter(
-            "wirecheck_exchanges", "Exchanges forwarded.", ["tap", "outcome"], registry=r
-        )
-        self.bytes = Counter("wirecheck_bytes", "Bytes forwarded.", ["tap", "direction"], registry=r)
-        self.drops = Counter(
-            "wirecheck_store_drops", "Exchanges dropped because the store queue was full.", registry=r
+        # changed on the event loop's thread only, several times an exchange: without a lock
+        self.exchanges = LoopCounter("wirecheck_exchanges", "Exchanges forwarded.", ["tap", "outcome"], r)
+        self.bytes = LoopCounter("wirecheck_bytes", "Bytes forwarded.", ["tap", "direction"], r)
+        self.drops = LoopCounter(
+            "wirecheck_store_drops", "Exchanges dropped because the store queue was full.", [], r
         )
         self.added = LoopHistogram(
             "wirecheck_added_latency_seconds",
@@ -559,9 +558,8 @@ class ProxyApp:
         await send({"type": "http.response.body", "body": body, "more_body": False})
         self._finish(ex, outcome)
 
-    def _series(self, counter: Counter, value: str) -> Any:
-        """``counter``'s child for this tap and ``value`` (its second label): ``labels()`` checks and
-        looks up its arguments under a lock on every call, several times per exchange."""
+    def _series(self, counter: LoopCounter, value: str) -> Any:
+        """``counter``'s child for this tap and ``value`` (its second label), looked up once."""
         key = (id(counter), value)
         child = self._children.get(key)
         if child is None:

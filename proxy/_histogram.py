@@ -1,33 +1,37 @@
-"""A Prometheus histogram for the event loop's hot path.
+"""A Prometheus histogram and counter for the event loop's hot path.
 
 ``prometheus_client.Histogram.observe`` walks its buckets in Python and takes a lock for the bucket
 and again for the sum: observed once per downstream write, that was a tenth of the forwarding
-process's own Python per event. This one is observed from the event loop's thread only (the one
-thread that forwards), so it needs no lock: one bisect and two additions. It is read by the
-registry's collection, from any thread: a scrape that races an observation may see the sum and a
-bucket one observation apart, which Prometheus histograms allow between scrapes anyway.
+process's own Python per event. ``Counter.inc`` checks its amount and takes a lock: three times an
+exchange, 5 % of the forwarding process's instructions. These are changed from the event loop's
+thread only (the one thread that forwards), so they need no lock: one bisect and two additions, one
+addition. They are read by the registry's collection, from any thread: a scrape that races an
+observation may see the sum and a bucket one observation apart, which Prometheus histograms allow
+between scrapes anyway, and a counter one increment behind.
 """
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-__all__ = ["LoopHistogram"]
+__all__ = ["LoopCounter", "LoopHistogram"]
 
 
 class _Series:
-    __slots__ = ("bounds", "counts", "total")
+    __slots__ = ("bounds", "counts", "created", "total")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
         self.bounds = bounds
         self.counts = [0] * (len(bounds) + 1)  # the last: above every bound (+Inf)
         self.total = 0.0
+        self.created = time.time()
 
     def observe(self, value: float) -> None:
         self.counts[bisect_left(self.bounds, value)] += 1  # the first bucket whose bound is >= value
@@ -59,4 +63,46 @@ class LoopHistogram(Collector):
                 running += n
                 cumulative.append((floatToGoString(bound), running))  # type: ignore[no-untyped-call]
             family.add_metric([value], cumulative, series.total)
+            # as prometheus_client's Histogram gives it: when the series began
+            family.add_sample(f"{self.name}_created", {self.label: value}, series.created)
+        yield family
+
+
+class _Count:
+    __slots__ = ("created", "value")
+
+    def __init__(self) -> None:
+        self.value = 0.0
+        self.created = time.time()
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.value += amount
+
+
+class LoopCounter(Collector):
+    """A counter with fixed label names, incremented as ``c.labels(*values).inc(n)`` (or ``c.inc(n)``
+    without labels); exposed as ``prometheus_client.Counter`` exposes one (``_total``, ``_created``)."""
+
+    def __init__(
+        self, name: str, documentation: str, labels: Sequence[str], registry: CollectorRegistry
+    ) -> None:
+        self.name, self.documentation, self.labelnames = name, documentation, tuple(labels)
+        self._series: dict[tuple[str, ...], _Count] = {}
+        registry.register(self)
+
+    def labels(self, *values: str) -> _Count:
+        if len(values) != len(self.labelnames):
+            raise ValueError(f"{self.name}: {len(self.labelnames)} label values expected, got {len(values)}")
+        series = self._series.get(values)
+        if series is None:
+            series = self._series[values] = _Count()
+        return series
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.labels().inc(amount)
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=list(self.labelnames))
+        for values, series in list(self._series.items()):
+            family.add_metric(list(values), series.value, created=series.created)
         yield family
