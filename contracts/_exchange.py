@@ -105,6 +105,14 @@ class Exchange:
         a time. The one reading of it for pairing by time and for the live checker's windows."""
         return _epoch(self.started_at) if self.started_at else None
 
+    def with_parts(self, request: HttpRequest, response: HttpResponse | None) -> Exchange:
+        """A copy with this request and response, every other field the same: what
+        ``dataclasses.replace`` makes, without its lookup of every field by name (the store writer
+        copies each exchange so, on the thread that shares the forwarding loop's interpreter)."""
+        return Exchange(
+            self.id, self.tap, request, response, self.correlation, self.started_at, self.error, self.extra
+        )
+
 
 @lru_cache(maxsize=8192)
 def _epoch(started_at: str) -> float | None:

@@ -116,7 +116,12 @@ class Redaction:
     # --- redacting ---------------------------------------------------------------------------------
 
     def header_list(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-        return [(k, REDACTED if self.is_secret_header(k) else v) for k, v in headers]
+        # is_secret_header's test, inline: every header of every exchange written passes here
+        names, suffixes = self.headers, self.header_suffixes
+        return [
+            (k, REDACTED if (n := k.strip().lower()) in names or n.endswith(suffixes) else v)
+            for k, v in headers
+        ]
 
     def header_dict(self, headers: dict[str, str]) -> dict[str, str]:
         return {k: REDACTED if self.is_secret_header(k) else v for k, v in headers.items()}
@@ -164,7 +169,7 @@ class Redaction:
         if ex.response is not None:
             r = ex.response
             response = HttpResponse(r.status, self.header_list(r.headers), r.body, r.chunks)
-        return dataclasses.replace(ex, request=request, response=response)
+        return ex.with_parts(request, response)
 
 
 #: The default policy, for writers that were given none.

@@ -33,29 +33,30 @@ def row_document(ex: Exchange) -> tuple[dict[str, Any], bytes | None]:
     chunks = resp.chunks
     # shallow copies by their constructors: ``dataclasses.replace`` looks every field up by name,
     # twice per exchange on the store writer's thread (which shares the forwarding loop's GIL)
-    bare = HttpResponse(resp.status, resp.headers, resp.body, [])
-    doc = dump_exchange(
-        Exchange(ex.id, ex.tap, ex.request, bare, ex.correlation, ex.started_at, ex.error, ex.extra)
-    )
+    doc = dump_exchange(ex.with_parts(ex.request, HttpResponse(resp.status, resp.headers, resp.body, [])))
     stored: dict[str, Any] = doc["response"]
     del stored["chunks"]
     stored[STORED_CHUNKS] = {
-        "t_us": [_whole_us(c.t_ms) for c in chunks],
+        "t_us": _whole_us([c.t_ms for c in chunks]),
         "sizes": [len(c.data) for c in chunks],
     }
     return doc, b"".join([c.data for c in chunks])
 
 
-def _whole_us(t_ms: float) -> int:
-    """``round(round(t_ms, 3) * 1000)``: whole microseconds, what the interchange form keeps (t_ms
-    to three places) as an integer. ``round(x, 3)`` rounds through a decimal conversion (a third of
-    the writer's time per chunk); rounding ``t_ms * 1000`` gives the same integer wherever the
-    product is not within rounding error of a half, and only there is the decimal way taken."""
-    us = t_ms * 1000.0
-    whole = floor(us + 0.5)  # round(us) away from a half, in a third of its instructions (one a chunk)
-    if abs(abs(us - whole) - 0.5) > 1e-9 + abs(us) * 1e-12:
-        return whole
-    return round(round(t_ms, 3) * 1000)
+def _whole_us(times_ms: list[float]) -> list[int]:
+    """Each ``round(round(t_ms, 3) * 1000)``: whole microseconds, what the interchange form keeps
+    (t_ms to three places) as an integer. ``round(x, 3)`` rounds through a decimal conversion (a
+    third of the writer's time per chunk); rounding ``t_ms * 1000`` gives the same integer wherever
+    the product is not within rounding error of a half, and only there is the decimal way taken. One
+    call for a response's chunks: a call per chunk cost as much as its rounding."""
+    out = []
+    for t_ms in times_ms:
+        us = t_ms * 1000.0
+        whole = floor(us + 0.5)  # round(us) away from a half, in a third of its instructions
+        if abs(abs(us - whole) - 0.5) <= 1e-9 + abs(us) * 1e-12:
+            whole = round(round(t_ms, 3) * 1000)
+        out.append(whole)
+    return out
 
 
 def row_exchange(obj: Any, body: bytes | None, *, source: str) -> Exchange:

@@ -118,3 +118,25 @@ def test_missing_file_and_non_utf8_file(tmp_path: Path) -> None:
 def test_numeric_started_at_is_read_as_epoch_seconds() -> None:
     ex = load_exchange({"id": "1", "request": {}, "started_at": 0})
     assert ex.started_at == "1970-01-01T00:00:00+00:00"
+
+
+def test_with_parts_copies_every_other_field() -> None:
+    """``Exchange.with_parts`` builds its copy field by field: a field added to Exchange must be added
+    there too, or every writer would drop it."""
+    import dataclasses
+
+    ex = Exchange(
+        "x1",
+        "engine",
+        HttpRequest("GET", "/v1/models", [("a", "b")], b"q"),
+        HttpResponse(201, [("c", "d")], b"r", [Chunk(1.0, b"s")]),
+        "corr",
+        "2026-01-01T00:00:00Z",
+        ExchangeError("timeout", "m", 2.0),
+        {"k": 1},
+    )
+    assert all(getattr(ex, f.name) != f.default for f in dataclasses.fields(Exchange))  # none at default
+    request, response = HttpRequest("POST", "/other"), None
+    copy = ex.with_parts(request, response)
+    assert copy == dataclasses.replace(ex, request=request, response=response)
+    assert copy.request is request and copy.response is None and copy.extra is ex.extra
