@@ -3,7 +3,7 @@
 ``prometheus_client.Histogram.observe`` walks its buckets in Python and takes a lock for the bucket
 and again for the sum: observed once per downstream write, that was a tenth of the forwarding
 process's own Python per event. ``Counter.inc`` checks its amount and takes a lock: three times an
-exchange, 5 % of the forwarding process's instructions. These are changed from the event loop's
+exchange, 2 % of the forwarding process's instructions. These are changed from the event loop's
 thread only (the one thread that forwards), so they need no lock: one bisect and two additions, one
 addition. They are read by the registry's collection, from any thread: a scrape that races an
 observation may see the sum and a bucket one observation apart, which Prometheus histograms allow

@@ -208,13 +208,27 @@ def test_proxy_instructions_smoke(tmp_path: Path) -> None:
     # valgrind is one of the Debian packages ./dev installs (scripts/dev.py)
     out = tmp_path / "pi.json"
     proc = _bench(
-        "proxy_instructions.py", "--streams", "2", "--duration", "2", "--out", str(out), timeout=300
+        "proxy_instructions.py",
+        "--streams",
+        "2",
+        "--duration",
+        "2",
+        "--functions",
+        "8",
+        "--out",
+        str(out),
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert set(data["rows"]) == {"relay", "wirecheck"}
     assert all(r["events"] > 0 and r["per_event"] > 0 for r in data["rows"].values())
     assert data["ratio"] > 1 and "x relay" in proc.stdout
+    # the Python functions by inclusive instructions: named through the perf map, the largest first,
+    # the forwarding's own among them
+    by = data["by_function"]
+    assert len(by) == 8 and [f["per_event"] for f in by] == sorted((f["per_event"] for f in by), reverse=True)
+    assert any(f["function"].startswith("_Conn.data_received:") for f in by)
 
 
 def test_demo_time_smoke(tmp_path: Path) -> None:
