@@ -27,24 +27,52 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench_output import machine, write_json
+
+if TYPE_CHECKING:
+    from wirecheck.contracts import Exchange
 
 HERE = Path(__file__).resolve().parent
 
 
-def _record(path: str, exchanges: int, rate: float, events: int) -> None:
-    """Record the store, a few hundred exchanges at a time (this process's memory stays small)."""
+def _record(path: str, exchanges: int, rate: float, events: int, *, taps: int, same_prompt: bool) -> None:
+    """Record the store, a few hundred exchanges at a time (this process's memory stays small). With
+    two taps each request is recorded at the caller tap and, 2 ms later, at the engine tap, with no
+    correlation id (a gateway that drops ``x-wirecheck-id``): they pair by completion id."""
     from live_checker import _exchange
 
+    from wirecheck.contracts import HttpRequest
     from wirecheck.record import Store
+
+    def recorded(i: int) -> list[Exchange]:
+        ex = _exchange(i, t0, rate, events)
+        if same_prompt:  # one prompt sent again and again (a load test): every request is kin
+            body = json.dumps(
+                {"model": "bench", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+            )
+            ex.request = HttpRequest(ex.request.method, ex.request.path, ex.request.headers, body.encode())
+        if taps == 1:
+            return [ex]
+        start = ex.started_epoch
+        assert start is not None
+        engine = replace(
+            ex,
+            id=f"engine-{i:08d}",
+            tap="engine",
+            started_at=datetime.fromtimestamp(start + 0.002, UTC).isoformat(),
+        )
+        return [ex, engine]
 
     t0 = time.time() - exchanges / rate - 60
     store = Store(path)
     try:
         for k in range(0, exchanges, 200):
-            store.write_now([_exchange(i, t0, rate, events) for i in range(k, min(exchanges, k + 200))])
+            store.write_now([e for i in range(k, min(exchanges, k + 200)) for e in recorded(i)])
     finally:
         store.close()
 
@@ -91,13 +119,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=640.0, help="exchanges a second of recorded time")
     ap.add_argument("--batch", type=int, default=500, help="exchanges claimed at once (a lagging checker's)")
     ap.add_argument(
+        "--taps",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="2: each request recorded at the caller and the engine tap, without a correlation id",
+    )
+    ap.add_argument(
+        "--same-prompt", action="store_true", help="every request sends one prompt (all of them kin)"
+    )
+    ap.add_argument(
         "--target", type=float, default=2.0, help="longest streams' peak over shortest's, at most"
     )
     ap.add_argument("--out", default=str(HERE / "results" / "checker_memory.json"))
     args = ap.parse_args(argv)
     sys.path.insert(0, str(HERE))
     if args.role == "record":
-        _record(args.store, args.exchanges, args.rate, int(args.events))
+        _record(
+            args.store,
+            args.exchanges,
+            args.rate,
+            int(args.events),
+            taps=args.taps,
+            same_prompt=args.same_prompt,
+        )
         return 0
     if args.role == "check":
         print(json.dumps(_check(args.store, args.batch)))
@@ -108,17 +153,22 @@ def main(argv: list[str] | None = None) -> int:
         for events in lengths:
             store = str(Path(tmp) / f"e{events}.db")
             common = ["--store", store, "--exchanges", str(args.exchanges), "--rate", str(args.rate)]
-            _child("--role", "record", "--events", str(events), *common)
+            shape = ["--taps", str(args.taps), *(["--same-prompt"] if args.same_prompt else [])]
+            _child("--role", "record", "--events", str(events), *shape, *common)
             got = json.loads(_child("--role", "check", "--batch", str(args.batch), *common))
-            if got["checked"] != args.exchanges:
-                raise SystemExit(f"checked {got['checked']} of {args.exchanges} exchanges of {events} frames")
+            if got["checked"] != args.exchanges * args.taps:
+                raise SystemExit(
+                    f"checked {got['checked']} of {args.exchanges * args.taps} exchanges of {events} frames"
+                )
             rows.append({"events": events, **got, "held_mb": got["peak_mb"] - got["base_mb"]})
     first, last = rows[0], rows[-1]
     ratio = last["held_mb"] / max(first["held_mb"], 1.0)
     met = ratio <= args.target
+    shape = "" if args.taps == 1 else ", at two taps without correlation ids"
+    shape += ", one prompt" if args.same_prompt else ""
     print(
-        f"{args.exchanges} exchanges, {args.rate:.0f} a second of recorded time, batches of {args.batch}; "
-        "the checking process's resident memory"
+        f"{args.exchanges} requests{shape}, {args.rate:.0f} a second of recorded time, batches of "
+        f"{args.batch}; the checking process's resident memory"
     )
     print(f"{'frames a stream':>16s} {'before MB':>10s} {'peak MB':>9s} {'held MB':>9s} {'cpu s':>7s}")
     for r in rows:
@@ -137,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
             "exchanges": args.exchanges,
             "rate": args.rate,
             "batch": args.batch,
+            "taps": args.taps,
+            "same_prompt": args.same_prompt,
             "rows": rows,
             "ratio": ratio,
             "target": args.target,
