@@ -24,23 +24,30 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from wirecheck.contracts import (
+    CALLER,
+    ENGINE,
     CheckConfig,
     Exchange,
     ExchangeView,
     Fault,
     Finding,
     Severity,
+    TapSet,
     build_view,
     check_exchanges,
+    kin_keys,
+    pair_taps,
     twin_key,
 )
 from wirecheck.record import LIVE_CHECK_SKIPPED, Store
 
+from ._kin import Kin, KinIndex, kin_of, nearest, unreadable
 from ._lifeline import become_helper
 from ._server import settle_gc
 
@@ -78,6 +85,9 @@ PIECE_BYTES = 8 * 1024 * 1024
 #: page's; the checker keeps the size from batch to batch (``Recent.page``)
 NEIGHBOUR_PAGE = 500
 NEIGHBOUR_FIRST_PAGE = 8
+#: the most recorded bytes of the exchanges around a batch of several taps loaded with it (its group,
+#: ``_kin``): past them, those nearest the batch in time are loaded and the rest counted as cut
+GROUP_BYTES = PIECE_BYTES
 #: the checker's young-generation GC threshold (net allocations between collections; the proxy's
 #: is 10 000, see ``settle_gc``). A batch holds tens of thousands of objects for a moment (the
 #: window's rows, the batch's views and findings) and the views of the window ahead for seconds:
@@ -137,6 +147,13 @@ class Recent:
         self._keyed: dict[TwinKey, set[str]] = {}
         #: tap -> how many in ``_twins`` are of it
         self._taps: dict[str, int] = {}
+        #: id -> the kin (``_kin.Kin``, with its row version) of exchanges seen around batches of
+        #: several taps: a later batch finds its group from them without building their views again
+        self._kin: dict[str, Kin] = {}
+        #: exchanges checked with only part of their group (past ``GROUP_BYTES``), and the
+        #: exchanges of those groups left out (``CheckerSupervisor.state``'s ``cut``)
+        self.cut_checked = 0
+        self.cut_left_out = 0
 
     def __len__(self) -> int:
         return len(self._views)
@@ -249,6 +266,19 @@ class Recent:
         """The taps of the kept twins."""
         return set(self._taps)
 
+    def kin(self, exchange_id: str, version: Any) -> Kin | None:
+        """The kept kin of this exchange at this row version."""
+        kin = self._kin.get(exchange_id)
+        return kin if kin is not None and kin.row[1] == version else None
+
+    def keep_kin(self, kin: Kin) -> None:
+        if kin.start is None:  # without a time it can never be a neighbour again: not kept
+            return
+        self._kin.pop(kin.row[0], None)
+        self._kin[kin.row[0]] = kin
+        if len(self._kin) > self.limit:
+            del self._kin[next(iter(self._kin))]  # the first kept
+
     def held(self, rows: list[tuple[str, Any]]) -> dict[str, Exchange | None]:
         """For each (id, version) row, the kept exchange at that version (any, for ``ANY``) or None."""
         views = self._views
@@ -262,11 +292,13 @@ class Recent:
         """Let go of what started before ``t``, in the order it was kept, up to the first that did
         not: an exchange kept after later-started ones (a long stream, written at its end) waits
         for those, and every batch does not walk all that is kept."""
-        views, twins = self._views, self._twins
+        views, twins, kin = self._views, self._twins, self._kin
         while views and (first := next(iter(views.items())))[1][0] < t:
             self._drop(first[0])
         while twins and (oldest := next(iter(twins.items())))[1][0] < t:
             self._let_twin_go(oldest[0])
+        while kin and ((earliest := next(iter(kin.values()))).start or 0.0) < t:
+            del kin[earliest.row[0]]
         self._read.clear()
 
 
@@ -354,10 +386,15 @@ def _check_batch(
     """Check the exchanges ``ids`` (``exchanges``: them and their partners by correlation) with what
     was recorded around them, and store their findings. ``recent`` keeps the views for the next
     batch (an empty one: every neighbour is read from the store)."""
-    around, one_tap = _neighbours(store, exchanges, recent)
+    around, one_tap, rest, left_out = _neighbours(store, exchanges, recent)
     exchanges += around
     wanted = set(ids)
-    result = check_exchanges(exchanges, config or CheckConfig(), focus=wanted, view_of=recent.view)
+    if left_out:
+        recent.cut_checked += len(wanted)
+        recent.cut_left_out += left_out
+    result = check_exchanges(
+        exchanges, config or CheckConfig(), focus=wanted, view_of=recent.view, around=rest
+    )
     starts = [t for ex in exchanges if ex.id in wanted and (t := ex.started_epoch) is not None]
     if starts:
         recent.forget_before(min(starts) - NEIGHBOUR_S)
@@ -366,44 +403,42 @@ def _check_batch(
     store.add_findings([f for f in result.findings if f.exchange_id in wanted], ids)
 
 
-def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> tuple[list[Exchange], bool]:
+Neighbours = tuple[list[Exchange], bool, TapSet | None, int]
+
+
+def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> Neighbours:
     """Exchanges recorded around this batch, checked before or not yet settled: a partner without the
     correlation id (a gateway that drops it) pairs by completion id or fingerprint only when it is
     there to be seen, the same as in an offline ``wirecheck check``. Only what ``recent``
-    does not hold is read from the store. And whether the batch and all around it are of one tap."""
+    does not hold is read from the store. And whether the batch and all around it are of one tap;
+    with several taps, the rest of the window in summary (for ``check_exchanges``'s ``around``) and
+    how many exchanges of the batch's group were left out (``GROUP_BYTES``)."""
     sides: dict[str, set[str]] = {}
     for ex in batch:
         if ex.correlation:
             sides.setdefault(ex.correlation, set()).add(ex.tap)
     if all(ex.correlation and len(sides[ex.correlation]) > 1 for ex in batch):
-        return [], False  # every exchange has its partner by correlation: nothing more to load
+        return [], False, None, 0  # every exchange has its partner by correlation: nothing more to load
     times = sorted(t for ex in batch if (t := ex.started_epoch) is not None)
     if not times:
-        return [], False
+        return [], False, None, 0
     lo = datetime.fromtimestamp(times[0] - NEIGHBOUR_S, UTC).isoformat()
     hi = datetime.fromtimestamp(times[-1] + NEIGHBOUR_S, UTC).isoformat()
     # the order stays the write order (the twins of one request pair first with first)
     rows = store.rows_between(lo, hi)  # thousands a batch: each is looked at once here
     have = {ex.id for ex in batch}
+    taps = {ex.tap for ex in batch}
+    if len(taps) > 1:  # a batch of several taps: any exchange around may be a partner
+        return _group(store, batch, [r for r in rows if r[0] not in have], (times[0], times[-1]), recent)
     # the twins of those not seen by an earlier batch (or written again since): their views are
     # built here, kept for their own batch as far as ``recent`` keeps them; read a page at a time, so
     # that what it does not keep is let go before the next page (a window of long streams is large)
     unknown = recent.unknown(rows, have)
     loose: dict[str, tuple[TwinKey | None, bool]] = {}
-    taps = {ex.tap for ex in batch}
-    k = 0
-    while k < len(unknown):
-        page = recent.page
-        size, got = 0, _load(store, unknown[k : k + page], recent)
-        k += page
+    for got in _paged(store, unknown, recent):
         for ex in got:
             loose[ex.id] = recent.twin(ex)
             taps.add(ex.tap)
-            size += recent.size(ex)
-        # the next page (this batch's or the next one's): twice this one, up to what
-        # ``PIECE_BYTES`` holds of exchanges this size
-        fits = PIECE_BYTES * len(got) // size if size else NEIGHBOUR_PAGE
-        recent.page = max(1, min(NEIGHBOUR_PAGE, 2 * page, fits))
         del got
 
     window: dict[str, Any] = {}  # id -> version, but for the batch: asked only where the above is not enough
@@ -416,8 +451,8 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> tuple[li
     if not recent.taps() <= taps:  # the twins kept reach past the window: ask the window's own
         window = {i: v for i, v in rows if i not in have}
         taps.update(twin[1] for i in window if (twin := kept(i)) is not None)
-    if len(taps) > 1:  # any of them may be a partner: the ones let go are read again
-        return _load(store, [r for r in rows if r[0] not in have], recent), False
+    if len(taps) > 1:  # any of them may be a partner: those of the batch's group (``_kin``) are
+        return _group(store, batch, [r for r in rows if r[0] not in have], (times[0], times[-1]), recent)
     # one tap: nothing pairs across taps (nor can the taps go unpaired), so of the exchanges around
     # only a twin of one in the batch (the same request, streamed or not) changes its findings
     # (a twin pairs a streamed and a plain exchange of one key: a key seen one way only pairs nothing)
@@ -429,7 +464,7 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> tuple[li
     if not any(recent.keyed(key) - have for key in kinds) and not any(
         key in kinds for key, _ in loose.values()
     ):
-        return [], True  # no other exchange of their keys: the window's rows are not asked
+        return [], True, None, 0  # no other exchange of their keys: the window's rows are not asked
     # around it, by key: the twins kept, and those not kept (an exchange without a start time)
     window = window or {i: v for i, v in rows if i not in have}
     kin: dict[TwinKey, dict[str, bool]] = {key: {} for key in kinds}
@@ -445,8 +480,101 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> tuple[li
         if len(seen | set(kin[key].values())) == 2:
             wanted.update(kin[key])
     if not wanted:
-        return [], True
-    return _load(store, [r for r in rows if r[0] in wanted], recent), True
+        return [], True, None, 0
+    return _load(store, [r for r in rows if r[0] in wanted], recent), True, None, 0
+
+
+def _paged(store: Store, rows: list[tuple[str, Any]], recent: Recent) -> Iterator[list[Exchange]]:
+    """The exchanges of these rows a page at a time (``recent.page``); the caller lets each page go
+    before it asks for the next. The next page (this batch's or the next one's) is twice this one,
+    up to what ``PIECE_BYTES`` holds of exchanges this size."""
+    k = 0
+    while k < len(rows):
+        page = recent.page
+        got = _load(store, rows[k : k + page], recent)
+        k += page
+        yield got
+        size = sum([recent.size(ex) for ex in got])
+        fits = PIECE_BYTES * len(got) // size if size else NEIGHBOUR_PAGE
+        recent.page = max(1, min(NEIGHBOUR_PAGE, 2 * page, fits))
+        del got
+
+
+def _group(
+    store: Store,
+    batch: list[Exchange],
+    rows: list[tuple[str, Any]],
+    span: tuple[float, float],
+    recent: Recent,
+) -> Neighbours:
+    """The batch's group among the window's ``rows`` (the exchanges around it, of several taps; see
+    ``_kin``), loaded within ``GROUP_BYTES`` (those nearest the batch's ``span`` of starts); the
+    rest of the window in summary for the set rules; and how many of the group were left out."""
+    index = KinIndex(_window_kin(store, rows, recent))
+    views: list[ExchangeView] = []
+    for ex in batch:
+        try:
+            views.append(recent.view(ex))
+        except Exception:  # checked alone: ``check_exchanges`` records why
+            continue
+    kin = index.kin
+    members = index.reach(hash(k) for v in views for k in kin_keys(v)[1])
+    kept, left_out = nearest(kin, members, span[0], span[1], GROUP_BYTES)
+    group = _load(store, [kin[n].row for n in kept], recent)
+    rest, missed = _rest(store, index, kept, {v.tap for v in views if v.is_agent}, recent)
+    return group, False, rest, left_out + missed
+
+
+def _window_kin(store: Store, rows: list[tuple[str, Any]], recent: Recent) -> list[Kin]:
+    """The kin of these rows' exchanges, in their order: as ``recent`` keeps it, or read a page at a
+    time (and kept)."""
+    fresh: dict[str, Kin] = {}
+    versions = dict(rows)
+    for got in _paged(store, [r for r in rows if recent.kin(*r) is None], recent):
+        for ex in got:
+            try:
+                one = kin_of(recent.view(ex), versions[ex.id], recent.size(ex))
+            except Exception:  # an exchange that cannot be read pairs with nothing (it is checked alone)
+                one = unreadable(ex.id, versions[ex.id], ex.tap, ex.started_epoch, recent.size(ex))
+            recent.keep_kin(one)
+            fresh[ex.id] = one
+        del got
+    # a row no longer there is left out
+    return [k for r in rows if (k := recent.kin(*r) or fresh.get(r[0])) is not None]
+
+
+def _rest(
+    store: Store, index: KinIndex, kept: list[int], agent_taps: set[str], recent: Recent
+) -> tuple[TapSet, int]:
+    """The window but the batch and the ``kept`` of its group, as the set rules count it: its agent
+    exchanges by tap, the first of each tap where the batch (``agent_taps``: the taps of its agent
+    exchanges) and its group have none, and whether any of it paired; and how many exchanges of a
+    group too large to load may have hidden a pair. Its groups are apart from the batch's: one of
+    both taps that pairs alone pairs in the window."""
+    kin = index.kin
+    rest = TapSet()
+    missed = 0
+    inside = set(kept)
+    firsts: dict[str, tuple[str, Any]] = {}
+    for n, k in enumerate(kin):
+        if k.agent and n not in inside:
+            rest.agents[k.tap] = rest.agents.get(k.tap, 0) + 1
+            firsts.setdefault(k.tap, k.row)
+    agent_taps = agent_taps | {kin[n].tap for n in kept if kin[n].agent}
+    firsts = {tap: row for tap, row in firsts.items() if tap not in agent_taps}
+    for ex in _load(store, list(firsts.values()), recent):
+        rest.first[ex.tap] = recent.view(ex)
+    if {CALLER, ENGINE} <= agent_taps | set(rest.agents):  # else no pair changes what they find
+        for other in index.others():
+            start = kin[other[0]].start or 0.0
+            part, _ = nearest(kin, other, start, start, GROUP_BYTES)  # a part that pairs pairs whole
+            if pair_taps([recent.view(ex) for ex in _load(store, [kin[n].row for n in part], recent)]):
+                rest.pairs = 1
+                break
+            # a part of a group too large to load that did not pair: the set rules may have missed
+            # a pair there (counted as left out)
+            missed += len(other) - len(part)
+    return rest, missed
 
 
 def settle_checker_gc() -> None:
@@ -486,6 +614,15 @@ def run_checker(
 
     store: Store | None = None
     recent = Recent()
+    reported = (0, 0)  # what the parent was told of ``recent``'s cut groups
+
+    def report_cut() -> None:
+        nonlocal reported
+        now = (recent.cut_checked, recent.cut_left_out)
+        if now != reported:
+            status.send(("cut", (now[0] - reported[0], now[1] - reported[1])))
+            reported = now
+
     delay = interval_s
     while not stop.is_set():
         try:
@@ -499,6 +636,7 @@ def run_checker(
             # a batch costs its exchanges and the window around it: batches back to back took one or
             # two exchanges each, all but the first, so the next waits unless this one left a backlog
             done = check_pending(store, settle_s=settle_s, config=config, announce=announce, recent=recent)
+            report_cut()
             if done < BATCH:
                 stop.wait(busy_interval_s if done >= BUSY_BATCH else interval_s)
             delay = interval_s
@@ -513,7 +651,9 @@ def run_checker(
     try:
         if store is None:
             store = Store(path)
-        check_pending(store, settle_s=0.0, config=config, announce=announce)  # the last ones, on the way out
+        # the last ones, on the way out
+        check_pending(store, settle_s=0.0, config=config, announce=announce, recent=recent)
+        report_cut()
     finally:
         if store is not None:
             store.close()
@@ -539,6 +679,10 @@ class CheckerSupervisor:
         self.lag_s = lag_s
         self.restarts = 0
         self.skipped = 0
+        #: exchanges checked with only part of their group of exchanges around them (``GROUP_BYTES``),
+        #: and the exchanges of those groups left out, as the workers reported them
+        self.cut_checked = 0
+        self.cut_left_out = 0
         self.last_crash: tuple[float, str] | None = None
         self.last_error: str | None = None
         self._lagging = False
@@ -630,6 +774,9 @@ class CheckerSupervisor:
                     self._in_flight = []
                 elif kind == "error":
                     self.last_error = str(value)
+                elif kind == "cut":
+                    self.cut_checked += int(value[0])
+                    self.cut_left_out += int(value[1])
 
     def _crashed(self, exitcode: int | None) -> None:
         """The worker died: count a try against what it was checking; set aside what failed too often."""
@@ -687,6 +834,7 @@ class CheckerSupervisor:
             "worker_alive": alive,
             "restarts": self.restarts,
             "skipped": self.skipped,
+            "cut": {"checked": self.cut_checked, "left_out": self.cut_left_out},
             "last_error": self.last_error,
             "degraded": "; ".join(reasons) or None,
         }
