@@ -18,7 +18,7 @@ sides start milliseconds apart), and what was left out is counted (the checker's
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +73,7 @@ class KinIndex:
         self._keys_seen: set[int] = set()
         self._taken: set[int] = set()
 
-    def reach(self, wanted: Iterator[int] | tuple[int, ...]) -> list[int]:
+    def reach(self, wanted: Iterable[int]) -> list[int]:
         """The exchanges (positions in ``kin``) reached from these wanted keys, transitively, that an
         earlier call did not reach (kin keys are symmetric: when one exchange wants a key another
         owns, the other wants one the first owns, so each group is found whole from any member)."""

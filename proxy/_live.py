@@ -41,7 +41,6 @@ from wirecheck.contracts import (
     TapSet,
     build_view,
     check_exchanges,
-    kin_keys,
     pair_taps,
     twin_key,
 )
@@ -191,6 +190,11 @@ class Recent:
                 self._drop(next(newest))
         return view
 
+    def version(self, ex: Exchange) -> Any:
+        """The row version ``ex`` was read at, as kept with its view (``ANY``: not known)."""
+        held = self._views.get(ex.id)
+        return held[1] if held is not None and held[2].ex is ex and held[1] is not None else ANY
+
     def size(self, ex: Exchange) -> int:
         """:func:`recorded_bytes` of ``ex``, as kept with its view where it is."""
         held = self._views.get(ex.id)
@@ -272,7 +276,7 @@ class Recent:
         return kin if kin is not None and kin.row[1] == version else None
 
     def keep_kin(self, kin: Kin) -> None:
-        if kin.start is None:  # without a time it can never be a neighbour again: not kept
+        if kin.start is None or kin.row[1] is ANY:  # never a neighbour again, or not of a known row
             return
         self._kin.pop(kin.row[0], None)
         self._kin[kin.row[0]] = kin
@@ -511,17 +515,23 @@ def _group(
     ``_kin``), loaded within ``GROUP_BYTES`` (those nearest the batch's ``span`` of starts); the
     rest of the window in summary for the set rules; and how many of the group were left out."""
     index = KinIndex(_window_kin(store, rows, recent))
-    views: list[ExchangeView] = []
+    agent_taps: set[str] = set()
+    wanted: list[int] = []
     for ex in batch:
         try:
-            views.append(recent.view(ex))
+            view = recent.view(ex)
         except Exception:  # checked alone: ``check_exchanges`` records why
             continue
+        one = kin_of(view, recent.version(ex), recent.size(ex))
+        recent.keep_kin(one)  # the batch is around the next batches
+        wanted.extend(one.wanted)
+        if view.is_agent:
+            agent_taps.add(view.tap)
     kin = index.kin
-    members = index.reach(hash(k) for v in views for k in kin_keys(v)[1])
+    members = index.reach(wanted)
     kept, left_out = nearest(kin, members, span[0], span[1], GROUP_BYTES)
     group = _load(store, [kin[n].row for n in kept], recent)
-    rest, missed = _rest(store, index, kept, {v.tap for v in views if v.is_agent}, recent)
+    rest, missed = _rest(store, index, kept, agent_taps, recent)
     return group, False, rest, left_out + missed
 
 
