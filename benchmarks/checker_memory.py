@@ -27,15 +27,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bench_output import machine, write_json
-
-if TYPE_CHECKING:
-    from wirecheck.contracts import Exchange
 
 HERE = Path(__file__).resolve().parent
 
@@ -44,35 +38,21 @@ def _record(path: str, exchanges: int, rate: float, events: int, *, taps: int, s
     """Record the store, a few hundred exchanges at a time (this process's memory stays small). With
     two taps each request is recorded at the caller tap and, 2 ms later, at the engine tap, with no
     correlation id (a gateway that drops ``x-wirecheck-id``): they pair by completion id."""
-    from live_checker import _exchange
+    from live_checker import recorded
 
-    from wirecheck.contracts import HttpRequest
     from wirecheck.record import Store
-
-    def recorded(i: int) -> list[Exchange]:
-        ex = _exchange(i, t0, rate, events)
-        if same_prompt:  # one prompt sent again and again (a load test): every request is kin
-            body = json.dumps(
-                {"model": "bench", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-            )
-            ex.request = HttpRequest(ex.request.method, ex.request.path, ex.request.headers, body.encode())
-        if taps == 1:
-            return [ex]
-        start = ex.started_epoch
-        assert start is not None
-        engine = replace(
-            ex,
-            id=f"engine-{i:08d}",
-            tap="engine",
-            started_at=datetime.fromtimestamp(start + 0.002, UTC).isoformat(),
-        )
-        return [ex, engine]
 
     t0 = time.time() - exchanges / rate - 60
     store = Store(path)
     try:
         for k in range(0, exchanges, 200):
-            store.write_now([e for i in range(k, min(exchanges, k + 200)) for e in recorded(i)])
+            store.write_now(
+                [
+                    e
+                    for i in range(k, min(exchanges, k + 200))
+                    for e in recorded(i, t0, rate, events, taps=taps, same_prompt=same_prompt)
+                ]
+            )
     finally:
         store.close()
 
@@ -98,6 +78,9 @@ def _check(path: str, batch: int) -> dict[str, float]:
         "base_mb": base_kb / 1024,
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "cpu_s": time.process_time() - cpu,
+        # exchanges checked with part of their group (several taps, past GROUP_BYTES), and left out
+        "cut_checked": recent.cut_checked,
+        "cut_left_out": recent.cut_left_out,
     }
 
 
@@ -170,10 +153,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.exchanges} requests{shape}, {args.rate:.0f} a second of recorded time, batches of "
         f"{args.batch}; the checking process's resident memory"
     )
-    print(f"{'frames a stream':>16s} {'before MB':>10s} {'peak MB':>9s} {'held MB':>9s} {'cpu s':>7s}")
+    print(
+        f"{'frames a stream':>16s} {'before MB':>10s} {'peak MB':>9s} {'held MB':>9s} {'cpu s':>7s} "
+        f"{'cut checked':>12s} {'left out':>9s}"
+    )
     for r in rows:
         print(
-            f"{r['events']:16d} {r['base_mb']:10.1f} {r['peak_mb']:9.1f} {r['held_mb']:9.1f} {r['cpu_s']:7.1f}"
+            f"{r['events']:16d} {r['base_mb']:10.1f} {r['peak_mb']:9.1f} {r['held_mb']:9.1f} {r['cpu_s']:7.1f} "
+            f"{r['cut_checked']:12d} {r['cut_left_out']:9d}"
         )
     print(
         f"target {'met   ' if met else 'MISSED'} memory held at {last['events']} frames a stream <= "
