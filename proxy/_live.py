@@ -85,8 +85,12 @@ PIECE_BYTES = 8 * 1024 * 1024
 NEIGHBOUR_PAGE = 500
 NEIGHBOUR_FIRST_PAGE = 8
 #: the most recorded bytes of the exchanges around a batch of several taps loaded with it (its group,
-#: ``_kin``): past them, those nearest the batch in time are loaded and the rest counted as cut
-GROUP_BYTES = PIECE_BYTES
+#: ``_kin``): past them, those nearest the batch in time are loaded and the rest counted as cut. A
+#: group past it is one prompt sent again and again (a load test); its views come on top of the
+#: batch's and those ``Recent`` keeps: at 400 frames a stream the checker held about 430 MB with
+#: 8 MB of them, 260 MB with 2 MB (benchmarks/checker_memory.py --taps 2 --same-prompt). 2 MB is
+#: 450 exchanges of 20 frames, 25 of 400, nearest the batch: a pair's sides start milliseconds apart
+GROUP_BYTES = 2 * 1024 * 1024
 #: the checker's young-generation GC threshold (net allocations between collections; the proxy's
 #: is 10 000, see ``settle_gc``). A batch holds tens of thousands of objects for a moment (the
 #: window's rows, the batch's views and findings) and the views of the window ahead for seconds:
