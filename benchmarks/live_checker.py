@@ -17,7 +17,12 @@ its CPU time (this process, one core):
 The worker checks batches of up to 500 when it lags (load) and of what a second brought when it
 keeps up (``BUSY_INTERVAL_S``): 640 at 640 a second; a quarter second's worth was 160.
 
+``--taps 2`` records each request at the caller and the engine tap without a correlation id (the
+live checker then judges each batch with its group, ``proxy/_kin.py``); ``--same-prompt`` sends one
+prompt every time (the group is the whole window, loaded within ``GROUP_BYTES``).
+
     python benchmarks/live_checker.py [--exchanges 12000] [--rate 640] [--batches 40,160,500]
+        [--taps 2] [--same-prompt]
 """
 
 from __future__ import annotations
