@@ -153,8 +153,8 @@ class Recent:
         #: id -> the kin (``_kin.Kin``, with its row version) of exchanges seen around batches of
         #: several taps: a later batch finds its group from them without building their views again
         self._kin: dict[str, Kin] = {}
-        #: exchanges checked with only part of their group (past ``GROUP_BYTES``), and the
-        #: exchanges of those groups left out (``CheckerSupervisor.state``'s ``cut``)
+        #: exchanges of batches checked with only part of their group (past ``GROUP_BYTES``), and
+        #: the exchanges of those groups left out (``CheckerSupervisor.state``'s ``cut``)
         self.cut_checked = 0
         self.cut_left_out = 0
 
@@ -524,9 +524,9 @@ def _group(
     for ex in batch:
         try:
             view = recent.view(ex)
+            one = kin_of(view, recent.version(ex), recent.size(ex))
         except Exception:  # checked alone: ``check_exchanges`` records why
             continue
-        one = kin_of(view, recent.version(ex), recent.size(ex))
         recent.keep_kin(one)  # the batch is around the next batches
         wanted.extend(one.wanted)
         if view.is_agent:
@@ -667,7 +667,8 @@ def run_checker(
             store = Store(path)
         # the last ones, on the way out
         check_pending(store, settle_s=0.0, config=config, announce=announce, recent=recent)
-        report_cut()
+        with contextlib.suppress(OSError):  # the parent may be gone already
+            report_cut()
     finally:
         if store is not None:
             store.close()
@@ -693,8 +694,8 @@ class CheckerSupervisor:
         self.lag_s = lag_s
         self.restarts = 0
         self.skipped = 0
-        #: exchanges checked with only part of their group of exchanges around them (``GROUP_BYTES``),
-        #: and the exchanges of those groups left out, as the workers reported them
+        #: exchanges of batches checked with only part of their group of exchanges around them
+        #: (``GROUP_BYTES``), and the exchanges of those groups left out, as the workers reported them
         self.cut_checked = 0
         self.cut_left_out = 0
         self.last_crash: tuple[float, str] | None = None
