@@ -101,6 +101,9 @@ def _child(*args: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    sys.path.insert(0, str(HERE))
+    from live_checker import shape_args
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--role", choices=("bench", "record", "check"), default="bench")
     ap.add_argument("--store", default="", help=argparse.SUPPRESS)  # --role record / check
@@ -108,22 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exchanges", type=int, default=3000)
     ap.add_argument("--rate", type=float, default=640.0, help="exchanges a second of recorded time")
     ap.add_argument("--batch", type=int, default=500, help="exchanges claimed at once (a lagging checker's)")
-    ap.add_argument(
-        "--taps",
-        type=int,
-        choices=(1, 2),
-        default=1,
-        help="2: each request recorded at the caller and the engine tap, without a correlation id",
-    )
-    ap.add_argument(
-        "--same-prompt", action="store_true", help="every request sends one prompt (all of them kin)"
-    )
+    shape_args(ap)
     ap.add_argument(
         "--target", type=float, default=2.0, help="longest streams' peak over shortest's, at most"
     )
     ap.add_argument("--out", default=str(HERE / "results" / "checker_memory.json"))
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(HERE))
     if args.role == "record":
         _record(
             args.store,

@@ -100,6 +100,20 @@ def recorded(
     return [ex, engine]
 
 
+def shape_args(ap: argparse.ArgumentParser) -> None:
+    """The options that say how requests are recorded (:func:`recorded`)."""
+    ap.add_argument(
+        "--taps",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="2: each request recorded at the caller and the engine tap, without a correlation id",
+    )
+    ap.add_argument(
+        "--same-prompt", action="store_true", help="every request sends one prompt (all of them kin)"
+    )
+
+
 def _frames_baseline(exchanges: list[Exchange]) -> float:
     """CPU seconds of json.loads over every frame payload (cut out beforehand)."""
     payloads = [
@@ -135,16 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=640.0, help="exchanges a second of recorded time")
     ap.add_argument("--events", type=int, default=20, help="frames a stream, [DONE] besides")
     ap.add_argument("--batches", default="40,160,500")
-    ap.add_argument(
-        "--taps",
-        type=int,
-        choices=(1, 2),
-        default=1,
-        help="2: each request recorded at the caller and the engine tap, without a correlation id",
-    )
-    ap.add_argument(
-        "--same-prompt", action="store_true", help="every request sends one prompt (all of them kin)"
-    )
+    shape_args(ap)
     ap.add_argument("--out", default="benchmarks/results/live_checker.json")
     args = ap.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
