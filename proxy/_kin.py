@@ -104,11 +104,31 @@ class KinIndex:
             if CALLER in taps and ENGINE in taps:
                 yield sorted(members)
 
+    def cross(self, members: list[int]) -> Iterator[tuple[int, int]]:
+        """The (caller side, engine side) of these members that share a kin key (only those may
+        pair), each caller side's nearest in time first."""
+        kin, inside = self.kin, set(members)
+        for c in members:
+            caller = kin[c]
+            if caller.tap != CALLER:
+                continue
+            engines = {
+                m
+                for h in caller.wanted
+                for m in self._owners.get(h, ())
+                if m in inside and kin[m].tap == ENGINE
+            }
+            yield from ((c, m) for m in sorted(engines, key=lambda m: (_apart(caller, kin[m]), m)))
+
+
+def _apart(a: Kin, b: Kin) -> float:
+    return abs(a.start - b.start) if a.start is not None and b.start is not None else 0.0
+
 
 def nearest(kin: list[Kin], members: list[int], lo: float, hi: float, budget: int) -> tuple[list[int], int]:
-    """Of these members, those nearest in time to ``[lo, hi]`` (the batch's starts) whose recorded
-    bytes fit in ``budget`` together (everything kept is nearer than everything left out; one without
-    a start may pair with any: nearest), in their order; and how many were left out."""
+    """Of these members, the nearest in time to ``[lo, hi]`` (the batch's starts) that fit in
+    ``budget`` recorded bytes together: each in turn, nearest first, is kept where it fits (one
+    without a start may pair with any: nearest), in their order; and how many were left out."""
 
     def distance(n: int) -> float:
         start = kin[n].start
@@ -117,8 +137,7 @@ def nearest(kin: list[Kin], members: list[int], lo: float, hi: float, budget: in
     used = 0
     kept: list[int] = []
     for n in sorted(members, key=lambda m: (distance(m), m)):
-        used += kin[n].size
-        if used > budget:
-            break
-        kept.append(n)
+        if used + kin[n].size <= budget:
+            used += kin[n].size
+            kept.append(n)
     return sorted(kept), len(members) - len(kept)

@@ -41,7 +41,7 @@ from wirecheck.contracts import (
     TapSet,
     build_view,
     check_exchanges,
-    pair_taps,
+    may_pair,
     twin_key,
 )
 from wirecheck.record import LIVE_CHECK_SKIPPED, Store
@@ -84,13 +84,17 @@ PIECE_BYTES = 8 * 1024 * 1024
 #: page's; the checker keeps the size from batch to batch (``Recent.page``)
 NEIGHBOUR_PAGE = 500
 NEIGHBOUR_FIRST_PAGE = 8
-#: the most recorded bytes of the exchanges around a batch of several taps loaded with it (its group,
-#: ``_kin``): past them, those nearest the batch in time are loaded and the rest counted as cut. A
-#: group past it is one prompt sent again and again (a load test); its views come on top of the
-#: batch's and those ``Recent`` keeps: at 400 frames a stream the checker held about 430 MB with
-#: 8 MB of them, 260 MB with 2 MB (benchmarks/checker_memory.py --taps 2 --same-prompt). 2 MB is
-#: 450 exchanges of 20 frames, 25 of 400, nearest the batch: a pair's sides start milliseconds apart
+#: the recorded bytes of the exchanges around a piece of a batch of several taps loaded with it (its
+#: group, ``_kin``) beyond the piece's own: the other tap's side of each of its exchanges fits (a
+#: gateway's few bytes more included) where a batch's claim split a request's two sides, whatever
+#: their size. Past them, those nearest the batch in time are loaded and the rest counted as cut: a
+#: group past it is one prompt sent again and again (a load test), whose views come on top of the
+#: piece's and those ``Recent`` keeps. 2 MB is 450 exchanges of 20 frames (a pair's sides start
+#: milliseconds apart)
 GROUP_BYTES = 2 * 1024 * 1024
+#: two exchanges of the window's other groups tried at the most, a batch, to tell whether any pairs
+#: (``taps-unpaired``); a group of both taps that shares keys almost always pairs at the first
+PAIR_TRIES = 64
 #: the checker's young-generation GC threshold (net allocations between collections; the proxy's
 #: is 10 000, see ``settle_gc``). A batch holds tens of thousands of objects for a moment (the
 #: window's rows, the batch's views and findings) and the views of the window ahead for seconds:
@@ -516,7 +520,8 @@ def _group(
     recent: Recent,
 ) -> Neighbours:
     """The batch's group among the window's ``rows`` (the exchanges around it, of several taps; see
-    ``_kin``), loaded within ``GROUP_BYTES`` (those nearest the batch's ``span`` of starts); the
+    ``_kin``), loaded within the batch's own bytes and ``GROUP_BYTES`` more (those nearest the
+    batch's ``span`` of starts); the
     rest of the window in summary for the set rules; and how many of the group were left out."""
     index = KinIndex(_window_kin(store, rows, recent))
     agent_taps: set[str] = set()
@@ -533,7 +538,8 @@ def _group(
             agent_taps.add(view.tap)
     kin = index.kin
     members = index.reach(wanted)
-    kept, left_out = nearest(kin, members, span[0], span[1], GROUP_BYTES)
+    budget = GROUP_BYTES + sum([recent.size(ex) for ex in batch])
+    kept, left_out = nearest(kin, members, span[0], span[1], budget)
     group = _load(store, [kin[n].row for n in kept], recent)
     rest, missed = _rest(store, index, kept, agent_taps, recent)
     return group, False, rest, left_out + missed
@@ -579,15 +585,23 @@ def _rest(
     for ex in _load(store, list(firsts.values()), recent):
         rest.first[ex.tap] = recent.view(ex)
     if {CALLER, ENGINE} <= agent_taps | set(rest.agents):  # else no pair changes what they find
+        # a caller and an engine side that may pair (``may_pair``) are paired with one or the other
+        # by ``pair_taps``: the window pairs where two of a group may, tried two at a time
+        tries = 0
         for other in index.others():
-            start = kin[other[0]].start or 0.0
-            part, _ = nearest(kin, other, start, start, GROUP_BYTES)  # a part that pairs pairs whole
-            if pair_taps([recent.view(ex) for ex in _load(store, [kin[n].row for n in part], recent)]):
-                rest.pairs = 1
+            if not rest.pairs and tries < PAIR_TRIES:
+                for c, e in index.cross(other):
+                    tries += 1
+                    two = _load(store, [kin[c].row, kin[e].row], recent)
+                    if len(two) == 2 and may_pair(recent.view(two[0]), recent.view(two[1])):
+                        rest.pairs = 1
+                        break
+                    if tries == PAIR_TRIES:
+                        break
+            if rest.pairs:
                 break
-            # a part of a group too large to load that did not pair: the set rules may have missed
-            # a pair there (counted as left out)
-            missed += len(other) - len(part)
+            if tries == PAIR_TRIES:  # not told apart: the set rules may have missed a pair there
+                missed += len(other)
     return rest, missed
 
 
