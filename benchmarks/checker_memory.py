@@ -15,7 +15,14 @@ exchanges' recorded bytes) and the piece of a batch it checks at once (``PIECE_B
 times as much resident. A checker that keeps every view of the window, or a batch whole, holds memory
 in proportion to the streams' length instead: 14x at 400 frames against 20, before the bound.
 
+``--taps 2`` records each request at the caller and the engine tap, without a correlation id (a
+gateway that drops ``x-wirecheck-id``): any exchange around a batch may then be a partner, and the
+checker loads the batch's group only (``proxy/_kin.py``), within ``GROUP_BYTES``. ``--same-prompt``
+sends one prompt every time, which makes the group the whole window: the columns ``cut checked`` and
+``left out`` say how many exchanges were checked with part of it, and how many were left out.
+
     python benchmarks/checker_memory.py [--events 20,400] [--exchanges 3000] [--rate 640] [--batch 500]
+        [--taps 2] [--same-prompt]
 """
 
 from __future__ import annotations
@@ -34,9 +41,11 @@ from bench_output import machine, write_json
 HERE = Path(__file__).resolve().parent
 
 
-def _record(path: str, exchanges: int, rate: float, events: int) -> None:
-    """Record the store, a few hundred exchanges at a time (this process's memory stays small)."""
-    from live_checker import _exchange
+def _record(path: str, exchanges: int, rate: float, events: int, *, taps: int, same_prompt: bool) -> None:
+    """Record the store, a few hundred exchanges at a time (this process's memory stays small). With
+    two taps each request is recorded at the caller tap and, 2 ms later, at the engine tap, with no
+    correlation id (a gateway that drops ``x-wirecheck-id``): they pair by completion id."""
+    from live_checker import recorded
 
     from wirecheck.record import Store
 
@@ -44,7 +53,13 @@ def _record(path: str, exchanges: int, rate: float, events: int) -> None:
     store = Store(path)
     try:
         for k in range(0, exchanges, 200):
-            store.write_now([_exchange(i, t0, rate, events) for i in range(k, min(exchanges, k + 200))])
+            store.write_now(
+                [
+                    e
+                    for i in range(k, min(exchanges, k + 200))
+                    for e in recorded(i, t0, rate, events, taps=taps, same_prompt=same_prompt)
+                ]
+            )
     finally:
         store.close()
 
@@ -70,6 +85,9 @@ def _check(path: str, batch: int) -> dict[str, float]:
         "base_mb": base_kb / 1024,
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "cpu_s": time.process_time() - cpu,
+        # exchanges checked with part of their group (several taps, past GROUP_BYTES), and left out
+        "cut_checked": recent.cut_checked,
+        "cut_left_out": recent.cut_left_out,
     }
 
 
@@ -83,6 +101,9 @@ def _child(*args: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    sys.path.insert(0, str(HERE))
+    from live_checker import shape_args
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--role", choices=("bench", "record", "check"), default="bench")
     ap.add_argument("--store", default="", help=argparse.SUPPRESS)  # --role record / check
@@ -90,14 +111,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exchanges", type=int, default=3000)
     ap.add_argument("--rate", type=float, default=640.0, help="exchanges a second of recorded time")
     ap.add_argument("--batch", type=int, default=500, help="exchanges claimed at once (a lagging checker's)")
+    shape_args(ap)
     ap.add_argument(
         "--target", type=float, default=2.0, help="longest streams' peak over shortest's, at most"
     )
     ap.add_argument("--out", default=str(HERE / "results" / "checker_memory.json"))
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(HERE))
     if args.role == "record":
-        _record(args.store, args.exchanges, args.rate, int(args.events))
+        _record(
+            args.store,
+            args.exchanges,
+            args.rate,
+            int(args.events),
+            taps=args.taps,
+            same_prompt=args.same_prompt,
+        )
         return 0
     if args.role == "check":
         print(json.dumps(_check(args.store, args.batch)))
@@ -108,22 +136,31 @@ def main(argv: list[str] | None = None) -> int:
         for events in lengths:
             store = str(Path(tmp) / f"e{events}.db")
             common = ["--store", store, "--exchanges", str(args.exchanges), "--rate", str(args.rate)]
-            _child("--role", "record", "--events", str(events), *common)
+            shape = ["--taps", str(args.taps), *(["--same-prompt"] if args.same_prompt else [])]
+            _child("--role", "record", "--events", str(events), *shape, *common)
             got = json.loads(_child("--role", "check", "--batch", str(args.batch), *common))
-            if got["checked"] != args.exchanges:
-                raise SystemExit(f"checked {got['checked']} of {args.exchanges} exchanges of {events} frames")
+            if got["checked"] != args.exchanges * args.taps:
+                raise SystemExit(
+                    f"checked {got['checked']} of {args.exchanges * args.taps} exchanges of {events} frames"
+                )
             rows.append({"events": events, **got, "held_mb": got["peak_mb"] - got["base_mb"]})
     first, last = rows[0], rows[-1]
     ratio = last["held_mb"] / max(first["held_mb"], 1.0)
     met = ratio <= args.target
+    shape = "" if args.taps == 1 else ", at two taps without correlation ids"
+    shape += ", one prompt" if args.same_prompt else ""
     print(
-        f"{args.exchanges} exchanges, {args.rate:.0f} a second of recorded time, batches of {args.batch}; "
-        "the checking process's resident memory"
+        f"{args.exchanges} requests{shape}, {args.rate:.0f} a second of recorded time, batches of "
+        f"{args.batch}; the checking process's resident memory"
     )
-    print(f"{'frames a stream':>16s} {'before MB':>10s} {'peak MB':>9s} {'held MB':>9s} {'cpu s':>7s}")
+    print(
+        f"{'frames a stream':>16s} {'before MB':>10s} {'peak MB':>9s} {'held MB':>9s} {'cpu s':>7s} "
+        f"{'cut checked':>12s} {'left out':>9s}"
+    )
     for r in rows:
         print(
-            f"{r['events']:16d} {r['base_mb']:10.1f} {r['peak_mb']:9.1f} {r['held_mb']:9.1f} {r['cpu_s']:7.1f}"
+            f"{r['events']:16d} {r['base_mb']:10.1f} {r['peak_mb']:9.1f} {r['held_mb']:9.1f} {r['cpu_s']:7.1f} "
+            f"{r['cut_checked']:12d} {r['cut_left_out']:9d}"
         )
     print(
         f"target {'met   ' if met else 'MISSED'} memory held at {last['events']} frames a stream <= "
@@ -137,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
             "exchanges": args.exchanges,
             "rate": args.rate,
             "batch": args.batch,
+            "taps": args.taps,
+            "same_prompt": args.same_prompt,
             "rows": rows,
             "ratio": ratio,
             "target": args.target,

@@ -17,7 +17,12 @@ its CPU time (this process, one core):
 The worker checks batches of up to 500 when it lags (load) and of what a second brought when it
 keeps up (``BUSY_INTERVAL_S``): 640 at 640 a second; a quarter second's worth was 160.
 
+``--taps 2`` records each request at the caller and the engine tap without a correlation id (the
+live checker then judges each batch with its group, ``proxy/_kin.py``); ``--same-prompt`` sends one
+prompt every time (the group is the whole window, loaded within ``GROUP_BYTES``).
+
     python benchmarks/live_checker.py [--exchanges 12000] [--rate 640] [--batches 40,160,500]
+        [--taps 2] [--same-prompt]
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import json
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -72,6 +78,42 @@ def _exchange(i: int, t0: float, rate: float, events: int) -> Exchange:
     )
 
 
+def recorded(
+    i: int, t0: float, rate: float, events: int, *, taps: int = 1, same_prompt: bool = False
+) -> list[Exchange]:
+    """Request ``i`` as recorded: at the caller tap, and with two taps also at the engine tap 2 ms
+    later, with no correlation id (a gateway that drops ``x-wirecheck-id``): the two pair by
+    completion id. ``same_prompt``: every request sends one prompt (a load test), so that every
+    exchange may pair with every other of the other tap."""
+    ex = _exchange(i, t0, rate, events)
+    if same_prompt:
+        body = json.dumps({"model": "bench", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
+        ex.request = HttpRequest(ex.request.method, ex.request.path, ex.request.headers, body.encode())
+    if taps == 1:
+        return [ex]
+    engine = replace(
+        ex,
+        id=f"engine-{i:08d}",
+        tap="engine",
+        started_at=datetime.fromtimestamp(t0 + i / rate + 0.002, UTC).isoformat(),
+    )
+    return [ex, engine]
+
+
+def shape_args(ap: argparse.ArgumentParser) -> None:
+    """The options that say how requests are recorded (:func:`recorded`)."""
+    ap.add_argument(
+        "--taps",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="2: each request recorded at the caller and the engine tap, without a correlation id",
+    )
+    ap.add_argument(
+        "--same-prompt", action="store_true", help="every request sends one prompt (all of them kin)"
+    )
+
+
 def _frames_baseline(exchanges: list[Exchange]) -> float:
     """CPU seconds of json.loads over every frame payload (cut out beforehand)."""
     payloads = [
@@ -107,31 +149,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=640.0, help="exchanges a second of recorded time")
     ap.add_argument("--events", type=int, default=20, help="frames a stream, [DONE] besides")
     ap.add_argument("--batches", default="40,160,500")
+    shape_args(ap)
     ap.add_argument("--out", default="benchmarks/results/live_checker.json")
     args = ap.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
     settle_checker_gc()  # as the live checker does
     t0 = time.time() - args.exchanges / args.rate - 60
-    exchanges = [_exchange(i, t0, args.rate, args.events) for i in range(args.exchanges)]
+    exchanges = [
+        e
+        for i in range(args.exchanges)
+        for e in recorded(i, t0, args.rate, args.events, taps=args.taps, same_prompt=args.same_prompt)
+    ]
+    total = len(exchanges)
     base = _frames_baseline(exchanges) / len(exchanges)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        recorded = Path(tmp) / "recorded.db"
-        store = Store(str(recorded))
+        saved = Path(tmp) / "saved.db"
+        store = Store(str(saved))
         store.write_now(exchanges)
         store.close()
         del exchanges
         for batch in batches:
             copy = Path(tmp) / f"b{batch}.db"
             for suffix in ("", "-wal", "-shm"):
-                if Path(f"{recorded}{suffix}").exists():
-                    shutil.copy(f"{recorded}{suffix}", f"{copy}{suffix}")
+                if Path(f"{saved}{suffix}").exists():
+                    shutil.copy(f"{saved}{suffix}", f"{copy}{suffix}")
             cpu, done = _check_all(copy, batch)
-            assert done == args.exchanges, (done, args.exchanges)
+            assert done == total, (done, total)
             rows.append({"batch": batch, "us_per_exchange": cpu / done * 1e6, "x_frames": cpu / done / base})
+    shape = "" if args.taps == 1 else " at two taps without correlation ids"
+    shape += ", one prompt" if args.same_prompt else ""
     print(
-        f"{args.exchanges} exchanges of {args.events} frames, {args.rate:.0f} a second of recorded time; "
-        f"one core, process CPU time"
+        f"{args.exchanges} requests{shape}, {total} exchanges of {args.events} frames, "
+        f"{args.rate:.0f} requests a second of recorded time; one core, process CPU time"
     )
     print(f"{'path':44s} {'us/exchange':>12s} {'x frames':>9s}")
     print(f"{'json.loads of its frames (baseline)':44s} {base * 1e6:12.1f} {1.0:9.2f}")
@@ -145,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
             "exchanges": args.exchanges,
             "rate": args.rate,
             "events": args.events,
+            "taps": args.taps,
+            "same_prompt": args.same_prompt,
             "baseline_us_per_exchange": base * 1e6,
             "rows": rows,
         },

@@ -33,7 +33,19 @@ from ._json import JsonLimitError, json_loads
 from ._json import loads as bounded_loads
 from ._known_bugs import KNOWN_BUGS
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP
-from ._pairs import TapPair, TapSet, TwinPair, pair_taps, pair_twins, request_fingerprint, twin_key
+from ._pairs import (
+    CALLER,
+    ENGINE,
+    TapPair,
+    TapSet,
+    TwinPair,
+    kin_keys,
+    may_pair,
+    pair_taps,
+    pair_twins,
+    request_fingerprint,
+    twin_key,
+)
 from ._redact import DEFAULT_REDACTION, REDACTED, Redaction
 from ._registry import REGISTRY, CheckConfig, Fault, Finding, Hit, Rule, Severity, hit, rule, rules
 from ._report import render_json, render_junit, render_rules_markdown, render_text
@@ -59,7 +71,9 @@ from ._wire import (
 )
 
 __all__ = [
+    "CALLER",
     "DEFAULT_REDACTION",
+    "ENGINE",
     "FAMILIES",
     "FAMILY_CHOICES",
     "FAMILY_NAMES",
@@ -126,7 +140,9 @@ __all__ = [
     "exchange_bytes",
     "hit",
     "json_loads",
+    "kin_keys",
     "load_exchange",
+    "may_pair",
     "pair_taps",
     "pair_twins",
     "printable",

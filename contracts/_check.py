@@ -223,6 +223,7 @@ def check_exchanges(
     *,
     focus: Collection[str] | None = None,
     view_of: Callable[[Exchange], ExchangeView] = build_view,
+    around: TapSet | None = None,
 ) -> CheckResult:
     """Check every exchange, pairing the two taps of a request and the streamed and non-streamed
     twins. ``focus``: the ids whose findings are wanted; the others are there only as possible
@@ -230,6 +231,9 @@ def check_exchanges(
     checker passes each batch with the exchanges recorded around it: it once checked every
     neighbour again in every batch, about 40 times per exchange at 256 streams). ``view_of``: how an
     exchange is read (the live checker keeps the views of recent exchanges between batches).
+    ``around``: the rest of a capture of which ``exchanges`` are a part closed under pairing (no
+    exchange of the rest may pair with one of them), recorded after them: the set rules count it
+    with them (its agent exchanges by tap, the first of each tap, and whether any of it paired).
 
     Every exchange is held at once; ``check_stream`` checks a capture of any size in bounded memory
     and finds the same."""
@@ -250,6 +254,12 @@ def check_exchanges(
     result.findings.extend(unreadable)
     judged = judge(views, ctx, focus=focus)
     whole.pairs = judged.found_pairs
+    if around is not None:
+        whole.pairs += around.pairs
+        for tap, n in around.agents.items():
+            whole.agents[tap] = whole.agents.get(tap, 0) + n
+            if tap not in whole.first and tap in around.first:
+                whole.first[tap] = around.first[tap]
     result.findings.extend(judge_set(whole, ctx))
     for v in judged.views:
         result.findings.extend(judged.findings[id(v)])

@@ -24,23 +24,29 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from wirecheck.contracts import (
+    CALLER,
+    ENGINE,
     CheckConfig,
     Exchange,
     ExchangeView,
     Fault,
     Finding,
     Severity,
+    TapSet,
     build_view,
     check_exchanges,
+    may_pair,
     twin_key,
 )
 from wirecheck.record import LIVE_CHECK_SKIPPED, Store
 
+from ._kin import Kin, KinIndex, kin_of, nearest, unreadable
 from ._lifeline import become_helper
 from ._server import settle_gc
 
@@ -78,6 +84,17 @@ PIECE_BYTES = 8 * 1024 * 1024
 #: page's; the checker keeps the size from batch to batch (``Recent.page``)
 NEIGHBOUR_PAGE = 500
 NEIGHBOUR_FIRST_PAGE = 8
+#: the recorded bytes of the exchanges around a piece of a batch of several taps loaded with it (its
+#: group, ``_kin``) beyond the piece's own: the other tap's side of each of its exchanges fits (a
+#: gateway's few bytes more included) where a batch's claim split a request's two sides, whatever
+#: their size. Past them, those nearest the batch in time are loaded and the rest counted as cut: a
+#: group past it is one prompt sent again and again (a load test), whose views come on top of the
+#: piece's and those ``Recent`` keeps. 2 MB is 450 exchanges of 20 frames (a pair's sides start
+#: milliseconds apart)
+GROUP_BYTES = 2 * 1024 * 1024
+#: two exchanges of the window's other groups tried at the most, a batch, to tell whether any pairs
+#: (``taps-unpaired``); a group of both taps that shares keys almost always pairs at the first
+PAIR_TRIES = 64
 #: the checker's young-generation GC threshold (net allocations between collections; the proxy's
 #: is 10 000, see ``settle_gc``). A batch holds tens of thousands of objects for a moment (the
 #: window's rows, the batch's views and findings) and the views of the window ahead for seconds:
@@ -137,6 +154,13 @@ class Recent:
         self._keyed: dict[TwinKey, set[str]] = {}
         #: tap -> how many in ``_twins`` are of it
         self._taps: dict[str, int] = {}
+        #: id -> the kin (``_kin.Kin``, with its row version) of exchanges seen around batches of
+        #: several taps: a later batch finds its group from them without building their views again
+        self._kin: dict[str, Kin] = {}
+        #: exchanges of batches checked with only part of their group (past ``GROUP_BYTES``), and
+        #: the exchanges of those groups left out (``CheckerSupervisor.state``'s ``cut``)
+        self.cut_checked = 0
+        self.cut_left_out = 0
 
     def __len__(self) -> int:
         return len(self._views)
@@ -173,6 +197,11 @@ class Recent:
                 next(newest)
                 self._drop(next(newest))
         return view
+
+    def version(self, ex: Exchange) -> Any:
+        """The row version ``ex`` was read at, as kept with its view (``ANY``: not known)."""
+        held = self._views.get(ex.id)
+        return held[1] if held is not None and held[2].ex is ex and held[1] is not None else ANY
 
     def size(self, ex: Exchange) -> int:
         """:func:`recorded_bytes` of ``ex``, as kept with its view where it is."""
@@ -249,6 +278,19 @@ class Recent:
         """The taps of the kept twins."""
         return set(self._taps)
 
+    def kin(self, exchange_id: str, version: Any) -> Kin | None:
+        """The kept kin of this exchange at this row version."""
+        kin = self._kin.get(exchange_id)
+        return kin if kin is not None and kin.row[1] == version else None
+
+    def keep_kin(self, kin: Kin) -> None:
+        if kin.start is None or kin.row[1] is ANY:  # never a neighbour again, or not of a known row
+            return
+        self._kin.pop(kin.row[0], None)
+        self._kin[kin.row[0]] = kin
+        if len(self._kin) > self.limit:
+            del self._kin[next(iter(self._kin))]  # the first kept
+
     def held(self, rows: list[tuple[str, Any]]) -> dict[str, Exchange | None]:
         """For each (id, version) row, the kept exchange at that version (any, for ``ANY``) or None."""
         views = self._views
@@ -262,11 +304,13 @@ class Recent:
         """Let go of what started before ``t``, in the order it was kept, up to the first that did
         not: an exchange kept after later-started ones (a long stream, written at its end) waits
         for those, and every batch does not walk all that is kept."""
-        views, twins = self._views, self._twins
+        views, twins, kin = self._views, self._twins, self._kin
         while views and (first := next(iter(views.items())))[1][0] < t:
             self._drop(first[0])
         while twins and (oldest := next(iter(twins.items())))[1][0] < t:
             self._let_twin_go(oldest[0])
+        while kin and ((earliest := next(iter(kin.values()))).start or 0.0) < t:
+            del kin[earliest.row[0]]
         self._read.clear()
 
 
@@ -354,10 +398,15 @@ def _check_batch(
     """Check the exchanges ``ids`` (``exchanges``: them and their partners by correlation) with what
     was recorded around them, and store their findings. ``recent`` keeps the views for the next
     batch (an empty one: every neighbour is read from the store)."""
-    around, one_tap = _neighbours(store, exchanges, recent)
+    around, one_tap, rest, left_out = _neighbours(store, exchanges, recent)
     exchanges += around
     wanted = set(ids)
-    result = check_exchanges(exchanges, config or CheckConfig(), focus=wanted, view_of=recent.view)
+    if left_out:
+        recent.cut_checked += len(wanted)
+        recent.cut_left_out += left_out
+    result = check_exchanges(
+        exchanges, config or CheckConfig(), focus=wanted, view_of=recent.view, around=rest
+    )
     starts = [t for ex in exchanges if ex.id in wanted and (t := ex.started_epoch) is not None]
     if starts:
         recent.forget_before(min(starts) - NEIGHBOUR_S)
@@ -366,44 +415,42 @@ def _check_batch(
     store.add_findings([f for f in result.findings if f.exchange_id in wanted], ids)
 
 
-def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> tuple[list[Exchange], bool]:
+Neighbours = tuple[list[Exchange], bool, TapSet | None, int]
+
+
+def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> Neighbours:
     """Exchanges recorded around this batch, checked before or not yet settled: a partner without the
     correlation id (a gateway that drops it) pairs by completion id or fingerprint only when it is
     there to be seen, the same as in an offline ``wirecheck check``. Only what ``recent``
-    does not hold is read from the store. And whether the batch and all around it are of one tap."""
+    does not hold is read from the store. And whether the batch and all around it are of one tap;
+    with several taps, the rest of the window in summary (for ``check_exchanges``'s ``around``) and
+    how many exchanges of the batch's group were left out (``GROUP_BYTES``)."""
     sides: dict[str, set[str]] = {}
     for ex in batch:
         if ex.correlation:
             sides.setdefault(ex.correlation, set()).add(ex.tap)
     if all(ex.correlation and len(sides[ex.correlation]) > 1 for ex in batch):
-        return [], False  # every exchange has its partner by correlation: nothing more to load
+        return [], False, None, 0  # every exchange has its partner by correlation: nothing more to load
     times = sorted(t for ex in batch if (t := ex.started_epoch) is not None)
     if not times:
-        return [], False
+        return [], False, None, 0
     lo = datetime.fromtimestamp(times[0] - NEIGHBOUR_S, UTC).isoformat()
     hi = datetime.fromtimestamp(times[-1] + NEIGHBOUR_S, UTC).isoformat()
     # the order stays the write order (the twins of one request pair first with first)
     rows = store.rows_between(lo, hi)  # thousands a batch: each is looked at once here
     have = {ex.id for ex in batch}
+    taps = {ex.tap for ex in batch}
+    if len(taps) > 1:  # a batch of several taps: any exchange around may be a partner
+        return _group(store, batch, [r for r in rows if r[0] not in have], (times[0], times[-1]), recent)
     # the twins of those not seen by an earlier batch (or written again since): their views are
     # built here, kept for their own batch as far as ``recent`` keeps them; read a page at a time, so
     # that what it does not keep is let go before the next page (a window of long streams is large)
     unknown = recent.unknown(rows, have)
     loose: dict[str, tuple[TwinKey | None, bool]] = {}
-    taps = {ex.tap for ex in batch}
-    k = 0
-    while k < len(unknown):
-        page = recent.page
-        size, got = 0, _load(store, unknown[k : k + page], recent)
-        k += page
+    for got in _paged(store, unknown, recent):
         for ex in got:
             loose[ex.id] = recent.twin(ex)
             taps.add(ex.tap)
-            size += recent.size(ex)
-        # the next page (this batch's or the next one's): twice this one, up to what
-        # ``PIECE_BYTES`` holds of exchanges this size
-        fits = PIECE_BYTES * len(got) // size if size else NEIGHBOUR_PAGE
-        recent.page = max(1, min(NEIGHBOUR_PAGE, 2 * page, fits))
         del got
 
     window: dict[str, Any] = {}  # id -> version, but for the batch: asked only where the above is not enough
@@ -416,8 +463,8 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> tuple[li
     if not recent.taps() <= taps:  # the twins kept reach past the window: ask the window's own
         window = {i: v for i, v in rows if i not in have}
         taps.update(twin[1] for i in window if (twin := kept(i)) is not None)
-    if len(taps) > 1:  # any of them may be a partner: the ones let go are read again
-        return _load(store, [r for r in rows if r[0] not in have], recent), False
+    if len(taps) > 1:  # any of them may be a partner: those of the batch's group (``_kin``) are
+        return _group(store, batch, [r for r in rows if r[0] not in have], (times[0], times[-1]), recent)
     # one tap: nothing pairs across taps (nor can the taps go unpaired), so of the exchanges around
     # only a twin of one in the batch (the same request, streamed or not) changes its findings
     # (a twin pairs a streamed and a plain exchange of one key: a key seen one way only pairs nothing)
@@ -429,7 +476,7 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> tuple[li
     if not any(recent.keyed(key) - have for key in kinds) and not any(
         key in kinds for key, _ in loose.values()
     ):
-        return [], True  # no other exchange of their keys: the window's rows are not asked
+        return [], True, None, 0  # no other exchange of their keys: the window's rows are not asked
     # around it, by key: the twins kept, and those not kept (an exchange without a start time)
     window = window or {i: v for i, v in rows if i not in have}
     kin: dict[TwinKey, dict[str, bool]] = {key: {} for key in kinds}
@@ -445,8 +492,117 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> tuple[li
         if len(seen | set(kin[key].values())) == 2:
             wanted.update(kin[key])
     if not wanted:
-        return [], True
-    return _load(store, [r for r in rows if r[0] in wanted], recent), True
+        return [], True, None, 0
+    return _load(store, [r for r in rows if r[0] in wanted], recent), True, None, 0
+
+
+def _paged(store: Store, rows: list[tuple[str, Any]], recent: Recent) -> Iterator[list[Exchange]]:
+    """The exchanges of these rows a page at a time (``recent.page``); the caller lets each page go
+    before it asks for the next. The next page (this batch's or the next one's) is twice this one,
+    up to what ``PIECE_BYTES`` holds of exchanges this size."""
+    k = 0
+    while k < len(rows):
+        page = recent.page
+        got = _load(store, rows[k : k + page], recent)
+        k += page
+        yield got
+        size = sum([recent.size(ex) for ex in got])
+        fits = PIECE_BYTES * len(got) // size if size else NEIGHBOUR_PAGE
+        recent.page = max(1, min(NEIGHBOUR_PAGE, 2 * page, fits))
+        del got
+
+
+def _group(
+    store: Store,
+    batch: list[Exchange],
+    rows: list[tuple[str, Any]],
+    span: tuple[float, float],
+    recent: Recent,
+) -> Neighbours:
+    """The batch's group among the window's ``rows`` (the exchanges around it, of several taps; see
+    ``_kin``), loaded within the batch's own bytes and ``GROUP_BYTES`` more (those nearest the
+    batch's ``span`` of starts); the
+    rest of the window in summary for the set rules; and how many of the group were left out."""
+    index = KinIndex(_window_kin(store, rows, recent))
+    agent_taps: set[str] = set()
+    wanted: list[int] = []
+    for ex in batch:
+        try:
+            view = recent.view(ex)
+            one = kin_of(view, recent.version(ex), recent.size(ex))
+        except Exception:  # checked alone: ``check_exchanges`` records why
+            continue
+        recent.keep_kin(one)  # the batch is around the next batches
+        wanted.extend(one.wanted)
+        if view.is_agent:
+            agent_taps.add(view.tap)
+    kin = index.kin
+    members = index.reach(wanted)
+    budget = GROUP_BYTES + sum([recent.size(ex) for ex in batch])
+    kept, left_out = nearest(kin, members, span[0], span[1], budget)
+    group = _load(store, [kin[n].row for n in kept], recent)
+    rest, missed = _rest(store, index, kept, agent_taps, recent)
+    return group, False, rest, left_out + missed
+
+
+def _window_kin(store: Store, rows: list[tuple[str, Any]], recent: Recent) -> list[Kin]:
+    """The kin of these rows' exchanges, in their order: as ``recent`` keeps it, or read a page at a
+    time (and kept)."""
+    fresh: dict[str, Kin] = {}
+    versions = dict(rows)
+    for got in _paged(store, [r for r in rows if recent.kin(*r) is None], recent):
+        for ex in got:
+            try:
+                one = kin_of(recent.view(ex), versions[ex.id], recent.size(ex))
+            except Exception:  # an exchange that cannot be read pairs with nothing (it is checked alone)
+                one = unreadable(ex.id, versions[ex.id], ex.tap, ex.started_epoch, recent.size(ex))
+            recent.keep_kin(one)
+            fresh[ex.id] = one
+        del got
+    # a row no longer there is left out
+    return [k for r in rows if (k := recent.kin(*r) or fresh.get(r[0])) is not None]
+
+
+def _rest(
+    store: Store, index: KinIndex, kept: list[int], agent_taps: set[str], recent: Recent
+) -> tuple[TapSet, int]:
+    """The window but the batch and the ``kept`` of its group, as the set rules count it: its agent
+    exchanges by tap, the first of each tap where the batch (``agent_taps``: the taps of its agent
+    exchanges) and its group have none, and whether any of it paired; and how many exchanges of a
+    group too large to load may have hidden a pair. Its groups are apart from the batch's: one of
+    both taps that pairs alone pairs in the window."""
+    kin = index.kin
+    rest = TapSet()
+    missed = 0
+    inside = set(kept)
+    firsts: dict[str, tuple[str, Any]] = {}
+    for n, k in enumerate(kin):
+        if k.agent and n not in inside:
+            rest.agents[k.tap] = rest.agents.get(k.tap, 0) + 1
+            firsts.setdefault(k.tap, k.row)
+    agent_taps = agent_taps | {kin[n].tap for n in kept if kin[n].agent}
+    firsts = {tap: row for tap, row in firsts.items() if tap not in agent_taps}
+    for ex in _load(store, list(firsts.values()), recent):
+        rest.first[ex.tap] = recent.view(ex)
+    if {CALLER, ENGINE} <= agent_taps | set(rest.agents):  # else no pair changes what they find
+        # a caller and an engine side that may pair (``may_pair``) are paired with one or the other
+        # by ``pair_taps``: the window pairs where two of a group may, tried two at a time
+        tries = 0
+        for other in index.others():
+            if not rest.pairs and tries < PAIR_TRIES:
+                for c, e in index.cross(other):
+                    tries += 1
+                    two = _load(store, [kin[c].row, kin[e].row], recent)
+                    if len(two) == 2 and may_pair(recent.view(two[0]), recent.view(two[1])):
+                        rest.pairs = 1
+                        break
+                    if tries == PAIR_TRIES:
+                        break
+            if rest.pairs:
+                break
+            if tries == PAIR_TRIES:  # not told apart: the set rules may have missed a pair there
+                missed += len(other)
+    return rest, missed
 
 
 def settle_checker_gc() -> None:
@@ -486,6 +642,15 @@ def run_checker(
 
     store: Store | None = None
     recent = Recent()
+    reported = (0, 0)  # what the parent was told of ``recent``'s cut groups
+
+    def report_cut() -> None:
+        nonlocal reported
+        now = (recent.cut_checked, recent.cut_left_out)
+        if now != reported:
+            status.send(("cut", (now[0] - reported[0], now[1] - reported[1])))
+            reported = now
+
     delay = interval_s
     while not stop.is_set():
         try:
@@ -499,6 +664,7 @@ def run_checker(
             # a batch costs its exchanges and the window around it: batches back to back took one or
             # two exchanges each, all but the first, so the next waits unless this one left a backlog
             done = check_pending(store, settle_s=settle_s, config=config, announce=announce, recent=recent)
+            report_cut()
             if done < BATCH:
                 stop.wait(busy_interval_s if done >= BUSY_BATCH else interval_s)
             delay = interval_s
@@ -513,7 +679,10 @@ def run_checker(
     try:
         if store is None:
             store = Store(path)
-        check_pending(store, settle_s=0.0, config=config, announce=announce)  # the last ones, on the way out
+        # the last ones, on the way out
+        check_pending(store, settle_s=0.0, config=config, announce=announce, recent=recent)
+        with contextlib.suppress(OSError):  # the parent may be gone already
+            report_cut()
     finally:
         if store is not None:
             store.close()
@@ -539,6 +708,10 @@ class CheckerSupervisor:
         self.lag_s = lag_s
         self.restarts = 0
         self.skipped = 0
+        #: exchanges of batches checked with only part of their group of exchanges around them
+        #: (``GROUP_BYTES``), and the exchanges of those groups left out, as the workers reported them
+        self.cut_checked = 0
+        self.cut_left_out = 0
         self.last_crash: tuple[float, str] | None = None
         self.last_error: str | None = None
         self._lagging = False
@@ -630,6 +803,9 @@ class CheckerSupervisor:
                     self._in_flight = []
                 elif kind == "error":
                     self.last_error = str(value)
+                elif kind == "cut":
+                    self.cut_checked += int(value[0])
+                    self.cut_left_out += int(value[1])
 
     def _crashed(self, exitcode: int | None) -> None:
         """The worker died: count a try against what it was checking; set aside what failed too often."""
@@ -687,6 +863,7 @@ class CheckerSupervisor:
             "worker_alive": alive,
             "restarts": self.restarts,
             "skipped": self.skipped,
+            "cut": {"checked": self.cut_checked, "left_out": self.cut_left_out},
             "last_error": self.last_error,
             "degraded": "; ".join(reasons) or None,
         }

@@ -204,6 +204,39 @@ def test_checker_memory_smoke(tmp_path: Path) -> None:
     assert data["ratio"] > 0 and "frames a stream" in proc.stdout
 
 
+def test_checker_memory_two_taps_smoke(tmp_path: Path) -> None:
+    # two taps without correlation ids, one prompt: every exchange is kin of every other
+    out = tmp_path / "cm2.json"
+    args = ["--exchanges", "30", "--rate", "20", "--events", "5,30", "--batch", "16", "--out", str(out)]
+    proc = _bench("checker_memory.py", "--taps", "2", "--same-prompt", *args)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["taps"] == 2 and data["same_prompt"]
+    assert all(r["checked"] == 60 and r["cut_checked"] == r["cut_left_out"] == 0 for r in data["rows"])
+    assert "at two taps without correlation ids" in proc.stdout
+
+
+def test_live_checker_two_taps_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "lc2.json"
+    proc = _bench(
+        "live_checker.py",
+        "--exchanges",
+        "30",
+        "--rate",
+        "20",
+        "--batches",
+        "7",
+        "--taps",
+        "2",
+        "--out",
+        str(out),
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["taps"] == 2 and data["rows"][0]["us_per_exchange"] > 0
+    assert "60 exchanges" in proc.stdout
+
+
 def test_proxy_instructions_smoke(tmp_path: Path) -> None:
     # valgrind is one of the Debian packages ./dev installs (scripts/dev.py)
     out = tmp_path / "pi.json"

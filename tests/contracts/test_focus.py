@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tests.support import wire
 from tests.support.wire import call, completion, exchange, message, req, tool_req
-from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges
+from wirecheck.contracts import CheckConfig, Exchange, Finding, TapSet, build_view, check_exchanges
 
 BAD_ARGS = completion(message(None, tool_calls=[call(args='{"city": Tokyo}')]), "tool_calls")
 GOOD = completion(message(None, tool_calls=[call()]), "tool_calls")
@@ -62,3 +62,31 @@ def test_each_focused_exchange_gets_the_findings_of_the_whole_check() -> None:
     assert sorted(_key(f) for f in focused.findings if f.exchange_id in batch) == sorted(
         _key(f) for f in whole.findings if f.exchange_id in batch
     )
+
+
+def test_the_rest_of_a_capture_counts_for_the_set_rules() -> None:
+    # a part closed under pairing, judged with the rest in summary (``around``), finds what the whole
+    # capture finds, the set rules included: nothing pairs in the part nor in the rest
+    def side(tap: str, n: int) -> Exchange:
+        ex = exchange(
+            req(messages=[{"role": "user", "content": f"{tap} {n}"}]), None, tap=tap, id=f"{tap}{n}"
+        )
+        ex.started_at = f"2026-12-03T10:00:0{n}.000+00:00"
+        return ex
+
+    capture = [side("caller", 0), side("engine", 0), side("caller", 1), side("engine", 1), side("engine", 2)]
+    whole = check_exchanges(capture, CheckConfig())
+    unpaired = [f for f in whole.findings if f.rule == "taps-unpaired"]
+    assert [(f.exchange_id, "2 caller and 3 engine" in f.message) for f in unpaired] == [("caller0", True)]
+    part, rest = capture[:1], capture[1:]
+    around = TapSet()
+    for n, ex in enumerate(rest):
+        around.add(build_view(ex), n)
+    assert sorted(map(_key, check_exchanges(part, CheckConfig(), around=around).findings)) == sorted(
+        _key(f) for f in whole.findings if f.exchange_id == "caller0"
+    )
+    # where the rest paired, the part is not told that nothing did
+    around.pairs = 1
+    assert not [
+        f for f in check_exchanges(part, CheckConfig(), around=around).findings if f.rule == "taps-unpaired"
+    ]
