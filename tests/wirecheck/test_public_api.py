@@ -46,8 +46,10 @@ def test_contracts_exports_stay_as_documented() -> None:
     # known-bug catalogue (KNOWN_BUGS, KnownBug) and the version-on-the-wire reader (server_version);
     # the bounded-memory check (check_stream, its WINDOW, and exchange_bytes: what it counts a held
     # exchange as); twin_key (what the live checker asks of the exchanges around a batch); json_loads
-    # (json.loads as the store reads its documents: orjson first where it reads alike)
-    assert len(c.__all__) == 84
+    # (json.loads as the store reads its documents: orjson first where it reads alike); the tap names
+    # CALLER and ENGINE, kin_keys and may_pair (what the live checker asks to find a batch's group of
+    # possible partners across taps)
+    assert len(c.__all__) == 88
     for name in (
         "Exchange",
         "Finding",
