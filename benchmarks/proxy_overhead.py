@@ -103,25 +103,35 @@ def _rss_mb(pids: list[int]) -> float:
     return total / 1024
 
 
-def _cpu_s(pid: int | None, *, system_only: bool = False) -> float:
-    """CPU seconds (user + system, or system alone) the process has used so far: the cost of the
-    proxy's own event loop, which contention on a busy host does not inflate the way it inflates
-    latency. System time is the kernel's work for it: mostly the sockets' reads and writes, which
-    every proxy pays per event, so it says how much of a proxy's CPU no user-space code can cut."""
+def _cpu(pid: int | None) -> tuple[float, float]:
+    """CPU seconds the process has used so far: user + system, and system alone, from one reading
+    (two readings a tick apart can show more system time than the total). The cost of the proxy's
+    own event loop, which contention on a busy host does not inflate the way it inflates latency.
+    System time is the kernel's work for it: mostly the sockets' reads and writes, which every proxy
+    pays per event, so it says how much of a proxy's CPU no user-space code can cut."""
     if pid is None:
-        return 0.0
+        return 0.0, 0.0
     with contextlib.suppress(OSError):
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks = int(fields[12]) if system_only else int(fields[11]) + int(fields[12])
-        return ticks / os.sysconf("SC_CLK_TCK")
-    return 0.0
+        tick = os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / tick, int(fields[12]) / tick
+    return 0.0, 0.0
 
 
-def _tree_cpu_s(pid: int | None, *, system_only: bool = False) -> float:
-    """CPU seconds of ``pid`` and every process below it (workers, store writer, live checker)."""
+def _cpu_s(pid: int | None) -> float:
+    return _cpu(pid)[0]
+
+
+def _tree_cpu(pid: int | None) -> tuple[float, float]:
+    """``_cpu`` of ``pid`` and every process below it (workers, store writer, live checker), summed."""
     if pid is None:
-        return 0.0
-    return sum(_cpu_s(p, system_only=system_only) for p in _children(pid))
+        return 0.0, 0.0
+    readings = [_cpu(p) for p in _children(pid)]
+    return sum(r[0] for r in readings), sum(r[1] for r in readings)
+
+
+def _tree_cpu_s(pid: int | None) -> float:
+    return _tree_cpu(pid)[0]
 
 
 def _children(pid: int) -> list[int]:
@@ -390,8 +400,7 @@ def main(argv: list[str] | None = None) -> int:
                         stream_s = args.events * args.interval_ms / 1000
                         asyncio.run(run_level(port, min(level, 4), stream_s, stream_s))  # warm the pools
                         pid = proc.pid if proc else None
-                        cpu0, main0 = _tree_cpu_s(pid), _cpu_s(pid)
-                        sys0 = _tree_cpu_s(pid, system_only=True)
+                        (cpu0, sys0), main0 = _tree_cpu(pid), _cpu_s(pid)
                         result = asyncio.run(_measure(port, level, args, stream_s, pid))
                         result["cpu_load_s"] = _tree_cpu_s(pid) - cpu0
                         result["main_cpu_s"] = _cpu_s(pid) - main0
@@ -399,8 +408,8 @@ def main(argv: list[str] | None = None) -> int:
                         result["catchup_s"] = (
                             _catch_up(tmp / f"{kind}.db") if kind.startswith("wirecheck") else 0.0
                         )
-                        result["cpu_s"] = _tree_cpu_s(pid) - cpu0
-                        result["sys_s"] = _tree_cpu_s(pid, system_only=True) - sys0
+                        cpu1, sys1 = _tree_cpu(pid)
+                        result["cpu_s"], result["sys_s"] = cpu1 - cpu0, sys1 - sys0
                         raw[(kind, level)] = result
             for kind in proxies:
                 for level in levels_of(kind):
