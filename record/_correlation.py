@@ -22,7 +22,6 @@ Replicas in several processes that share one store give the same secret to each
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import os
 import secrets
@@ -55,30 +54,20 @@ _TAP, _CLIENT = "tap", "client"
 
 def _mac(secret: bytes, nonce: str, kind: str) -> str:
     """HMAC-SHA256 of ``kind:nonce`` under ``secret``, in hex, cut to ``_MAC_HEX``."""
-    inner, outer = _PADS.get(secret) or _pads(secret)
-    i = inner.copy()
-    i.update(f"{kind}:{nonce}".encode("ascii"))
-    o = outer.copy()
-    o.update(i.digest())
-    return o.hexdigest()[:_MAC_HEX]
+    keyed = _KEYED.get(secret)
+    if keyed is None:
+        keyed = hmac.new(secret, digestmod="sha256")
+        if len(_KEYED) < 16:  # a process has one secret, or a few in tests
+            _KEYED[secret] = keyed
+    mac = keyed.copy()
+    mac.update(f"{kind}:{nonce}".encode("ascii"))
+    return mac.hexdigest()[:_MAC_HEX]
 
 
-#: secret -> SHA-256 states after its inner and outer pads (RFC 2104): an HMAC then costs two copies
-#: of a state instead of setting one up (OpenSSL's one-shot HMAC looks its digest up each time:
-#: with hmac.new, a tenth of a tap's own instructions an exchange went to its two ids' MACs)
-_PADS: dict[bytes, tuple[hashlib._Hash, hashlib._Hash]] = {}
-
-
-def _pads(secret: bytes) -> tuple[hashlib._Hash, hashlib._Hash]:
-    key = hashlib.sha256(secret).digest() if len(secret) > 64 else secret
-    key = key.ljust(64, b"\0")
-    pads = (
-        hashlib.sha256(bytes(b ^ 0x36 for b in key)),
-        hashlib.sha256(bytes(b ^ 0x5C for b in key)),
-    )
-    if len(_PADS) < 16:  # a process has one secret, or a few in tests
-        _PADS[secret] = pads
-    return pads
+#: secret -> an HMAC keyed with it and fed nothing, copied for each id: ``hmac.new`` sets OpenSSL's
+#: HMAC up (its digest looked up) on every call, a tenth of a tap's own instructions an exchange for
+#: its two ids' MACs
+_KEYED: dict[bytes, hmac.HMAC] = {}
 
 
 def _mint(secret: bytes, kind: str) -> str:

@@ -1,5 +1,5 @@
-"""Correlation ids: the MAC is HMAC-SHA256 (its pads kept per secret), and ids verify only under
-their own secret and kind."""
+"""Correlation ids: the MAC is HMAC-SHA256 (a keyed HMAC kept per secret and copied), and ids
+verify only under their own secret and kind."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def test_the_mac_is_hmac_sha256(secret: bytes, nonce: str) -> None:
     for kind in ("tap", "client"):
         expected = hmac.new(secret, f"{kind}:{nonce}".encode(), hashlib.sha256).hexdigest()[:32]
         assert _mac(secret, nonce, kind) == expected
-        assert _mac(secret, nonce, kind) == expected  # again, from the pads kept
+        assert _mac(secret, nonce, kind) == expected  # again, from the keyed HMAC kept
 
 
 def test_ids_verify_under_their_secret_and_kind_only() -> None:
