@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from ._exchange import Exchange, HttpRequest, HttpResponse
@@ -85,6 +85,10 @@ DEFAULT_REDACT_QUERY = frozenset(
 )
 
 
+#: header names whose verdict a policy keeps
+_NAMES_KEPT = 1024
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Redaction:
     """Which header values and query parameters every writer replaces with ``[redacted]``.
@@ -96,6 +100,11 @@ class Redaction:
     headers: frozenset[str] = DEFAULT_REDACT_HEADERS
     header_suffixes: tuple[str, ...] = DEFAULT_REDACT_HEADER_SUFFIXES
     query_keys: frozenset[str] = DEFAULT_REDACT_QUERY
+    #: header name, as sent -> its verdict: a few names recur on every request and response, each
+    #: tested once (up to ``_NAMES_KEPT``: a caller's own names are not bounded). Not part of the policy
+    _verdicts: dict[str, bool] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
     def extended(self, names: Iterable[str]) -> Redaction:
         """This policy plus ``names`` (comma-separated items allowed; case does not matter)."""
@@ -107,8 +116,13 @@ class Redaction:
     # --- what is a credential ----------------------------------------------------------------------
 
     def is_secret_header(self, name: str) -> bool:
-        n = name.strip().lower()
-        return n in self.headers or n.endswith(self.header_suffixes)
+        verdict = self._verdicts.get(name)
+        if verdict is None:
+            n = name.strip().lower()
+            verdict = n in self.headers or n.endswith(self.header_suffixes)
+            if len(self._verdicts) < _NAMES_KEPT:
+                self._verdicts[name] = verdict
+        return verdict
 
     def is_secret_query_key(self, key: str) -> bool:
         return unquote_plus(key).strip().lower() in self.query_keys
@@ -116,12 +130,15 @@ class Redaction:
     # --- redacting ---------------------------------------------------------------------------------
 
     def header_list(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-        # is_secret_header's test, inline: every header of every exchange written passes here
-        names, suffixes = self.headers, self.header_suffixes
-        return [
-            (k, REDACTED if (n := k.strip().lower()) in names or n.endswith(suffixes) else v)
-            for k, v in headers
-        ]
+        # the verdicts kept are looked up here, without a call a header: every header of every
+        # exchange recorded passes here, twice (the tap's record, then the store's writer)
+        known, out = self._verdicts, []
+        for k, v in headers:
+            secret = known.get(k)
+            if secret is None:
+                secret = self.is_secret_header(k)
+            out.append((k, REDACTED if secret else v))
+        return out
 
     def header_dict(self, headers: dict[str, str]) -> dict[str, str]:
         return {k: REDACTED if self.is_secret_header(k) else v for k, v in headers.items()}

@@ -35,7 +35,6 @@ from prometheus_client import CollectorRegistry, Counter
 
 from wirecheck.contracts import (
     DEFAULT_REDACTION,
-    REDACTED,
     Chunk,
     Exchange,
     ExchangeError,
@@ -70,8 +69,6 @@ _log = logging.getLogger("wirecheck.proxy")
 
 #: the default credential header names (the whole policy, query keys too, is contracts.Redaction)
 DEFAULT_REDACT = DEFAULT_REDACTION.headers
-#: header names whose redaction verdict a tap remembers
-_NAMES_KEPT = 1024
 _HOP = frozenset(
     {
         "connection",
@@ -190,7 +187,6 @@ class ProxyApp:
         self.checks: Callable[[], dict[str, Any]] | None = None
         self._corr = Correlator(cfg.correlation_secret or correlation_secret())
         self._children: dict[tuple[int, str], Any] = {}
-        self._secret_names: dict[str, bool] = {}
         self._stalls = LoopStalls(idle=lambda: self.in_flight == 0)
 
     async def aclose(self) -> None:
@@ -262,7 +258,7 @@ class ProxyApp:
             ex.request = HttpRequest(
                 method,
                 self._recorded_path(scope),
-                self._redacted(in_headers),
+                cfg.redact.header_list(in_headers),
                 b"",
             )
             if _is_upgrade(in_headers):
@@ -347,20 +343,6 @@ class ProxyApp:
         finally:
             self.in_flight -= 1
 
-    def _redacted(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """``cfg.redact.header_list(headers)``, with each name's verdict remembered (a few names
-        recur on every request and response; a caller's own names are bounded)."""
-        known = self._secret_names
-        out = []
-        for k, v in headers:
-            secret = known.get(k)
-            if secret is None:
-                secret = self.cfg.redact.is_secret_header(k)
-                if len(known) < _NAMES_KEPT:
-                    known[k] = secret
-            out.append((k, REDACTED if secret else v))
-        return out
-
     def _recorded_path(self, scope: Scope) -> str:
         # the path as the caller sent it, query string included (docs/exchange-format.md; ASGI keeps
         # the query apart from raw_path), with credential query values redacted
@@ -438,7 +420,7 @@ class ProxyApp:
             return
         resp_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in upstream.headers]
         chunks: list[Chunk] = []
-        ex.response = HttpResponse(upstream.status, self._redacted(resp_headers), b"", chunks)
+        ex.response = HttpResponse(upstream.status, self.cfg.redact.header_list(resp_headers), b"", chunks)
         down_headers = [(k, v) for k, v in upstream.headers if k.decode("latin-1").lower() not in _HOP]
         outcome = "ok"
         sizes = [0]  # bytes forwarded, recorded or not

@@ -270,3 +270,24 @@ def test_the_postgres_store_holds_no_canary(pg_url: str) -> None:
     assert "exchanges" in tables and REDACTED in dump and "trace=t1" in dump
     at = dump.lower().find(CANARY.lower())
     assert at < 0, dump[max(0, at - 300) : at + 100]
+
+
+def test_header_verdicts_kept_by_a_policy_are_its_own_and_bounded() -> None:
+    from wirecheck.contracts import Redaction
+    from wirecheck.contracts._redact import _NAMES_KEPT
+
+    r = Redaction()
+    # a caller that sends a new header name on every request: the policy keeps at most so many
+    # verdicts, and the names past them are still judged
+    names = [f"x-custom-{n}" for n in range(_NAMES_KEPT + 50)]
+    got = r.header_list([(n, "v") for n in names] + [("X-Late-Api-Key", "k"), (" Authorization ", "b")])
+    assert got[: len(names)] == [(n, "v") for n in names]
+    assert got[len(names) :] == [("X-Late-Api-Key", REDACTED), (" Authorization ", REDACTED)]
+    assert len(r._verdicts) == _NAMES_KEPT
+    # a wider policy does not answer from the verdicts of the one it extends, nor they from it
+    assert r.header_list([("x-tenant", "t")]) == [("x-tenant", "t")]
+    wider = r.extended(["x-tenant"])
+    assert wider.header_list([("x-tenant", "t")]) == [("x-tenant", REDACTED)]
+    assert r.header_list([("x-tenant", "t")]) == [("x-tenant", "t")]
+    # the verdicts are no part of the policy: equal policies stay equal whatever each has seen
+    assert r == Redaction() and hash(r) == hash(Redaction()) and "_verdicts" not in repr(r)
