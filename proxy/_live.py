@@ -521,8 +521,8 @@ def _group(
 ) -> Neighbours:
     """The batch's group among the window's ``rows`` (the exchanges around it, of several taps; see
     ``_kin``), loaded within the batch's own bytes and ``GROUP_BYTES`` more (those nearest the
-    batch's ``span`` of starts); the
-    rest of the window in summary for the set rules; and how many of the group were left out."""
+    batch's ``span`` of starts); the rest of the window in summary for the set rules; and how many
+    of the group were left out."""
     index = KinIndex(_window_kin(store, rows, recent))
     agent_taps: set[str] = set()
     wanted: list[int] = []
@@ -589,20 +589,30 @@ def _rest(
         # by ``pair_taps``: the window pairs where two of a group may, tried two at a time
         tries = 0
         for other in index.others():
-            if not rest.pairs and tries < PAIR_TRIES:
-                for c, e in index.cross(other):
-                    tries += 1
-                    two = _load(store, [kin[c].row, kin[e].row], recent)
-                    if len(two) == 2 and may_pair(recent.view(two[0]), recent.view(two[1])):
-                        rest.pairs = 1
-                        break
-                    if tries == PAIR_TRIES:
-                        break
-            if rest.pairs:
-                break
+            if tries < PAIR_TRIES:
+                paired, tries = _may_pair_within(store, index, other, tries, recent)
+                if paired:
+                    rest.pairs = 1
+                    break
             if tries == PAIR_TRIES:  # not told apart: the set rules may have missed a pair there
                 missed += len(other)
     return rest, missed
+
+
+def _may_pair_within(
+    store: Store, index: KinIndex, members: list[int], tries: int, recent: Recent
+) -> tuple[bool, int]:
+    """Whether a caller and an engine side of these members may pair, tried two at a time until
+    ``PAIR_TRIES`` tries in all (``tries``: those made before); and the tries made by then."""
+    kin = index.kin
+    for c, e in index.cross(members):
+        tries += 1
+        two = _load(store, [kin[c].row, kin[e].row], recent)
+        if len(two) == 2 and may_pair(recent.view(two[0]), recent.view(two[1])):
+            return True, tries
+        if tries == PAIR_TRIES:
+            break
+    return False, tries
 
 
 def settle_checker_gc() -> None:
