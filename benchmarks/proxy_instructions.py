@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_output import machine, write_json
+from proxy_overhead import start_upstream
 
 from wirecheck.record import free_port
 
@@ -222,21 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         up_port = free_port()
-        up = subprocess.Popen(
-            [
-                sys.executable,
-                str(OVERHEAD),
-                "--role",
-                "upstream",
-                "--port",
-                str(up_port),
-                "--events",
-                str(args.events),
-                "--interval-ms",
-                str(args.interval_ms),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        up = start_upstream(
+            up_port, args.events, args.interval_ms, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         try:
             for kind in ("relay", "wirecheck"):

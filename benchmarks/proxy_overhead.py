@@ -171,6 +171,13 @@ def _busy(core: int) -> None:
 # --- proxies ------------------------------------------------------------------------------------
 
 
+def start_upstream(port: int, events: int, interval_ms: float, **popen: Any) -> subprocess.Popen[bytes]:
+    """The paced SSE upstream (``--role upstream``: ``events`` events ``interval_ms`` apart) on
+    ``port``, in a process of its own."""
+    role = [sys.executable, str(Path(__file__).resolve()), "--role", "upstream", "--port", str(port)]
+    return subprocess.Popen([*role, "--events", str(events), "--interval-ms", str(interval_ms)], **popen)
+
+
 def _wait_port(port: int, proc: subprocess.Popen[bytes] | None, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -366,20 +373,7 @@ def main(argv: list[str] | None = None) -> int:
 
     viewer_events: dict[str, Any] = {}
     up_port = free_port()
-    up = subprocess.Popen(
-        [
-            sys.executable,
-            __file__,
-            "--role",
-            "upstream",
-            "--port",
-            str(up_port),
-            "--events",
-            str(args.events),
-            "--interval-ms",
-            str(args.interval_ms),
-        ]
-    )
+    up = start_upstream(up_port, args.events, args.interval_ms)
     busy = [
         subprocess.Popen([sys.executable, __file__, "--role", "busy", "--port", str(i)])
         for i in range(args.contend)
