@@ -118,20 +118,12 @@ def _cpu(pid: int | None) -> tuple[float, float]:
     return 0.0, 0.0
 
 
-def _cpu_s(pid: int | None) -> float:
-    return _cpu(pid)[0]
-
-
 def _tree_cpu(pid: int | None) -> tuple[float, float]:
     """``_cpu`` of ``pid`` and every process below it (workers, store writer, live checker), summed."""
     if pid is None:
         return 0.0, 0.0
     readings = [_cpu(p) for p in _children(pid)]
     return sum(r[0] for r in readings), sum(r[1] for r in readings)
-
-
-def _tree_cpu_s(pid: int | None) -> float:
-    return _tree_cpu(pid)[0]
 
 
 def _children(pid: int) -> list[int]:
@@ -394,10 +386,10 @@ def main(argv: list[str] | None = None) -> int:
                         stream_s = args.events * args.interval_ms / 1000
                         asyncio.run(run_level(port, min(level, 4), stream_s, stream_s))  # warm the pools
                         pid = proc.pid if proc else None
-                        (cpu0, sys0), main0 = _tree_cpu(pid), _cpu_s(pid)
+                        (cpu0, sys0), (main0, _) = _tree_cpu(pid), _cpu(pid)
                         result = asyncio.run(_measure(port, level, args, stream_s, pid))
-                        result["cpu_load_s"] = _tree_cpu_s(pid) - cpu0
-                        result["main_cpu_s"] = _cpu_s(pid) - main0
+                        result["cpu_load_s"] = _tree_cpu(pid)[0] - cpu0
+                        result["main_cpu_s"] = _cpu(pid)[0] - main0
                         # what was left to check when the load ended is part of the level's cost
                         result["catchup_s"] = (
                             _catch_up(tmp / f"{kind}.db") if kind.startswith("wirecheck") else 0.0
