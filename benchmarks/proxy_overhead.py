@@ -103,27 +103,37 @@ def _rss_mb(pids: list[int]) -> float:
     return total / 1024
 
 
-def _cpu(pid: int | None) -> tuple[float, float]:
-    """CPU seconds the process has used so far: user + system, and system alone, from one reading
-    (two readings a tick apart can show more system time than the total). The cost of the proxy's
-    own event loop, which contention on a busy host does not inflate the way it inflates latency.
-    System time is the kernel's work for it: mostly the sockets' reads and writes, which every proxy
-    pays per event, so it says how much of a proxy's CPU no user-space code can cut."""
+def _cpu(pid: int | None) -> tuple[int, int]:
+    """Clock ticks of CPU the process has used so far: user + system, and system alone, from one
+    reading (two readings a tick apart can show more system time than the total). The cost of the
+    proxy's own event loop, which contention on a busy host does not inflate the way it inflates
+    latency. System time is the kernel's work for it: mostly the sockets' reads and writes, which
+    every proxy pays per event, so it says how much of a proxy's CPU no user-space code can cut."""
     if pid is None:
-        return 0.0, 0.0
+        return 0, 0
     with contextlib.suppress(OSError):
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        tick = os.sysconf("SC_CLK_TCK")
-        return (int(fields[11]) + int(fields[12])) / tick, int(fields[12]) / tick
-    return 0.0, 0.0
+        return int(fields[11]) + int(fields[12]), int(fields[12])
+    return 0, 0
 
 
-def _tree_cpu(pid: int | None) -> tuple[float, float]:
-    """``_cpu`` of ``pid`` and every process below it (workers, store writer, live checker), summed."""
-    if pid is None:
-        return 0.0, 0.0
-    readings = [_cpu(p) for p in _children(pid)]
-    return sum(r[0] for r in readings), sum(r[1] for r in readings)
+def _tree_cpu(pid: int | None) -> dict[int, tuple[int, int]]:
+    """``_cpu`` of ``pid`` and of every process below it (workers, store writer, live checker)."""
+    return {} if pid is None else {p: _cpu(p) for p in _children(pid)}
+
+
+def _used(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]]) -> tuple[float, float]:
+    """CPU seconds (total, system) the processes of ``after`` used since ``before``: process by
+    process, one that started since counting from nothing, in whole ticks until the end (seconds
+    subtracted as floats could leave the system time a last bit over a total of the same ticks).
+    Summed first and subtracted after, a helper that ended in between took its CPU out of the sum."""
+    total = system = 0
+    for p, (t1, s1) in after.items():
+        t0, s0 = before.get(p, (0, 0))
+        total += t1 - t0
+        system += s1 - s0
+    tick = os.sysconf("SC_CLK_TCK")
+    return total / tick, system / tick
 
 
 def _children(pid: int) -> list[int]:
@@ -386,16 +396,15 @@ def main(argv: list[str] | None = None) -> int:
                         stream_s = args.events * args.interval_ms / 1000
                         asyncio.run(run_level(port, min(level, 4), stream_s, stream_s))  # warm the pools
                         pid = proc.pid if proc else None
-                        (cpu0, sys0), (main0, _) = _tree_cpu(pid), _cpu(pid)
+                        tree0, (main0, _) = _tree_cpu(pid), _cpu(pid)
                         result = asyncio.run(_measure(port, level, args, stream_s, pid))
-                        result["cpu_load_s"] = _tree_cpu(pid)[0] - cpu0
-                        result["main_cpu_s"] = _cpu(pid)[0] - main0
+                        result["cpu_load_s"] = _used(tree0, _tree_cpu(pid))[0]
+                        result["main_cpu_s"] = (_cpu(pid)[0] - main0) / os.sysconf("SC_CLK_TCK")
                         # what was left to check when the load ended is part of the level's cost
                         result["catchup_s"] = (
                             _catch_up(tmp / f"{kind}.db") if kind.startswith("wirecheck") else 0.0
                         )
-                        cpu1, sys1 = _tree_cpu(pid)
-                        result["cpu_s"], result["sys_s"] = cpu1 - cpu0, sys1 - sys0
+                        result["cpu_s"], result["sys_s"] = _used(tree0, _tree_cpu(pid))
                         raw[(kind, level)] = result
             for kind in proxies:
                 for level in levels_of(kind):
