@@ -256,8 +256,8 @@ class _Side:
 def _duration_s(view: ExchangeView) -> float:
     ms = 0.0
     resp = view.ex.response
-    if resp is not None and resp.chunks:
-        ms = max(c.t_ms for c in resp.chunks)
+    if resp is not None and (arrivals := resp.arrivals()):
+        ms = max(arrivals)
     if view.ex.error is not None and view.ex.error.t_ms is not None:
         ms = max(ms, view.ex.error.t_ms)
     return ms / 1000.0

@@ -386,9 +386,7 @@ def recorded_bytes(ex: Exchange) -> int:
     size = len(ex.request.body)
     resp = ex.response
     if resp is not None:
-        size += len(resp.body)
-        if resp.chunks:
-            size += sum([len(c.data) for c in resp.chunks])
+        size += len(resp.body) + resp.chunk_bytes()
     return size
 
 
