@@ -56,6 +56,9 @@ class SSEAnomaly:
     t_ms: float | None = None
 
 
+_UTF8 = codecs.getincrementaldecoder("utf-8")
+
+
 @dataclass(slots=True)
 class SSEDecoder:
     """Feed bytes as they arrive; each call returns the events completed by those bytes."""
@@ -63,9 +66,9 @@ class SSEDecoder:
     events_seen: int = 0
     anomalies: list[SSEAnomaly] = field(default_factory=list)
     comments: int = 0
-    _utf8: codecs.IncrementalDecoder = field(
-        default_factory=lambda: codecs.getincrementaldecoder("utf-8")("strict")
-    )
+    #: made when first fed: a stream cut at once (``decode_joined``) never feeds its decoder, and
+    #: making one cost as much as cutting five of its events
+    _utf8: codecs.IncrementalDecoder | None = None
     _buf: str = ""
     _skip_lf: bool = False
     _started: bool = False
@@ -106,13 +109,16 @@ class SSEDecoder:
         return out
 
     def _decode(self, data: bytes, *, final: bool) -> str:
+        utf8 = self._utf8
+        if utf8 is None:
+            utf8 = self._utf8 = _UTF8("strict")
         try:
-            return self._utf8.decode(data, final)
+            return utf8.decode(data, final)
         except UnicodeDecodeError as exc:
             self.anomalies.append(SSEAnomaly("invalid-utf8", str(exc), self.events_seen, self._t))
             # Keep going like a browser would (U+FFFD), but start a fresh decoder state.
-            pending, _ = self._utf8.getstate()
-            self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
+            pending, _ = utf8.getstate()
+            self._utf8 = _UTF8("strict")
             return (pending + data).decode("utf-8", "replace")
 
     def _feed_text(self, text: str) -> list[SSEEvent]:

@@ -52,6 +52,9 @@ class ExchangeView:
     #: what pairing derived from this view (its request fingerprint, its side), worked out once: the
     #: live checker pairs the same recent views again in every batch
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: ``ok`` once asked (a view is not changed once built): the rules, pairing and the live
+    #: checker's twin keys ask it about 17 times a view, 2.4k instructions each
+    _ok: bool | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -86,14 +89,17 @@ class ExchangeView:
         """A 2xx chat completion (or Responses / Messages call) with a usable body or stream that ran
         to its end: a stream cut by an in-band error or the transport is not judged as a message (its
         own rules report it)."""
-        return (
-            self.is_agent
-            and self.status is not None
-            and 200 <= self.status < 300
-            and self.kind in ("stream", "json")
-            and (self.ex.error is None or self.closed_after_done)
-            and not (self.stream is not None and self.stream.error_frames)
-        )
+        ok = self._ok
+        if ok is None:
+            ok = self._ok = bool(
+                self.is_agent
+                and self.status is not None
+                and 200 <= self.status < 300
+                and self.kind in ("stream", "json")
+                and (self.ex.error is None or self.closed_after_done)
+                and not (self.stream is not None and self.stream.error_frames)
+            )
+        return ok
 
     def call_pointer(self, choice: AssembledChoice, call: AssembledCall, tail: str = "") -> str:
         if call.pointer:
