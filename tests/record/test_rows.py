@@ -250,3 +250,26 @@ def test_stored_chunks_that_cannot_be_cut_are_a_clear_error_when_read(stored: di
     doc["response"]["stored_chunks"] = stored
     with pytest.raises(InputError, match="do not match"):
         row_exchange(doc, body, source="row")
+
+
+def test_the_corpus_read_back_from_a_store_finds_what_its_interchange_form_finds(tmp_path: Path) -> None:
+    """Every exchange of the corpus (tests/corpus) written to a store and read back (a streamed one
+    as a ``JoinedResponse``, cut at once by the view) is judged as its interchange form is (each
+    chunk an object of its own, redacted alike): the same findings, case by case."""
+    from tests.corpus import load_cases
+    from wirecheck.contracts import CheckConfig, check_exchanges
+
+    cases = load_cases()
+    assert sum(1 for c in cases for e in c.exchanges if e.response and e.response.chunks) > 50
+    for k, case in enumerate(cases):
+        store = Store(tmp_path / f"{k}.db")
+        store.write_now(list(case.exchanges))
+        stored = list(store.exchanges())
+        store.close()
+        plain = [load_exchange(json.loads(json.dumps(dump_exchange(e)))) for e in case.exchanges]
+        assert [isinstance(e.response, JoinedResponse) for e in stored] == [
+            e.response is not None and e.response.chunks is not None for e in case.exchanges
+        ]
+        got = check_exchanges(stored, CheckConfig(**case.config)).to_dict()
+        want = check_exchanges(plain, CheckConfig(**case.config)).to_dict()
+        assert got == want, case.id
