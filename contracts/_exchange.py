@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
+from itertools import accumulate
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "ExchangeError",
     "HttpRequest",
     "HttpResponse",
+    "JoinedResponse",
     "dump_exchange",
     "load_exchange",
     "read_exchanges",
@@ -86,6 +88,92 @@ class HttpResponse:
         if self.chunks is not None:
             return b"".join(c.data for c in self.chunks)
         return self.body
+
+    def joined(self) -> tuple[bytes, list[int], list[float]] | None:
+        """The chunks as one piece of bytes, each chunk's size and its ``t_ms``, where they are held
+        so (:class:`JoinedResponse`); None: read ``chunks``."""
+        return None
+
+    def arrivals(self) -> list[float]:
+        """Each chunk's ``t_ms`` (none without chunks)."""
+        return [c.t_ms for c in self.chunks] if self.chunks else []
+
+    def chunk_bytes(self) -> int:
+        """The chunks' bytes, in all."""
+        return sum([len(c.data) for c in self.chunks]) if self.chunks else 0
+
+
+class JoinedResponse(HttpResponse):
+    """A response recorded chunk by chunk, held as its chunks' bytes joined, their sizes and their
+    arrival offsets, as a store row keeps them (``record/_rows.py``): its :class:`Chunk` objects are
+    made the first time ``chunks`` is read. Whoever only reads the bytes and the offsets (building a
+    view of it: ``joined``, ``arrivals``, ``chunk_bytes``) never makes them: for a stream of 20
+    frames the live checker spent as much on its chunks as on reading the row's document.
+
+    Equal to an :class:`HttpResponse` of the same fields. Reading ``chunks`` makes it one in all
+    but its class: setting ``chunks`` or changing the list read drops the joined form."""
+
+    __slots__ = ("_chunks", "_joined")
+    _chunks: list[Chunk] | None
+
+    def __init__(
+        self,
+        status: int,
+        headers: Headers,
+        body: bytes,
+        joined: tuple[bytes, list[int], list[float]],
+    ) -> None:
+        """``joined``: (the bytes, each chunk's size, each chunk's ``t_ms``), which the caller has
+        checked agree (as many sizes as offsets, sizes of ``int`` at least 0 adding up to the
+        bytes)."""
+        HttpResponse.__init__(self, status, headers, body, None)
+        self._joined: tuple[bytes, list[int], list[float]] | None = joined
+
+    @property
+    def chunks(self) -> list[Chunk] | None:
+        if self._joined is not None:
+            data, sizes, times = self._joined
+            ends = list(accumulate(sizes))
+            pieces = list(map(data.__getitem__, map(slice, [0, *ends[:-1]], ends)))
+            self._chunks = list(map(Chunk, times, pieces))
+            self._joined = None
+        return self._chunks
+
+    @chunks.setter
+    def chunks(self, value: list[Chunk] | None) -> None:
+        self._chunks = value
+        self._joined = None
+
+    def joined(self) -> tuple[bytes, list[int], list[float]] | None:
+        return self._joined
+
+    @property
+    def content(self) -> bytes:
+        if self._joined is not None:
+            return self._joined[0]
+        return HttpResponse.content.fget(self)  # type: ignore[attr-defined,no-any-return]
+
+    def arrivals(self) -> list[float]:
+        if self._joined is not None:
+            return list(self._joined[2])
+        return HttpResponse.arrivals(self)
+
+    def chunk_bytes(self) -> int:
+        if self._joined is not None:
+            return len(self._joined[0])
+        return HttpResponse.chunk_bytes(self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, HttpResponse):
+            return NotImplemented
+        return (self.status, self.headers, self.body, self.chunks) == (
+            other.status,
+            other.headers,
+            other.body,
+            other.chunks,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 @dataclass(slots=True)

@@ -256,8 +256,8 @@ class _Side:
 def _duration_s(view: ExchangeView) -> float:
     ms = 0.0
     resp = view.ex.response
-    if resp is not None and resp.chunks:
-        ms = max(c.t_ms for c in resp.chunks)
+    if resp is not None and (arrivals := resp.arrivals()):
+        ms = max(arrivals)
     if view.ex.error is not None and view.ex.error.t_ms is not None:
         ms = max(ms, view.ex.error.t_ms)
     return ms / 1000.0
@@ -527,9 +527,8 @@ def pair_twins(views: list[ExchangeView]) -> list[TwinPair]:
     (those without a time first, then in the order given), each view pairs with the first view of the
     other kind still unpaired, unless that one ended over ``TWIN_WINDOW_S`` before it started; the
     first streamed one of a request pairs with the first plain one."""
-    order = sorted(
-        range(len(views)), key=lambda i: (_times(views[i])[0] is not None, _times(views[i])[0] or 0.0, i)
-    )
+    starts = [v.ex.started_epoch for v in views]  # what _times starts with: its end is asked of twins only
+    order = sorted(range(len(views)), key=lambda i: (starts[i] is not None, starts[i] or 0.0, i))
     # per key: the unpaired streamed views, the unpaired plain ones
     waiting: dict[tuple[str, str], tuple[deque[ExchangeView], deque[ExchangeView]]] = {}
     out = []

@@ -73,13 +73,16 @@ def _judged(view: ExchangeView) -> bool:
     """Requests whose empty answers other rules already judge: forced tools, structured output, a
     call left in reasoning (tool-call-in-reasoning: the parser kept it there, which is why the
     answer is empty and the reasoning looks unclosed)."""
-    tc = view.req.get("tool_choice")
-    return (
-        tc == "required"
-        or isinstance(tc, dict)
-        or output_constraint(view.req) is not None
-        or any(find_markup(TOOL_MARKUP, ch.reasoning) for ch in view.choices)
-    )
+    judged: bool | None = view.memo.get("judged")  # two rules ask it of each view
+    if judged is None:
+        tc = view.req.get("tool_choice")
+        judged = view.memo["judged"] = bool(
+            tc == "required"
+            or isinstance(tc, dict)
+            or output_constraint(view.req) is not None
+            or any(find_markup(TOOL_MARKUP, ch.reasoning) for ch in view.choices)
+        )
+    return judged
 
 
 @rule("reasoning-unclosed", fault=Fault.MODEL, area="reasoning", endpoints=ALL_ENDPOINTS)

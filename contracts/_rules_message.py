@@ -115,8 +115,12 @@ def family_of(view: ExchangeView, ctx: CheckConfig) -> str:
     """The family to judge this exchange against: the configured one, else the one detector's."""
     if ctx.family != "auto":
         return ctx.family
-    ids = (c.id for ch in view.choices for c in ch.calls)
-    return detect_family(view.model or view.req.get("model"), ids)
+    # worked out once a view: several rules ask it of each
+    family: str | None = view.memo.get("family")
+    if family is None:
+        ids = (c.id for ch in view.choices for c in ch.calls)
+        family = view.memo["family"] = detect_family(view.model or view.req.get("model"), ids)
+    return family
 
 
 def _cap(view: ExchangeView) -> int | None:

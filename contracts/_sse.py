@@ -17,10 +17,21 @@ from __future__ import annotations
 
 import codecs
 from dataclasses import dataclass, field
+from itertools import accumulate, repeat
+from operator import add as _add
+from typing import Any
 
 from ._json import plain_number_bytes
 
-__all__ = ["SSEAnomaly", "SSEDecoder", "SSEEvent", "decode_recorded", "decode_sse"]
+__all__ = [
+    "SSEAnomaly",
+    "SSEDecoder",
+    "SSEEvent",
+    "decode_joined",
+    "decode_parts",
+    "decode_recorded",
+    "decode_sse",
+]
 
 
 @dataclass(slots=True)
@@ -46,6 +57,9 @@ class SSEAnomaly:
     t_ms: float | None = None
 
 
+_UTF8 = codecs.getincrementaldecoder("utf-8")
+
+
 @dataclass(slots=True)
 class SSEDecoder:
     """Feed bytes as they arrive; each call returns the events completed by those bytes."""
@@ -53,9 +67,9 @@ class SSEDecoder:
     events_seen: int = 0
     anomalies: list[SSEAnomaly] = field(default_factory=list)
     comments: int = 0
-    _utf8: codecs.IncrementalDecoder = field(
-        default_factory=lambda: codecs.getincrementaldecoder("utf-8")("strict")
-    )
+    #: made when first fed: a stream cut at once (``decode_joined``) never feeds its decoder, and
+    #: making one cost as much as cutting five of its events
+    _utf8: codecs.IncrementalDecoder | None = None
     _buf: str = ""
     _skip_lf: bool = False
     _started: bool = False
@@ -96,13 +110,16 @@ class SSEDecoder:
         return out
 
     def _decode(self, data: bytes, *, final: bool) -> str:
+        utf8 = self._utf8
+        if utf8 is None:
+            utf8 = self._utf8 = _UTF8("strict")
         try:
-            return self._utf8.decode(data, final)
+            return utf8.decode(data, final)
         except UnicodeDecodeError as exc:
             self.anomalies.append(SSEAnomaly("invalid-utf8", str(exc), self.events_seen, self._t))
             # Keep going like a browser would (U+FFFD), but start a fresh decoder state.
-            pending, _ = self._utf8.getstate()
-            self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
+            pending, _ = utf8.getstate()
+            self._utf8 = _UTF8("strict")
             return (pending + data).decode("utf-8", "replace")
 
     def _feed_text(self, text: str) -> list[SSEEvent]:
@@ -203,43 +220,60 @@ def decode_sse(
 
 
 def decode_recorded(pieces: list[tuple[bytes, float | None]]) -> tuple[list[SSEEvent], SSEDecoder]:
-    """Decode a whole recorded stream given as (bytes, arrival offset) pieces: the same events and
-    anomalies as feeding :class:`SSEDecoder` piece by piece, which it falls back to for anything
-    but the plain framing nearly every server writes (``data: X`` lines, each followed by a blank
-    line, LF only, UTF-8). That framing is recognised by counting and cut at once: the stream starts
-    with ``data: `` and ends with a blank line, and its only line ends are those of the n - 1 blank
-    lines followed by ``data: `` and of the last one (2n in all; such blank lines cannot touch, so
-    they are the stream's n). Each event gets the offset of the piece holding its blank line's
-    end, where the decoder would have dispatched it."""
-    raw = b"".join([p[0] for p in pieces])
+    """Decode a whole recorded stream given as (bytes, arrival offset) pieces: :func:`decode_parts`."""
+    return decode_parts([p for p, _ in pieces], [t for _, t in pieces])
+
+
+def decode_parts(datas: list[bytes], times: list[float | None]) -> tuple[list[SSEEvent], SSEDecoder]:
+    """Decode a whole recorded stream given as its pieces' bytes and their arrival offsets:
+    :func:`decode_joined` of them joined."""
+    return decode_joined(b"".join(datas), list(map(len, datas)), times)
+
+
+def decode_joined(
+    raw: bytes, sizes: list[int], times: list[float | None]
+) -> tuple[list[SSEEvent], SSEDecoder]:
+    """Decode a whole recorded stream given as its bytes, the sizes of the pieces it arrived in and
+    their arrival offsets: the same events and anomalies as feeding :class:`SSEDecoder` piece by
+    piece, which it falls back to for anything but the plain framing nearly every server writes
+    (``data: X`` lines, each followed by a blank line, LF only, UTF-8). That framing is recognised
+    by counting and cut at once: the stream starts with ``data: `` and ends with a blank line, and
+    its only line ends are those of the n - 1 blank lines followed by ``data: `` and of the last
+    one (2n in all; such blank lines cannot touch, so they are the stream's n; so none of the n
+    texts between them holds one). Each event gets the offset of the piece holding its blank
+    line's end, where the decoder would have dispatched it.
+
+    Every step over the pieces or events is a ``map`` of a function in C, not a loop in Python: with
+    20 frames a stream, the Python steps per frame cost the live checker more than the cut."""
     # counted by the longer mark: b"\n\n" took 5 us to count in a stream of 4 KB, b"\n\ndata: " 1.5
     n = raw.count(b"\n\ndata: ") + 1
-    if (
-        not raw.startswith(b"data: ")
-        or not raw.endswith(b"\n\n")
-        or raw.count(b"\n") != 2 * n
-        or b"\r" in raw
-    ):
-        return _fed(pieces)
+    if not raw.startswith(b"data: ") or not raw.endswith(b"\n\n") or b"\r" in raw:
+        return _fed(raw, sizes, times)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        return _fed(pieces)
-    datas = text[6:-2].split("\n\ndata: ")
-    sizes = [len(d) for d in datas] if len(text) == len(raw) else [len(d.encode()) for d in datas]
-    times: list[float | None]
-    if len(pieces) == n and [len(p) - 8 for p, _ in pieces] == sizes:
-        times = [t for _, t in pieces]  # an event a piece, as a server writes them and a tap reads them
+        return _fed(raw, sizes, times)
+    texts = text[6:-2].split("\n\ndata: ")
+    # a line end of its own in a text (found in them joined: counting them in the stream took 5x)
+    if "\n" in "".join(texts):
+        return _fed(raw, sizes, times)
+    # each event's bytes with its "data: " and blank line: where it ends in the stream
+    framed = list(
+        map(_add, map(len, texts) if len(text) == len(raw) else map(len, map(str.encode, texts)), repeat(8))
+    )
+    at: list[float | None]
+    if sizes == framed:
+        at = times  # an event a piece, as a server writes them and a tap reads them
     else:
-        times = []
-        piece, end, pos = 0, len(pieces[0][0]), 0
-        for size in sizes:
-            pos += size + 8  # "data: " and the blank line's end: the byte that dispatches the event
+        at = []
+        piece, end, pos = 0, sizes[0], 0
+        for size in framed:
+            pos += size  # the byte that dispatches the event
             while pos > end:
                 piece += 1
-                end += len(pieces[piece][0])
-            times.append(pieces[piece][1])
-    events = [SSEEvent(d, None, None, None, i, t) for i, (d, t) in enumerate(zip(datas, times, strict=True))]
+                end += sizes[piece]
+            at.append(times[piece])
+    events = list(map(_event, texts, range(n), at))
     decoder = SSEDecoder()
     decoder.events_seen = n
     decoder._started = True
@@ -247,5 +281,22 @@ def decode_recorded(pieces: list[tuple[bytes, float | None]]) -> tuple[list[SSEE
     return events, decoder
 
 
-def _fed(pieces: list[tuple[bytes, float | None]]) -> tuple[list[SSEEvent], SSEDecoder]:
-    return decode_sse([p for p, _ in pieces], [t for _, t in pieces])
+def _event(data: str, index: int, t_ms: float | None, _new: Any = object.__new__) -> SSEEvent:
+    """``SSEEvent(data, index=index, t_ms=t_ms)``, its fields set here: the class's own ``__init__``,
+    entered from C for each event, cost a fifth more (``tests/contracts/test_sse.py`` holds the two
+    equal)."""
+    ev: SSEEvent = _new(SSEEvent)
+    ev.data = data
+    ev.event = None
+    ev.id = None
+    ev.retry = None
+    ev.index = index
+    ev.t_ms = t_ms
+    ev.lines = 1
+    return ev
+
+
+def _fed(raw: bytes, sizes: list[int], times: list[float | None]) -> tuple[list[SSEEvent], SSEDecoder]:
+    """:func:`decode_sse` of the pieces, cut again."""
+    ends = list(accumulate(sizes))
+    return decode_sse(list(map(raw.__getitem__, map(slice, [0, *ends[:-1]], ends))), times)

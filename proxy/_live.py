@@ -254,10 +254,12 @@ class Recent:
 
     def slim(self, ids: list[str]) -> None:
         """Let these exchanges' views go, keeping their twins (what a later batch of one tap asks)."""
+        views, twins = self._views, self._twins
         for i in ids:
-            held = self._views.get(i)
+            held = views.get(i)
             if held is not None:
-                self.twin(held[2].ex)  # worked out already by its batch: not built again
+                if i not in twins:  # worked out by its batch, as a rule: then not asked again
+                    self.twin(held[2].ex)
                 self._drop(i)
 
     def unknown(self, rows: list[tuple[str, Any]], but: set[str]) -> list[tuple[str, Any]]:
@@ -386,9 +388,7 @@ def recorded_bytes(ex: Exchange) -> int:
     size = len(ex.request.body)
     resp = ex.response
     if resp is not None:
-        size += len(resp.body)
-        if resp.chunks:
-            size += sum([len(c.data) for c in resp.chunks])
+        size += len(resp.body) + resp.chunk_bytes()
     return size
 
 

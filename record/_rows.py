@@ -13,11 +13,19 @@ and reads as it always did.
 
 from __future__ import annotations
 
-from itertools import accumulate
+from itertools import repeat
 from math import floor
+from operator import truediv
 from typing import Any
 
-from wirecheck.contracts import Chunk, Exchange, HttpResponse, InputError, dump_exchange, load_exchange
+from wirecheck.contracts import (
+    Exchange,
+    HttpResponse,
+    InputError,
+    JoinedResponse,
+    dump_exchange,
+    load_exchange,
+)
 
 __all__ = ["STORED_CHUNKS", "row_document", "row_exchange"]
 
@@ -60,7 +68,8 @@ def _whole_us(times_ms: list[float]) -> list[int]:
 
 
 def row_exchange(obj: Any, body: bytes | None, *, source: str) -> Exchange:
-    """The exchange of one row: its document (parsed) and its ``body`` column."""
+    """The exchange of one row: its document (parsed) and its ``body`` column. A streamed response
+    is a :class:`JoinedResponse`: its chunks are cut from the body when first asked for."""
     if body is None:
         return load_exchange(obj, source=source)
     resp = obj.get("response") if isinstance(obj, dict) else None
@@ -68,20 +77,25 @@ def row_exchange(obj: Any, body: bytes | None, *, source: str) -> Exchange:
         raise _mismatch(source)
     resp["chunks"] = []  # read as an empty chunked response, then given its chunks
     ex = load_exchange(obj, source=source)
-    assert ex.response is not None and ex.response.chunks is not None
-    chunks = ex.response.chunks
+    assert ex.response is not None
     data = bytes(body)
     try:
         times, sizes = stored["t_us"], stored["sizes"]
         if len(times) != len(sizes) or min(sizes, default=0) < 0 or sum(sizes) != len(data):
             raise ValueError
-        # built whole, not appended one by one (a third less time for 20 pieces)
-        ends = list(accumulate(sizes))
-        pieces = [data[a:b] for a, b in zip([0, *ends], ends, strict=False)]
-        chunks.extend(map(Chunk, [t / 1000.0 for t in times], pieces))
+        # what slicing takes of what JSON holds (a float size would fail there, when first cut)
+        if not set(map(type, sizes)) <= _WHOLE:
+            raise TypeError
+        t_ms = list(map(truediv, times, repeat(1000.0)))
     except (KeyError, TypeError, ValueError):
         raise _mismatch(source) from None
+    r = ex.response
+    ex.response = JoinedResponse(r.status, r.headers, r.body, (data, list(sizes), t_ms))
     return ex
+
+
+#: the types of a chunk's size that cut the body as an index does
+_WHOLE = {int, bool}
 
 
 def _mismatch(source: str) -> InputError:

@@ -1,8 +1,9 @@
 """assemble_stream folds the plain chunk of an answer's text (the stream's id and model, one choice
-under way, a delta of its text only) without ``_take_chunk``: it must build what ``_take_chunk``
-builds from every chunk, for any mix of that shape and its near misses (another id or model, usage,
-a fingerprint, a finish, a second choice, an index that is not an int, a delta with more in it, a
-frame that is not JSON, an object or short)."""
+under way, a delta of its text only) without ``_take_chunk``, and reads a chunk written as the first
+such chunk but for its text through that chunk's template: it must build what ``_take_chunk`` builds
+from every chunk, for any mix of that shape and its near misses (another id or model, usage, a
+fingerprint, a finish, a second choice, an index that is not an int, a delta with more in it, a
+"content" key elsewhere, a frame that is not JSON, an object or short, texts JSON escapes)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wirecheck.contracts._assembly import (
+    AssembledChoice,
     AssembledStream,
+    StreamAnomaly,
+    _excerpt,
     _take_chunk,
+    _template,
     assemble_stream,
     frame_object,
     frames_plain,
@@ -31,8 +36,13 @@ def _one_by_one(events: list[SSEEvent]) -> AssembledStream:
     for ev in events:
         if out.first_event_ms is None:
             out.first_event_ms = ev.t_ms
-        if out.done:
-            assert not ev.data.startswith("{"), "the strategy ends with [DONE]"
+        if out.done:  # as the assembler counts what comes after the end
+            if ev.data.strip() == "[DONE]":
+                out.done += 1
+                out.anomalies.append(StreamAnomaly("done-repeated", "[DONE]", ev.index))
+            else:
+                out.after_done += 1
+                out.anomalies.append(StreamAnomaly("data-after-done", _excerpt(ev.data), ev.index))
             continue
         if ev.data.strip() == "[DONE]":
             out.done, out.done_event = 1, ev.index
@@ -51,7 +61,10 @@ def _one_by_one(events: list[SSEEvent]) -> AssembledStream:
 # misses come one or two at a time
 _ids = st.sampled_from(["chatcmpl-1"] * 12 + ["chatcmpl-2", None, 7])
 _models = st.sampled_from(["m"] * 12 + ["other", None, ["m"]])
-_texts = st.sampled_from(["", "a", "tok ", "<think>", "x" * 300])
+# texts that JSON escapes, that hold what a chunk's text around them holds, and one past a short frame
+_texts = st.sampled_from(
+    ["", "a", "tok ", "<think>", "x" * 300, '"', "\\", "\u00e9\u2028", '","content":"', "\ud800", "[" * 200]
+)
 _deltas = st.one_of(
     _texts.map(lambda t: {"content": t}),
     _texts.map(lambda t: {"content": t}),
@@ -71,7 +84,8 @@ _deltas = st.one_of(
 def _chunks(draw: Any) -> str:
     choice: dict[str, Any] = {
         "index": draw(st.sampled_from([0] * 12 + [1, True, 0.0, "0"])),
-        "logprobs": None,
+        # a "content" key elsewhere in the chunk (the template must find the delta's)
+        "logprobs": draw(st.sampled_from([None] * 6 + [{"content": "a"}, {"content": [{"token": "a"}]}])),
     }
     delta = draw(_deltas)
     if delta != {} or draw(st.booleans()):
@@ -102,6 +116,8 @@ def _chunks(draw: Any) -> str:
         obj["usage"] = draw(st.sampled_from([{"completion_tokens": 1}, None, 3]))
     if draw(st.integers(0, 9)) == 0:
         obj["system_fingerprint"] = draw(st.sampled_from(["fp", None, 1]))
+    if draw(st.integers(0, 9)) == 0:
+        obj["created"] = draw(st.sampled_from([1, 2]))  # the same chunk written otherwise
     form = draw(st.integers(0, 39))
     if form == 0:
         return json.dumps(obj)[:-1]  # cut: not JSON
@@ -139,3 +155,46 @@ def test_a_plain_answer_takes_the_fold_and_reads_right() -> None:
     assert got == _one_by_one(events)
     assert got.choices[0].content == "ab" and got.token_events == 2 and got.token_times == [1.0, 3.0]
     assert got.frames == 5 and got.done == 1 and not got.anomalies
+
+
+def _plain_chunk(text: str, **extra: Any) -> dict[str, Any]:
+    choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": None, **extra}
+    return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [choice]}
+
+
+def test_a_chunk_is_read_through_its_template_only_where_its_text_is_told_with_certainty() -> None:
+    """The template is the text around the delta's one ``"content":`` string, tried with another
+    string in its place: a chunk with a "content" key elsewhere, or a text the key's value is not
+    (a key spelled with a space before its colon), has none and is read whole."""
+    choice = AssembledChoice(0)
+    text = json.dumps(_plain_chunk('a "b"\\'), separators=(",", ":"))
+    tpl = _template(text, json.loads(text), 'a "b"\\', choice)
+    assert tpl is not None and tpl.choice is choice
+    assert text == tpl.before + json.dumps('a "b"\\') + tpl.after and tpl.before.endswith('"content":')
+    twice = json.dumps(_plain_chunk("a", logprobs={"content": "a"}), separators=(",", ":"))
+    assert _template(twice, json.loads(twice), "a", choice) is None
+    # the delta's value is the last of two keys, the first spelled otherwise: found by its reading
+    odd = text.replace('{"content":', '{"content" : "x", "content":')
+    tpl = _template(odd, json.loads(odd), 'a "b"\\', choice)
+    assert tpl is not None and tpl.before.endswith('"x", "content":')
+
+
+@given(
+    st.lists(st.sampled_from(["a", "", '"', "\u00e9", "\ud800", "x" * 400, "{[", "\n"]), max_size=12),
+    st.booleans(),
+)
+def test_chunks_alike_but_for_their_text_build_what_take_chunk_builds(texts: list[str], finish: bool) -> None:
+    """Every chunk after the first is its template's (or near it: another index, a finish, text
+    orjson refuses, one too long to read whole as a short frame, one after the end): read through
+    the template or whole, the stream is what ``_take_chunk`` builds, the text joined in order."""
+    first = {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
+    frames = [json.dumps(_plain_chunk(t), separators=(",", ":")) for t in ["lead", *texts]]
+    if finish:
+        stop = json.dumps(_plain_chunk("", finish_reason="stop")).replace('"finish_reason": null, ', "")
+        frames += [stop, json.dumps(_plain_chunk("after"), separators=(",", ":"))]  # after the finish
+    datas = [json.dumps(first), *frames, "[DONE]", frames[0], frames[-1], "[DONE]"]
+    events = [SSEEvent(d, index=i, t_ms=float(i)) for i, d in enumerate(datas)]
+    got = assemble_stream(events)
+    assert got == _one_by_one(events)
+    assert got.choices[0].content == "".join(["lead", *texts]) + ("after" if finish else "")
+    assert got.after_done == 2 and got.done == 2

@@ -179,6 +179,7 @@ def test_a_recorded_stream_at_once_reads_as_fed(pieces: list[tuple[bytes, float 
     expected = [e for data, t in pieces for e in fed.feed(data, t)] + fed.close()
     events, decoder = decode_recorded(pieces)
     assert _fields(events) == _fields(expected)
+    assert events == expected  # every field, whichever way each event was made
     assert [(a.kind, a.detail, a.event_index, a.t_ms) for a in decoder.anomalies] == [
         (a.kind, a.detail, a.event_index, a.t_ms) for a in fed.anomalies
     ]

@@ -3,6 +3,7 @@ exactly; rows of the older layout and stores of the older schema read as before.
 
 from __future__ import annotations
 
+import base64
 import json
 import sqlite3
 from pathlib import Path
@@ -15,14 +16,18 @@ from wirecheck.contracts import (
     Chunk,
     Exchange,
     ExchangeError,
+    ExchangeView,
     HttpRequest,
     HttpResponse,
     InputError,
+    JoinedResponse,
+    build_view,
     dump_exchange,
+    load_exchange,
 )
 from wirecheck.record import Store, open_store
 from wirecheck.record._backend import MIGRATIONS
-from wirecheck.record._rows import _whole_us
+from wirecheck.record._rows import _whole_us, row_document, row_exchange
 from wirecheck.record._store import _encode
 
 # a frame cut mid-character (the euro sign's three bytes over two chunks), an empty chunk, bytes that
@@ -117,8 +122,6 @@ def test_stored_offsets_are_the_interchange_forms_to_the_microsecond() -> None:
     """``t_us`` is ``t_ms`` as the interchange form keeps it (three places), as an integer: the
     same integers as ``round(round(t_ms, 3) * 1000)`` everywhere, the half-microsecond offsets
     whose float product lands next to a half included."""
-    from wirecheck.record._rows import row_document
-
     offsets = [k / 1000 + 0.0005 for k in range(0, 200_000, 7)]  # decimal halves, as floats
     offsets += [(k + 0.5) / 1000 for k in range(0, 200_000, 11)]
     offsets += [k / 2048 for k in range(0, 100_000, 13)]  # exact binary halves of a microsecond
@@ -163,3 +166,110 @@ def test_what_orjson_refuses_is_written_by_json() -> None:
 )
 def test_whole_microseconds_are_those_of_the_interchange_forms_three_places(t_ms: float) -> None:
     assert _whole_us([t_ms, -t_ms, t_ms / 7]) == [round(round(t, 3) * 1000) for t in (t_ms, -t_ms, t_ms / 7)]
+
+
+def _as_before(obj: dict[str, object], body: bytes) -> Exchange:
+    """A row read the way it was before its response was held joined: the interchange form, with
+    each chunk cut from the body and its offset in milliseconds."""
+    resp = obj["response"]
+    assert isinstance(resp, dict)
+    stored = resp.pop("stored_chunks")
+    pos, chunks = 0, []
+    for t, size in zip(stored["t_us"], stored["sizes"], strict=True):
+        chunks.append({"t_ms": t / 1000.0, "b64": base64.b64encode(body[pos : pos + size]).decode()})
+        pos += size
+    resp["chunks"] = chunks
+    return load_exchange(obj)
+
+
+@st.composite
+def _sse_parts(draw: st.DrawFn) -> list[tuple[float, bytes]]:
+    """A chat stream in the plain framing (or not quite), cut anywhere or a frame a piece."""
+    frames = [
+        b'data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"'
+        + draw(st.sampled_from([b"a", b"\xe2\x82\xac", b"\\n"]))
+        + b'"},"finish_reason":null}]}'
+        + draw(st.sampled_from([b"\n\n", b"\n\n", b"\r\n\r\n", b"\n"]))
+        for _ in range(draw(st.integers(0, 5)))
+    ]
+    raw = b"".join(frames) + b"data: [DONE]\n\n"
+    cuts = sorted(draw(st.lists(st.integers(0, len(raw)), max_size=6)))
+    pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+    return [(float(i), p) for i, p in enumerate(pieces)]
+
+
+@given(
+    st.lists(st.tuples(st.floats(0, 1e7, allow_nan=False), st.binary(max_size=12)), max_size=8) | _sse_parts()
+)
+def test_a_row_holds_its_chunks_joined_and_cuts_them_as_they_were(parts: list[tuple[float, bytes]]) -> None:
+    """A streamed response read from a row is a ``JoinedResponse``: the same exchange as the row read
+    chunk by chunk, before and after its chunks are made; the joined bytes, sizes and offsets are
+    theirs, and a view built from them is the view built from the chunks."""
+    ex = streamed(0, [Chunk(t, d) for t, d in parts])
+    doc, body = row_document(ex)
+    assert body is not None
+    text = _encode(doc)
+    got = row_exchange(json.loads(text), body, source="row")
+    want = _as_before(json.loads(text), body)
+    resp, plain = got.response, want.response
+    assert isinstance(resp, JoinedResponse) and plain is not None and plain.chunks is not None
+    joined = resp.joined()
+    assert joined is not None
+    assert joined == (body, [len(c.data) for c in plain.chunks], [c.t_ms for c in plain.chunks])
+    assert resp.arrivals() == plain.arrivals() and resp.chunk_bytes() == plain.chunk_bytes()
+    assert resp.content == plain.content
+    assert _view_fields(build_view(got)) == _view_fields(build_view(want))
+    assert got == want and want == got and resp.joined() is None  # compared by its chunks, now made
+    assert resp.chunks == plain.chunks and resp.arrivals() == plain.arrivals()
+    resp.chunks = [Chunk(1.0, b"x")]  # set: a response like any other
+    assert resp.joined() is None and resp.content == b"x" and resp != plain
+
+
+def _view_fields(v: ExchangeView) -> tuple[object, ...]:
+    return (
+        [(e.data, e.index, e.t_ms, e.lines) for e in v.events],
+        [(a.kind, a.detail, a.event_index, a.t_ms) for a in v.sse_anomalies],
+        v.kind,
+        repr(v.stream),
+    )
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        {"t_us": [1, 2], "sizes": [1.5, 2.5]},  # sizes adding up, but not whole: no cut is made of them
+        {"t_us": [1, "2"], "sizes": [1, 3]},
+        {"t_us": [1], "sizes": [1, 3]},
+        {"t_us": [1, 2], "sizes": [-1, 5]},
+        {"t_us": [1, 2], "sizes": "ab"},
+        {"sizes": [4]},
+    ],
+)
+def test_stored_chunks_that_cannot_be_cut_are_a_clear_error_when_read(stored: dict[str, object]) -> None:
+    doc, body = row_document(streamed(0, [Chunk(1.0, b"abcd")]))
+    doc["response"]["stored_chunks"] = stored
+    with pytest.raises(InputError, match="do not match"):
+        row_exchange(doc, body, source="row")
+
+
+def test_the_corpus_read_back_from_a_store_finds_what_its_interchange_form_finds(tmp_path: Path) -> None:
+    """Every exchange of the corpus (tests/corpus) written to a store and read back (a streamed one
+    as a ``JoinedResponse``, cut at once by the view) is judged as its interchange form is (each
+    chunk an object of its own, redacted alike): the same findings, case by case."""
+    from tests.corpus import load_cases
+    from wirecheck.contracts import CheckConfig, check_exchanges
+
+    cases = load_cases()
+    assert sum(1 for c in cases for e in c.exchanges if e.response and e.response.chunks) > 50
+    for k, case in enumerate(cases):
+        store = Store(tmp_path / f"{k}.db")
+        store.write_now(list(case.exchanges))
+        stored = list(store.exchanges())
+        store.close()
+        plain = [load_exchange(json.loads(json.dumps(dump_exchange(e)))) for e in case.exchanges]
+        assert [isinstance(e.response, JoinedResponse) for e in stored] == [
+            e.response is not None and e.response.chunks is not None for e in case.exchanges
+        ]
+        got = check_exchanges(stored, CheckConfig(**case.config)).to_dict()
+        want = check_exchanges(plain, CheckConfig(**case.config)).to_dict()
+        assert got == want, case.id

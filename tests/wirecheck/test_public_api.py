@@ -48,8 +48,9 @@ def test_contracts_exports_stay_as_documented() -> None:
     # exchange as); twin_key (what the live checker asks of the exchanges around a batch); json_loads
     # (json.loads as the store reads its documents: orjson first where it reads alike); the tap names
     # CALLER and ENGINE, kin_keys and may_pair (what the live checker asks to find a batch's group of
-    # possible partners across taps)
-    assert len(c.__all__) == 88
+    # possible partners across taps); JoinedResponse (a streamed response as a store row holds it,
+    # its chunks made when read)
+    assert len(c.__all__) == 89
     for name in (
         "Exchange",
         "Finding",
