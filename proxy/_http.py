@@ -464,6 +464,23 @@ class _Cycle:
         self.body = bytearray()
         return message
 
+    def take_body(self) -> bytes | None:
+        """``receive`` for a body that has all arrived, which never waits (``DirectBody.whole_body``):
+        the same steps, in the same order."""
+        conn = self.conn
+        if conn is None:
+            return None
+        if self.waiting_100 and not conn.transport.is_closing():
+            conn.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.waiting_100 = False
+        if self.disconnected or self.response_complete:
+            return None
+        conn.resume_reading()
+        self.message_event.clear()
+        body = bytes(self.body)
+        self.body = bytearray()
+        return body
+
     async def send(self, message: Message) -> None:
         conn = self.conn
         if conn is None:
@@ -598,6 +615,17 @@ class DirectBody:
         app need not bound that wait). The usual case: a request's head and body in one read."""
         c = self._cycle()
         return c is not None and not c.more_body
+
+    def whole_body(self) -> bytes | None:
+        """Once ``body_arrived``: the request's body, handed over as the ASGI ``receive`` would
+        hand it (in one message) but without its coroutine, its message or its wait; None where
+        ``receive`` would say ``http.disconnect``."""
+        c = self._cycle()
+        if c is None:
+            return None
+        if c.more_body:
+            raise RuntimeError("whole_body() before the whole body arrived")
+        return c.take_body()
 
     def gone(self) -> bool:
         """The caller's connection is closed or closing: nothing written reaches it."""

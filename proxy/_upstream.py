@@ -86,8 +86,10 @@ class UpstreamResponse:
 
 class Upstream:
     async def open(
-        self, method: str, target: str, headers: list[tuple[str, str]], body: bytes
+        self, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes
     ) -> UpstreamResponse:
+        """Send the request: ``headers`` go on as given (names and values as bytes), ``host`` and
+        the body's framing are the client's."""
         raise NotImplementedError
 
     async def aclose(self) -> None:
@@ -378,11 +380,11 @@ class _Raw(Upstream):
             conn.close()
 
     async def open(
-        self, method: str, target: str, headers: list[tuple[str, str]], body: bytes
+        self, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes
     ) -> UpstreamResponse:
         head = [f"{method} {target} HTTP/1.1\r\n".encode("latin-1"), b"host: ", self.host_header, b"\r\n"]
         for k, v in headers:
-            head.append(f"{k}: {v}\r\n".encode("latin-1"))
+            head += (k, b": ", v, b"\r\n")
         if body or method in ("POST", "PUT", "PATCH"):
             head.append(b"content-length: %d\r\n" % len(body))
         head.append(b"\r\n")
@@ -491,7 +493,7 @@ class _Httpx(Upstream):
         self.client.headers = httpx.Headers()  # no headers of httpx's own: forward the caller's only
 
     async def open(
-        self, method: str, target: str, headers: list[tuple[str, str]], body: bytes
+        self, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes
     ) -> UpstreamResponse:
         req = self.client.build_request(method, target, headers=headers, content=body)
         try:

@@ -5,6 +5,7 @@ callback. Real sockets on both sides, since neither exists in process."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import hashlib
 import socket
@@ -18,7 +19,9 @@ import httpx
 import pytest
 
 from tests.proxy.test_app import raw_upstream, recorded
+from wirecheck.contracts import Chunk
 from wirecheck.proxy import ProxyApp, TapConfig, serve_listener
+from wirecheck.proxy._app import _new_chunk
 from wirecheck.proxy._http import DirectBody, ListenerConfig
 from wirecheck.record import Store, read_body, serve
 
@@ -247,3 +250,13 @@ def test_the_request_path_leaves_no_cyclic_garbage(store: Store) -> None:
         finally:
             gc.enable()
     assert unreachable == 0, f"{unreachable} objects in reference cycles after 40 exchanges"
+
+
+def test_a_record_entry_made_without_its_init_is_a_chunk_like_any_other() -> None:
+    """The tee makes each read's ``Chunk`` with ``__new__`` and two slot stores (proxy/_app.py): it
+    holds only while the dataclass has exactly these two fields and no ``__post_init__``."""
+    assert [f.name for f in dataclasses.fields(Chunk)] == ["t_ms", "data"]
+    assert not hasattr(Chunk, "__post_init__")
+    made = _new_chunk(Chunk)
+    made.t_ms, made.data = 1.5, b"x"
+    assert made == Chunk(1.5, b"x") and repr(made) == repr(Chunk(1.5, b"x"))

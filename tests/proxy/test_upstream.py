@@ -45,7 +45,7 @@ async def roundtrip(
     url: str, method: str = "POST", body: bytes = b"{}", read_s: float = 5.0
 ) -> tuple[int, list[tuple[bytes, bytes]], list[bytes], object]:
     up = make_upstream(urlsplit(url), transport=None, connect_s=2, read_s=read_s)
-    resp = await up.open(method, "/v1/x?a=1", [("content-type", "application/json")], body)
+    resp = await up.open(method, "/v1/x?a=1", [(b"content-type", b"application/json")], body)
     pieces = [p async for p in resp.body]
     await resp.aclose()
     return resp.status, resp.headers, pieces, up
