@@ -247,7 +247,7 @@ class ProxyApp:
         cfg = self.cfg
         t0 = time.monotonic()
         self.in_flight += 1
-        started = datetime.now(UTC).isoformat()
+        started = _iso(time.time_ns())
         method: str = scope["method"]
         heads = self._names.request(scope.get("headers", []), keep_ids=not cfg.inject_correlation)
         try:
@@ -718,6 +718,23 @@ def _mark_truncated(ex: Exchange, side: str, recorded: int, size: int) -> None:
     ``capture-truncated`` rule reports it."""
     marks: dict[str, Any] = ex.extra.setdefault("truncated", {})
     marks[side] = {"recorded": recorded, "size": size}
+
+
+#: the second ``_iso`` last formatted, and its date and time of day (one tuple, replaced whole)
+_SECOND: list[tuple[int, str]] = [(-1, "")]
+
+
+def _iso(ns: int) -> str:
+    """``ns`` (nanoseconds since the epoch: ``time.time_ns()``) as ``datetime.now(UTC).isoformat()``
+    gives it (microseconds floored, as ``datetime.now`` floors the clock's; none shown when they are
+    0), with the date and the time of day formatted once a second: ``datetime.now(UTC).isoformat()``
+    took about 15k instructions, a tenth of what the tap's task spends on an exchange."""
+    sec, ns = divmod(ns, 1_000_000_000)
+    held = _SECOND[0]
+    if held[0] != sec:
+        held = _SECOND[0] = (sec, datetime.fromtimestamp(sec, UTC).isoformat().removesuffix("+00:00"))
+    us = ns // 1000
+    return f"{held[1]}.{us:06d}+00:00" if us else f"{held[1]}+00:00"
 
 
 def _ms(t0: float) -> float:

@@ -132,11 +132,18 @@ class _Conn(asyncio.Protocol):
         #: last read's stamp), and whether it ended by timing out
         self.deadline: float | None = None
         self.timed_out = False
+        #: the parser saw its last message through to its end, kept alive: it reads the next one
+        self.reparse = False
         self._begin(head_only=False)
         self.active = False
 
     def _begin(self, *, head_only: bool) -> None:
-        self.parser = httptools.HttpResponseParser(self)
+        if not self.reparse:
+            # llhttp waits for the next message after one it parsed to the end on a connection kept
+            # alive, so a reused connection keeps its parser (a new one is 5k instructions); not after
+            # a HEAD answer, whose end only this class knew
+            self.parser = httptools.HttpResponseParser(self)
+        self.reparse = False
         self.head_only = head_only
         self.active = True
         self.got_bytes = False
@@ -297,6 +304,7 @@ class _Conn(asyncio.Protocol):
         if not self.complete:
             self.complete = True
             self.keep = self.parser.should_keep_alive() and self.framed
+            self.reparse = self.keep
 
 
 class _EarlyClose(Exception):

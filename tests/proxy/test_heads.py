@@ -1,16 +1,20 @@
 """The tap's one pass over a request's and a response's headers (``proxy/_heads.py``) gives what
 the separate steps it replaced gave: each header decoded, the record's copy redacted, the upgrade
 test, the hop-by-hop filter, the correlation rule of both taps and the upstream request's header
-lines, for any names in any case and any values."""
+lines, for any names in any case and any values. And the exchange's start time, formatted once a
+second, reads as ``datetime`` wrote it."""
 
 from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wirecheck.contracts import DEFAULT_REDACTION, Redaction
-from wirecheck.proxy._app import ProxyApp, TapConfig
+from wirecheck.proxy._app import ProxyApp, TapConfig, _iso
 from wirecheck.proxy._heads import HeaderNames
 from wirecheck.record import CORRELATION_HEADER, Correlator, mint_correlation
 
@@ -143,3 +147,20 @@ def test_names_past_the_bound_are_still_read_right() -> None:
 def test_extra_headers_that_http_cannot_carry_are_refused_when_the_tap_is_made() -> None:
     with pytest.raises(ValueError, match="x-a"):
         ProxyApp(TapConfig(upstream="http://127.0.0.1:9", extra_headers={"x-a": "\u2603"}))
+
+
+@given(st.integers(min_value=0, max_value=4_000_000_000 * 10**9))
+def test_the_start_time_reads_as_datetime_writes_it(ns: int) -> None:
+    """The exchange's ``started_at`` (``_iso``, with its second kept) is ``datetime.now(UTC).isoformat()``
+    of the same clock reading: microseconds floored, and left out when 0."""
+    sec, rest = divmod(ns, 10**9)
+    expected = datetime.fromtimestamp(sec, UTC).replace(microsecond=rest // 1000).isoformat()
+    assert _iso(ns) == expected
+    assert _iso(ns) == expected  # again, from the second kept
+    assert _iso(sec * 10**9) == datetime.fromtimestamp(sec, UTC).isoformat()
+
+
+def test_the_start_time_is_now() -> None:
+    before = datetime.now(UTC)
+    got = datetime.fromisoformat(_iso(time.time_ns()))
+    assert before <= got <= datetime.now(UTC)
