@@ -79,6 +79,10 @@ _log = logging.getLogger("wirecheck.proxy")
 # RFC 9110 token characters for a name; no control characters but tab in a value
 _BAD_NAME = re.compile(b'[\x00-\x1f\x7f()<>@,;:\\[\\]={} \t\\\\"]')
 _BAD_VALUE = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]")
+#: response header names found good: the same few on every response, each searched once (a search
+#: is most of a header's cost here); any name past the bound is searched every time
+_GOOD_NAMES: set[bytes] = set()
+_GOOD_NAMES_KEPT = 1024
 
 
 def _status_line(code: int) -> bytes:
@@ -541,8 +545,11 @@ class _Cycle:
         head = [_STATUS[status]]
         closes = False
         for name, value in headers:
-            if _BAD_NAME.search(name):
-                raise RuntimeError(f"invalid response header name {name!r}")
+            if type(name) is not bytes or name not in _GOOD_NAMES:  # (a bytearray is searched each time)
+                if _BAD_NAME.search(name):
+                    raise RuntimeError(f"invalid response header name {name!r}")
+                if type(name) is bytes and len(_GOOD_NAMES) < _GOOD_NAMES_KEPT:
+                    _GOOD_NAMES.add(name)
             if _BAD_VALUE.search(value):
                 raise RuntimeError(f"invalid response header value for {name!r}")
             lower = name.lower()

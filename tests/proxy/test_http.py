@@ -150,3 +150,32 @@ def test_a_body_that_has_all_arrived_is_handed_over_as_receive_hands_it() -> Non
         s.sendall(b"POST /x HTTP/1.1\r\nhost: x\r\ncontent-length: 4\r\nconnection: close\r\n\r\nab")
         s.sendall(b"cd")
         assert read_all(s).endswith((b"read abcd", b"whole abcd"))
+
+
+def test_a_response_header_http_cannot_carry_is_refused_every_time() -> None:
+    """The listener searches each response header name once for characters HTTP refuses, and
+    keeps the names found good: a bad name is refused however often it comes (nothing of the head
+    is written), and a good name kept still has its value searched every time."""
+    headers = {
+        "/good": [(b"x-fine", b"1")],
+        "/name": [(b"x bad", b"1")],
+        "/value": [(b"x-fine", b"a\r\nx-injected: 1")],
+        "/array": [(bytearray(b"x-fine"), b"1"), (bytearray(b"x bad"), b"1")],
+    }
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await read_body(receive)
+        head = [(b"content-length", b"2"), *headers[scope["path"]]]
+        await send({"type": "http.response.start", "status": 200, "headers": head})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    for path in ["/good", "/name", "/good", "/name", "/value", "/good", "/value", "/array"]:
+        with connected(app) as s:
+            s.sendall(b"GET %s HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n" % path.encode())
+            got = read_all(s)
+        if path == "/good":
+            assert got.startswith(b"HTTP/1.1 200 OK\r\n") and b"x-fine: 1\r\n" in got, path
+        else:  # the app fails once its response began: the connection closes, nothing written
+            assert got == b"", path
