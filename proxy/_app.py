@@ -612,11 +612,12 @@ class _Tee:
     """What the record keeps of a response body: each piece with its read's arrival offset, up to
     the record limit (past it the bytes are still forwarded, never kept)."""
 
-    __slots__ = ("added", "chunks", "room", "size", "t0")
+    __slots__ = ("added", "chunks", "limit", "size", "t0")
 
     def __init__(self, chunks: list[Chunk], t0: float, limit: int, added: Any) -> None:
-        self.chunks, self.t0, self.room, self.added = chunks, t0, limit, added
-        self.size = 0  # bytes forwarded, recorded or not
+        self.chunks, self.t0, self.limit, self.added = chunks, t0, limit, added
+        #: bytes forwarded, recorded or not: the record holds the first ``limit`` of them
+        self.size = 0
 
     def take(self, batch: Batch) -> bytes:
         """Records the batch and returns its bytes, to be written in one piece."""
@@ -626,10 +627,10 @@ class _Tee:
     def keep(self, batch: Batch) -> None:
         """Records the batch."""
         for arrived, piece in batch:
-            self.size += len(piece)
-            if self.room > 0:
-                kept = piece if len(piece) <= self.room else piece[: self.room]
-                self.room -= len(kept)
+            size = self.size
+            self.size = end = size + len(piece)
+            if size < self.limit:
+                kept = piece if end <= self.limit else piece[: self.limit - size]
                 chunk = _new_chunk(Chunk)
                 chunk.t_ms, chunk.data = (arrived - self.t0) * 1000.0, kept
                 self.chunks.append(chunk)
@@ -647,7 +648,7 @@ class _DirectSink(_Tee):
     __slots__ = ("_bounds", "_counts", "_send")
 
     def __init__(self, chunks: list[Chunk], t0: float, limit: int, added: Any, direct: DirectBody) -> None:
-        self.chunks, self.t0, self.room, self.added = chunks, t0, limit, added  # _Tee's, without its call
+        self.chunks, self.t0, self.limit, self.added = chunks, t0, limit, added  # _Tee's, without its call
         self.size = 0
         self._send = direct.send
         self._counts: list[int] = added.counts
@@ -662,10 +663,10 @@ class _DirectSink(_Tee):
             more = self._send(data)
             if more is None:
                 return False  # the caller is gone: nothing forwarded, nothing recorded
-            self.size += len(data)
-            if self.room > 0:
-                kept = data if len(data) <= self.room else data[: self.room]
-                self.room -= len(kept)
+            size = self.size
+            self.size = end = size + len(data)
+            if size < self.limit:
+                kept = data if end <= self.limit else data[: self.limit - size]
                 chunk = _new_chunk(Chunk)
                 chunk.t_ms, chunk.data = (arrived - self.t0) * 1000.0, kept
                 self.chunks.append(chunk)
@@ -674,17 +675,18 @@ class _DirectSink(_Tee):
             more = self._send(data)
             if more is None:
                 return False
-            self.size += len(data)
-            t0, room, chunks = self.t0, self.room, self.chunks
+            size, limit = self.size, self.limit
+            self.size = size + len(data)
+            t0, chunks = self.t0, self.chunks
             for stamp, piece in batch:  # keep()'s loop, without its call (several events a read)
-                if room <= 0:
+                if size >= limit:
                     break
-                kept = piece if len(piece) <= room else piece[:room]
-                room -= len(kept)
+                end = size + len(piece)
+                kept = piece if end <= limit else piece[: limit - size]
+                size = end
                 chunk = _new_chunk(Chunk)
                 chunk.t_ms, chunk.data = (stamp - t0) * 1000.0, kept
                 chunks.append(chunk)
-            self.room = room
         # the added-latency histogram's observe (proxy/_histogram.py), inlined: once a read
         waited = time.monotonic() - arrived
         self._counts[bisect_left(self._bounds, waited)] += 1

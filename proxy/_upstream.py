@@ -295,7 +295,8 @@ class _Conn(asyncio.Protocol):
         if self.complete:
             raise _Surplus  # a body after a HEAD response's head
         self.pieces.append((self.stamp, body))
-        self.buffered += len(body)
+        if self.sink is None:  # relayed, each read's pieces go on at its end: nothing to bound
+            self.buffered += len(body)
 
     def on_message_complete(self) -> None:
         if self.informational:
