@@ -79,6 +79,10 @@ _log = logging.getLogger("wirecheck.proxy")
 # RFC 9110 token characters for a name; no control characters but tab in a value
 _BAD_NAME = re.compile(b'[\x00-\x1f\x7f()<>@,;:\\[\\]={} \t\\\\"]')
 _BAD_VALUE = re.compile(b"[\x00-\x08\x0a-\x1f\x7f]")
+#: response header names found good: the same few on every response, each searched once (a search
+#: is most of a header's cost here); any name past the bound is searched every time
+_GOOD_NAMES: set[bytes] = set()
+_GOOD_NAMES_KEPT = 1024
 
 
 def _status_line(code: int) -> bytes:
@@ -133,8 +137,11 @@ class HttpConnection(asyncio.Protocol):
         self.cycle: _Cycle | None = None
         self.pipeline: deque[_Cycle] = deque()
         self.read_paused = self.write_paused = False
-        self.writable = asyncio.Event()
-        self.writable.set()
+        #: the caller's socket takes more, or the connection is gone (a waiting ``drain`` ends): an
+        #: asyncio.Event's flag, with the Event made only when a ``drain`` waits (one made and set
+        #: for every connection was 3k instructions of its set-up)
+        self.writable = True
+        self._writable: asyncio.Event | None = None
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._expect_100 = False
@@ -172,8 +179,8 @@ class HttpConnection(asyncio.Protocol):
         if self.cycle is not None and not self.cycle.response_complete:
             self.cycle.disconnected = True
         if self.cycle is not None:
-            self.cycle.message_event.set()
-        self.writable.set()  # a response waiting to write finds the connection gone
+            self.cycle.notify()
+        self._set_writable(True)  # a response waiting to write finds the connection gone
         if self.on_gone is not None:
             gone, self.on_gone = self.on_gone, None
             gone()
@@ -185,14 +192,25 @@ class HttpConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self.write_paused = True
-        self.writable.clear()
+        self._set_writable(False)
 
     def resume_writing(self) -> None:
         self.write_paused = False
-        self.writable.set()
+        self._set_writable(True)
+
+    def _set_writable(self, writable: bool) -> None:
+        self.writable = writable
+        if self._writable is not None:
+            if writable:
+                self._writable.set()
+            else:
+                self._writable.clear()
 
     async def drain(self) -> None:
-        await self.writable.wait()
+        if not self.writable:
+            if self._writable is None:
+                self._writable = asyncio.Event()
+            await self._writable.wait()
 
     def pause_reading(self) -> None:
         if not self.read_paused:
@@ -298,7 +316,7 @@ class HttpConnection(asyncio.Protocol):
         cycle.body += body
         if len(cycle.body) > BODY_HIGH_WATER:
             self.pause_reading()
-        cycle.message_event.set()
+        cycle.notify()
 
     def on_message_complete(self) -> None:
         self._in_head = True  # what comes next on this connection is the next request's head
@@ -306,7 +324,7 @@ class HttpConnection(asyncio.Protocol):
         if cycle is None or cycle.response_complete:
             return
         cycle.more_body = False
-        cycle.message_event.set()
+        cycle.notify()
 
     # --- requests in turn -------------------------------------------------------------------------
 
@@ -390,6 +408,7 @@ class _Cycle:
         "disconnected",
         "keep_alive",
         "left",
+        "message",
         "message_event",
         "more_body",
         "response_complete",
@@ -406,11 +425,28 @@ class _Cycle:
         self.disconnected = False
         self.body = bytearray()
         self.more_body = True
-        self.message_event = asyncio.Event()
+        #: ``receive`` has something to say (body bytes, the body's end, a disconnect): what an
+        #: asyncio.Event would hold, kept as a flag, with the Event made only for a ``receive`` that
+        #: waits (the taps take a body that came with its head without one: an Event and its sets
+        #: were 4-5k instructions a request)
+        self.message = False
+        self.message_event: asyncio.Event | None = None
         self.response_started = self.response_complete = False
         #: chunked framing (None: not decided yet); ``left``: bytes of a content-length still due
         self.chunked: bool | None = None
         self.left = 0
+
+    def notify(self) -> None:
+        """``receive`` has something to say: its wait ends (``asyncio.Event.set``)."""
+        self.message = True
+        if self.message_event is not None:
+            self.message_event.set()
+
+    def unnotify(self) -> None:
+        """``receive`` said it (``asyncio.Event.clear``)."""
+        self.message = False
+        if self.message_event is not None:
+            self.message_event.clear()
 
     @property
     def transport(self) -> asyncio.Transport:
@@ -456,13 +492,33 @@ class _Cycle:
             self.waiting_100 = False
         if not self.disconnected and not self.response_complete:
             conn.resume_reading()
-            await self.message_event.wait()
-            self.message_event.clear()
+            if not self.message:
+                if self.message_event is None:
+                    self.message_event = asyncio.Event()
+                await self.message_event.wait()
+            self.unnotify()
         if self.disconnected or self.response_complete:
             return {"type": "http.disconnect"}
         message = {"type": "http.request", "body": bytes(self.body), "more_body": self.more_body}
         self.body = bytearray()
         return message
+
+    def take_body(self) -> bytes | None:
+        """``receive`` for a body that has all arrived, which never waits (``DirectBody.whole_body``):
+        the same steps, in the same order."""
+        conn = self.conn
+        if conn is None:
+            return None
+        if self.waiting_100 and not conn.transport.is_closing():
+            conn.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.waiting_100 = False
+        if self.disconnected or self.response_complete:
+            return None
+        conn.resume_reading()
+        self.unnotify()
+        body = bytes(self.body)
+        self.body = bytearray()
+        return body
 
     async def send(self, message: Message) -> None:
         conn = self.conn
@@ -489,8 +545,11 @@ class _Cycle:
         head = [_STATUS[status]]
         closes = False
         for name, value in headers:
-            if _BAD_NAME.search(name):
-                raise RuntimeError(f"invalid response header name {name!r}")
+            if type(name) is not bytes or name not in _GOOD_NAMES:  # (a bytearray is searched each time)
+                if _BAD_NAME.search(name):
+                    raise RuntimeError(f"invalid response header name {name!r}")
+                if type(name) is bytes and len(_GOOD_NAMES) < _GOOD_NAMES_KEPT:
+                    _GOOD_NAMES.add(name)
             if _BAD_VALUE.search(value):
                 raise RuntimeError(f"invalid response header value for {name!r}")
             lower = name.lower()
@@ -528,7 +587,7 @@ class _Cycle:
         if self.left != 0:
             raise RuntimeError("response body shorter than its content-length")
         self.response_complete = True
-        self.message_event.set()
+        self.notify()
         if not self.keep_alive:
             conn.transport.close()
         conn.response_complete()
@@ -575,13 +634,12 @@ class DirectBody:
     # the request is held weakly: it holds the scope, and the scope this object, and a reference cycle
     # per request left every caller's socket and transport to the cyclic GC, whose full collections
     # then paused the event loop 35 ms at 256 streams
-    __slots__ = ("_cycle", "_transport", "_writable")
+    __slots__ = ("_cycle", "_transport")
 
     def __init__(self, cycle: _Cycle) -> None:
         assert cycle.conn is not None
         self._cycle = weakref.ref(cycle)
         self._transport = cycle.conn.transport
-        self._writable = cycle.conn.writable  # set while the caller's socket takes more
 
     def usable(self) -> bool:
         c = self._cycle()
@@ -598,6 +656,17 @@ class DirectBody:
         app need not bound that wait). The usual case: a request's head and body in one read."""
         c = self._cycle()
         return c is not None and not c.more_body
+
+    def whole_body(self) -> bytes | None:
+        """Once ``body_arrived``: the request's body, handed over as the ASGI ``receive`` would
+        hand it (in one message) but without its coroutine, its message or its wait; None where
+        ``receive`` would say ``http.disconnect``."""
+        c = self._cycle()
+        if c is None:
+            return None
+        if c.more_body:
+            raise RuntimeError("whole_body() before the whole body arrived")
+        return c.take_body()
 
     def gone(self) -> bool:
         """The caller's connection is closed or closing: nothing written reaches it."""
@@ -633,7 +702,11 @@ class DirectBody:
             conn.on_gone = callback
 
     async def drain(self) -> None:
-        await self._writable.wait()
+        """Wait until the caller's socket takes more, or the connection is gone."""
+        c = self._cycle()
+        conn = c.conn if c is not None else None
+        if conn is not None:
+            await conn.drain()
 
 
 class Handoff:
@@ -668,6 +741,10 @@ class Handoff:
 
 
 def _address(info: Any) -> tuple[str, int] | None:
-    if isinstance(info, tuple | list) and len(info) >= 2:
+    # twice a connection: an IPv4 address as the socket gives it is taken as it is (the isinstance
+    # of a ``tuple | list`` union and the new tuple took 3k instructions a call)
+    if type(info) is tuple and len(info) == 2 and type(info[0]) is str and type(info[1]) is int:
+        return info
+    if isinstance(info, (tuple, list)) and len(info) >= 2:
         return (str(info[0]), int(info[1]))
     return None

@@ -86,8 +86,10 @@ class UpstreamResponse:
 
 class Upstream:
     async def open(
-        self, method: str, target: str, headers: list[tuple[str, str]], body: bytes
+        self, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes
     ) -> UpstreamResponse:
+        """Send the request: ``headers`` go on as given (names and values as bytes), ``host`` and
+        the body's framing are the client's."""
         raise NotImplementedError
 
     async def aclose(self) -> None:
@@ -130,11 +132,18 @@ class _Conn(asyncio.Protocol):
         #: last read's stamp), and whether it ended by timing out
         self.deadline: float | None = None
         self.timed_out = False
+        #: the parser saw its last message through to its end, kept alive: it reads the next one
+        self.reparse = False
         self._begin(head_only=False)
         self.active = False
 
     def _begin(self, *, head_only: bool) -> None:
-        self.parser = httptools.HttpResponseParser(self)
+        if not self.reparse:
+            # llhttp waits for the next message after one it parsed to the end on a connection kept
+            # alive, so a reused connection keeps its parser (a new one is 5k instructions); not after
+            # a HEAD answer, whose end only this class knew
+            self.parser = httptools.HttpResponseParser(self)
+        self.reparse = False
         self.head_only = head_only
         self.active = True
         self.got_bytes = False
@@ -286,7 +295,8 @@ class _Conn(asyncio.Protocol):
         if self.complete:
             raise _Surplus  # a body after a HEAD response's head
         self.pieces.append((self.stamp, body))
-        self.buffered += len(body)
+        if self.sink is None:  # relayed, each read's pieces go on at its end: nothing to bound
+            self.buffered += len(body)
 
     def on_message_complete(self) -> None:
         if self.informational:
@@ -295,6 +305,7 @@ class _Conn(asyncio.Protocol):
         if not self.complete:
             self.complete = True
             self.keep = self.parser.should_keep_alive() and self.framed
+            self.reparse = self.keep
 
 
 class _EarlyClose(Exception):
@@ -378,11 +389,11 @@ class _Raw(Upstream):
             conn.close()
 
     async def open(
-        self, method: str, target: str, headers: list[tuple[str, str]], body: bytes
+        self, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes
     ) -> UpstreamResponse:
         head = [f"{method} {target} HTTP/1.1\r\n".encode("latin-1"), b"host: ", self.host_header, b"\r\n"]
         for k, v in headers:
-            head.append(f"{k}: {v}\r\n".encode("latin-1"))
+            head += (k, b": ", v, b"\r\n")
         if body or method in ("POST", "PUT", "PATCH"):
             head.append(b"content-length: %d\r\n" % len(body))
         head.append(b"\r\n")
@@ -491,7 +502,7 @@ class _Httpx(Upstream):
         self.client.headers = httpx.Headers()  # no headers of httpx's own: forward the caller's only
 
     async def open(
-        self, method: str, target: str, headers: list[tuple[str, str]], body: bytes
+        self, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes
     ) -> UpstreamResponse:
         req = self.client.build_request(method, target, headers=headers, content=body)
         try:

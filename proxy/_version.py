@@ -77,7 +77,7 @@ class UpstreamVersion:
     async def _ask(self) -> None:
         try:
             async with asyncio.timeout(_TIMEOUT_S):
-                resp = await self._upstream.open("GET", self._target, [("accept", "application/json")], b"")
+                resp = await self._upstream.open("GET", self._target, [(b"accept", b"application/json")], b"")
                 try:
                     body = b""
                     async for piece in resp.body:

@@ -5,6 +5,7 @@ callback. Real sockets on both sides, since neither exists in process."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import hashlib
 import socket
@@ -12,13 +13,19 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.proxy.test_app import raw_upstream, recorded
+from wirecheck.contracts import Chunk
 from wirecheck.proxy import ProxyApp, TapConfig, serve_listener
+from wirecheck.proxy._app import _DirectSink, _new_chunk, _Tee
+from wirecheck.proxy._histogram import _Series
 from wirecheck.proxy._http import DirectBody, ListenerConfig
 from wirecheck.record import Store, read_body, serve
 
@@ -247,3 +254,43 @@ def test_the_request_path_leaves_no_cyclic_garbage(store: Store) -> None:
         finally:
             gc.enable()
     assert unreachable == 0, f"{unreachable} objects in reference cycles after 40 exchanges"
+
+
+def test_a_record_entry_made_without_its_init_is_a_chunk_like_any_other() -> None:
+    """The tee makes each read's ``Chunk`` with ``__new__`` and two slot stores (proxy/_app.py): it
+    holds only while the dataclass has exactly these two fields and no ``__post_init__``."""
+    assert [f.name for f in dataclasses.fields(Chunk)] == ["t_ms", "data"]
+    assert not hasattr(Chunk, "__post_init__")
+    made = _new_chunk(Chunk)
+    made.t_ms, made.data = 1.5, b"x"
+    assert made == Chunk(1.5, b"x") and repr(made) == repr(Chunk(1.5, b"x"))
+
+
+@given(
+    st.lists(st.lists(st.binary(max_size=9), min_size=1, max_size=4), max_size=8),
+    st.integers(min_value=0, max_value=40),
+)
+def test_the_record_keeps_each_piece_up_to_the_limit_whichever_path(
+    reads: list[list[bytes]], limit: int
+) -> None:
+    """Both tees (the ASGI path's ``keep`` and the relay's ``forward``, one piece a read or several)
+    record each piece with its read's offset until ``limit`` bytes are kept, the last one cut, and
+    count every byte forwarded."""
+    expected, kept = [], 0
+    for i, pieces in enumerate(reads):
+        for piece in pieces:
+            if kept < limit:
+                expected.append((float(i * 1000), piece[: limit - kept]))
+                kept += len(expected[-1][1])
+    total = sum(len(p) for pieces in reads for p in pieces)
+    series = _Series((0.001, 0.01))
+    direct = SimpleNamespace(send=lambda data: True)
+    for tee in (_Tee([], 0.0, limit, series), _DirectSink([], 0.0, limit, series, direct)):  # type: ignore[arg-type]
+        for i, pieces in enumerate(reads):
+            batch = [(float(i), p) for p in pieces]
+            if isinstance(tee, _DirectSink):
+                assert tee.forward(batch) is True
+            else:
+                tee.keep(batch)
+        assert [(c.t_ms, c.data) for c in tee.chunks] == expected
+        assert tee.size == total

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from wirecheck.proxy import ListenerConfig, serve_listener
+from wirecheck.proxy._http import DIRECT_BODY
 from wirecheck.record import read_body
 
 
@@ -117,3 +118,64 @@ def test_an_idle_connection_is_closed() -> None:
     with connected(idle_timeout_s=0.2) as s:
         s.sendall(b"GET /a HTTP/1.1\r\nhost: x\r\n\r\n")
         assert read_all(s).startswith(b"HTTP/1.1 200 ")  # answered, then closed once idle
+
+
+async def whole(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """``echo`` reading a body that has all arrived through ``DirectBody.whole_body``, else ``receive``."""
+    if scope["type"] != "http":
+        return
+    direct = scope["extensions"][DIRECT_BODY]
+    body = direct.whole_body() if direct.body_arrived() else await read_body(receive)
+    out = b"%s %s" % (b"whole" if direct.body_arrived() else b"read", body)
+    headers = [(b"content-length", str(len(out)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": out})
+
+
+def test_a_body_that_has_all_arrived_is_handed_over_as_receive_hands_it() -> None:
+    """``DirectBody.whole_body`` (the taps' path for a body that came with its head) writes the same
+    bytes as ``receive`` would: the 100 Continue a caller asked for, then the answer; and a body
+    that trickles in still goes through ``receive``."""
+    for app in (echo, whole):
+        with connected(app, direct_body=True) as s:
+            s.sendall(
+                b"POST /x HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\nexpect: 100-continue\r\n\r\nok"
+                b"POST /y HTTP/1.1\r\nhost: x\r\ncontent-length: 3\r\nconnection: close\r\n\r\nabc"
+            )
+            got = read_all(s)
+        assert got.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n")
+        assert got.count(b"HTTP/1.1 200 OK\r\n") == 2
+        assert got.endswith(b"whole abc" if app is whole else b"POST /y abc")
+    with connected(whole, direct_body=True) as s:
+        s.sendall(b"POST /x HTTP/1.1\r\nhost: x\r\ncontent-length: 4\r\nconnection: close\r\n\r\nab")
+        s.sendall(b"cd")
+        assert read_all(s).endswith((b"read abcd", b"whole abcd"))
+
+
+def test_a_response_header_http_cannot_carry_is_refused_every_time() -> None:
+    """The listener searches each response header name once for characters HTTP refuses, and
+    keeps the names found good: a bad name is refused however often it comes (nothing of the head
+    is written), and a good name kept still has its value searched every time."""
+    headers = {
+        "/good": [(b"x-fine", b"1")],
+        "/name": [(b"x bad", b"1")],
+        "/value": [(b"x-fine", b"a\r\nx-injected: 1")],
+        "/array": [(bytearray(b"x-fine"), b"1"), (bytearray(b"x bad"), b"1")],
+    }
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await read_body(receive)
+        head = [(b"content-length", b"2"), *headers[scope["path"]]]
+        await send({"type": "http.response.start", "status": 200, "headers": head})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    for path in ["/good", "/name", "/good", "/name", "/value", "/good", "/value", "/array"]:
+        with connected(app) as s:
+            s.sendall(b"GET %s HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n" % path.encode())
+            got = read_all(s)
+        if path == "/good":
+            assert got.startswith(b"HTTP/1.1 200 OK\r\n") and b"x-fine: 1\r\n" in got, path
+        else:  # the app fails once its response began: the connection closes, nothing written
+            assert got == b"", path

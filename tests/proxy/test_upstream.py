@@ -10,7 +10,13 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.support.servers import read_request, until_closed
-from wirecheck.proxy._upstream import UpstreamBroken, UpstreamTimeout, UpstreamUnreachable, make_upstream
+from wirecheck.proxy._upstream import (
+    UpstreamBroken,
+    UpstreamTimeout,
+    UpstreamUnreachable,
+    _Raw,
+    make_upstream,
+)
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], object]
 
@@ -45,7 +51,7 @@ async def roundtrip(
     url: str, method: str = "POST", body: bytes = b"{}", read_s: float = 5.0
 ) -> tuple[int, list[tuple[bytes, bytes]], list[bytes], object]:
     up = make_upstream(urlsplit(url), transport=None, connect_s=2, read_s=read_s)
-    resp = await up.open(method, "/v1/x?a=1", [("content-type", "application/json")], body)
+    resp = await up.open(method, "/v1/x?a=1", [(b"content-type", b"application/json")], body)
     pieces = [p async for p in resp.body]
     await resp.aclose()
     return resp.status, resp.headers, pieces, up
@@ -189,3 +195,34 @@ async def test_a_trickled_head_times_out_from_the_request_and_a_paced_body_does_
                 assert b"".join([p async for p in resp.body]) == b"x" * 12
                 await resp.aclose()
             await up.aclose()
+
+
+async def test_a_kept_alive_connection_reads_each_kind_of_answer_in_turn() -> None:
+    """A reused connection keeps its parser after a message it read to the end (a HEAD answer
+    excepted: llhttp never saw its end): every kind of answer, in any order, reads right on one
+    connection, with one parser across the answers that were whole and a new one after a HEAD."""
+    answers = {
+        "chunked": b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nab\r\n1\r\nc\r\n0\r\n\r\n",
+        "length": b"HTTP/1.1 201 Created\r\ncontent-length: 3\r\n\r\nxyz",
+        "empty": b"HTTP/1.1 204 No Content\r\n\r\n",
+        "continue": b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+        "head": b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n",
+    }
+    expected = {"chunked": (200, [b"ab", b"c"]), "length": (201, [b"xyz"]), "empty": (204, [])}
+    expected |= {"continue": (200, [b"ok"]), "head": (200, [])}
+    order = ["chunked", "length", "head", "empty", "chunked", "continue", "head", "head", "length"]
+    async with raw_server(lambda n: answers[order[n - 1]]) as (url, seen):
+        up = make_upstream(urlsplit(url), transport=None, connect_s=2, read_s=5)
+        conns, parsers = set(), []
+        for kind in order:
+            resp = await up.open("HEAD" if kind == "head" else "POST", "/v1/x", [], b"{}")
+            assert (resp.status, [p async for p in resp.body]) == expected[kind], kind
+            await resp.aclose()
+            assert isinstance(up, _Raw) and len(up.idle) == 1
+            conns.add(id(up.idle[0]))
+            parsers.append(up.idle[0].parser)
+        await up.aclose()
+    assert len(seen) == len(order) and len(conns) == 1
+    # a new parser only for the answer after each HEAD
+    renewed = [parsers[i] is not parsers[i - 1] for i in range(1, len(order))]
+    assert renewed == [order[i - 1] == "head" for i in range(1, len(order))]

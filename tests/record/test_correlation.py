@@ -1,5 +1,5 @@
-"""Correlation ids: the MAC is HMAC-SHA256 (a keyed HMAC kept per secret and copied), and ids
-verify only under their own secret and kind."""
+"""Correlation ids: the MAC is HMAC-SHA256 (SHA-256 states fed the key's HMAC pads, kept per
+secret and copied), and ids verify only under their own secret and kind."""
 
 from __future__ import annotations
 

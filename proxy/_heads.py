@@ -1,0 +1,125 @@
+"""A tap's one pass over an exchange's headers: what the record keeps and what goes on.
+
+Each request's headers serve four ends: the record (names and values as text, credentials
+redacted), the hop-by-hop filter (what the upstream gets), the protocol-upgrade test (refused
+with a 501) and the correlation id (``x-wirecheck-id``). Each response's serve two: the record and
+the hop filter towards the caller. What a header name means for each of them does not change from
+one exchange to the next, so it is decided once per name (``_Name``, kept for a bounded number of
+names) and each header then costs one lookup and one decode of its value; the headers that go on
+stay the bytes that came, never decoded and encoded again.
+"""
+
+from __future__ import annotations
+
+from wirecheck.contracts import REDACTED, Redaction
+from wirecheck.record import CORRELATION_HEADER
+
+__all__ = ["HOP", "HeaderNames", "RequestHeads"]
+
+#: hop-by-hop headers (RFC 9110 7.6.1 and the older proxy ones), and ``host``, which the upstream
+#: client sets itself: none goes on, either way
+HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+    }
+)
+#: header names whose meaning a tap keeps (a caller's own names are not bounded: past this many,
+#: a new name is worked out for each header that carries it)
+_NAMES_KEPT = 1024
+
+
+class _Name:
+    """What one header name (the bytes as they came) means to a tap."""
+
+    __slots__ = ("corr", "hop", "length", "low", "secret", "text")
+
+    def __init__(self, raw: bytes, redact: Redaction) -> None:
+        self.text = raw.decode("latin-1")
+        self.low = low = self.text.lower()
+        self.secret = redact.is_secret_header(self.text)
+        self.hop = low in HOP
+        self.length = low == "content-length"
+        self.corr = low == CORRELATION_HEADER
+
+
+class RequestHeads:
+    """A request's headers, read once: ``recorded`` (redacted text, every header in order),
+    ``forwarded`` (the bytes to send on: no hop-by-hop header, no content-length, and no
+    correlation id unless ``keep_ids``), ``ids`` (the correlation ids the caller sent, in order)
+    and ``upgrade`` (a request to switch protocols: ``Connection: upgrade`` with an ``Upgrade``
+    header)."""
+
+    __slots__ = ("forwarded", "ids", "recorded", "upgrade")
+
+    def __init__(
+        self,
+        recorded: list[tuple[str, str]],
+        forwarded: list[tuple[bytes, bytes]],
+        ids: list[str],
+        upgrade: bool,
+    ) -> None:
+        self.recorded, self.forwarded, self.ids, self.upgrade = recorded, forwarded, ids, upgrade
+
+
+class HeaderNames:
+    """The meaning of each header name a tap has seen, under its redaction policy."""
+
+    __slots__ = ("_names", "_redact")
+
+    def __init__(self, redact: Redaction) -> None:
+        self._redact = redact
+        self._names: dict[bytes, _Name] = {}
+
+    def _name(self, raw: bytes) -> _Name:
+        name = _Name(raw, self._redact)
+        if len(self._names) < _NAMES_KEPT:
+            self._names[raw] = name
+        return name
+
+    def request(self, headers: list[tuple[bytes, bytes]], *, keep_ids: bool) -> RequestHeads:
+        names = self._names
+        recorded: list[tuple[str, str]] = []
+        forwarded: list[tuple[bytes, bytes]] = []
+        ids: list[str] = []
+        upgrade = connection_upgrade = False
+        for k, v in headers:
+            name = names.get(k) or self._name(k)
+            value = v.decode("latin-1")
+            recorded.append((name.text, REDACTED if name.secret else value))
+            if name.hop:
+                if name.low == "upgrade":
+                    upgrade = True
+                elif name.low == "connection" and not connection_upgrade:
+                    connection_upgrade = "upgrade" in [t.strip().lower() for t in value.split(",")]
+            elif name.corr:
+                ids.append(value)
+                if keep_ids:
+                    forwarded.append((k, v))
+            elif not name.length:
+                forwarded.append((k, v))
+        return RequestHeads(recorded, forwarded, ids, upgrade and connection_upgrade)
+
+    def response(
+        self, headers: list[tuple[bytes, bytes]]
+    ) -> tuple[list[tuple[str, str]], list[tuple[bytes, bytes]]]:
+        """A response's headers as the record keeps them (redacted text) and as they go on to the
+        caller (the bytes that came, without the hop-by-hop ones)."""
+        names = self._names
+        recorded: list[tuple[str, str]] = []
+        forwarded: list[tuple[bytes, bytes]] = []
+        for k, v in headers:
+            name = names.get(k) or self._name(k)
+            recorded.append((name.text, REDACTED if name.secret else v.decode("latin-1")))
+            if not name.hop:
+                forwarded.append((k, v))
+        return recorded, forwarded
