@@ -22,7 +22,6 @@ Replicas in several processes that share one store give the same secret to each
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import os
 import secrets
@@ -55,33 +54,20 @@ _TAP, _CLIENT = "tap", "client"
 
 def _mac(secret: bytes, nonce: str, kind: str) -> str:
     """HMAC-SHA256 of ``kind:nonce`` under ``secret``, in hex, cut to ``_MAC_HEX``."""
-    pads = _KEYED.get(secret)
-    if pads is None:
-        pads = _pads(secret)
+    keyed = _KEYED.get(secret)
+    if keyed is None:
+        keyed = hmac.new(secret, digestmod="sha256")
         if len(_KEYED) < 16:  # a process has one secret, or a few in tests
-            _KEYED[secret] = pads
-    inner, outer = pads[0].copy(), pads[1].copy()
-    inner.update(f"{kind}:{nonce}".encode("ascii"))
-    outer.update(inner.digest())
-    return outer.hexdigest()[:_MAC_HEX]
+            _KEYED[secret] = keyed
+    mac = keyed.copy()
+    mac.update(f"{kind}:{nonce}".encode("ascii"))
+    return mac.hexdigest()[:_MAC_HEX]
 
 
-def _pads(secret: bytes) -> tuple[hashlib._Hash, hashlib._Hash]:
-    """SHA-256 fed the key XOR ipad, and the key XOR opad (RFC 2104): an HMAC is a copy of each,
-    the first fed the message and the second the first's digest."""
-    key = hashlib.sha256(secret).digest() if len(secret) > _BLOCK else secret
-    key = key.ljust(_BLOCK, b"\0")
-    return hashlib.sha256(key.translate(_IPAD)), hashlib.sha256(key.translate(_OPAD))
-
-
-#: secret -> SHA-256 fed its HMAC pads, copied for each id. ``hmac.new`` sets OpenSSL's HMAC up (its
-#: digest looked up) on every call, a tenth of a tap's own instructions an exchange for its two ids'
-#: MACs; a keyed ``hmac.HMAC`` copied costs a third more than the two SHA-256 states do (its Python
-#: layer, and a copy of its three digest states for the final digest)
-_KEYED: dict[bytes, tuple[hashlib._Hash, hashlib._Hash]] = {}
-_BLOCK = 64  # SHA-256's block size
-_IPAD = bytes(b ^ 0x36 for b in range(256))
-_OPAD = bytes(b ^ 0x5C for b in range(256))
+#: secret -> an HMAC keyed with it and fed nothing, copied for each id: ``hmac.new`` sets OpenSSL's
+#: HMAC up (its digest looked up) on every call, a tenth of a tap's own instructions an exchange for
+#: its two ids' MACs
+_KEYED: dict[bytes, hmac.HMAC] = {}
 
 
 def _mint(secret: bytes, kind: str) -> str:
