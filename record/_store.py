@@ -29,6 +29,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -56,15 +57,29 @@ _COLUMNS = (
 )
 #: one spelling for both backends (SQLite >= 3.24): a re-written id keeps its row and place (and is
 #: checked again: ``_TO_CHECK``)
-_UPSERT = (
-    f"INSERT INTO exchanges({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-    "ON CONFLICT (id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS.split(", ")[1:])
+_UPSERT = f"INSERT INTO exchanges({_COLUMNS}) VALUES {{rows}} ON CONFLICT (id) DO UPDATE SET " + ", ".join(
+    f"{c} = excluded.{c}" for c in _COLUMNS.split(", ")[1:]
 )
 #: an exchange written, or written again, is to be checked (again): its row in ``checks``
 _TO_CHECK = (
-    "INSERT INTO checks(seq, ended_at) SELECT seq, ended_at FROM exchanges WHERE id = ? "
+    "INSERT INTO checks(seq, ended_at) SELECT seq, ended_at FROM exchanges WHERE id IN ({ids}) "
     "ON CONFLICT (seq) DO UPDATE SET ended_at = excluded.ended_at, claimed_at = NULL"
 )
+#: exchanges written by one statement at most: 13 values each stay under the 999 variables of older
+#: SQLite builds. A statement a batch, not a statement a row, took a fifth off the database's work
+#: for an exchange (binding, stepping, the GIL given up and taken back for every row)
+_ROWS = 64
+
+
+@cache
+def _write_sql(rows: int) -> tuple[str, str]:
+    """The upsert of ``rows`` exchanges and the statement that puts them in ``checks``. Batches are
+    written in statements of 64, 32, 16, ... rows (the binary digits of their size), so that a few
+    statement texts, each compiled once (SQLite's statement cache), serve every size of batch."""
+    marks = "(" + ", ".join("?" * len(_COLUMNS.split(", "))) + ")"
+    return _UPSERT.format(rows=", ".join([marks] * rows)), _TO_CHECK.format(ids=", ".join("?" * rows))
+
+
 #: rows read at a time by ``Store.exchanges``: memory per page, whatever the store's size
 _PAGE = 64
 #: keys asked in one statement (SQLite's variable limit is 999 in older builds)
@@ -322,8 +337,21 @@ class Store:
                     body,
                 )
             )
-        self._db.many(_UPSERT, rows)
-        self._db.many(_TO_CHECK, [(r[0],) for r in rows])
+        ids = [r[0] for r in rows]
+        if len(set(ids)) < len(ids):
+            # an id twice in one batch: row by row, the later row an update of the earlier (in one
+            # statement PostgreSQL refuses to update a row it inserted)
+            upsert, to_check = _write_sql(1)
+            self._db.many(upsert, rows)
+            self._db.many(to_check, [(i,) for i in ids])
+            return
+        start, left = 0, len(rows)
+        while left:
+            size = min(_ROWS, 1 << (left.bit_length() - 1))
+            upsert, to_check = _write_sql(size)
+            self._exec(upsert, [v for row in rows[start : start + size] for v in row])
+            self._exec(to_check, ids[start : start + size])
+            start, left = start + size, left - size
 
     def write_now(self, exchanges: Iterable[Exchange]) -> None:
         """Write synchronously (imports, tests), bypassing the queue."""
