@@ -35,15 +35,15 @@ def row_document(ex: Exchange) -> tuple[dict[str, Any], bytes | None]:
     doc = dump_exchange(ex, chunks=False)
     data = [c.data for c in chunks]
     doc["response"][STORED_CHUNKS] = {
-        "t_us": _whole_us([c.t_ms for c in chunks]),
+        "t_us": _whole_us(chunks),
         "sizes": list(map(len, data)),
     }
     return doc, b"".join(data)
 
 
-def _whole_us(times_ms: list[float]) -> list[int]:
-    """Each ``round(round(t_ms, 3) * 1000)``: whole microseconds, what the interchange form keeps
-    (t_ms to three places) as an integer, for a response's chunks at once.
+def _whole_us(chunks: list[Chunk]) -> list[int]:
+    """Each chunk's ``round(round(t_ms, 3) * 1000)``: whole microseconds, what the interchange form
+    keeps (t_ms to three places) as an integer, for a response's chunks at once.
 
     A Python step a chunk (a rounding and its test) was a fifth of the store writer's work, so the
     integers are made by the float unit and read out of the bytes of the sums in C. Each
@@ -52,20 +52,30 @@ def _whole_us(times_ms: list[float]) -> list[int]:
     65536ths and the next four hold ``k >> 16``, ``floor(us + 0.5)``: the integer wanted wherever
     those two bytes are neither 0 nor 0xffff, for ``us + 0.5`` is then at least 2**-17 from an
     integer, sixteen times the error of ``t_ms * 1000`` below 2**32 microseconds
-    (``tests/record/test_rows.py`` holds it to the decimal way). Those, an offset past 2**32
-    microseconds (71 minutes) or before the start, NaN and the infinities take :func:`_each_us`."""
-    n = len(times_ms)
-    doubles, words, top = _layouts(n)
-    raw = doubles.pack(*[t * 1000.0 + _GRID for t in times_ms])
-    # the two low bytes of every sum at once, as the bytes of two integers
-    b0, b1 = int.from_bytes(raw[0::8], "little"), int.from_bytes(raw[1::8], "little")
-    if (
-        raw[6::8] + raw[7::8] != top
-        or 0 in (b0 | b1).to_bytes(n, "little")
-        or 255 in (b0 & b1).to_bytes(n, "little")
-    ):
-        return _each_us(times_ms)
+    (``tests/record/test_row_document.py`` holds it to the decimal way). Those, an offset past
+    2**32 microseconds (71 minutes) or before the start, NaN and the infinities take
+    :func:`_each_us`."""
+    doubles, words, top = _layouts(len(chunks))
+    raw = doubles.pack(*[c.t_ms * 1000.0 + _GRID for c in chunks])
+    if raw[6::8] + raw[7::8] != top:
+        return _each_us([c.t_ms for c in chunks])
+    # the 65536ths: where a high byte is 0 or 255 (one response in a few), each pair is looked at
+    high = raw[1::8]
+    if (0 in high or 255 in high) and not _clear(raw, high):
+        return _each_us([c.t_ms for c in chunks])
     return list(words.unpack(raw))
+
+
+def _clear(raw: bytes, high: bytes) -> bool:
+    """Whether no sum's 65536ths are 0 or 0xffff (within 2**-16 of a whole number): each high byte
+    of 0 or 255 with the low byte beside it."""
+    for byte in (0, 255):
+        i = high.find(byte)
+        while i >= 0:
+            if raw[8 * i] == byte:
+                return False
+            i = high.find(byte, i + 1)
+    return True
 
 
 #: ``1.5 * 2**36`` (sums in [2**36, 2**37): 65536ths apart) and the half of rounding to nearest

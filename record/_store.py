@@ -314,42 +314,45 @@ class Store:
         self.stats.batches += 1
 
     def _insert(self, batch: Iterable[Exchange]) -> None:
-        rows = []
-        now = time.time()
+        # the rows' values in one flat list, as the statements take them; the clocks read once a
+        # batch (an exchange's wall-clock end is the batch's time less how long ago it ended)
+        values: list[Any] = []
+        ids: list[str] = []
+        now, mono = time.time(), time.monotonic()
+        replica = self.replica
         for ex in batch:
             doc, body = row_document(ex)
             ended = ex.extra.get("_ended_mono")
             doc.pop("_ended_mono", None)
-            rows.append(
-                (
-                    ex.id,
-                    ex.tap,
-                    ex.correlation,
-                    ex.started_at,
-                    ended if ended is not None else time.monotonic(),
-                    now if ended is None else now - max(time.monotonic() - ended, 0.0),
-                    self.replica,
-                    ex.request.method,
-                    doc["request"]["path"],  # redacted like the doc
-                    ex.response.status if ex.response else None,
-                    ex.error.kind if ex.error else None,
-                    _encode(doc),
-                    body,
-                )
+            ids.append(ex.id)
+            values += (
+                ex.id,
+                ex.tap,
+                ex.correlation,
+                ex.started_at,
+                mono if ended is None else ended,
+                now if ended is None else now - max(mono - ended, 0.0),
+                replica,
+                ex.request.method,
+                doc["request"]["path"],  # redacted like the doc
+                ex.response.status if ex.response else None,
+                ex.error.kind if ex.error else None,
+                _encode(doc),
+                body,
             )
-        ids = [r[0] for r in rows]
+        width = len(values) // len(ids) if ids else 0
         if len(set(ids)) < len(ids):
-            # an id twice in one batch: row by row, the later row an update of the earlier (in one
-            # statement PostgreSQL refuses to update a row it inserted)
+            # an id twice in one batch: a statement a row, the later row an update of the earlier
+            # (PostgreSQL refuses to update a row that its own statement inserted)
             upsert, to_check = _write_sql(1)
-            self._db.many(upsert, rows)
+            self._db.many(upsert, [tuple(values[i : i + width]) for i in range(0, len(values), width)])
             self._db.many(to_check, [(i,) for i in ids])
             return
-        start, left = 0, len(rows)
+        start, left = 0, len(ids)
         while left:
             size = min(_ROWS, 1 << (left.bit_length() - 1))
             upsert, to_check = _write_sql(size)
-            self._exec(upsert, [v for row in rows[start : start + size] for v in row])
+            self._exec(upsert, values[start * width : (start + size) * width])
             self._exec(to_check, ids[start : start + size])
             start, left = start + size, left - size
 
