@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from itertools import accumulate
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -259,11 +259,13 @@ def _headers_in(value: Any, where: str) -> Headers:
     raise _Bad(f"{where}: headers are an object or a list of [name, value] pairs")
 
 
-def _headers_out(headers: Headers) -> dict[str, str] | list[list[str]]:
-    names = [k.lower() for k, _ in headers]
-    if len(set(names)) == len(names):
-        return dict(headers)
-    return [[k, v] for k, v in headers]
+def _headers_out(red: Redaction, headers: Headers) -> dict[str, str] | list[list[str]]:
+    """The headers redacted, as an object when no two names are the same but for case, else as
+    [name, value] pairs."""
+    out = red.header_object(headers)
+    if out is not None:
+        return out
+    return [[k, v] for k, v in red.header_list(headers)]
 
 
 def _body_in(obj: dict[str, Any], where: str) -> bytes:
@@ -401,42 +403,40 @@ def _load(obj: Any) -> Exchange:
     )
 
 
-def dump_exchange(ex: Exchange, *, redaction: Redaction | None = None) -> dict[str, Any]:
+def dump_exchange(ex: Exchange, *, redaction: Redaction | None = None, chunks: bool = True) -> dict[str, Any]:
     """The JSONL object for one exchange (bytes kept exactly: text when UTF-8, base64 otherwise).
 
     Credentials are redacted on the way out by ``redaction`` (the default policy when None): every
     store and JSONL file is written through here, so no writer can forget it.
-    """
-    from ._redact import DEFAULT_REDACTION  # _redact builds on this module's types
 
-    ex = (redaction or DEFAULT_REDACTION).exchange(ex)
+    ``chunks=False``: a response recorded chunk by chunk is written without its chunks (and without
+    a body), for a writer that keeps the chunks its own way (the store, record/_rows.py).
+    """
+    # what ``Redaction.exchange`` redacts (the target, both header lists), part by part: its copy
+    # of the exchange cost as much as the redaction on the store writer's thread
+    red = redaction or _default_redaction()
+    request = ex.request
     out: dict[str, Any] = {"v": FORMAT_VERSION, "id": ex.id, "tap": ex.tap}
     if ex.correlation is not None:
         out["correlation"] = ex.correlation
     if ex.started_at is not None:
         out["started_at"] = ex.started_at
     req: dict[str, Any] = {
-        "method": ex.request.method,
-        "path": ex.request.path,
-        "headers": _headers_out(ex.request.headers),
+        "method": request.method,
+        "path": red.target(request.path),
+        "headers": _headers_out(red, request.headers),
     }
-    _body_out(ex.request.body, req)
+    _body_out(request.body, req)
     out["request"] = req
     if ex.response is not None:
-        resp: dict[str, Any] = {"status": ex.response.status, "headers": _headers_out(ex.response.headers)}
-        if ex.response.chunks is not None:
-            chunks = []
-            for c in ex.response.chunks:
-                item: dict[str, Any] = {"t_ms": round(c.t_ms, 3)}
-                try:
-                    item["text"] = c.data.decode("utf-8")
-                except UnicodeDecodeError:
-                    # A chunk may end mid-character: keep its bytes exactly.
-                    item["b64"] = base64.b64encode(c.data).decode()
-                chunks.append(item)
-            resp["chunks"] = chunks
-        else:
+        resp: dict[str, Any] = {
+            "status": ex.response.status,
+            "headers": _headers_out(red, ex.response.headers),
+        }
+        if ex.response.chunks is None:
             _body_out(ex.response.body, resp)
+        elif chunks:
+            resp["chunks"] = _chunks_out(ex.response.chunks)
         out["response"] = resp
     if ex.error is not None:
         err: dict[str, Any] = {"kind": ex.error.kind}
@@ -447,6 +447,28 @@ def dump_exchange(ex: Exchange, *, redaction: Redaction | None = None) -> dict[s
         out["error"] = err
     out.update(ex.extra)
     return out
+
+
+def _chunks_out(chunks: list[Chunk]) -> list[dict[str, Any]]:
+    out = []
+    for c in chunks:
+        item: dict[str, Any] = {"t_ms": round(c.t_ms, 3)}
+        try:
+            item["text"] = c.data.decode("utf-8")
+        except UnicodeDecodeError:
+            # A chunk may end mid-character: keep its bytes exactly.
+            item["b64"] = base64.b64encode(c.data).decode()
+        out.append(item)
+    return out
+
+
+@cache
+def _default_redaction() -> Redaction:
+    """The default policy, imported on first use (``_redact`` builds on this module's types) and
+    kept: an import statement in ``dump_exchange`` ran on every exchange written."""
+    from ._redact import DEFAULT_REDACTION
+
+    return DEFAULT_REDACTION
 
 
 def read_exchanges(

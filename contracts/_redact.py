@@ -140,6 +140,26 @@ class Redaction:
             out.append((k, REDACTED if secret else v))
         return out
 
+    def header_object(self, headers: list[tuple[str, str]]) -> dict[str, str] | None:
+        """``dict(self.header_list(headers))`` built in one pass, or None where the object would not
+        hold every header: a name given twice, also in another case (written as a list of pairs
+        then). Every store row writes two header lists so, on the store writer's thread, which
+        shares the forwarding loop's interpreter."""
+        known, out = self._verdicts, {}
+        for k, v in headers:
+            secret = known.get(k)
+            if secret is None:
+                secret = self.is_secret_header(k)
+            out[k] = REDACTED if secret else v
+        if len(out) != len(headers):
+            return None
+        # names in lower case (as HTTP/2 and most servers send them) differ in lower case too;
+        # lowering the names joined is one call, where lowering each was a call a header
+        names = "\n".join(out)
+        if names == names.lower() or len(set(map(str.lower, out))) == len(out):
+            return out
+        return None
+
     def header_dict(self, headers: dict[str, str]) -> dict[str, str]:
         return {k: REDACTED if self.is_secret_header(k) else v for k, v in headers.items()}
 
@@ -179,7 +199,8 @@ class Redaction:
         return text
 
     def exchange(self, ex: Exchange) -> Exchange:
-        """A copy of ``ex`` as a writer may store it (the original is left alone)."""
+        """A copy of ``ex`` as a writer may store it (the original is left alone). ``dump_exchange``
+        redacts the same parts the same way, part by part, without the copy."""
         req = ex.request
         request = HttpRequest(req.method, self.target(req.path), self.header_list(req.headers), req.body)
         response = None

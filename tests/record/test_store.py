@@ -173,3 +173,35 @@ def test_a_claim_says_what_each_row_stores(tmp_path: Path) -> None:
         assert 0 < sizes["e0"] < 2000
     finally:
         s.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
+def test_a_batch_stores_what_a_statement_a_row_stored(store_url: str) -> None:
+    """A batch is written by statements of many rows: batches of every size, and one holding an id
+    twice (the later exchange replaces the earlier, in its place), store one row per id in write
+    order, each to be checked, as one statement a row did."""
+    s = Store(store_url)
+    try:
+        written = 0
+        for size in (1, 2, 3, 16, 64, 65, 130):
+            s.write_now([ex(written + i) for i in range(size)])
+            written += size
+        again = Exchange(id="e0", tap="engine", request=HttpRequest(body=b"second"))
+        s.write_now([ex(1000), again, ex(1001), Exchange(id="e1000", tap="engine")])
+        ids = [e.id for e in s.exchanges()]
+        assert ids == [f"e{i}" for i in range(written)] + ["e1000", "e1001"]
+        first = s.exchanges_for(["e0", "e1000"], [])
+        assert [(e.tap, e.request.body) for e in first] == [("engine", b"second"), ("engine", b"")]
+        assert s.to_check() == len(ids)
+        s.add_findings([], ids)
+        assert s.to_check() == 0
+        s.write_now([ex(5), ex(6)])  # written again: to be checked again
+        assert [i for i, _ in s.unchecked(-60.0)] == ["e5", "e6"]
+    finally:
+        s.close()
