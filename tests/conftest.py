@@ -1,6 +1,7 @@
 import itertools
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -45,3 +46,11 @@ def pg_url(postgres: str) -> str:
     from tests.support.pg import fresh_database
 
     return fresh_database(postgres, f"wc_{os.getpid()}_{next(_db_names)}")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store's URL on each backend in turn: an SQLite file, then a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db")
+    return str(request.getfixturevalue("pg_url"))

@@ -34,13 +34,6 @@ def ex(i: int, tap: str = "caller") -> Exchange:
     )
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "s.db")
-    return str(request.getfixturevalue("pg_url"))
-
-
 def test_both_backends_roundtrip_findings_gaps_and_claims_alike(store_url: str) -> None:
     s = Store(store_url, writer=True)
     for i in range(20):

@@ -175,13 +175,6 @@ def test_a_claim_says_what_each_row_stores(tmp_path: Path) -> None:
         s.close()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "s.db")
-    return str(request.getfixturevalue("pg_url"))
-
-
 def test_a_batch_stores_what_a_statement_a_row_stored(store_url: str) -> None:
     """A batch is written by statements of many rows: batches of every size, and one holding an id
     twice (the later exchange replaces the earlier, in its place), store one row per id in write
