@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import time
-from bisect import bisect_left
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -645,14 +644,11 @@ class _DirectSink(_Tee):
     straight to the caller (``DirectBody.send``): the work of every forwarded event is in that one
     method and the one call it makes to the caller's side."""
 
-    __slots__ = ("_bounds", "_counts", "_send")
+    __slots__ = ("_send",)
 
     def __init__(self, chunks: list[Chunk], t0: float, limit: int, added: Any, direct: DirectBody) -> None:
-        self.chunks, self.t0, self.limit, self.added = chunks, t0, limit, added  # _Tee's, without its call
-        self.size = 0
+        super().__init__(chunks, t0, limit, added)
         self._send = direct.send
-        self._counts: list[int] = added.counts
-        self._bounds: tuple[float, ...] = added.bounds
 
     def forward(self, batch: Batch) -> bool:
         """Writes the batch on and records it; whether the caller takes more (``BodySink``). A bound
@@ -675,22 +671,8 @@ class _DirectSink(_Tee):
             more = self._send(data)
             if more is None:
                 return False
-            size, limit = self.size, self.limit
-            self.size = size + len(data)
-            t0, chunks = self.t0, self.chunks
-            for stamp, piece in batch:  # keep()'s loop, without its call (several events a read)
-                if size >= limit:
-                    break
-                end = size + len(piece)
-                kept = piece if end <= limit else piece[: limit - size]
-                size = end
-                chunk = _new_chunk(Chunk)
-                chunk.t_ms, chunk.data = (stamp - t0) * 1000.0, kept
-                chunks.append(chunk)
-        # the added-latency histogram's observe (proxy/_histogram.py), inlined: once a read
-        waited = time.monotonic() - arrived
-        self._counts[bisect_left(self._bounds, waited)] += 1
-        self.added.total += waited
+            self.keep(batch)
+        self.added.observe(time.monotonic() - arrived)
         return more
 
 

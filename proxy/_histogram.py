@@ -25,8 +25,6 @@ __all__ = ["LoopCounter", "LoopHistogram"]
 
 
 class _Series:
-    # ``observe`` is inlined where it runs once a forwarded read (proxy/_app.py, ``_DirectSink``):
-    # the two must change together
     __slots__ = ("bounds", "counts", "created", "total")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
