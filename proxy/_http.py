@@ -487,31 +487,25 @@ class _Cycle:
         conn = self.conn
         if conn is None:
             return {"type": "http.disconnect"}
-        if self.waiting_100 and not conn.transport.is_closing():
-            conn.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            self.waiting_100 = False
-        if not self.disconnected and not self.response_complete:
+        if not self.message and not self.disconnected and not self.response_complete:
+            self._continue(conn)  # a caller waiting for it sends its body only then
             conn.resume_reading()
-            if not self.message:
-                if self.message_event is None:
-                    self.message_event = asyncio.Event()
-                await self.message_event.wait()
-            self.unnotify()
-        if self.disconnected or self.response_complete:
+            if self.message_event is None:
+                self.message_event = asyncio.Event()
+            await self.message_event.wait()
+        body = self.take_body()
+        if body is None:
             return {"type": "http.disconnect"}
-        message = {"type": "http.request", "body": bytes(self.body), "more_body": self.more_body}
-        self.body = bytearray()
-        return message
+        return {"type": "http.request", "body": body, "more_body": self.more_body}
 
     def take_body(self) -> bytes | None:
-        """``receive`` for a body that has all arrived, which never waits (``DirectBody.whole_body``):
-        the same steps, in the same order."""
+        """The body bytes that have arrived, taken (None: the caller is gone, or its response
+        ended): ``receive`` once it has something to say, and ``DirectBody.whole_body``, which
+        never waits."""
         conn = self.conn
         if conn is None:
             return None
-        if self.waiting_100 and not conn.transport.is_closing():
-            conn.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            self.waiting_100 = False
+        self._continue(conn)
         if self.disconnected or self.response_complete:
             return None
         conn.resume_reading()
@@ -519,6 +513,12 @@ class _Cycle:
         body = bytes(self.body)
         self.body = bytearray()
         return body
+
+    def _continue(self, conn: HttpConnection) -> None:
+        """``100 Continue`` to a caller that asked for it (``Expect: 100-continue``), once."""
+        if self.waiting_100 and not conn.transport.is_closing():
+            conn.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.waiting_100 = False
 
     async def send(self, message: Message) -> None:
         conn = self.conn
