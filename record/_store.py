@@ -418,22 +418,14 @@ class Store:
     def _loaded(
         self, seq: int, ex_id: Any, text: Any, length: Any, max_doc: int | None, *, body: Any = None
     ) -> Exchange:
-        if text is not None:
-            # where the row is, said only when it is not an exchange (a string made for every row
-            # the live checker reads cost as much as reading its id)
-            try:
-                obj = json_loads(text)
-            except (ValueError, TypeError, RecursionError):
-                pass
-            else:
-                try:
-                    return row_exchange(obj, body, source="")
-                except (InputError, RecursionError):
-                    pass
-        where = f"row {seq} (exchange {str(ex_id)[:80]!r})"
+        def where() -> str:
+            # said only of a row that is not an exchange: a string made for every row the live
+            # checker reads cost as much as reading its id
+            return f"row {seq} (exchange {str(ex_id)[:80]!r})"
+
         if text is None:
             raise InputError(
-                f"{where}: a document of {length} bytes, over the limit of {max_doc} for one entry "
+                f"{where()}: a document of {length} bytes, over the limit of {max_doc} for one entry "
                 "(--max-entry-size raises it)",
                 source=self.path,
             )
@@ -441,14 +433,20 @@ class Store:
             obj = json_loads(text)
         except (ValueError, TypeError) as exc:
             raise InputError(
-                f"{where}: its document is not JSON ({type(exc).__name__})", source=self.path
+                f"{where()}: its document is not JSON ({type(exc).__name__})", source=self.path
             ) from None
         except RecursionError:
-            raise InputError(f"{where}: its document is nested too deep to read", source=self.path) from None
+            raise InputError(
+                f"{where()}: its document is nested too deep to read", source=self.path
+            ) from None
         try:
-            return row_exchange(obj, body, source=f"{self.path} {where}")
+            return row_exchange(obj, body, source="")
+        except InputError as exc:
+            raise InputError(exc.reason, source=f"{self.path} {where()}") from None
         except RecursionError:
-            raise InputError(f"{where}: its document is nested too deep to read", source=self.path) from None
+            raise InputError(
+                f"{where()}: its document is nested too deep to read", source=self.path
+            ) from None
 
     def exchanges_for(self, ids: list[str], correlations: list[str]) -> list[Exchange]:
         """The exchanges with these ids, and every exchange sharing one of these correlations, in
