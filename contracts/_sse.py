@@ -29,7 +29,6 @@ __all__ = [
     "SSEEvent",
     "decode_joined",
     "decode_parts",
-    "decode_recorded",
     "decode_sse",
 ]
 
@@ -80,7 +79,7 @@ class SSEDecoder:
     _retry: int | None = None
     _lines: int = 0
     _t: float | None = None
-    #: set by :func:`decode_recorded` when it cut the stream at once: whether no event's data holds
+    #: set by :func:`decode_joined` when it cut the stream at once: whether no event's data holds
     #: a run of 19 digits (``_json.plain_numbers``), asked of the stream's bytes
     plain_numbers: bool | None = None
 
@@ -217,11 +216,6 @@ def decode_sse(
         events.extend(decoder.feed(piece, times[i] if times else None))
     events.extend(decoder.close())
     return events, decoder
-
-
-def decode_recorded(pieces: list[tuple[bytes, float | None]]) -> tuple[list[SSEEvent], SSEDecoder]:
-    """Decode a whole recorded stream given as (bytes, arrival offset) pieces: :func:`decode_parts`."""
-    return decode_parts([p for p, _ in pieces], [t for _, t in pieces])
 
 
 def decode_parts(datas: list[bytes], times: list[float | None]) -> tuple[list[SSEEvent], SSEDecoder]:

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from wirecheck.contracts import SSEDecoder, SSEEvent, decode_sse
 from wirecheck.contracts._json import plain_numbers
-from wirecheck.contracts._sse import decode_recorded
+from wirecheck.contracts._sse import decode_parts
 
 
 def events_of(data: bytes) -> list[tuple[str, str | None, str | None]]:
@@ -169,6 +169,11 @@ def recorded_streams(draw: st.DrawFn) -> list[tuple[bytes, float | None]]:
     return [(p, None if draw(st.booleans()) and i == 0 else float(i)) for i, p in enumerate(pieces)]
 
 
+def _cut_at_once(pieces: list[tuple[bytes, float | None]]) -> tuple[list[SSEEvent], SSEDecoder]:
+    """A recorded stream given as (bytes, arrival offset) pieces, cut at once."""
+    return decode_parts([p for p, _ in pieces], [t for _, t in pieces])
+
+
 def _fields(events: list[SSEEvent]) -> list[tuple[object, ...]]:
     return [(e.data, e.event, e.id, e.retry, e.index, e.t_ms, e.lines) for e in events]
 
@@ -177,7 +182,7 @@ def _fields(events: list[SSEEvent]) -> list[tuple[object, ...]]:
 def test_a_recorded_stream_at_once_reads_as_fed(pieces: list[tuple[bytes, float | None]]) -> None:
     fed = SSEDecoder()
     expected = [e for data, t in pieces for e in fed.feed(data, t)] + fed.close()
-    events, decoder = decode_recorded(pieces)
+    events, decoder = _cut_at_once(pieces)
     assert _fields(events) == _fields(expected)
     assert events == expected  # every field, whichever way each event was made
     assert [(a.kind, a.detail, a.event_index, a.t_ms) for a in decoder.anomalies] == [
@@ -191,11 +196,11 @@ def test_a_recorded_stream_at_once_reads_as_fed(pieces: list[tuple[bytes, float 
 def test_a_plain_stream_says_whether_its_events_hold_a_long_run_of_digits() -> None:
     for number, plain in (("123456789012345678", True), ("1234567890123456789", False)):
         pieces = [(b'data: {"n": 1}\n\ndata: {"n": ', 1.0), (number.encode() + b"}\n\n", 2.0)]
-        events, decoder = decode_recorded(pieces)
+        events, decoder = _cut_at_once(pieces)
         assert decoder.plain_numbers is plain == plain_numbers([e.data for e in events])
 
 
 def test_a_plain_stream_gets_the_arrival_of_each_blank_line() -> None:
     pieces = [(b"data: a\n", 1.0), (b"\ndata: b\n\nda", 2.0), (b"ta: \xc3", 3.0), (b"\xa9\n\n", 4.0)]
-    events, _ = decode_recorded(pieces)
+    events, _ = _cut_at_once(pieces)
     assert [(e.data, e.t_ms) for e in events] == [("a", 2.0), ("b", 2.0), ("\u00e9", 4.0)]
