@@ -123,7 +123,9 @@ def stamp_is(venv: Path, want: str) -> bool:
 
 def ensure_venv() -> None:
     py = VENV / "bin/python"
-    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    # what the install builds from: a changed C source (setup.py's compiled twins) builds again
+    sources = [ROOT / "pyproject.toml", ROOT / "setup.py", *sorted(ROOT.glob("*/*.c"))]
+    want = hashlib.sha256(b"".join(f.read_bytes() for f in sources)).hexdigest()
     fits = (
         py.exists() and run([str(py), "-c", "import sys; assert sys.version_info >= (3, 12)"]).returncode == 0
     )

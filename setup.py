@@ -1,0 +1,15 @@
+"""The compiled twins of a few hot paths (C, against CPython's API). Everything else is in
+pyproject.toml. Each extension is optional: without a compiler the install goes on and the code
+runs its pure-Python reference, which stays the definition of behaviour (contracts/_native.py)."""
+
+from setuptools import Extension, setup
+
+#: each entry: the module's import name and its one C source, beside the Python it stands in for
+NATIVE: list[tuple[str, str]] = []
+
+setup(
+    ext_modules=[
+        Extension(name, [source], optional=True, extra_compile_args=["-O2", "-std=c11", "-Wall", "-Werror"])
+        for name, source in NATIVE
+    ]
+)
