@@ -5,7 +5,10 @@ runs its pure-Python reference, which stays the definition of behaviour (contrac
 from setuptools import Extension, setup
 
 #: each entry: the module's import name and its one C source, beside the Python it stands in for
-NATIVE: list[tuple[str, str]] = []
+NATIVE: list[tuple[str, str]] = [
+    ("wirecheck.contracts._sse_c", "contracts/_sse_c.c"),
+    ("wirecheck.contracts._assembly_c", "contracts/_assembly_c.c"),
+]
 
 setup(
     ext_modules=[

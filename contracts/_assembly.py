@@ -22,6 +22,7 @@ import orjson
 
 from ._json import MAX_DEPTH, JsonLimitError, plain_numbers
 from ._json import loads as bounded_loads
+from ._native import native
 from ._sse import SSEAnomaly, SSEEvent
 
 __all__ = ["AssembledCall", "AssembledChoice", "AssembledStream", "StreamAnomaly", "assemble_stream"]
@@ -173,7 +174,29 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
     tpl: _Template | None = None
     learn = plain
     before, after, cut, tail, least = "", "", 0, 0, 0
-    for ev in events:
+    # the compiled twin folds a run of template-alike chunks in one call (``_assembly_c.c``): the
+    # iterator is then moved past the run, ``at`` counting where it stands
+    fold = _C.fold_text if _C is not None and events.__class__ is list else None
+    it = iter(events)
+    at = 0
+    for ev in it:
+        if fold is not None and tpl is not None and not st.done and tpl.choice.finish_reason is None:
+            run = fold(events, at, before, after, least, TEMPLATE_MAX)
+            if run is not None:
+                end, content, count, times = run
+                into = tpl.choice
+                into.content = content if into.content is None else into.content + content
+                read += end - at
+                tokens += count
+                if times:
+                    if st.first_token_ms is None:
+                        st.first_token_ms = times[0]
+                    st.last_token_ms = times[-1]
+                    token_times.extend(times)
+                it.__setstate__(end)  # type: ignore[attr-defined]  # a list's iterator: the next event read
+                at = end
+                continue
+        at += 1
         data = ev.data
         if (
             tpl is not None
@@ -278,6 +301,9 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
     st.token_events += tokens
     return st
 
+
+#: the compiled twin of the template fold in :func:`assemble_stream` (``_assembly_c.c``), or None
+_C = native("wirecheck.contracts._assembly_c")
 
 #: the longest chunk read through its template: bounded loads reads anything longer (``MAX_BYTES``)
 TEMPLATE_MAX = 1 << 20

@@ -15,6 +15,9 @@ from tests.support import apiwire as aw
 from tests.support import wire
 from wirecheck.contracts import CheckConfig, Exchange, Finding, check_exchanges
 
+# run whole with the compiled twins and again with the pure-Python reference (conftest.py)
+pytestmark = pytest.mark.usefixtures("both_paths")
+
 RESP, MSG = "/v1/responses", "/v1/messages"
 NO_ARGS_TOOL = {
     "name": "now",

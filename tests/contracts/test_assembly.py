@@ -3,6 +3,7 @@
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from openai.lib.streaming.chat import ChatCompletionStreamState
@@ -10,6 +11,9 @@ from openai.types.chat import ChatCompletionChunk
 
 from tests.support import wire
 from wirecheck.contracts import assemble_stream, decode_sse
+
+# run whole with the compiled twins and again with the pure-Python reference (conftest.py)
+pytestmark = pytest.mark.usefixtures("both_paths")
 
 
 def assemble(objs: list[Any], pieces: list[bytes] | None = None) -> Any:

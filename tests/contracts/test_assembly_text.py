@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +26,9 @@ from wirecheck.contracts._assembly import (
     frames_plain,
 )
 from wirecheck.contracts._sse import SSEEvent
+
+# run whole with the compiled twins and again with the pure-Python reference (conftest.py)
+pytestmark = pytest.mark.usefixtures("both_paths")
 
 
 def _one_by_one(events: list[SSEEvent]) -> AssembledStream:

@@ -1,11 +1,15 @@
 from itertools import accumulate
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from wirecheck.contracts import SSEDecoder, SSEEvent, decode_sse
 from wirecheck.contracts._json import plain_numbers
 from wirecheck.contracts._sse import decode_parts
+
+# run whole with the compiled twins and again with the pure-Python reference (conftest.py)
+pytestmark = pytest.mark.usefixtures("both_paths")
 
 
 def events_of(data: bytes) -> list[tuple[str, str | None, str | None]]:

@@ -22,6 +22,9 @@ from wirecheck.contracts import CheckConfig, Exchange, build_view, check_exchang
 from wirecheck.contracts._evidence import wire_tokens
 from wirecheck.contracts._exchange import HttpRequest
 
+# run whole with the compiled twins and again with the pure-Python reference (conftest.py)
+pytestmark = pytest.mark.usefixtures("both_paths")
+
 DATA = Path(__file__).with_name("data")
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses"}
 

@@ -1,0 +1,222 @@
+/* The compiled twin of _sse.decode_joined's cut of the plain SSE framing (contracts/_sse.py is the
+ * reference and the fallback; tests/contracts/test_sse_c.py holds the two equal).
+ *
+ * cut_plain(raw, sizes, times, cls) -> (events, has_digit_run) | None
+ *
+ * A stream in the plain framing (``data: X`` lines each followed by a blank line, LF only, UTF-8)
+ * is cut into its events in one pass over its bytes, which also asks whether it holds a run of 19
+ * ASCII digits (_json.plain_number_bytes). Each event is an instance of ``cls`` (SSEEvent, a slots
+ * dataclass) made without its __init__, its slots written in place as _sse._event sets them: in
+ * Python, making them cost as much as the cut. None for anything else (another framing, invalid
+ * UTF-8, sizes that do not add up to the stream, arguments of another type): the caller then runs
+ * the reference, which decides every such case itself.
+ *
+ * Never crashes on input: every length is checked before a read, every API return is checked, and
+ * no buffer of a fixed size is written. No state is kept between calls.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <string.h>
+
+/* the fields of an event, in the order cut_plain writes them (SSEEvent's slots) */
+enum { F_DATA, F_EVENT, F_ID, F_RETRY, F_INDEX, F_T_MS, F_LINES, N_FIELDS };
+static const char *const FIELD_NAMES[N_FIELDS] = {"data", "event", "id", "retry", "index", "t_ms", "lines"};
+/* the same names as str, made once when the module is loaded (constants: never changed after) */
+static PyObject *field_names[N_FIELDS];
+
+/* the 19 digits in a row that orjson may read otherwise than json (_json._LONG_RUN) */
+#define LONG_RUN 19
+
+/* Whether s[0:len] holds a run of LONG_RUN ASCII digits. Any such run covers one of the bytes
+ * LONG_RUN - 1, 2 * LONG_RUN - 1, ...: only those are looked at, and the run around one that is a
+ * digit measured (a nineteenth of the bytes, where a stream is mostly text). */
+static int
+has_long_run(const char *s, Py_ssize_t len)
+{
+    for (Py_ssize_t j = LONG_RUN - 1; j < len; j += LONG_RUN) {
+        if (s[j] < '0' || s[j] > '9')
+            continue;
+        Py_ssize_t lo = j, hi = j;
+        while (lo > 0 && s[lo - 1] >= '0' && s[lo - 1] <= '9')
+            lo--;
+        while (hi + 1 < len && s[hi + 1] >= '0' && s[hi + 1] <= '9')
+            hi++;
+        if (hi - lo + 1 >= LONG_RUN)
+            return 1;
+        j = hi; /* the next run starts past hi + 1: the stride still meets one of LONG_RUN */
+    }
+    return 0;
+}
+
+/* Where each field of ``cls`` lies in its instances: the offsets of its own slots, which must be
+ * writable object slots of cls itself inside its instances. 0 on success; -1 (no error set) where
+ * cls is not such a class, so the caller falls back. */
+static int
+slot_offsets(PyTypeObject *cls, Py_ssize_t offsets[N_FIELDS])
+{
+    for (int f = 0; f < N_FIELDS; f++) {
+        PyObject *descr = PyObject_GetAttr((PyObject *)cls, field_names[f]);
+        if (descr == NULL) {
+            PyErr_Clear();
+            return -1;
+        }
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type);
+        if (ok) {
+            PyMemberDescrObject *m = (PyMemberDescrObject *)descr;
+            PyMemberDef *def = m->d_member;
+            ok = m->d_common.d_type == cls && def->type == Py_T_OBJECT_EX && !(def->flags & Py_READONLY) &&
+                 def->offset >= (Py_ssize_t)sizeof(PyObject) &&
+                 def->offset + (Py_ssize_t)sizeof(PyObject *) <= cls->tp_basicsize;
+            offsets[f] = def->offset;
+        }
+        Py_DECREF(descr);
+        if (!ok)
+            return -1;
+    }
+    return 0;
+}
+
+/* One event: ``data`` and ``t_ms`` taken (new and borrowed references), the rest as _sse._event
+ * sets them. NULL with an error set on failure; ``data`` is consumed either way. */
+static PyObject *
+make_event(PyTypeObject *cls, const Py_ssize_t offsets[N_FIELDS], PyObject *data, Py_ssize_t index,
+           PyObject *t_ms)
+{
+    PyObject *idx = PyLong_FromSsize_t(index);
+    if (idx == NULL) {
+        Py_DECREF(data);
+        return NULL;
+    }
+    PyObject *ev = cls->tp_alloc(cls, 0);
+    if (ev == NULL) {
+        Py_DECREF(data);
+        Py_DECREF(idx);
+        return NULL;
+    }
+    /* tp_alloc zeroed the slots, so a collection before they are all written sees NULLs, which a
+     * slot's traverse skips */
+    PyObject *values[N_FIELDS] = {data, Py_NewRef(Py_None), Py_NewRef(Py_None), Py_NewRef(Py_None), idx,
+                                  Py_NewRef(t_ms), PyLong_FromLong(1)};
+    for (int f = 0; f < N_FIELDS; f++)
+        *(PyObject **)((char *)ev + offsets[f]) = values[f];
+    /* PyLong_FromLong(1) is a cached small int and cannot fail */
+    return ev;
+}
+
+static PyObject *
+cut_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "cut_plain takes raw, sizes, times and the event class");
+        return NULL;
+    }
+    PyObject *raw_obj = args[0], *sizes = args[1], *times = args[2], *cls_obj = args[3];
+    if (!PyBytes_CheckExact(raw_obj) || !PyList_CheckExact(sizes) || !PyList_CheckExact(times) ||
+        !PyType_Check(cls_obj))
+        Py_RETURN_NONE;
+    PyTypeObject *cls = (PyTypeObject *)cls_obj;
+    Py_ssize_t offsets[N_FIELDS];
+    if (cls->tp_alloc == NULL || slot_offsets(cls, offsets) < 0)
+        Py_RETURN_NONE;
+
+    const char *raw = PyBytes_AS_STRING(raw_obj);
+    Py_ssize_t len = PyBytes_GET_SIZE(raw_obj);
+    /* starts with "data: " and ends with a blank line (the two cannot overlap) */
+    if (len < 8 || memcmp(raw, "data: ", 6) != 0 || raw[len - 2] != '\n' || raw[len - 1] != '\n')
+        Py_RETURN_NONE;
+
+    /* The frame: no CR anywhere, and every LF before the closing blank line starts a
+     * "\n\ndata: " (LF, LF, then the next event's field): exactly the streams the reference cuts at
+     * once. memchr, not a loop over bytes: a stream is mostly its events' text. */
+    if (memchr(raw, '\r', (size_t)len) != NULL)
+        Py_RETURN_NONE;
+    Py_ssize_t n = 1;
+    const char *p = raw, *last = raw + len - 2;
+    while (p < last && (p = memchr(p, '\n', (size_t)(last - p))) != NULL) {
+        if (raw + len - p < 8 || memcmp(p, "\n\ndata: ", 8) != 0)
+            Py_RETURN_NONE;
+        n++;
+        p += 8;
+    }
+
+    /* Each event's bytes with its "data: " and blank line, against the pieces it arrived in: where
+     * its blank line ends is the piece whose arrival dispatched it. */
+    Py_ssize_t npieces = PyList_GET_SIZE(sizes);
+    if (npieces == 0 || PyList_GET_SIZE(times) < npieces)
+        Py_RETURN_NONE;
+    PyObject *events = PyList_New(n);
+    if (events == NULL)
+        return NULL;
+    Py_ssize_t start = 6; /* the current event's text */
+    Py_ssize_t piece = 0, end = -1, pos = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        const char *nl = memchr(raw + start, '\n', (size_t)(len - start));
+        Py_ssize_t stop = nl == NULL ? len : nl - raw; /* never NULL: the stream ends in LF */
+        pos += stop - start + 8;
+        /* the piece holding byte pos - 1 (sizes as ints; anything else is the reference's case) */
+        while (end < pos) {
+            if (end >= 0)
+                piece++;
+            if (piece >= npieces)
+                goto fallback;
+            Py_ssize_t size = PyLong_CheckExact(PyList_GET_ITEM(sizes, piece))
+                                  ? PyLong_AsSsize_t(PyList_GET_ITEM(sizes, piece))
+                                  : -1;
+            if (size < 0) {
+                PyErr_Clear();
+                goto fallback;
+            }
+            end = (end < 0 ? 0 : end) + size;
+        }
+        PyObject *data = PyUnicode_DecodeUTF8(raw + start, stop - start, "strict");
+        if (data == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                goto error;
+            PyErr_Clear();
+            goto fallback;
+        }
+        PyObject *ev = make_event(cls, offsets, data, k, PyList_GET_ITEM(times, piece));
+        if (ev == NULL)
+            goto error;
+        PyList_SET_ITEM(events, k, ev);
+        start = stop + 8;
+    }
+    PyObject *out = PyTuple_New(2);
+    if (out == NULL)
+        goto error;
+    PyTuple_SET_ITEM(out, 0, events);
+    PyTuple_SET_ITEM(out, 1, Py_NewRef(has_long_run(raw, len) ? Py_True : Py_False));
+    return out;
+
+fallback:
+    Py_DECREF(events);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(events);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"cut_plain", (PyCFunction)(void (*)(void))cut_plain, METH_FASTCALL,
+     "cut_plain(raw, sizes, times, cls) -> (events, has_digit_run) | None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_sse_c",
+    .m_doc = "The plain SSE framing cut at once (contracts/_sse.py).",
+    .m_size = 0,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC
+PyInit__sse_c(void)
+{
+    for (int f = 0; f < N_FIELDS; f++) {
+        if (field_names[f] == NULL && (field_names[f] = PyUnicode_InternFromString(FIELD_NAMES[f])) == NULL)
+            return NULL;
+    }
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,287 @@
+"""The checker's compiled twins against their pure-Python references, on any input: the plain SSE
+cut (``_sse_c.cut_plain`` in ``decode_joined``) and the fold of template-alike text chunks
+(``_assembly_c.fold_text`` in ``assemble_stream``). Each twin hands back what it does not read
+exactly as the reference does, so the reference's answer is the twin's on every input."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wirecheck.contracts import _assembly, _sse
+from wirecheck.contracts._assembly import TEMPLATE_MAX, _template
+from wirecheck.contracts._assembly import AssembledChoice as Choice
+from wirecheck.contracts._native import PURE_PYTHON, native
+from wirecheck.contracts._sse import SSEDecoder, SSEEvent, decode_joined
+
+pytestmark = pytest.mark.skipif(PURE_PYTHON, reason="the twins are turned off (WIRECHECK_PURE_PYTHON)")
+
+
+def test_the_twins_are_built_and_in_use() -> None:
+    """A C compiler was at hand at install time (CI's and this machine's): a silent fallback to
+    the reference would hide a broken build."""
+    for name in ("wirecheck.contracts._sse_c", "wirecheck.contracts._assembly_c"):
+        assert native(name) is not None, name
+    assert _sse._C is not None and _assembly._C is not None
+
+
+def _outcome(fn: Callable[[], Any]) -> Any:
+    try:
+        return ("ok", fn())
+    except Exception as exc:  # the reference's own error on odd input is the twin's too
+        return ("raised", type(exc))
+
+
+def _decoded(raw: bytes, sizes: list[Any], times: list[Any], *, twin: bool) -> Any:
+    saved = _sse._C
+    _sse._C = saved if twin else None
+    try:
+        events, dec = decode_joined(raw, sizes, times)
+    finally:
+        _sse._C = saved
+    fields = [(e.data, e.event, e.id, e.retry, e.index, e.t_ms, e.lines, type(e)) for e in events]
+    anomalies = [(a.kind, a.detail, a.event_index, a.t_ms) for a in dec.anomalies]
+    return fields, anomalies, dec.events_seen, dec.comments, dec.plain_numbers, dec._started, dec._buf
+
+
+# --- the plain cut --------------------------------------------------------------------------------
+
+_texts = st.one_of(
+    st.text(max_size=24),  # any code point, lone surrogates included (written with surrogatepass)
+    st.sampled_from(['{"a":1}', "[DONE]", "", " ", "1234567890123456789", "123456789012345678", "東京"]),
+    st.text(st.sampled_from("0123456789 a"), max_size=45),
+)
+#: what may end a frame: mostly the plain framing's blank line, sometimes a near miss
+_ends = st.sampled_from(["\n\n"] * 8 + ["\n", "\r\n\r\n", "\n\n\n", "\r\n", "\n\r\n", "", "\n\ndata:"])
+_heads = st.sampled_from(
+    ["data: "] * 8 + ["data:", ": c\ndata: ", "event: e\ndata: ", "data: a\ndata: ", "id: 1\n"]
+)
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> tuple[bytes, list[Any], list[Any]]:
+    written = []
+    for _ in range(draw(st.integers(0, 7))):
+        text = draw(_heads) + draw(_texts) + draw(_ends)
+        written.append(text.encode("utf-8", "surrogatepass"))
+    raw = b"".join(written)
+    if draw(st.integers(0, 5)) == 0:  # not UTF-8, or cut mid-character
+        raw += draw(
+            st.sampled_from([b"\xff\n\n", b"data: \xe2\x82\n\n", b"data: \xc3\x28\n\n", b"\xef\xbb\xbf"])
+        )
+    how = draw(st.integers(0, 9))
+    if how < 5:  # a piece a frame as written, as a tap reads a server's
+        sizes: list[Any] = [len(w) for w in written] + (
+            [len(raw) - sum(map(len, written))] if len(raw) > sum(map(len, written)) else []
+        )
+    else:  # cut anywhere, empty pieces too
+        cuts = sorted(draw(st.lists(st.integers(0, len(raw)), max_size=10)))
+        sizes = [b - a for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+    if not sizes:
+        sizes = [len(raw)]
+    times: list[Any] = [draw(st.sampled_from([None, float(i), i * 2.5])) for i in range(len(sizes))]
+    odd = draw(st.integers(0, 19))
+    if odd == 0 and sizes:  # sizes that are not ints, or do not cover the stream
+        k = draw(st.integers(0, len(sizes) - 1))
+        sizes[k] = draw(st.sampled_from([float(sizes[k]), True, -1, 0, sizes[k] + 3, 2**70]))
+    elif odd == 1:
+        times = times[: draw(st.integers(0, len(times)))]
+    elif odd == 2:
+        sizes = sizes[:-1]
+    return raw, sizes, times
+
+
+@settings(max_examples=1500, deadline=None)
+@given(streams())
+def test_the_plain_cut_reads_any_stream_as_the_reference_does(
+    stream: tuple[bytes, list[Any], list[Any]],
+) -> None:
+    raw, sizes, times = stream
+    got = _outcome(lambda: _decoded(raw, list(sizes), list(times), twin=True))
+    assert got == _outcome(lambda: _decoded(raw, list(sizes), list(times), twin=False))
+
+
+def test_the_plain_cut_takes_the_plain_framing_and_hands_back_the_rest() -> None:
+    cut = _sse._C.cut_plain  # type: ignore[union-attr]
+    raw = b'data: {"n": 12345678901234567890}\n\ndata: [DONE]\n\n'
+    events, digits = cut(raw, [len(raw)], [4.0], SSEEvent)
+    assert [(e.data, e.index, e.t_ms) for e in events] == [
+        ('{"n": 12345678901234567890}', 0, 4.0),
+        ("[DONE]", 1, 4.0),
+    ]
+    assert digits is True
+    for other in (
+        b"data: a\r\n\r\n",
+        b": c\n\ndata: a\n\n",
+        b"data: a\n\n\n",
+        b"data: \xff\n\n",
+        b"data: a\n",
+        b"",
+    ):
+        assert cut(other, [len(other)], [None], SSEEvent) is None
+    # not the event class, or arguments of another type: the reference decides
+    assert cut(raw, [len(raw)], [None], SSEDecoder) is None
+    assert cut(raw, (len(raw),), [None], SSEEvent) is None
+    assert cut(bytearray(raw), [len(raw)], [None], SSEEvent) is None
+
+
+def test_a_huge_plain_stream_is_cut_as_the_reference_cuts_it() -> None:
+    frame = b'data: {"choices":[{"delta":{"content":"' + b"x" * 5000 + b'"}}]}\n\n'
+    raw = frame * 300  # 1.5 MB: past the digit test's bound
+    sizes, times = [len(frame)] * 300, [float(i) for i in range(300)]
+    assert _decoded(raw, sizes, times, twin=True) == _decoded(raw, sizes, times, twin=False)
+    assert _decoded(raw, sizes, times, twin=True)[4] is False  # over PLAIN_MAX: asked frame by frame
+
+
+# --- the template fold ----------------------------------------------------------------------------
+
+
+def _fold_reference(  # noqa: PLR0917 - the twin's own arguments
+    events: list[SSEEvent], start: int, before: str, after: str, least: int, most: int
+) -> tuple[int, str, int, list[float]] | None:
+    """assemble_stream's template branch, event by event from ``start``: what it folds."""
+    end, pieces, tokens, times = start, [], 0, []
+    for ev in events[start:]:
+        data = ev.data
+        if not (data.startswith(before) and data.endswith(after) and least <= len(data) <= most):
+            break
+        try:
+            content = orjson.loads(data[len(before) : -len(after)])
+        except orjson.JSONDecodeError:
+            break
+        if content.__class__ is not str:
+            break
+        pieces.append(content)
+        if content:
+            tokens += 1
+            if ev.t_ms is not None:
+                times.append(ev.t_ms)
+        end += 1
+    return None if end == start else (end, "".join(pieces), tokens, times)
+
+
+#: the bits a chunk's string is made of: JSON's escapes, good and bad, raw characters orjson
+#: refuses (controls, lone surrogates, a quote), whitespace that orjson reads around a string
+_bits = st.one_of(
+    st.text(max_size=6),
+    st.sampled_from(
+        [
+            "\\n",
+            "\\t",
+            '\\"',
+            "\\\\",
+            "\\/",
+            "\\b",
+            "\\f",
+            "\\r",
+            "\\u00e9",
+            "\\u00E9",
+            "\\u0000",
+            "\\ud83d\\ude00",
+            "\\uD83D\\uDE00",
+            "\\ud800",
+            "\\udc00",
+            "\\ud83dx",
+            "\\ud83d\\u0041",
+            "\\u12",
+            "\\x",
+            "\\",
+            '"',
+            "\x01",
+            "\x7f",
+            "\ud800",
+            "東",
+            "\U0001f600",
+        ]
+    ),
+)
+
+
+@st.composite
+def chunk_texts(draw: st.DrawFn) -> str:
+    body = "".join(draw(st.lists(_bits, max_size=8)))
+    text = '"' + body + '"'
+    form = draw(st.integers(0, 12))
+    if form == 0:
+        return " " + text
+    if form == 1:
+        return text + "\n"
+    if form == 2:
+        return body  # no quotes
+    if form == 3:
+        return draw(st.sampled_from(["1", "null", "[]", '"a","b"', '"a"x']))
+    return text
+
+
+def _tpl() -> tuple[str, str]:
+    chunk = {
+        "id": "c",
+        "model": "m",
+        "choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}],
+    }
+    text = json.dumps(chunk, separators=(",", ":"))
+    tpl = _template(text, json.loads(text), "x", Choice(0))
+    assert tpl is not None
+    return tpl.before, tpl.after
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(chunk_texts(), max_size=8), st.integers(0, 3), st.sampled_from([None, 1.5]), st.data())
+def test_the_fold_reads_each_chunk_as_orjson_does(
+    texts: list[str], start: int, t: float | None, data: st.DataObject
+) -> None:
+    before, after = _tpl()
+    datas = [before + s + after for s in texts]
+    if datas and data.draw(st.booleans()):  # a frame of another shape among them
+        datas.insert(
+            data.draw(st.integers(0, len(datas))), data.draw(st.sampled_from(["[DONE]", "{}", before]))
+        )
+    events = [
+        SSEEvent(d, index=i, t_ms=None if t is None or i % 3 == 2 else t + i) for i, d in enumerate(datas)
+    ]
+    least = len(before) + len(after) + 2
+    most = data.draw(st.sampled_from([TEMPLATE_MAX, least + 8]))
+    got = _assembly._C.fold_text(events, start, before, after, least, most)  # type: ignore[union-attr]
+    want = _fold_reference(events, start, before, after, least, most)
+    if got == want:
+        return
+    # the twin stops short of the reference only at a string with whitespace around it, which
+    # orjson reads and the twin hands back (the reference then reads that chunk itself)
+    end = start if got is None else got[0]
+    assert want is not None and end < want[0]
+    middle = events[end].data[len(before) : -len(after)]
+    assert middle != middle.strip(" \t\n\r")
+    if got is not None:
+        assert got == _fold_reference(events[:end], start, before, after, least, most)
+
+
+def test_the_fold_hands_back_what_it_does_not_take() -> None:
+    before, after = _tpl()
+    fold = _assembly._C.fold_text  # type: ignore[union-attr]
+    events = [
+        SSEEvent(before + '"a\\nb"' + after, t_ms=1.0),
+        SSEEvent(before + '""' + after, t_ms=2.0),
+        SSEEvent("[DONE]"),
+    ]
+    assert fold(events, 0, before, after, 1, TEMPLATE_MAX) == (2, "a\nb", 1, [1.0])
+    assert fold(events, 2, before, after, 1, TEMPLATE_MAX) is None
+    assert fold(events, 3, before, after, 1, TEMPLATE_MAX) is None
+    assert fold(events, 99, before, after, 1, TEMPLATE_MAX) is None
+    assert fold(tuple(events), 0, before, after, 1, TEMPLATE_MAX) is None
+    assert fold(events, 0, before, "", 1, TEMPLATE_MAX) is None
+    assert fold([object()], 0, before, after, 1, TEMPLATE_MAX) is None
+    assert fold([SSEEvent(b"x")], 0, before, after, 1, TEMPLATE_MAX) is None  # type: ignore[arg-type]
+
+
+def test_a_long_string_with_escapes_folds_as_orjson_reads_it() -> None:
+    before, after = _tpl()
+    text = json.dumps('\n\u00e9\U0001f600"' * 20_000)
+    events = [SSEEvent(before + text + after, t_ms=3.0)]
+    got = _assembly._C.fold_text(events, 0, before, after, 1, TEMPLATE_MAX)  # type: ignore[union-attr]
+    assert got == (1, orjson.loads(text), 1, [3.0])
