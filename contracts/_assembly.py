@@ -181,7 +181,7 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
     at = 0
     for ev in it:
         if fold is not None and tpl is not None and not st.done and tpl.choice.finish_reason is None:
-            run = fold(events, at, before, after, least, TEMPLATE_MAX)
+            run = fold(events, at, before, after, least, TEMPLATE_MAX, SSEEvent)
             if run is not None:
                 end, content, count, times = run
                 into = tpl.choice

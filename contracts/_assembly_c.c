@@ -1,7 +1,7 @@
 /* The compiled twin of assemble_stream's fold of template-alike text chunks (contracts/_assembly.py
  * is the reference and the fallback; tests/contracts/test_assembly_c.py holds the two equal).
  *
- * fold_text(events, start, before, after, least, most) -> (end, text, tokens, times) | None
+ * fold_text(events, start, before, after, least, most, cls) -> (end, text, tokens, times) | None
  *
  * From events[start] on, each event whose data is ``before`` + one JSON string + ``after``, of
  * ``least`` to ``most`` characters, is the stream's plain text chunk with that string for text
@@ -9,6 +9,8 @@
  * folded, ``text`` their strings joined, ``tokens`` how many were not empty and ``times`` the
  * arrival offsets (t_ms) of those that were not empty and have one. None where events[start] is not
  * one of them (or the arguments are of another type): the caller then reads that event itself.
+ * Each event must be an instance of ``cls`` (SSEEvent, a slots dataclass): its data and t_ms are
+ * read from their slots, and a run ends at an event of another class.
  *
  * Only a string this reads exactly as orjson does is folded: printable characters and the escapes
  * of JSON (a \u escape of a surrogate only as a pair). Anything else (a control character, a lone
@@ -20,6 +22,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 /* the event's attributes read here, made once when the module is loaded (constants) */
 static PyObject *data_name, *t_name;
@@ -52,171 +55,186 @@ hex4(int kind, const void *data, Py_ssize_t at, Py_ssize_t stop)
     return v;
 }
 
-/* The JSON string that is exactly s[lo:hi] (its quotes included), as a new str; NULL with no error
- * set where it is not one this reads as orjson does; NULL with an error set on failure. */
-static PyObject *
-json_string(PyObject *s, Py_ssize_t lo, Py_ssize_t hi)
+/* Reads the JSON string that is exactly text[lo:hi] (its quotes included) as orjson does: 0, with
+ * its length and largest character added to *len and *maxchar; -1 where it is not one this reads
+ * (the caller hands it back). With ``out``, its characters are also written there from *at on. */
+static int
+json_string(int kind, const void *text, Py_ssize_t lo, Py_ssize_t hi, int out_kind, void *out, Py_ssize_t *at,
+            Py_ssize_t *len, Py_UCS4 *maxchar)
 {
-    int kind = PyUnicode_KIND(s);
-    const void *data = PyUnicode_DATA(s);
-    if (hi - lo < 2 || PyUnicode_READ(kind, data, lo) != '"' || PyUnicode_READ(kind, data, hi - 1) != '"')
-        return NULL;
-    Py_ssize_t first = lo + 1, stop = hi - 1;
-    int escaped = 0;
-    for (Py_ssize_t i = first; i < stop; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+    if (hi - lo < 2 || PyUnicode_READ(kind, text, lo) != '"' || PyUnicode_READ(kind, text, hi - 1) != '"')
+        return -1;
+    Py_ssize_t stop = hi - 1, n = 0;
+    Py_UCS4 most = 0;
+    for (Py_ssize_t i = lo + 1; i < stop; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, text, i);
+        /* orjson refuses these unescaped (a quote would end the string early) */
         if (c < 0x20 || c == '"' || (c >= 0xD800 && c <= 0xDFFF))
-            return NULL; /* orjson refuses these unescaped (a quote ends the string early) */
+            return -1;
         if (c == '\\') {
-            escaped = 1;
-            break;
-        }
-    }
-    if (!escaped)
-        return PyUnicode_Substring(s, first, stop);
-    /* with escapes: decoded into a buffer no longer than the text */
-    Py_UCS4 *buf = PyMem_New(Py_UCS4, (size_t)(stop - first));
-    if (buf == NULL) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    Py_ssize_t n = 0;
-    for (Py_ssize_t i = first; i < stop; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c < 0x20 || c == '"' || (c >= 0xD800 && c <= 0xDFFF))
-            goto refuse;
-        if (c != '\\') {
-            buf[n++] = c;
-            continue;
-        }
-        if (++i >= stop)
-            goto refuse;
-        switch (PyUnicode_READ(kind, data, i)) {
-        case '"': buf[n++] = '"'; break;
-        case '\\': buf[n++] = '\\'; break;
-        case '/': buf[n++] = '/'; break;
-        case 'b': buf[n++] = '\b'; break;
-        case 'f': buf[n++] = '\f'; break;
-        case 'n': buf[n++] = '\n'; break;
-        case 'r': buf[n++] = '\r'; break;
-        case 't': buf[n++] = '\t'; break;
-        case 'u': {
-            long v = hex4(kind, data, i + 1, stop);
-            if (v < 0 || (v >= 0xDC00 && v <= 0xDFFF))
-                goto refuse;
-            i += 4;
-            if (v >= 0xD800 && v <= 0xDBFF) { /* only as the first of a pair */
-                if (i + 2 >= stop || PyUnicode_READ(kind, data, i + 1) != '\\' ||
-                    PyUnicode_READ(kind, data, i + 2) != 'u')
-                    goto refuse;
-                long low = hex4(kind, data, i + 3, stop);
-                if (low < 0xDC00 || low > 0xDFFF)
-                    goto refuse;
-                v = 0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00);
-                i += 6;
+            if (++i >= stop)
+                return -1;
+            switch (PyUnicode_READ(kind, text, i)) {
+            case '"': c = '"'; break;
+            case '\\': c = '\\'; break;
+            case '/': c = '/'; break;
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case 'n': c = '\n'; break;
+            case 'r': c = '\r'; break;
+            case 't': c = '\t'; break;
+            case 'u': {
+                long v = hex4(kind, text, i + 1, stop);
+                if (v < 0 || (v >= 0xDC00 && v <= 0xDFFF))
+                    return -1;
+                i += 4;
+                if (v >= 0xD800 && v <= 0xDBFF) { /* only as the first of a pair */
+                    if (i + 2 >= stop || PyUnicode_READ(kind, text, i + 1) != '\\' ||
+                        PyUnicode_READ(kind, text, i + 2) != 'u')
+                        return -1;
+                    long low = hex4(kind, text, i + 3, stop);
+                    if (low < 0xDC00 || low > 0xDFFF)
+                        return -1;
+                    v = 0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00);
+                    i += 6;
+                }
+                c = (Py_UCS4)v;
+                break;
             }
-            buf[n++] = (Py_UCS4)v;
-            break;
+            default:
+                return -1;
+            }
         }
-        default:
-            goto refuse;
-        }
+        if (out != NULL)
+            PyUnicode_WRITE(out_kind, out, *at + n, c);
+        n++;
+        if (c > most)
+            most = c;
     }
-    PyObject *out = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, n);
-    PyMem_Free(buf);
-    return out;
-refuse:
-    PyMem_Free(buf);
-    return NULL;
+    if (out != NULL)
+        *at += n;
+    *len += n;
+    if (most > *maxchar)
+        *maxchar = most;
+    return 0;
+}
+
+/* The data of an event of the run, borrowed, or NULL where it is not one (not an instance of the
+ * event class, its data or time unset, its data not a str): the run ends there, and the reference
+ * reads that event (and raises where it must). */
+static PyObject *
+event_data(PyObject *ev, PyTypeObject *cls, Py_ssize_t data_at, Py_ssize_t t_at)
+{
+    if (!Py_IS_TYPE(ev, cls) || *(PyObject **)((char *)ev + t_at) == NULL)
+        return NULL;
+    PyObject *data = *(PyObject **)((char *)ev + data_at);
+    return data != NULL && PyUnicode_CheckExact(data) ? data : NULL;
+}
+
+/* The offset of the writable object slot ``name`` of ``cls`` itself, or -1. */
+static Py_ssize_t
+slot_offset(PyTypeObject *cls, PyObject *name)
+{
+    PyObject *descr = PyObject_GetAttr((PyObject *)cls, name);
+    if (descr == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    Py_ssize_t offset = -1;
+    if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDescrObject *m = (PyMemberDescrObject *)descr;
+        PyMemberDef *def = m->d_member;
+        if (m->d_common.d_type == cls && def->type == Py_T_OBJECT_EX && !(def->flags & Py_READONLY) &&
+            def->offset >= (Py_ssize_t)sizeof(PyObject) &&
+            def->offset + (Py_ssize_t)sizeof(PyObject *) <= cls->tp_basicsize)
+            offset = def->offset;
+    }
+    Py_DECREF(descr);
+    return offset;
 }
 
 static PyObject *
 fold_text(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "fold_text takes events, start, before, after, least, most");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "fold_text takes events, start, before, after, least, most, cls");
         return NULL;
     }
     PyObject *events = args[0], *before = args[2], *after = args[3];
     if (!PyList_CheckExact(events) || !PyLong_CheckExact(args[1]) || !PyUnicode_CheckExact(before) ||
-        !PyUnicode_CheckExact(after) || !PyLong_CheckExact(args[4]) || !PyLong_CheckExact(args[5]))
+        !PyUnicode_CheckExact(after) || !PyLong_CheckExact(args[4]) || !PyLong_CheckExact(args[5]) ||
+        !PyType_Check(args[6]))
         Py_RETURN_NONE;
+    PyTypeObject *cls = (PyTypeObject *)args[6];
     Py_ssize_t start = PyLong_AsSsize_t(args[1]);
     Py_ssize_t least = PyLong_AsSsize_t(args[4]);
     Py_ssize_t most = PyLong_AsSsize_t(args[5]);
-    if (PyErr_Occurred())
-        return NULL;
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
     Py_ssize_t cut = PyUnicode_GET_LENGTH(before), tail = PyUnicode_GET_LENGTH(after);
-    if (start < 0 || tail == 0)
+    Py_ssize_t data_at = slot_offset(cls, data_name), t_at = slot_offset(cls, t_name);
+    if (start < 0 || tail == 0 || data_at < 0 || t_at < 0)
         Py_RETURN_NONE;
 
-    PyObject *pieces = PyList_New(0);
-    PyObject *times = PyList_New(0);
-    PyObject *out = NULL;
-    if (pieces == NULL || times == NULL)
-        goto done;
-    Py_ssize_t end = start, tokens = 0;
-    /* the list is read afresh at each step: nothing here runs Python code that could change it,
-     * but its length is never assumed */
-    while (end < PyList_GET_SIZE(events)) {
-        PyObject *ev = PyList_GET_ITEM(events, end);
-        PyObject *data = PyObject_GetAttr(ev, data_name);
-        if (data == NULL) {
-            PyErr_Clear();
+    /* First pass: how far the run goes, and its text's length and largest character. Nothing here
+     * runs Python code, so the list and its events are as they were for the second pass. */
+    Py_ssize_t size = PyList_GET_SIZE(events), end = start, len = 0, tokens = 0;
+    Py_UCS4 maxchar = 0;
+    for (; end < size; end++) {
+        PyObject *data = event_data(PyList_GET_ITEM(events, end), cls, data_at, t_at);
+        Py_ssize_t n = data == NULL ? -1 : PyUnicode_GET_LENGTH(data), was = len;
+        if (n < least || n > most || n < cut + tail || PyUnicode_Tailmatch(data, before, 0, n, -1) != 1 ||
+            PyUnicode_Tailmatch(data, after, 0, n, 1) != 1 ||
+            json_string(PyUnicode_KIND(data), PyUnicode_DATA(data), cut, n - tail, 0, NULL, NULL, &len, &maxchar) < 0)
             break;
-        }
-        Py_ssize_t len = PyUnicode_CheckExact(data) ? PyUnicode_GET_LENGTH(data) : -1;
-        PyObject *text = NULL;
-        if (len >= least && len <= most && len >= cut + tail &&
-            PyUnicode_Tailmatch(data, before, 0, len, -1) == 1 &&
-            PyUnicode_Tailmatch(data, after, 0, len, 1) == 1)
-            text = json_string(data, cut, len - tail);
-        Py_DECREF(data);
-        if (text == NULL) {
-            if (PyErr_Occurred())
-                goto done;
-            break; /* not one of the run: the reference reads it */
-        }
-        int appended = PyList_Append(pieces, text);
-        Py_ssize_t size = PyUnicode_GET_LENGTH(text);
-        Py_DECREF(text);
-        if (appended < 0)
-            goto done;
-        if (size > 0) {
+        if (len > was)
             tokens++;
-            PyObject *t = PyObject_GetAttr(ev, t_name);
-            if (t == NULL)
-                goto done;
-            int bad = t != Py_None && PyList_Append(times, t) < 0;
-            Py_DECREF(t);
-            if (bad)
-                goto done;
+    }
+    if (PyErr_Occurred()) /* Tailmatch's own failure (never on two str) */
+        return NULL;
+    if (end == start)
+        Py_RETURN_NONE;
+
+    /* Second pass: the text written once, and the times of the events that carried some */
+    PyObject *text = PyUnicode_New(len, maxchar);
+    PyObject *times = PyList_New(0);
+    if (text == NULL || times == NULL)
+        goto error;
+    int out_kind = PyUnicode_KIND(text);
+    void *out = PyUnicode_DATA(text);
+    Py_ssize_t at = 0, unused_len = 0;
+    Py_UCS4 unused_max = 0;
+    for (Py_ssize_t k = start; k < end; k++) {
+        PyObject *ev = PyList_GET_ITEM(events, k);
+        PyObject *data = event_data(ev, cls, data_at, t_at);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(data), was = at;
+        if (json_string(PyUnicode_KIND(data), PyUnicode_DATA(data), cut, n - tail, out_kind, out, &at,
+                        &unused_len, &unused_max) < 0) {
+            PyErr_SetString(PyExc_SystemError, "fold_text: an event changed between its two reads");
+            goto error;
         }
-        end++;
+        PyObject *t = *(PyObject **)((char *)ev + t_at);
+        if (at > was && t != Py_None && PyList_Append(times, t) < 0)
+            goto error;
     }
-    if (end == start) {
-        out = Py_NewRef(Py_None);
-        goto done;
-    }
-    PyObject *empty = PyUnicode_New(0, 0);
-    PyObject *text = empty == NULL ? NULL : PyUnicode_Join(empty, pieces);
-    Py_XDECREF(empty);
-    if (text == NULL)
-        goto done;
-    PyObject *at = PyLong_FromSsize_t(end), *count = PyLong_FromSsize_t(tokens);
-    out = at == NULL || count == NULL ? NULL : PyTuple_Pack(4, at, text, count, times);
-    Py_XDECREF(at);
+    PyObject *head = PyLong_FromSsize_t(end), *count = PyLong_FromSsize_t(tokens);
+    PyObject *result = head == NULL || count == NULL ? NULL : PyTuple_Pack(4, head, text, count, times);
+    Py_XDECREF(head);
     Py_XDECREF(count);
     Py_DECREF(text);
-done:
-    Py_XDECREF(pieces);
+    Py_DECREF(times);
+    return result;
+error:
+    Py_XDECREF(text);
     Py_XDECREF(times);
-    return out;
+    return NULL;
 }
 
 static PyMethodDef methods[] = {
     {"fold_text", (PyCFunction)(void (*)(void))fold_text, METH_FASTCALL,
-     "fold_text(events, start, before, after, least, most) -> (end, text, tokens, times) | None"},
+     "fold_text(events, start, before, after, least, most, cls) -> (end, text, tokens, times) | None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,5 +3,5 @@
 from typing import Any
 
 def fold_text(
-    events: list[Any], start: int, before: str, after: str, least: int, most: int
+    events: list[Any], start: int, before: str, after: str, least: int, most: int, cls: type[Any]
 ) -> tuple[int, str, int, list[float]] | None: ...

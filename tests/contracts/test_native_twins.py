@@ -247,7 +247,7 @@ def test_the_fold_reads_each_chunk_as_orjson_does(
     ]
     least = len(before) + len(after) + 2
     most = data.draw(st.sampled_from([TEMPLATE_MAX, least + 8]))
-    got = _assembly._C.fold_text(events, start, before, after, least, most)  # type: ignore[union-attr]
+    got = _assembly._C.fold_text(events, start, before, after, least, most, SSEEvent)  # type: ignore[union-attr]
     want = _fold_reference(events, start, before, after, least, most)
     if got == want:
         return
@@ -269,19 +269,37 @@ def test_the_fold_hands_back_what_it_does_not_take() -> None:
         SSEEvent(before + '""' + after, t_ms=2.0),
         SSEEvent("[DONE]"),
     ]
-    assert fold(events, 0, before, after, 1, TEMPLATE_MAX) == (2, "a\nb", 1, [1.0])
-    assert fold(events, 2, before, after, 1, TEMPLATE_MAX) is None
-    assert fold(events, 3, before, after, 1, TEMPLATE_MAX) is None
-    assert fold(events, 99, before, after, 1, TEMPLATE_MAX) is None
-    assert fold(tuple(events), 0, before, after, 1, TEMPLATE_MAX) is None
-    assert fold(events, 0, before, "", 1, TEMPLATE_MAX) is None
-    assert fold([object()], 0, before, after, 1, TEMPLATE_MAX) is None
-    assert fold([SSEEvent(b"x")], 0, before, after, 1, TEMPLATE_MAX) is None  # type: ignore[arg-type]
+    assert fold(events, 0, before, after, 1, TEMPLATE_MAX, SSEEvent) == (2, "a\nb", 1, [1.0])
+    assert fold(events, 2, before, after, 1, TEMPLATE_MAX, SSEEvent) is None
+    assert fold(events, 3, before, after, 1, TEMPLATE_MAX, SSEEvent) is None
+    assert fold(events, 99, before, after, 1, TEMPLATE_MAX, SSEEvent) is None
+    assert fold(tuple(events), 0, before, after, 1, TEMPLATE_MAX, SSEEvent) is None
+    assert fold(events, 0, before, "", 1, TEMPLATE_MAX, SSEEvent) is None
+    assert fold([object()], 0, before, after, 1, TEMPLATE_MAX, SSEEvent) is None
+    assert fold([SSEEvent(b"x")], 0, before, after, 1, TEMPLATE_MAX, SSEEvent) is None  # type: ignore[arg-type]
+    # an event of another class, or with a slot unset, ends the run: the reference reads it (and
+    # raises on the unset one, as it always did)
+    unset = object.__new__(SSEEvent)
+    unset.data = before + '"a"' + after
+    assert fold([events[0], unset], 0, before, after, 1, TEMPLATE_MAX, SSEEvent) == (1, "a\nb", 1, [1.0])
+    assert fold([unset], 0, before, after, 1, TEMPLATE_MAX, SSEEvent) is None
+    assert fold([SSEEvent(before + '"a"' + after)], 0, before, after, 1, TEMPLATE_MAX, SSEDecoder) is None
+
+    class Other(SSEEvent):
+        pass
+
+    assert fold([Other(before + '"a"' + after)], 0, before, after, 1, TEMPLATE_MAX, SSEEvent) is None
+    # texts of every width, joined into one string of the widest
+    wide = [
+        SSEEvent(before + json.dumps(t, ensure_ascii=False) + after)
+        for t in ("a", "é", "東", "\U0001f600", "b")
+    ]
+    assert fold(wide, 0, before, after, 1, TEMPLATE_MAX, SSEEvent) == (5, "aé東\U0001f600b", 5, [])
 
 
 def test_a_long_string_with_escapes_folds_as_orjson_reads_it() -> None:
     before, after = _tpl()
     text = json.dumps('\n\u00e9\U0001f600"' * 20_000)
     events = [SSEEvent(before + text + after, t_ms=3.0)]
-    got = _assembly._C.fold_text(events, 0, before, after, 1, TEMPLATE_MAX)  # type: ignore[union-attr]
+    got = _assembly._C.fold_text(events, 0, before, after, 1, TEMPLATE_MAX, SSEEvent)  # type: ignore[union-attr]
     assert got == (1, orjson.loads(text), 1, [3.0])
