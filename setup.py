@@ -8,6 +8,7 @@ from setuptools import Extension, setup
 NATIVE: list[tuple[str, str]] = [
     ("wirecheck.contracts._sse_c", "contracts/_sse_c.c"),
     ("wirecheck.contracts._assembly_c", "contracts/_assembly_c.c"),
+    ("wirecheck.contracts._markup_c", "contracts/_markup_c.c"),
 ]
 
 setup(

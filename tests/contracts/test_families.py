@@ -33,6 +33,9 @@ from wirecheck.record import RecordingTransport, StreamingASGITransport
 from wirecheck.sim import SIM_FAMILIES, SimConfig, create_app, parse_faults, write_environment
 from wirecheck.sim._config import DIALECTS
 
+# run whole with the compiled twins and again with the pure-Python reference (conftest.py)
+pytestmark = pytest.mark.usefixtures("both_paths")
+
 TOOL_TURN = {
     "messages": [{"role": "user", "content": "What is the weather in Tokyo?"}],
     "tools": [wire.WEATHER, wire.SEARCH],

@@ -13,6 +13,9 @@ from tests.support import apiwire as aw
 from tests.support.wire import call, completion, exchange, message, req, tool_req, usage_counts
 from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
 
+# run whole with the compiled twins and again with the pure-Python reference (conftest.py)
+pytestmark = pytest.mark.usefixtures("both_paths")
+
 K2_CALL = "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
 QWEN_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n</tool_call>'
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from wirecheck.contracts import FAMILIES
 from wirecheck.contracts._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP, _union, find_markup
+
+# run whole with the compiled twins and again with the pure-Python reference (conftest.py)
+pytestmark = pytest.mark.usefixtures("both_paths")
 
 TABLES = {
     TOOL_MARKUP: [p for f in FAMILIES.values() for p in f.tool_markup],

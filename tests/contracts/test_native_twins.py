@@ -6,7 +6,9 @@ exactly as the reference does, so the reference's answer is the twin's on every 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import orjson
@@ -14,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wirecheck.contracts import _assembly, _sse
+from wirecheck.contracts import _assembly, _markup, _sse
 from wirecheck.contracts._assembly import TEMPLATE_MAX, _template
 from wirecheck.contracts._assembly import AssembledChoice as Choice
 from wirecheck.contracts._native import PURE_PYTHON, native
@@ -26,9 +28,14 @@ pytestmark = pytest.mark.skipif(PURE_PYTHON, reason="the twins are turned off (W
 def test_the_twins_are_built_and_in_use() -> None:
     """A C compiler was at hand at install time (CI's and this machine's): a silent fallback to
     the reference would hide a broken build."""
-    for name in ("wirecheck.contracts._sse_c", "wirecheck.contracts._assembly_c"):
+    for name in (
+        "wirecheck.contracts._sse_c",
+        "wirecheck.contracts._assembly_c",
+        "wirecheck.contracts._markup_c",
+    ):
         assert native(name) is not None, name
-    assert _sse._C is not None and _assembly._C is not None
+    assert _sse._C is not None and _assembly._C is not None and _markup._C is not None
+    assert _markup.find_markup is not _markup._find_markup
 
 
 def _outcome(fn: Callable[[], Any]) -> Any:
@@ -303,3 +310,64 @@ def test_a_long_string_with_escapes_folds_as_orjson_reads_it() -> None:
     events = [SSEEvent(before + text + after, t_ms=3.0)]
     got = _assembly._C.fold_text(events, 0, before, after, 1, TEMPLATE_MAX, SSEEvent)  # type: ignore[union-attr]
     assert got == (1, orjson.loads(text), 1, [3.0])
+
+
+# --- the markup search ----------------------------------------------------------------------------
+
+_PATTERNS = [_markup.TOOL_MARKUP, _markup.REASONING_MARKUP, _markup.SPECIAL_TOKENS]
+#: pieces of every family's markup, near misses of them and plain text
+_markup_bits = st.one_of(
+    st.text(max_size=8),
+    st.sampled_from(
+        [
+            "<",
+            "<|",
+            "|>",
+            "</think>",
+            "<think>",
+            "<|tool_calls_section_begin|>",
+            "<tool_call>",
+            "<|open|>tools",
+            "<|im_end|>",
+            "to=functions.",
+            "to=function",
+            "[e~[",
+            "]~",
+            "<|close|>",
+            "message<|sep|>",
+            "functions.f:0",
+            "東",
+            "\ud800",
+            " ",
+        ]
+    ),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_markup_bits, max_size=12), st.sampled_from(range(3)))
+def test_the_markup_search_finds_what_the_reference_finds(bits: list[str], which: int) -> None:
+    pattern, text = _PATTERNS[which], "".join(bits)
+    assert _markup.find_markup(pattern, text) == _markup._find_markup(pattern, text)
+
+
+def test_the_markup_search_hands_back_what_is_not_text() -> None:
+    find = _markup.find_markup
+    for pattern in _PATTERNS:
+        assert find(pattern, None) is None and find(pattern, "") is None
+        for odd in (b"<think>", 0, ["<"]):
+            twin = _outcome(partial(find, pattern, odd))
+            assert twin == _outcome(partial(_markup._find_markup, pattern, odd))
+    # a pattern without needles (or one never compiled with them) is searched as it is
+    plain = re.compile("x+")
+    assert find(plain, "axxb") == (1, "axxb") == _markup._find_markup(plain, "axxb")
+    # needles of another shape: the reference decides
+    twin = _markup._C.find_markup  # type: ignore[union-attr]
+    odd_needles = {id(plain): ["x"]}
+    assert twin(odd_needles, _markup._find_markup, plain, "axx") == (1, "axx")
+    long = "a" * 100 + "</think>" + "b" * 100
+    assert (
+        find(_markup.REASONING_MARKUP, long)
+        == (100, long[80:148])
+        == _markup._find_markup(_markup.REASONING_MARKUP, long)
+    )

@@ -31,6 +31,9 @@ from wirecheck.contracts._registry import (
 )
 from wirecheck.contracts._rules_request import TRUNCATION_SAFE, truncated_sides
 
+# run whole with the compiled twins and again with the pure-Python reference (conftest.py)
+pytestmark = pytest.mark.usefixtures("both_paths")
+
 
 def _hostile() -> list[Exchange]:
     """Shapes the facts or the rules may trip on: a model that is not a string and no model in the

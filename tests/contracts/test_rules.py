@@ -12,6 +12,9 @@ from tests.support.wire import call, chunk, completion, exchange, req, role_chun
 from wirecheck.contracts import rules
 from wirecheck.contracts._view import build_view
 
+# run whole with the compiled twins and again with the pure-Python reference (conftest.py)
+pytestmark = pytest.mark.usefixtures("both_paths")
+
 CASES = {**SINGLE, **PAIRS}
 
 
