@@ -17,6 +17,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <stdint.h>
 #include <string.h>
 
 /* the fields of an event, in the order cut_plain writes them (SSEEvent's slots) */
@@ -47,6 +48,23 @@ has_long_run(const char *s, Py_ssize_t len)
         j = hi; /* the next run starts past hi + 1: the stride still meets one of LONG_RUN */
     }
     return 0;
+}
+
+/* Whether s[0:len] is all ASCII: then each event's text is its bytes as they are, copied into a
+ * str without the UTF-8 decoder's own pass over them. */
+static int
+is_ascii(const char *s, Py_ssize_t len)
+{
+    /* eight bytes at a time: their high bits or'ed together */
+    uint64_t high = 0, word;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        memcpy(&word, s + i, 8);
+        high |= word;
+    }
+    for (; i < len; i++)
+        high |= (unsigned char)s[i];
+    return (high & UINT64_C(0x8080808080808080)) == 0;
 }
 
 /* Where each field of ``cls`` lies in its instances: the offsets of its own slots, which must be
@@ -145,6 +163,7 @@ cut_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t npieces = PyList_GET_SIZE(sizes);
     if (npieces == 0 || PyList_GET_SIZE(times) < npieces)
         Py_RETURN_NONE;
+    int ascii = is_ascii(raw, len);
     PyObject *events = PyList_New(n);
     if (events == NULL)
         return NULL;
@@ -169,7 +188,14 @@ cut_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             }
             end = (end < 0 ? 0 : end) + size;
         }
-        PyObject *data = PyUnicode_DecodeUTF8(raw + start, stop - start, "strict");
+        PyObject *data;
+        if (ascii) {
+            data = PyUnicode_New(stop - start, 127);
+            if (data != NULL)
+                memcpy(PyUnicode_DATA(data), raw + start, (size_t)(stop - start));
+        }
+        else
+            data = PyUnicode_DecodeUTF8(raw + start, stop - start, "strict");
         if (data == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
                 goto error;
