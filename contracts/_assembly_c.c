@@ -178,12 +178,22 @@ fold_text(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     if (start < 0 || tail == 0 || data_at < 0 || t_at < 0)
         Py_RETURN_NONE;
 
-    /* First pass: how far the run goes, and its text's length and largest character. Nothing here
-     * runs Python code, so the list and its events are as they were for the second pass. */
-    Py_ssize_t size = PyList_GET_SIZE(events), end = start, len = 0, tokens = 0;
+    Py_ssize_t size = PyList_GET_SIZE(events);
+    if (start >= size)
+        Py_RETURN_NONE;
+    /* each event of the run's data and time, held: the second pass allocates, a collection may
+     * run a finalizer then, and that could change the list or an event */
+    PyObject **held = PyMem_New(PyObject *, (size_t)(2 * (size - start)));
+    if (held == NULL)
+        return PyErr_NoMemory();
+
+    /* First pass: how far the run goes, and its text's length and largest character. It
+     * allocates nothing, so no Python code runs while it reads the list. */
+    Py_ssize_t end = start, len = 0, tokens = 0;
     Py_UCS4 maxchar = 0;
     for (; end < size; end++) {
-        PyObject *data = event_data(PyList_GET_ITEM(events, end), cls, data_at, t_at);
+        PyObject *ev = PyList_GET_ITEM(events, end);
+        PyObject *data = event_data(ev, cls, data_at, t_at);
         Py_ssize_t n = data == NULL ? -1 : PyUnicode_GET_LENGTH(data), was = len;
         if (n < least || n > most || n < cut + tail || PyUnicode_Tailmatch(data, before, 0, n, -1) != 1 ||
             PyUnicode_Tailmatch(data, after, 0, n, 1) != 1 ||
@@ -191,45 +201,48 @@ fold_text(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             break;
         if (len > was)
             tokens++;
+        held[2 * (end - start)] = Py_NewRef(data);
+        held[2 * (end - start) + 1] = Py_NewRef(*(PyObject **)((char *)ev + t_at));
     }
+    Py_ssize_t count = end - start;
+    PyObject *result = NULL, *text = NULL, *times = NULL;
     if (PyErr_Occurred()) /* Tailmatch's own failure (never on two str) */
-        return NULL;
-    if (end == start)
-        Py_RETURN_NONE;
+        goto done;
+    if (count == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
 
     /* Second pass: the text written once, and the times of the events that carried some */
-    PyObject *text = PyUnicode_New(len, maxchar);
-    PyObject *times = PyList_New(0);
+    text = PyUnicode_New(len, maxchar);
+    times = PyList_New(0);
     if (text == NULL || times == NULL)
-        goto error;
+        goto done;
     int out_kind = PyUnicode_KIND(text);
     void *out = PyUnicode_DATA(text);
     Py_ssize_t at = 0, unused_len = 0;
     Py_UCS4 unused_max = 0;
-    for (Py_ssize_t k = start; k < end; k++) {
-        PyObject *ev = PyList_GET_ITEM(events, k);
-        PyObject *data = event_data(ev, cls, data_at, t_at);
-        Py_ssize_t n = PyUnicode_GET_LENGTH(data), was = at;
-        if (json_string(PyUnicode_KIND(data), PyUnicode_DATA(data), cut, n - tail, out_kind, out, &at,
-                        &unused_len, &unused_max) < 0) {
-            PyErr_SetString(PyExc_SystemError, "fold_text: an event changed between its two reads");
-            goto error;
-        }
-        PyObject *t = *(PyObject **)((char *)ev + t_at);
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *data = held[2 * k], *t = held[2 * k + 1];
+        Py_ssize_t was = at;
+        /* the same str as in the first pass (held, immutable): it reads the same */
+        json_string(PyUnicode_KIND(data), PyUnicode_DATA(data), cut, PyUnicode_GET_LENGTH(data) - tail, out_kind,
+                    out, &at, &unused_len, &unused_max);
         if (at > was && t != Py_None && PyList_Append(times, t) < 0)
-            goto error;
+            goto done;
     }
-    PyObject *head = PyLong_FromSsize_t(end), *count = PyLong_FromSsize_t(tokens);
-    PyObject *result = head == NULL || count == NULL ? NULL : PyTuple_Pack(4, head, text, count, times);
+    PyObject *head = PyLong_FromSsize_t(end), *tally = PyLong_FromSsize_t(tokens);
+    if (head != NULL && tally != NULL)
+        result = PyTuple_Pack(4, head, text, tally, times);
     Py_XDECREF(head);
-    Py_XDECREF(count);
-    Py_DECREF(text);
-    Py_DECREF(times);
-    return result;
-error:
+    Py_XDECREF(tally);
+done:
+    for (Py_ssize_t k = 0; k < 2 * count; k++)
+        Py_DECREF(held[k]);
+    PyMem_Free(held);
     Py_XDECREF(text);
     Py_XDECREF(times);
-    return NULL;
+    return result;
 }
 
 static PyMethodDef methods[] = {

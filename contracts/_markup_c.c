@@ -74,7 +74,9 @@ find_markup(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     if (needles == NULL && PyErr_Occurred())
         return NULL;
     if (needles != NULL && needles != Py_None) {
+        Py_INCREF(needles); /* held while read, whatever becomes of the dict */
         int found = holds_a_needle(text, needles);
+        Py_DECREF(needles);
         if (found == -2)
             return PyObject_CallFunctionObjArgs(fallback, pattern, text, NULL);
         if (found < 0)

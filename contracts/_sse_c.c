@@ -95,8 +95,8 @@ slot_offsets(PyTypeObject *cls, Py_ssize_t offsets[N_FIELDS])
     return 0;
 }
 
-/* One event: ``data`` and ``t_ms`` taken (new and borrowed references), the rest as _sse._event
- * sets them. NULL with an error set on failure; ``data`` is consumed either way. */
+/* One event: ``data`` and ``t_ms`` taken (new references, consumed either way), the rest as
+ * _sse._event sets them. NULL with an error set on failure. */
 static PyObject *
 make_event(PyTypeObject *cls, const Py_ssize_t offsets[N_FIELDS], PyObject *data, Py_ssize_t index,
            PyObject *t_ms)
@@ -104,18 +104,20 @@ make_event(PyTypeObject *cls, const Py_ssize_t offsets[N_FIELDS], PyObject *data
     PyObject *idx = PyLong_FromSsize_t(index);
     if (idx == NULL) {
         Py_DECREF(data);
+        Py_DECREF(t_ms);
         return NULL;
     }
     PyObject *ev = cls->tp_alloc(cls, 0);
     if (ev == NULL) {
         Py_DECREF(data);
+        Py_DECREF(t_ms);
         Py_DECREF(idx);
         return NULL;
     }
     /* tp_alloc zeroed the slots, so a collection before they are all written sees NULLs, which a
      * slot's traverse skips */
     PyObject *values[N_FIELDS] = {data, Py_NewRef(Py_None), Py_NewRef(Py_None), Py_NewRef(Py_None), idx,
-                                  Py_NewRef(t_ms), PyLong_FromLong(1)};
+                                  t_ms, PyLong_FromLong(1)};
     for (int f = 0; f < N_FIELDS; f++)
         *(PyObject **)((char *)ev + offsets[f]) = values[f];
     /* PyLong_FromLong(1) is a cached small int and cannot fail */
@@ -160,8 +162,7 @@ cut_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 
     /* Each event's bytes with its "data: " and blank line, against the pieces it arrived in: where
      * its blank line ends is the piece whose arrival dispatched it. */
-    Py_ssize_t npieces = PyList_GET_SIZE(sizes);
-    if (npieces == 0 || PyList_GET_SIZE(times) < npieces)
+    if (PyList_GET_SIZE(sizes) == 0 || PyList_GET_SIZE(times) < PyList_GET_SIZE(sizes))
         Py_RETURN_NONE;
     int ascii = is_ascii(raw, len);
     PyObject *events = PyList_New(n);
@@ -177,7 +178,9 @@ cut_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         while (end < pos) {
             if (end >= 0)
                 piece++;
-            if (piece >= npieces)
+            /* the lists' lengths asked again at each read: an allocation below may collect
+             * garbage, and a finalizer run then could change them */
+            if (piece >= PyList_GET_SIZE(sizes))
                 goto fallback;
             Py_ssize_t size = PyLong_CheckExact(PyList_GET_ITEM(sizes, piece))
                                   ? PyLong_AsSsize_t(PyList_GET_ITEM(sizes, piece))
@@ -188,6 +191,9 @@ cut_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             }
             end = (end < 0 ? 0 : end) + size;
         }
+        if (piece >= PyList_GET_SIZE(times))
+            goto fallback;
+        PyObject *t_ms = Py_NewRef(PyList_GET_ITEM(times, piece)); /* held across the allocations */
         PyObject *data;
         if (ascii) {
             data = PyUnicode_New(stop - start, 127);
@@ -197,12 +203,13 @@ cut_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         else
             data = PyUnicode_DecodeUTF8(raw + start, stop - start, "strict");
         if (data == NULL) {
+            Py_DECREF(t_ms);
             if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
                 goto error;
             PyErr_Clear();
             goto fallback;
         }
-        PyObject *ev = make_event(cls, offsets, data, k, PyList_GET_ITEM(times, piece));
+        PyObject *ev = make_event(cls, offsets, data, k, t_ms);
         if (ev == NULL)
             goto error;
         PyList_SET_ITEM(events, k, ev);

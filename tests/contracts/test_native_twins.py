@@ -5,6 +5,7 @@ exactly as the reference does, so the reference's answer is the twin's on every 
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from collections.abc import Callable
@@ -371,3 +372,38 @@ def test_the_markup_search_hands_back_what_is_not_text() -> None:
         == (100, long[80:148])
         == _markup._find_markup(_markup.REASONING_MARKUP, long)
     )
+
+
+def test_a_finalizer_that_empties_the_lists_mid_call_breaks_nothing() -> None:
+    """A collection may run at any allocation inside a twin, and a finalizer then run any code:
+    one that empties the lists the twin reads leaves it with an answer or a hand-back, never a
+    read past their end (the twins re-read the lists' lengths and hold what they read)."""
+    before, after = _tpl()
+    frame = b'data: {"a":1}\n\n'
+    targets: list[list[Any]] = []
+
+    class Bomb:
+        def __del__(self) -> None:
+            for target in targets:
+                target.clear()
+
+    old = gc.get_threshold()
+    gc.set_threshold(1)
+    try:
+        for _ in range(30):
+            sizes, times = [len(frame)] * 20, [1.0] * 20
+            events = [SSEEvent(before + '"a"' + after, t_ms=1.0) for _ in range(20)]
+            targets[:] = [sizes, times, events]
+            bomb = Bomb()
+            bomb.me = bomb  # type: ignore[attr-defined]  # a cycle: collected at a later allocation
+            del bomb
+            cut = _sse._C.cut_plain(frame * 20, sizes, times, SSEEvent)  # type: ignore[union-attr]
+            assert cut is None or len(cut[0]) == 20
+            bomb = Bomb()
+            bomb.me = bomb  # type: ignore[attr-defined]
+            del bomb
+            got = _assembly._C.fold_text(events, 0, before, after, 1, TEMPLATE_MAX, SSEEvent)  # type: ignore[union-attr]
+            assert got is None or got[1] == "a" * got[0]
+    finally:
+        gc.set_threshold(*old)
+        targets.clear()
