@@ -1,5 +1,5 @@
 /* The compiled twin of assemble_stream's fold of template-alike text chunks (contracts/_assembly.py
- * is the reference and the fallback; tests/contracts/test_assembly_c.py holds the two equal).
+ * is the reference and the fallback; tests/contracts/test_native_twins.py holds the two equal).
  *
  * fold_text(events, start, before, after, least, most, cls) -> (end, text, tokens, times) | None
  *
@@ -12,7 +12,7 @@
  * Each event must be an instance of ``cls`` (SSEEvent, a slots dataclass): its data and t_ms are
  * read from their slots, and a run ends at an event of another class.
  *
- * Only a string this reads exactly as orjson does is folded: printable characters and the escapes
+ * Only a string this reads exactly as orjson does is folded: characters from U+0020 on and the escapes
  * of JSON (a \u escape of a surrogate only as a pair). Anything else (a control character, a lone
  * surrogate, whitespace around the string, a bad escape) ends the run, and the reference reads that
  * event as it always did: orjson decides it.

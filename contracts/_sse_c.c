@@ -1,5 +1,5 @@
 /* The compiled twin of _sse.decode_joined's cut of the plain SSE framing (contracts/_sse.py is the
- * reference and the fallback; tests/contracts/test_sse_c.py holds the two equal).
+ * reference and the fallback; tests/contracts/test_native_twins.py holds the two equal).
  *
  * cut_plain(raw, sizes, times, cls) -> (events, has_digit_run) | None
  *
