@@ -129,6 +129,12 @@ class Correlator:
         """An id of the caller tap's own, which it never takes back from a caller."""
         return _mint(self.secret, _TAP)
 
+    @staticmethod
+    def nonce() -> str:
+        """24 fresh random hex digits, from the pool the ids' nonces come from (a tap's exchange ids
+        take theirs from it too: no system call or ``os.urandom`` object an exchange)."""
+        return _nonce()
+
     def minted_by(self, value: str | None) -> str | None:
         """``"tap"`` or ``"client"`` for an id minted under this secret, else None."""
         if value is None or len(value) != _NONCE_HEX + 1 + _MAC_HEX or value[_NONCE_HEX] != ".":
