@@ -186,5 +186,6 @@ class Correlator:
         sent = ids[0] if len(ids) == 1 else None
         if not caller:
             return None, sent if self.verifies(sent) else None
-        corr = self.for_caller(sent)
+        # no id from the caller (the usual case): ``for_caller``'s fresh one without its call
+        corr = self.for_caller(sent) if sent is not None else self.mint()
         return corr, corr
