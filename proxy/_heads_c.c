@@ -70,9 +70,11 @@ static PyObject *lines(PyObject *headers, int response) {
                 is_lower(k, klen, "connection"))
                 Py_RETURN_NONE;
         }
-        if (klen > PY_SSIZE_T_MAX - total - vlen - 4)
+        /* in size_t, where the sum of two sizes cannot wrap */
+        size_t line = (size_t)klen + (size_t)vlen + 4;
+        if (line > (size_t)PY_SSIZE_T_MAX - (size_t)total)
             Py_RETURN_NONE; /* past any size a head can have: the Python path says so */
-        total += klen + vlen + 4;
+        total += (Py_ssize_t)line;
     }
     /* a bytes object is not tracked by the cyclic GC, so making it runs no finalizer: the list and
      * its items are as they were; each copy is still checked against the room left */
@@ -84,7 +86,7 @@ static PyObject *lines(PyObject *headers, int response) {
         if (i >= PyList_GET_SIZE(headers) || !pair_at(headers, i, &name, &value))
             goto changed;
         Py_ssize_t klen = PyBytes_GET_SIZE(name), vlen = PyBytes_GET_SIZE(value);
-        if (end - at < klen + vlen + 4)
+        if ((size_t)(end - at) < (size_t)klen + (size_t)vlen + 4)
             goto changed;
         memcpy(at, PyBytes_AS_STRING(name), (size_t)klen);
         if (response)
