@@ -27,8 +27,6 @@ import os
 import secrets
 from collections import OrderedDict, deque
 
-from wirecheck.contracts import native
-
 __all__ = ["CORRELATION_HEADER", "SECRET_ENV", "Correlator", "correlation_secret", "mint_correlation"]
 
 #: the header both taps read and the caller tap sets; gateways may drop it (pairing then falls back to
@@ -57,14 +55,6 @@ _TAP, _CLIENT = "tap", "client"
 def _mac(secret: bytes, nonce: str, kind: str) -> str:
     """HMAC-SHA256 of ``kind:nonce`` under ``secret``, in hex, cut to ``_MAC_HEX``."""
     message = f"{kind}:{nonce}".encode("ascii")
-    if _native is not None:
-        states = _STATES.get(secret)
-        if states is None:
-            states = _native.keyed(secret)
-            if len(_STATES) < 16:  # a process has one secret, or a few in tests
-                _STATES[secret] = states
-        mac: str = _native.mac_hex(states, message)
-        return mac[:_MAC_HEX]
     keyed = _KEYED.get(secret)
     if keyed is None:
         keyed = hmac.new(secret, digestmod="sha256")
@@ -79,11 +69,6 @@ def _mac(secret: bytes, nonce: str, kind: str) -> str:
 #: HMAC up (its digest looked up) on every call, a tenth of a tap's own instructions an exchange for
 #: its two ids' MACs
 _KEYED: dict[bytes, hmac.HMAC] = {}
-#: the compiled twin (record/_correlation_c.c; None: off or not built): the copy, update and hex
-#: digest of OpenSSL's HMAC were about 20k instructions a MAC, its two SHA-256 blocks about 3k
-_native = native("wirecheck.record._correlation_c")
-#: secret -> the twin's SHA-256 states after the key's two pads
-_STATES: dict[bytes, bytes] = {}
 
 
 def _nonce() -> str:

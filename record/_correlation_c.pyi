@@ -1,6 +1,0 @@
-"""The compiled twin of record/_correlation.py's MAC (record/_correlation_c.c)."""
-
-from collections.abc import Buffer
-
-def keyed(key: Buffer, /) -> bytes: ...
-def mac_hex(keyed: bytes, message: Buffer, /) -> str: ...
