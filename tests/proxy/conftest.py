@@ -33,3 +33,21 @@ async def through_proxy(store: Store) -> Any:
     yield make
     for app in apps:
         await app.aclose()
+
+
+@pytest.fixture(params=["compiled", "python"])
+def relay_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs a test on both paths of a relayed body's reads: the compiled twin (proxy/_relay_c.c)
+    and the pure-Python reference it stands in for. Where a C compiler was present at install the
+    twin must be built: a silent fallback would leave the compiled path untested."""
+    from wirecheck.contracts._native import PURE_PYTHON, native
+    from wirecheck.proxy import _app, _upstream
+
+    if request.param == "compiled":
+        if not PURE_PYTHON:
+            assert native("wirecheck.proxy._relay_c") is not None, "proxy/_relay_c.c is not built"
+        assert _upstream._native_relay is _app._native_relay
+    else:
+        monkeypatch.setattr(_upstream, "_native_relay", None)
+        monkeypatch.setattr(_app, "_native_relay", None)
+    return str(request.param)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,9 @@ from wirecheck.contracts import CheckConfig, check_exchanges
 from wirecheck.proxy import AdminApp, ProxyApp, TapConfig, check_pending
 from wirecheck.record import Store, StreamingASGITransport, mint_correlation, read_body
 from wirecheck.sim import SimConfig, create_app
+
+#: each test on the compiled path of a relayed body's reads and on the Python one
+pytestmark = pytest.mark.usefixtures("relay_path")
 
 
 def raw_upstream(

@@ -18,6 +18,9 @@ from wirecheck.proxy._upstream import (
     make_upstream,
 )
 
+#: each test on the compiled path of a relayed body's reads and on the Python one
+pytestmark = pytest.mark.usefixtures("relay_path")
+
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], object]
 
 
