@@ -456,10 +456,11 @@ static int append_pieces(PyObject *list, const Piece *pieces, Py_ssize_t n) {
 /* dechunker(data, stamp, sink, pieces): one read of the body.
  *   True / False   the read lay inside the body and its pieces went to `sink` (a Sink, and
  *                  `pieces` was empty): False when the sink said stop
- *   None           the read lay inside the body; its pieces were appended to `pieces`
- *   (primer, offset, filler)
+ *   an int         the read lay inside the body; its pieces were appended to `pieces`: their
+ *                  bytes (what _Conn.on_body adds to `buffered` while nothing relays)
+ *   (primer, offset, filler, appended)
  *                  hand the rest to llhttp: this read's pieces before `offset` were appended to
- *                  `pieces`; feed the parser primer + data[offset:]. With `filler` the primer
+ *                  `pieces` (`appended` bytes of them); feed the parser primer + data[offset:]. With `filler` the primer
  *                  holds one byte of chunk data that only puts llhttp after a chunk's data: the
  *                  first piece that feed gives is to be dropped. The dechunker is done. */
 static PyObject *dechunker_call(DechunkerObject *self, PyObject *args, PyObject *kwds) {
@@ -563,16 +564,19 @@ static PyObject *dechunker_call(DechunkerObject *self, PyObject *args, PyObject 
     }
     /* n <= cap: a piece starts only after a size line's LF, and each size line and the CRLF
      * before it take at least 4 bytes (the first piece, at most 1 + (len - 1) / 4) */
+    Py_ssize_t bytes = 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+        bytes += pieces[k].len;
     if (offset >= 0) {
         if (primer == NULL || append_pieces(list, pieces, n) < 0)
             goto done;
-        result = Py_BuildValue("(OnO)", primer, offset, filler ? Py_True : Py_False);
+        result = Py_BuildValue("(OnOn)", primer, offset, filler ? Py_True : Py_False, bytes);
     } else if (Py_IS_TYPE(sink, &SinkType) && PyList_GET_SIZE(list) == 0) {
         int rc = n ? sink_relay((SinkObject *)sink, pieces, n) : 1;
         if (rc >= 0)
             result = PyBool_FromLong(rc);
     } else if (append_pieces(list, pieces, n) == 0) {
-        result = Py_NewRef(Py_None);
+        result = PyLong_FromSsize_t(bytes);
     }
 done:
     Py_XDECREF(primer);

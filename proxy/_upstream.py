@@ -167,7 +167,9 @@ class _Conn(asyncio.Protocol):
         self.stamp = 0.0  # when the read being parsed arrived
         self.error: Exception | None = None
         #: the compiled reader that took the body over from llhttp (``_ConnC``), or None
-        self.dechunk: Callable[[bytes, float, object, Batch], bool | tuple[bytes, int, bool] | None] | None
+        self.dechunk: (
+            Callable[[bytes, float, object, Batch], bool | int | tuple[bytes, int, bool, int]] | None
+        )
         self.dechunk = None
 
     def usable(self) -> bool:
@@ -211,18 +213,19 @@ class _Conn(asyncio.Protocol):
                 self._halt()
                 self._wake()
                 return
-            if took is None:
-                if self.sink is None:
-                    self.buffered = sum(len(piece) for _, piece in self.pieces)
-            else:
+            if isinstance(took, tuple):  # llhttp's from here
                 self.dechunk = None
-                primer, offset, filler = took
+                primer, offset, filler, appended = took
+                if self.sink is None:
+                    self.buffered += appended
                 first = len(self.pieces)
                 self._feed(primer + data[offset:])
                 if filler:  # the byte that only put llhttp after a chunk's data
                     del self.pieces[first]
                     if self.sink is None:
                         self.buffered -= 1
+            elif self.sink is None:  # appended to ``pieces`` (``took`` bytes): nothing relays them yet
+                self.buffered += took
         elif not self.active or self.complete or self.error is not None:
             # bytes nobody asked for (after a complete response, or on an idle connection)
             self.keep = False
@@ -254,6 +257,8 @@ class _Conn(asyncio.Protocol):
             self.paused = True
             self.transport.pause_reading()
         self._wake()
+        if read_by_llhttp is not None:
+            self._take_over(read_by_llhttp)
 
     def _take_over(self, data: bytes) -> None:
         """Overridden by ``_ConnC``: nothing to take over here."""
@@ -358,9 +363,10 @@ class _Conn(asyncio.Protocol):
 
 class _ConnC(_Conn):
     """A connection whose chunked body the compiled reader takes over from llhttp (``_native_relay``;
-    ``_Conn`` where it is not built): llhttp parses the head and what came with it, and at the end of
-    the first read that leaves llhttp at a chunk's boundary, while the body is relayed to the
-    compiled sink, the reader reads on from there. It hands back to llhttp (``data_received``) what
+    ``_Conn`` where it is not built): llhttp parses the head and what came with it, and from the end
+    of the first read that leaves llhttp at a chunk's boundary (usually the head's own) the reader
+    reads on: each read goes straight to the compiled sink while one relays the body, or is parsed
+    into ``pieces`` as llhttp's callbacks would. It hands back to llhttp (``data_received``) what
     it does not read itself, so llhttp still judges every unusual byte, the last chunk and what
     follows it, and the connection's outcome is decided by the same callbacks as before.
 
@@ -377,10 +383,8 @@ class _ConnC(_Conn):
         if (
             self.boundary
             and self.chunked
-            and type(self.sink) is _Sink
             and not self.complete
             and self.error is None
-            and not self.pieces
             and data.endswith(b"\r\n")
         ):
             self.dechunk = _Dechunker()
@@ -415,7 +419,7 @@ class _ConnC(_Conn):
 
 
 if _native_relay is not None:
-    _Sink, _Dechunker = _native_relay.Sink, _native_relay.Dechunker
+    _Dechunker = _native_relay.Dechunker
 
 
 class _EarlyClose(Exception):

@@ -5,6 +5,7 @@ connection the same outcome (complete, kept or closed, the same error)."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import resource
 import weakref
@@ -63,6 +64,10 @@ class _Caller:
 
     full_after: set[int]
     gone_at: int | None
+    #: a read still comes after the relay stopped (the sink said stop), before it begins again
+    late: bool = False
+    #: the body is relayed (else taken in batches: ``UpstreamResponse.batches``)
+    relaying: bool = True
     writes: list[bytes] = field(default_factory=list)
     write_paused: bool = False
     disconnected: bool = False
@@ -100,17 +105,23 @@ def _drive(compiled: bool, reads: list[bytes], *, close: bool, limit: int, calle
         sink = _DirectSink(chunks, 0.0, limit, series, direct)
         forward = sink.forward
     events: list[Any] = []
+    begun = False
     for i, data in enumerate(reads):
         if caller.gone_at == i:
             caller.disconnected = True
         if conn.closed:
             break
         conn.data_received(data)
-        if conn.sink is None and conn.headers_done:
+        if caller.relaying and conn.sink is None and conn.headers_done and (not begun or conn.halted):
+            begun = True
             conn.sink, conn.halted = forward, False  # the relay begins (``_Raw.open``'s relay)
             if conn.pieces:
                 conn.hand_on()
-        if conn.halted:  # the sink said stop: the task drains the caller, then relays again
+        if conn.halted and caller.late:  # relay() returned False: no sink until it is called again
+            events.append(("stopped", i))
+            conn.sink = None
+            caller.write_paused = False
+        elif conn.halted:  # the sink said stop: the task drains the caller, then relays again
             events.append(("halted", i))
             caller.write_paused = False
             conn.halted = False
@@ -131,6 +142,7 @@ def _drive(compiled: bool, reads: list[bytes], *, close: bool, limit: int, calle
         "state": (conn.headers_done, conn.complete, conn.keep, conn.reparse, conn.closed, conn.status),
         "error": None if conn.error is None else (type(conn.error).__name__, str(conn.error)),
         "left": conn.pieces,
+        "buffered": conn.buffered,
     }
 
 
@@ -215,11 +227,16 @@ def _stream(draw: st.DrawFn) -> tuple[list[bytes], bool]:
 @given(
     _stream(),
     st.integers(0, 120),
-    st.sets(st.integers(1, 8), max_size=3),
-    st.one_of(st.none(), st.integers(0, 8)),
+    st.builds(
+        _Caller,
+        full_after=st.sets(st.integers(1, 8), max_size=3),
+        gone_at=st.one_of(st.none(), st.integers(0, 8)),
+        late=st.booleans(),
+        relaying=st.integers(0, 5).map(bool),
+    ),
 )
 def test_the_compiled_reads_are_the_pythons(
-    stream: tuple[list[bytes], bool], limit: int, full_after: set[int], gone_at: int | None
+    stream: tuple[list[bytes], bool], limit: int, caller: _Caller
 ) -> None:
     reads, close = stream
     got = []
@@ -229,8 +246,8 @@ def test_the_compiled_reads_are_the_pythons(
         saved = _upstream.time
         _upstream.time = SimpleNamespace(monotonic=lambda ticks=ticks: float(next(ticks)))  # type: ignore[assignment]
         try:
-            caller = _Caller(set(full_after), gone_at)
-            got.append(_drive(compiled, reads, close=close, limit=limit, caller=caller))
+            fresh = dataclasses.replace(caller, writes=[])  # the drawn one stays as drawn
+            got.append(_drive(compiled, reads, close=close, limit=limit, caller=fresh))
         finally:
             _upstream.time = saved
     assert got[1] == got[0]
@@ -264,7 +281,7 @@ def test_the_compiled_sink_and_reader_hold_no_memory() -> None:
             for _ in range(50):
                 assert dechunk(b"5\r\nhello\r\n3\r\nabc\r\n", 1.0, sink, []) is True
                 sink([(1.0, b"xyz"), (2.0, b"w")])
-            assert dechunk(b"0\r\n\r\n", 1.0, sink, []) == (b"0\r", 2, False)
+            assert dechunk(b"0\r\n\r\n", 1.0, sink, []) == (b"0\r", 2, False, 0)
             caller.writes.clear()
 
     run(20_000)
@@ -274,3 +291,37 @@ def test_the_compiled_sink_and_reader_hold_no_memory() -> None:
     gc.collect()
     grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kb < 2048, f"{grown_kb} KB more after 100k reads"
+
+
+_BODIES = [
+    b"5\r\nhello\r\n0\r\n\r\n",
+    b"5\r\nhello\r\nA\r\n0123456789\r\n0\r\nx-t: 1\r\n\r\n",
+    b"5\r\nhelloX\r\n0\r\n\r\n",  # no CRLF after the data
+    b"5\r\nhello\rX\n0\r\n\r\n",  # a CR, then not an LF
+    b"5\r\nhello\r\n5;e=1\r\nworld\r\n0\r\n\r\n",
+    b"5\r\nhello\r\n0\r\n\r\nsurplus",
+    b"5\r\nhello\r\n" + b"f" * 16 + b"\r\n",  # past 64 bits: llhttp's overflow
+    b"5\r\nhello\r\n" + b"1" * 15 + b"\r\nabc",  # huge, then cut
+    b"5\r\nhello\r\nzz\r\n",
+    b"5\r\nhello\r\n5 \r\nworld\r\n0\r\n\r\n",
+]
+
+
+@pytest.mark.skipif(relay_c is None, reason="the twin is not built")
+@pytest.mark.parametrize("body", _BODIES)
+def test_hostile_bodies_split_at_every_byte(body: bytes) -> None:
+    """The head, the first chunk (after which the compiled reader takes over), then the rest in two
+    reads split at each byte, and byte by byte."""
+    head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+    first, rest = b"3\r\nabc\r\n", body
+    splits = [[head, first, rest[:i], rest[i:]] for i in range(1, len(rest))]
+    splits.append([head, first, *(rest[i : i + 1] for i in range(len(rest)))])
+    for reads in splits:
+        for close in (False, True):
+            got = [
+                _drive(compiled, reads, close=close, limit=8, caller=_Caller(set(), None))
+                for compiled in (False, True)
+            ]
+            for g in got:
+                g["chunks"] = [d for _, d in g["chunks"]]  # stamps: the real clock here
+            assert got[1] == got[0], reads
