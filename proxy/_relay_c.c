@@ -37,6 +37,45 @@ static double monotonic_now(void) {
     return (double)ns / 1e9;
 }
 
+/* Where a __slots__ field of an exact type lies: its member descriptor's offset, or -1 where `name`
+ * is not such a field (then the generic attribute protocol is used). A slot store is what Python's
+ * own `obj.name = v` does for such a field, without looking the name up each time (a generic
+ * PyObject_SetAttr was about 260 instructions, a third of a record entry). */
+static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
+    PyObject *d = PyObject_GetAttr((PyObject *)type, name);
+    if (d == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    Py_ssize_t off = -1;
+    if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type == T_OBJECT_EX && !(m->flags & READONLY) && ((PyDescrObject *)d)->d_type == type)
+            off = m->offset;
+    }
+    Py_DECREF(d);
+    return off;
+}
+
+/* obj.name = v through its slot where known (a new reference to v is taken) */
+static int slot_set(PyObject *obj, Py_ssize_t off, PyObject *name, PyObject *v) {
+    if (off < 0)
+        return PyObject_SetAttr(obj, name, v);
+    PyObject **at = (PyObject **)((char *)obj + off);
+    Py_XSETREF(*at, Py_NewRef(v));
+    return 0;
+}
+
+/* obj.name (a new reference) through its slot where known and set */
+static PyObject *slot_get(PyObject *obj, Py_ssize_t off, PyObject *name) {
+    if (off >= 0) {
+        PyObject *v = *(PyObject **)((char *)obj + off);
+        if (v != NULL)
+            return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
 /* one piece of a batch: its bytes, the stamp of the read it came in, and the bytes object it
  * already is (NULL: a span of a read, made into an object only if the record keeps it) */
 typedef struct {
@@ -63,6 +102,8 @@ typedef struct {
     PyObject *cycle;     /* weak reference to the caller's request cycle (proxy/_http.py) */
     PyObject *transport; /* the caller's transport */
     PyTypeObject *chunk_type;
+    Py_ssize_t t_ms_at, data_at;   /* the Chunk's slots (-1: set by name) */
+    Py_ssize_t counts_at, total_at; /* the series' slots (-1: by name) */
 } SinkObject;
 
 static int sink_traverse(SinkObject *self, visitproc visit, void *arg) {
@@ -98,6 +139,10 @@ static PyObject *sink_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!dnOOOO!:Sink", kwlist, &PyList_Type, &chunks, &t0,
                                      &limit, &added, &cycle, &transport, &PyType_Type, &chunk_type))
         return NULL;
+    if (((PyTypeObject *)chunk_type)->tp_new == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Sink: chunk_type cannot be instantiated");
+        return NULL;
+    }
     if (!PyWeakref_CheckRef(cycle)) {
         PyErr_SetString(PyExc_TypeError, "Sink: cycle is a weak reference to the request's cycle");
         return NULL;
@@ -116,6 +161,10 @@ static PyObject *sink_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->chunk_type = (PyTypeObject *)Py_NewRef(chunk_type);
     self->bounds = NULL;
     self->nbounds = 0;
+    self->t_ms_at = slot_offset((PyTypeObject *)chunk_type, s_t_ms);
+    self->data_at = slot_offset((PyTypeObject *)chunk_type, s_data);
+    self->counts_at = slot_offset(Py_TYPE(added), s_counts);
+    self->total_at = slot_offset(Py_TYPE(added), s_total);
     /* a series with float bounds and a counts list is observed here, as _Series.observe does;
      * anything else through its observe method */
     PyObject *bounds = PyObject_GetAttr(added, s_bounds);
@@ -167,7 +216,7 @@ static int sink_observe(SinkObject *self, double value) {
             hi = mid;
     }
     int rc = -1;
-    PyObject *counts = PyObject_GetAttr(self->added, s_counts);
+    PyObject *counts = slot_get(self->added, self->counts_at, s_counts);
     if (counts == NULL)
         goto done;
     if (!PyList_Check(counts) || PyList_GET_SIZE(counts) <= lo) {
@@ -182,14 +231,14 @@ static int sink_observe(SinkObject *self, double value) {
     }
     PyList_SetItem(counts, lo, n); /* steals n */
     Py_DECREF(counts);
-    PyObject *total = PyObject_GetAttr(self->added, s_total);
+    PyObject *total = slot_get(self->added, self->total_at, s_total);
     if (total == NULL)
         goto done;
     PyObject *sum = PyNumber_Add(total, v);
     Py_DECREF(total);
     if (sum == NULL)
         goto done;
-    rc = PyObject_SetAttr(self->added, s_total, sum);
+    rc = slot_set(self->added, self->total_at, s_total, sum);
     Py_DECREF(sum);
 done:
     Py_DECREF(v);
@@ -322,8 +371,8 @@ static int sink_relay(SinkObject *self, const Piece *pieces, Py_ssize_t n) {
             return -1;
         PyObject *t_ms = PyFloat_FromDouble((pieces[i].stamp - self->t0) * 1000.0);
         PyObject *chunk = t_ms == NULL ? NULL : self->chunk_type->tp_new(self->chunk_type, k_empty_tuple, NULL);
-        int bad = chunk == NULL || PyObject_SetAttr(chunk, s_t_ms, t_ms) < 0 ||
-                  PyObject_SetAttr(chunk, s_data, kept) < 0 || PyList_Append(self->chunks, chunk) < 0;
+        int bad = chunk == NULL || slot_set(chunk, self->t_ms_at, s_t_ms, t_ms) < 0 ||
+                  slot_set(chunk, self->data_at, s_data, kept) < 0 || PyList_Append(self->chunks, chunk) < 0;
         Py_XDECREF(t_ms);
         Py_DECREF(kept);
         Py_XDECREF(chunk);
@@ -453,7 +502,8 @@ static int append_pieces(PyObject *list, const Piece *pieces, Py_ssize_t n) {
     return 0;
 }
 
-/* dechunker(data, stamp, sink, pieces): one read of the body.
+/* dechunker.feed(data, stamp, sink, pieces): one read of the body (a method called through
+ * vectorcall: no argument tuple or format to parse on each read).
  *   True / False   the read lay inside the body and its pieces went to `sink` (a Sink, and
  *                  `pieces` was empty): False when the sink said stop
  *   an int         the read lay inside the body; its pieces were appended to `pieces`: their
@@ -463,29 +513,24 @@ static int append_pieces(PyObject *list, const Piece *pieces, Py_ssize_t n) {
  *                  `pieces` (`appended` bytes of them); feed the parser primer + data[offset:]. With `filler` the primer
  *                  holds one byte of chunk data that only puts llhttp after a chunk's data: the
  *                  first piece that feed gives is to be dropped. The dechunker is done. */
-static PyObject *dechunker_call(DechunkerObject *self, PyObject *args, PyObject *kwds) {
-    Py_buffer view;
-    double stamp;
-    PyObject *sink, *list;
-    if (!PyArg_ParseTuple(args, "y*dOO!:Dechunker", &view, &stamp, &sink, &PyList_Type, &list))
+static PyObject *dechunker_feed(DechunkerObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyBytes_Check(args[0]) || !PyList_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "feed(data: bytes, stamp: float, sink, pieces: list)");
         return NULL;
-    const unsigned char *p = view.buf;
-    Py_ssize_t len = view.len, i = 0;
-    /* a read of k bytes holds at most k/4 + 1 pieces (each but the first after at least "\r\n1\r\n" of
-     * framing): a small one on the stack, a larger array made for it */
+    }
+    double stamp = PyFloat_AsDouble(args[1]);
+    if (stamp == -1.0 && PyErr_Occurred())
+        return NULL;
+    /* the caller's references (the call's arguments) hold data, sink and list throughout */
+    PyObject *sink = args[2], *list = args[3];
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t len = PyBytes_GET_SIZE(args[0]), i = 0;
+    /* most reads hold a piece or two: room for 16 on the stack, more made as needed */
     Piece stack[16], *pieces = stack;
     Py_ssize_t cap = 16, n = 0;
     PyObject *result = NULL, *primer = NULL;
     Py_ssize_t offset = -1;
     int filler = 0;
-    if (len / 4 + 1 > cap) {
-        cap = len / 4 + 1;
-        pieces = PyMem_Malloc(sizeof(Piece) * cap);
-        if (pieces == NULL) {
-            PyBuffer_Release(&view);
-            return PyErr_NoMemory();
-        }
-    }
     while (i < len && offset < 0) {
         unsigned char c = p[i];
         switch (self->state) {
@@ -521,9 +566,17 @@ static PyObject *dechunker_call(DechunkerObject *self, PyObject *args, PyObject 
             i++;
             break;
         case D_DATA: {
-            if (n == cap) { /* not reached (see below), but never written past */
-                PyErr_SetString(PyExc_RuntimeError, "Dechunker: more pieces than a read can hold");
-                goto done;
+            if (n == cap) {
+                Piece *more = PyMem_Malloc(sizeof(Piece) * cap * 2);
+                if (more == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                memcpy(more, pieces, sizeof(Piece) * n);
+                if (pieces != stack)
+                    PyMem_Free(pieces);
+                pieces = more;
+                cap *= 2;
             }
             Py_ssize_t take = len - i;
             if ((uint64_t)take > self->left)
@@ -562,8 +615,6 @@ static PyObject *dechunker_call(DechunkerObject *self, PyObject *args, PyObject 
             break;
         }
     }
-    /* n <= cap: a piece starts only after a size line's LF, and each size line and the CRLF
-     * before it take at least 4 bytes (the first piece, at most 1 + (len - 1) / 4) */
     Py_ssize_t bytes = 0;
     for (Py_ssize_t k = 0; k < n; k++)
         bytes += pieces[k].len;
@@ -582,9 +633,14 @@ done:
     Py_XDECREF(primer);
     if (pieces != stack)
         PyMem_Free(pieces);
-    PyBuffer_Release(&view);
     return result;
 }
+
+static PyMethodDef dechunker_methods[] = {
+    {"feed", (PyCFunction)(void (*)(void))dechunker_feed, METH_FASTCALL,
+     "feed(data, stamp, sink, pieces): one read of the body (see the module's source)"},
+    {NULL},
+};
 
 static PyTypeObject DechunkerType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "wirecheck.proxy._relay_c.Dechunker",
@@ -592,7 +648,7 @@ static PyTypeObject DechunkerType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A chunked body's reads inside the body, taken over from llhttp at a chunk boundary.",
     .tp_new = dechunker_new,
-    .tp_call = (ternaryfunc)dechunker_call,
+    .tp_methods = dechunker_methods,
 };
 
 /* ---------------------------------------------------------------------------------------------- */

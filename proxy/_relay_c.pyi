@@ -27,6 +27,6 @@ class Dechunker:
     """A chunked body's reads that lie inside it, taken over from llhttp at a chunk boundary."""
 
     def __init__(self) -> None: ...
-    def __call__(
+    def feed(
         self, data: bytes, stamp: float, sink: object, pieces: list[tuple[float, bytes]], /
     ) -> bool | int | tuple[bytes, int, bool, int]: ...

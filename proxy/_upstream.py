@@ -387,7 +387,7 @@ class _ConnC(_Conn):
             and self.error is None
             and data.endswith(b"\r\n")
         ):
-            self.dechunk = _Dechunker()
+            self.dechunk = _Dechunker().feed
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()

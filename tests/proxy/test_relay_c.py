@@ -277,7 +277,7 @@ def test_the_compiled_sink_and_reader_hold_no_memory() -> None:
     def run(n: int) -> None:
         for _ in range(n // 50):
             sink = relay_c.Sink([], 0.0, 0, series, cycle, caller, Chunk)  # type: ignore[arg-type]
-            dechunk = relay_c.Dechunker()
+            dechunk = relay_c.Dechunker().feed
             for _ in range(50):
                 assert dechunk(b"5\r\nhello\r\n3\r\nabc\r\n", 1.0, sink, []) is True
                 sink([(1.0, b"xyz"), (2.0, b"w")])
@@ -325,3 +325,27 @@ def test_hostile_bodies_split_at_every_byte(body: bytes) -> None:
             for g in got:
                 g["chunks"] = [d for _, d in g["chunks"]]  # stamps: the real clock here
             assert got[1] == got[0], reads
+
+
+def test_the_compiled_sink_takes_any_series_and_record_type() -> None:
+    """Slots are written directly only where they are a type's own; anything else by name: a series
+    with just ``observe`` and a record type of plain attributes work as they would in Python."""
+    assert relay_c is not None
+
+    class Observed:
+        def __init__(self) -> None:
+            self.seen: list[float] = []
+
+        def observe(self, value: float) -> None:
+            self.seen.append(value)
+
+    class Entry:
+        t_ms: float
+        data: bytes
+
+    caller = _Caller(set(), None)
+    added, chunks = Observed(), []
+    sink = relay_c.Sink(chunks, 1.0, 3, added, weakref.ref(caller), caller, Entry)  # type: ignore[arg-type]
+    assert sink([(1.5, b"ab"), (2.0, b"cd")]) is True
+    assert caller.writes == [b"4\r\nabcd\r\n"] and sink.size == 4 and len(added.seen) == 1
+    assert [(c.t_ms, c.data) for c in chunks] == [(500.0, b"ab"), (1000.0, b"c")]
