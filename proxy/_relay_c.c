@@ -224,13 +224,17 @@ static int sink_observe(SinkObject *self, double value) {
         Py_DECREF(counts);
         goto done;
     }
-    PyObject *n = PyNumber_Add(PyList_GET_ITEM(counts, lo), k_one);
+    PyObject *old = Py_NewRef(PyList_GET_ITEM(counts, lo)); /* held: the add may run a finalizer */
+    PyObject *n = PyNumber_Add(old, k_one);
+    Py_DECREF(old);
     if (n == NULL) {
         Py_DECREF(counts);
         goto done;
     }
-    PyList_SetItem(counts, lo, n); /* steals n */
+    int set = PyList_SetItem(counts, lo, n); /* steals n; checks lo against the list as it is now */
     Py_DECREF(counts);
+    if (set < 0)
+        goto done;
     PyObject *total = slot_get(self->added, self->total_at, s_total);
     if (total == NULL)
         goto done;
@@ -389,13 +393,18 @@ static PyObject *sink_call(SinkObject *self, PyObject *args, PyObject *kwds) {
     PyObject *batch;
     if (!PyArg_ParseTuple(args, "O!:Sink", &PyList_Type, &batch))
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(batch);
+    /* the batch's items held in a list of our own while they are read and written: the write, and
+     * a collection at any allocation (a finalizer), may run Python code that changes the batch */
+    PyObject *items = PyList_GetSlice(batch, 0, PY_SSIZE_T_MAX);
+    if (items == NULL)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(items);
     Piece one, *pieces = n <= 1 ? &one : PyMem_Malloc(sizeof(Piece) * n);
-    if (pieces == NULL)
+    if (pieces == NULL) {
+        Py_DECREF(items);
         return PyErr_NoMemory();
-    /* hold the batch's items while writing: the write may run Python code */
-    PyObject *items = PyList_GetSlice(batch, 0, n);
-    int rc = items == NULL ? -1 : 0;
+    }
+    int rc = 0;
     for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
         PyObject *item = PyList_GET_ITEM(items, i);
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(item, 1))) {
@@ -415,7 +424,7 @@ static PyObject *sink_call(SinkObject *self, PyObject *args, PyObject *kwds) {
     }
     if (rc == 0)
         rc = sink_relay(self, pieces, n);
-    Py_XDECREF(items);
+    Py_DECREF(items);
     if (pieces != &one)
         PyMem_Free(pieces);
     if (rc < 0)

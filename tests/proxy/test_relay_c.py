@@ -5,6 +5,7 @@ connection the same outcome (complete, kept or closed, the same error)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import resource
@@ -349,3 +350,44 @@ def test_the_compiled_sink_takes_any_series_and_record_type() -> None:
     assert sink([(1.5, b"ab"), (2.0, b"cd")]) is True
     assert caller.writes == [b"4\r\nabcd\r\n"] and sink.size == 4 and len(added.seen) == 1
     assert [(c.t_ms, c.data) for c in chunks] == [(500.0, b"ab"), (1000.0, b"c")]
+
+
+def test_a_finalizer_that_empties_the_lists_mid_call_breaks_nothing() -> None:
+    """A collection may run at any allocation inside the twin, and a finalizer then run any code:
+    one that empties the batch, the record, the pieces and the histogram's buckets leaves the twin
+    with an answer or an error, never a read past a list's end."""
+    assert relay_c is not None
+    targets: list[list[Any]] = []
+
+    class Bomb:
+        def __del__(self) -> None:
+            for target in targets:
+                target.clear()
+
+    caller = _Caller(set(), None)
+    old = gc.get_threshold()
+    gc.set_threshold(1)
+    try:
+        for _ in range(50):
+            series = _Series((0.001, 0.01))
+            chunks: list[Chunk] = []
+            pieces: list[tuple[float, bytes]] = [(0.5, b"x")]
+            batch = [(1.0, b"ab"), (2.0, b"cd"), (3.0, b"ef")]
+            targets[:] = [series.counts, chunks, pieces, batch]
+            sink = relay_c.Sink(chunks, 0.0, 100, series, weakref.ref(caller), caller, Chunk)  # type: ignore[arg-type]
+            feed = relay_c.Dechunker().feed
+            calls: list[tuple[Any, tuple[Any, ...]]] = [
+                (sink, (batch,)),
+                (feed, (b"2\r\nab\r\n3\r\nabc\r\n", 1.0, sink, [])),
+                (feed, (b"2\r\nab\r\n0\r\n\r\n", 1.0, sink, pieces)),
+            ]
+            for call, args in calls:
+                bomb = Bomb()
+                bomb.me = bomb  # type: ignore[attr-defined]  # a cycle: collected at a later allocation
+                del bomb
+                with contextlib.suppress(IndexError, TypeError):
+                    call(*args)
+            caller.writes.clear()
+    finally:
+        gc.set_threshold(*old)
+        targets.clear()
