@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -40,6 +40,7 @@ from wirecheck.contracts import (
     HttpRequest,
     HttpResponse,
     Redaction,
+    native,
 )
 from wirecheck.record import CORRELATION_HEADER, Correlator, Sink, correlation_secret
 
@@ -58,7 +59,13 @@ from ._upstream import (
 )
 from ._version import UpstreamVersion
 
+if TYPE_CHECKING:
+    from . import _relay_c
+
 __all__ = ["DEFAULT_REDACT", "Metrics", "ProxyApp", "TapConfig"]
+
+#: the relayed body's compiled sink (proxy/_relay_c.c), or None: ``_DirectSink``
+_native_relay = native("wirecheck.proxy._relay_c")
 
 _CORRELATION = CORRELATION_HEADER.encode("ascii")
 
@@ -503,7 +510,7 @@ class ProxyApp:
             raise _DownstreamGone(str(exc)) from exc
         limit, added = self.cfg.record_limit, self._added
         sink = (
-            _DirectSink(chunks, t0, limit, added, direct)
+            _direct_sink(chunks, t0, limit, added, direct)
             if direct is not None and upstream.relay is not None and direct.usable()
             else None
         )
@@ -511,8 +518,9 @@ class ProxyApp:
         try:
             if sink is not None:
                 assert direct is not None and upstream.relay is not None
-                await _relay(upstream.relay, direct, sink)
+                await _relay(upstream.relay, direct, sink.forward if isinstance(sink, _DirectSink) else sink)
             else:
+                assert isinstance(tee, _Tee)
                 async for batch in upstream.batches:
                     # one downstream write per batch: the pieces that arrived while the loop was busy
                     # go out together; the record keeps each piece with its read's time
@@ -675,11 +683,22 @@ class _DirectSink(_Tee):
         return more
 
 
-async def _relay(relay: Callable[[BodySink], Awaitable[bool]], direct: DirectBody, sink: _DirectSink) -> None:
+def _direct_sink(
+    chunks: list[Chunk], t0: float, limit: int, added: Any, direct: DirectBody
+) -> _DirectSink | _relay_c.Sink:
+    """The relayed body's sink: the compiled twin where it is built (it also lets the upstream's
+    compiled reader hand each read straight to it), else ``_DirectSink``."""
+    if _native_relay is None:
+        return _DirectSink(chunks, t0, limit, added, direct)
+    cycle, transport = direct.parts()
+    made: _relay_c.Sink = _native_relay.Sink(chunks, t0, limit, added, cycle, transport, Chunk)
+    return made
+
+
+async def _relay(relay: Callable[[BodySink], Awaitable[bool]], direct: DirectBody, forward: BodySink) -> None:
     """The body from the upstream's read callback straight to the caller's socket: per
     read one record entry and one write, with no task step; this task wakes only when the caller's
     buffer is full (to wait for it to drain) and at the end."""
-    forward = sink.forward
     while not await relay(forward):
         if direct.gone():  # a closed connection stays closed: the sink stopped for it, or will
             raise _DownstreamGone("the caller's connection closed")

@@ -694,6 +694,11 @@ class DirectBody:
         conn = c.conn
         return conn is not None and not conn.write_paused
 
+    def parts(self) -> tuple[weakref.ref[_Cycle], asyncio.Transport]:
+        """What ``send`` reads, for its compiled twin (proxy/_relay_c.c's ``Sink``): the request
+        cycle, weakly, and the caller's transport."""
+        return self._cycle, self._transport
+
     def on_gone(self, callback: Callable[[], None] | None) -> None:
         """Have ``callback`` called once, from the event loop, when the caller's connection is lost
         (soon, when it is already gone); None forgets it. What an app's own ``receive`` would say

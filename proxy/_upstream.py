@@ -119,6 +119,10 @@ class _HeadTooLarge(Exception):
     that arrives whole in one read is bounded too (the count per read never sees it)."""
 
 
+#: the compiled reader of a chunked body's reads (proxy/_relay_c.c), or None: llhttp reads them all
+_native_relay = native("wirecheck.proxy._relay_c")
+
+
 class _Conn(asyncio.Protocol):
     """One upstream connection: llhttp (httptools) parses each response; this class only decides
     what the parse means for the connection. It is reusable only after a complete message with
@@ -166,6 +170,11 @@ class _Conn(asyncio.Protocol):
         self.buffered = 0
         self.stamp = 0.0  # when the read being parsed arrived
         self.error: Exception | None = None
+        #: the compiled reader that took the body over from llhttp (``_ConnC``), or None
+        self.dechunk: (
+            Callable[[bytes, float, object, Batch], bool | int | tuple[bytes, int, bool, int]] | None
+        )
+        self.dechunk = None
 
     def usable(self) -> bool:
         return not self.closed and self.transport is not None and not self.transport.is_closing()
@@ -193,15 +202,73 @@ class _Conn(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        if not self.active or self.complete or self.error is not None:
+        dechunk = self.dechunk
+        read_by_llhttp: bytes | None = None
+        if dechunk is not None:
+            # a chunked body's read, by the compiled reader (``_ConnC``): relayed whole within
+            # this one call, or handed back to llhttp from where it stops
+            self.stamp = stamp = time.monotonic()
+            took = dechunk(data, stamp, self.sink, self.pieces)
+            if took is True:
+                if self.halted:
+                    self._wake()
+                return
+            if took is False:
+                self._halt()
+                self._wake()
+                return
+            if isinstance(took, tuple):  # llhttp's from here
+                self.dechunk = None
+                primer, offset, filler, appended = took
+                if self.sink is None:
+                    self.buffered += appended
+                first = len(self.pieces)
+                self._feed(primer + data[offset:])
+                if filler:  # the byte that only put llhttp after a chunk's data
+                    del self.pieces[first]
+                    if self.sink is None:
+                        self.buffered -= 1
+            elif self.sink is None:  # appended to ``pieces`` (``took`` bytes): nothing relays them yet
+                self.buffered += took
+        elif not self.active or self.complete or self.error is not None:
             # bytes nobody asked for (after a complete response, or on an idle connection)
             self.keep = False
             self.close()
             return
-        self.got_bytes = True
-        self.stamp = time.monotonic()  # one clock read per socket read, for every piece parsed from it
-        if not self.headers_done:
-            self.head_bytes += len(data)
+        else:
+            self.got_bytes = True
+            self.stamp = time.monotonic()  # one clock read per socket read, for every piece parsed from it
+            if not self.headers_done:
+                self.head_bytes += len(data)
+            self._feed(data)
+            if _native_relay is not None:
+                read_by_llhttp = data  # the compiled reader may take over after it
+        sink = self.sink
+        if sink is not None:
+            # relayed: what this read brought goes on now, in this callback; the waiting
+            # task is woken only at the end, on an error, or when the sink says stop
+            if self.pieces:
+                batch, self.pieces = self.pieces, []
+                self.buffered = 0
+                if not sink(batch):
+                    self._halt()
+            if self.halted or self.complete or self.error is not None:
+                self._wake()
+            if read_by_llhttp is not None:
+                self._take_over(read_by_llhttp)
+            return
+        if self.buffered > _HIGH_WATER and not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+        self._wake()
+        if read_by_llhttp is not None:
+            self._take_over(read_by_llhttp)
+
+    def _take_over(self, data: bytes) -> None:
+        """Overridden by ``_ConnC``: nothing to take over here."""
+
+    def _feed(self, data: bytes) -> None:
+        """``data`` through llhttp; what it means for the connection."""
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:
@@ -220,22 +287,6 @@ class _Conn(asyncio.Protocol):
             if not self.headers_done and self.head_bytes > _MAX_HEAD:
                 self.error = UpstreamBroken(f"response head over {_MAX_HEAD} bytes")
                 self.close()
-        sink = self.sink
-        if sink is not None:
-            # relayed: what this read brought goes on now, in this callback; the waiting
-            # task is woken only at the end, on an error, or when the sink says stop
-            if self.pieces:
-                batch, self.pieces = self.pieces, []
-                self.buffered = 0
-                if not sink(batch):
-                    self._halt()
-            if self.halted or self.complete or self.error is not None:
-                self._wake()
-            return
-        if self.buffered > _HIGH_WATER and not self.paused and self.transport is not None:
-            self.paused = True
-            self.transport.pause_reading()
-        self._wake()
 
     def hand_on(self) -> None:
         assert self.sink is not None
@@ -314,6 +365,67 @@ class _Conn(asyncio.Protocol):
             self.reparse = self.keep
 
 
+class _ConnC(_Conn):
+    """A connection whose chunked body the compiled reader takes over from llhttp (``_native_relay``;
+    ``_Conn`` where it is not built): llhttp parses the head and what came with it, and from the end
+    of the first read that leaves llhttp at a chunk's boundary (usually the head's own) the reader
+    reads on: each read goes straight to the compiled sink while one relays the body, or is parsed
+    into ``pieces`` as llhttp's callbacks would. It hands back to llhttp (``data_received``) what
+    it does not read itself, so llhttp still judges every unusual byte, the last chunk and what
+    follows it, and the connection's outcome is decided by the same callbacks as before.
+
+    A chunk's boundary, from llhttp's callbacks: the last one of the read was the end of the head
+    or of a chunk, and the read ends in CRLF (a size line begun after it cannot end in CRLF without
+    llhttp calling ``on_chunk_header``)."""
+
+    def _begin(self, *, head_only: bool) -> None:
+        super()._begin(head_only=head_only)
+        self.boundary = False
+        self.chunked = False
+
+    def _take_over(self, data: bytes) -> None:
+        if (
+            self.boundary
+            and self.chunked
+            and not self.complete
+            and self.error is None
+            and data.endswith(b"\r\n")
+        ):
+            self.dechunk = _Dechunker().feed
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        if self.headers_done and self.framed_by_head():
+            self.chunked = self.boundary = True
+
+    def framed_by_head(self) -> bool:
+        """The head says chunked and nothing else that makes llhttp read the body otherwise: one
+        transfer-encoding of exactly ``chunked``, no content-length, no upgrade; a status with a
+        body, and not the answer to HEAD."""
+        if self.head_only or self.status in _NO_BODY or self.status < 200:
+            return False
+        te = 0
+        for name, value in self.headers:
+            low = name.lower()
+            if low == b"transfer-encoding":
+                if value.strip().lower() != b"chunked":
+                    return False
+                te += 1
+            elif low in (b"content-length", b"upgrade"):
+                return False
+        return te == 1
+
+    def on_chunk_header(self) -> None:
+        self.boundary = False
+
+    def on_chunk_complete(self) -> None:
+        self.boundary = True
+
+
+if _native_relay is not None:
+    _Dechunker = _native_relay.Dechunker
+
+
 class _EarlyClose(Exception):
     """The connection closed before any byte of the answer."""
 
@@ -368,7 +480,9 @@ class _Raw(Upstream):
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_s):
-                _, conn = await loop.create_connection(_Conn, self.host, self.port, ssl=self.ssl)
+                _, conn = await loop.create_connection(
+                    _Conn if _native_relay is None else _ConnC, self.host, self.port, ssl=self.ssl
+                )
         except TimeoutError as exc:
             raise UpstreamTimeout("connect timeout") from exc
         except OSError as exc:

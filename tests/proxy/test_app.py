@@ -19,8 +19,8 @@ from wirecheck.proxy import AdminApp, ProxyApp, TapConfig, check_pending
 from wirecheck.record import Store, StreamingASGITransport, mint_correlation, read_body
 from wirecheck.sim import SimConfig, create_app
 
-#: every test here runs with the compiled twin of the head lines in use and on the Python path
-pytestmark = pytest.mark.usefixtures("both_head_paths")
+#: every test here runs with the compiled twins of the forwarding side in use and on the Python path
+pytestmark = pytest.mark.usefixtures("twin_paths")
 
 
 def raw_upstream(

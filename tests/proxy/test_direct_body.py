@@ -23,14 +23,14 @@ from hypothesis import strategies as st
 
 from tests.proxy.test_app import raw_upstream, recorded
 from wirecheck.contracts import Chunk
-from wirecheck.proxy import ProxyApp, TapConfig, serve_listener
+from wirecheck.proxy import ProxyApp, TapConfig, _app, serve_listener
 from wirecheck.proxy._app import _DirectSink, _new_chunk, _Tee
 from wirecheck.proxy._histogram import _Series
 from wirecheck.proxy._http import DirectBody, ListenerConfig
 from wirecheck.record import Store, read_body, serve
 
-#: every test here runs with the compiled twin of the head lines in use and on the Python path
-pytestmark = pytest.mark.usefixtures("both_head_paths")
+#: every test here runs with the compiled twins of the forwarding side in use and on the Python path
+pytestmark = pytest.mark.usefixtures("twin_paths")
 
 
 @contextmanager
@@ -39,11 +39,31 @@ def tap(upstream: str, store: Store, **cfg: Any) -> Iterator[str]:
         yield url
 
 
+class _Calls(dict[str, int]):
+    """The spy's counts, the compiled sinks' reads (each a DirectBody.send on the Python path)
+    counted in."""
+
+    def __init__(self, **counts: int) -> None:
+        super().__init__(counts)
+        self.sinks: list[Any] = []
+
+    def __getitem__(self, key: str) -> int:
+        extra = sum(s.calls for s in self.sinks) if key == "send" else 0
+        return super().__getitem__(key) + extra
+
+
 @pytest.fixture
 def spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Counts the writes and waits of every DirectBody."""
-    calls = {"send": 0, "drain": 0}
+    calls = _Calls(send=0, drain=0)
     send, drain = DirectBody.send, DirectBody.drain
+    make = _app._direct_sink
+
+    def counted_sink(*args: Any) -> Any:
+        sink = make(*args)
+        if not isinstance(sink, _DirectSink):  # the compiled one: it counts its own
+            calls.sinks.append(sink)
+        return sink
 
     def counted_send(self: DirectBody, data: bytes) -> bool | None:
         calls["send"] += 1
@@ -53,6 +73,7 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         calls["drain"] += 1
         await drain(self)
 
+    monkeypatch.setattr(_app, "_direct_sink", counted_sink)
     monkeypatch.setattr(DirectBody, "send", counted_send)
     monkeypatch.setattr(DirectBody, "drain", counted_drain)
     return calls

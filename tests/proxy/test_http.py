@@ -14,8 +14,8 @@ from wirecheck.proxy import ListenerConfig, serve_listener
 from wirecheck.proxy._http import DIRECT_BODY
 from wirecheck.record import read_body
 
-#: every test here runs with the compiled twin of the head lines in use and on the Python path
-pytestmark = pytest.mark.usefixtures("both_head_paths")
+#: every test here runs with the compiled twins of the forwarding side in use and on the Python path
+pytestmark = pytest.mark.usefixtures("twin_paths")
 
 
 async def echo(scope: dict[str, Any], receive: Any, send: Any) -> None:

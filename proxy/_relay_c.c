@@ -1,0 +1,701 @@
+/* The compiled twin of a relayed response body's per-read path (proxy/_upstream.py's
+ * _Conn.data_received with llhttp, proxy/_app.py's _DirectSink.forward, proxy/_http.py's
+ * DirectBody.send). The Python stays the reference: tests/proxy/test_relay_c.py holds this to it.
+ *
+ * Two types:
+ *   Sink       what the record keeps of a read's pieces and their one write to the caller (a chunk
+ *              of the caller's chunked response), with the added-latency observation: the work of
+ *              _DirectSink.forward and DirectBody.send, callable with a batch as that is.
+ *   Dechunker  the upstream's chunked framing after the head, for reads that lie inside the body:
+ *              a strict subset of what llhttp accepts (hex size, CRLF, data, CRLF). Its pieces go
+ *              to a Sink in the same call. Anything else (an extension, a trailer, a bad byte, a
+ *              size line past 15 digits, the last chunk and what follows it) is handed back to the
+ *              llhttp parser, which the Dechunker took over at a chunk boundary: it returns the
+ *              bytes that bring that parser to the state the Dechunker was in ("the primer") and
+ *              where in the read to go on, so llhttp judges every unusual byte as it always did.
+ *
+ * The GIL is held throughout; no state outside the objects but interned names. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+static PyObject *s_write, *s_is_closing, *s_disconnected, *s_conn, *s_write_paused, *s_t_ms, *s_data,
+    *s_counts, *s_total, *s_observe, *s_bounds, *k_one, *k_empty_tuple;
+
+/* time.monotonic(), to the same float: CPython reads CLOCK_MONOTONIC in nanoseconds and divides
+ * (Python/pytime.c, _PyTime_AsSecondsDouble) */
+static double monotonic_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    if (ns % 1000000000 == 0)
+        return (double)(ns / 1000000000);
+    return (double)ns / 1e9;
+}
+
+/* Where a __slots__ field of an exact type lies: its member descriptor's offset, or -1 where `name`
+ * is not such a field (then the generic attribute protocol is used). A slot store is what Python's
+ * own `obj.name = v` does for such a field, without looking the name up each time (a generic
+ * PyObject_SetAttr was about 260 instructions, a third of a record entry). */
+static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
+    PyObject *d = PyObject_GetAttr((PyObject *)type, name);
+    if (d == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    Py_ssize_t off = -1;
+    if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type == T_OBJECT_EX && !(m->flags & READONLY) && ((PyDescrObject *)d)->d_type == type)
+            off = m->offset;
+    }
+    Py_DECREF(d);
+    return off;
+}
+
+/* obj.name = v through its slot where known (a new reference to v is taken) */
+static int slot_set(PyObject *obj, Py_ssize_t off, PyObject *name, PyObject *v) {
+    if (off < 0)
+        return PyObject_SetAttr(obj, name, v);
+    PyObject **at = (PyObject **)((char *)obj + off);
+    Py_XSETREF(*at, Py_NewRef(v));
+    return 0;
+}
+
+/* obj.name (a new reference) through its slot where known and set */
+static PyObject *slot_get(PyObject *obj, Py_ssize_t off, PyObject *name) {
+    if (off >= 0) {
+        PyObject *v = *(PyObject **)((char *)obj + off);
+        if (v != NULL)
+            return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
+/* one piece of a batch: its bytes, the stamp of the read it came in, and the bytes object it
+ * already is (NULL: a span of a read, made into an object only if the record keeps it) */
+typedef struct {
+    const char *buf;
+    Py_ssize_t len;
+    double stamp;
+    PyObject *obj;
+} Piece;
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Sink */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *chunks;    /* list of Chunk: the record */
+    double t0;           /* the exchange's start, monotonic */
+    Py_ssize_t limit;    /* the record limit: bytes past it are forwarded, not kept */
+    Py_ssize_t size;     /* bytes forwarded, recorded or not */
+    Py_ssize_t calls;    /* reads handed to it (as DirectBody.send's calls: counted by tests) */
+    PyObject *added;     /* the added-latency series (proxy/_histogram.py's _Series), or any
+                            object with observe(seconds) */
+    double *bounds;      /* the series' bucket bounds, copied (NULL: call added.observe) */
+    Py_ssize_t nbounds;
+    PyObject *cycle;     /* weak reference to the caller's request cycle (proxy/_http.py) */
+    PyObject *transport; /* the caller's transport */
+    PyTypeObject *chunk_type;
+    Py_ssize_t t_ms_at, data_at;   /* the Chunk's slots (-1: set by name) */
+    Py_ssize_t counts_at, total_at; /* the series' slots (-1: by name) */
+} SinkObject;
+
+static int sink_traverse(SinkObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->chunks);
+    Py_VISIT(self->added);
+    Py_VISIT(self->cycle);
+    Py_VISIT(self->transport);
+    Py_VISIT(self->chunk_type);
+    return 0;
+}
+
+static int sink_clear(SinkObject *self) {
+    Py_CLEAR(self->chunks);
+    Py_CLEAR(self->added);
+    Py_CLEAR(self->cycle);
+    Py_CLEAR(self->transport);
+    Py_CLEAR(self->chunk_type);
+    return 0;
+}
+
+static void sink_dealloc(SinkObject *self) {
+    PyObject_GC_UnTrack(self);
+    sink_clear(self);
+    PyMem_Free(self->bounds);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *sink_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"chunks", "t0", "limit", "added", "cycle", "transport", "chunk_type", NULL};
+    PyObject *chunks, *added, *cycle, *transport, *chunk_type;
+    double t0;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!dnOOOO!:Sink", kwlist, &PyList_Type, &chunks, &t0,
+                                     &limit, &added, &cycle, &transport, &PyType_Type, &chunk_type))
+        return NULL;
+    if (((PyTypeObject *)chunk_type)->tp_new == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Sink: chunk_type cannot be instantiated");
+        return NULL;
+    }
+    if (!PyWeakref_CheckRef(cycle)) {
+        PyErr_SetString(PyExc_TypeError, "Sink: cycle is a weak reference to the request's cycle");
+        return NULL;
+    }
+    SinkObject *self = (SinkObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->chunks = Py_NewRef(chunks);
+    self->t0 = t0;
+    self->limit = limit;
+    self->size = 0;
+    self->calls = 0;
+    self->added = Py_NewRef(added);
+    self->cycle = Py_NewRef(cycle);
+    self->transport = Py_NewRef(transport);
+    self->chunk_type = (PyTypeObject *)Py_NewRef(chunk_type);
+    self->bounds = NULL;
+    self->nbounds = 0;
+    self->t_ms_at = slot_offset((PyTypeObject *)chunk_type, s_t_ms);
+    self->data_at = slot_offset((PyTypeObject *)chunk_type, s_data);
+    self->counts_at = slot_offset(Py_TYPE(added), s_counts);
+    self->total_at = slot_offset(Py_TYPE(added), s_total);
+    /* a series with float bounds and a counts list is observed here, as _Series.observe does;
+     * anything else through its observe method */
+    PyObject *bounds = PyObject_GetAttr(added, s_bounds);
+    if (bounds == NULL) {
+        PyErr_Clear();
+        return (PyObject *)self;
+    }
+    if (PyTuple_CheckExact(bounds)) {
+        Py_ssize_t n = PyTuple_GET_SIZE(bounds);
+        int ok = 1;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (!PyFloat_CheckExact(PyTuple_GET_ITEM(bounds, i)))
+                ok = 0;
+        if (ok) {
+            self->bounds = PyMem_Malloc(sizeof(double) * (n ? n : 1));
+            if (self->bounds == NULL) {
+                Py_DECREF(bounds);
+                Py_DECREF(self);
+                return PyErr_NoMemory();
+            }
+            for (Py_ssize_t i = 0; i < n; i++)
+                self->bounds[i] = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(bounds, i));
+            self->nbounds = n;
+        }
+    }
+    Py_DECREF(bounds);
+    return (PyObject *)self;
+}
+
+/* _Series.observe: counts[bisect_left(bounds, value)] += 1; total += value */
+static int sink_observe(SinkObject *self, double value) {
+    PyObject *v = PyFloat_FromDouble(value);
+    if (v == NULL)
+        return -1;
+    if (self->bounds == NULL) {
+        PyObject *r = PyObject_CallMethodOneArg(self->added, s_observe, v);
+        Py_DECREF(v);
+        if (r == NULL)
+            return -1;
+        Py_DECREF(r);
+        return 0;
+    }
+    Py_ssize_t lo = 0, hi = self->nbounds;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (self->bounds[mid] < value)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int rc = -1;
+    PyObject *counts = slot_get(self->added, self->counts_at, s_counts);
+    if (counts == NULL)
+        goto done;
+    if (!PyList_Check(counts) || PyList_GET_SIZE(counts) <= lo) {
+        PyErr_SetString(PyExc_TypeError, "the histogram's counts are not a list of its buckets");
+        Py_DECREF(counts);
+        goto done;
+    }
+    PyObject *old = Py_NewRef(PyList_GET_ITEM(counts, lo)); /* held: the add may run a finalizer */
+    PyObject *n = PyNumber_Add(old, k_one);
+    Py_DECREF(old);
+    if (n == NULL) {
+        Py_DECREF(counts);
+        goto done;
+    }
+    int set = PyList_SetItem(counts, lo, n); /* steals n; checks lo against the list as it is now */
+    Py_DECREF(counts);
+    if (set < 0)
+        goto done;
+    PyObject *total = slot_get(self->added, self->total_at, s_total);
+    if (total == NULL)
+        goto done;
+    PyObject *sum = PyNumber_Add(total, v);
+    Py_DECREF(total);
+    if (sum == NULL)
+        goto done;
+    rc = slot_set(self->added, self->total_at, s_total, sum);
+    Py_DECREF(sum);
+done:
+    Py_DECREF(v);
+    return rc;
+}
+
+/* DirectBody.gone's test and DirectBody.send's answer: 1 the caller is there (*cycle set, a new
+ * reference), 0 gone, -1 error */
+static int sink_caller(SinkObject *self, PyObject **cycle) {
+    *cycle = NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *c;
+    if (PyWeakref_GetRef(self->cycle, &c) < 0)
+        return -1;
+    if (c == NULL)
+        return 0;
+#else
+    PyObject *c = PyWeakref_GetObject(self->cycle);
+    if (c == NULL)
+        return -1;
+    if (c == Py_None)
+        return 0;
+    Py_INCREF(c);
+#endif
+    PyObject *d = PyObject_GetAttr(c, s_disconnected);
+    int t = d == NULL ? -1 : PyObject_IsTrue(d);
+    Py_XDECREF(d);
+    if (t != 0) {
+        Py_DECREF(c);
+        return t < 0 ? -1 : 0;
+    }
+    PyObject *closing = PyObject_CallMethodNoArgs(self->transport, s_is_closing);
+    t = closing == NULL ? -1 : PyObject_IsTrue(closing);
+    Py_XDECREF(closing);
+    if (t != 0) {
+        Py_DECREF(c);
+        return t < 0 ? -1 : 0;
+    }
+    *cycle = c;
+    return 1;
+}
+
+/* the hex size line of a chunk of n bytes, as b"%x\r\n" % n writes it; returns its length */
+static int size_line(char *out, size_t n) {
+    char tmp[2 * sizeof(size_t)];
+    int k = 0;
+    do {
+        tmp[k++] = "0123456789abcdef"[n & 15];
+        n >>= 4;
+    } while (n);
+    for (int i = 0; i < k; i++)
+        out[i] = tmp[k - 1 - i];
+    out[k] = '\r';
+    out[k + 1] = '\n';
+    return k + 2;
+}
+
+/* _DirectSink.forward for pieces already parsed: written to the caller as one chunk, recorded, the
+ * oldest piece's wait observed. 1: the caller takes more; 0: stop (its buffer is full, or it is
+ * gone: then nothing was written or recorded); -1: error */
+static int sink_relay(SinkObject *self, const Piece *pieces, Py_ssize_t n) {
+    self->calls++;
+    PyObject *cycle;
+    int there = sink_caller(self, &cycle);
+    if (there <= 0)
+        return there;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (pieces[i].len > PY_SSIZE_T_MAX - 32 - total) {
+            Py_DECREF(cycle);
+            PyErr_NoMemory();
+            return -1;
+        }
+        total += pieces[i].len;
+    }
+    if (total) {
+        char line[2 * sizeof(size_t) + 2];
+        int ln = size_line(line, (size_t)total);
+        PyObject *out = PyBytes_FromStringAndSize(NULL, ln + total + 2);
+        if (out == NULL) {
+            Py_DECREF(cycle);
+            return -1;
+        }
+        char *p = PyBytes_AS_STRING(out);
+        memcpy(p, line, ln);
+        p += ln;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            memcpy(p, pieces[i].buf, pieces[i].len);
+            p += pieces[i].len;
+        }
+        p[0] = '\r';
+        p[1] = '\n';
+        PyObject *r = PyObject_CallMethodOneArg(self->transport, s_write, out);
+        Py_DECREF(out);
+        if (r == NULL) {
+            Py_DECREF(cycle);
+            return -1;
+        }
+        Py_DECREF(r);
+    }
+    /* the caller's connection's write_paused, read after the write (which may have set it) */
+    int more = 0;
+    PyObject *conn = PyObject_GetAttr(cycle, s_conn);
+    Py_DECREF(cycle);
+    if (conn == NULL)
+        return -1;
+    if (conn != Py_None) {
+        PyObject *wp = PyObject_GetAttr(conn, s_write_paused);
+        int t = wp == NULL ? -1 : PyObject_IsTrue(wp);
+        Py_XDECREF(wp);
+        if (t < 0) {
+            Py_DECREF(conn);
+            return -1;
+        }
+        more = !t;
+    }
+    Py_DECREF(conn);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t size = self->size, len = pieces[i].len;
+        self->size = size + len;
+        if (size >= self->limit)
+            continue;
+        PyObject *kept;
+        if (size + len <= self->limit && pieces[i].obj != NULL)
+            kept = Py_NewRef(pieces[i].obj);
+        else
+            kept = PyBytes_FromStringAndSize(pieces[i].buf,
+                                             size + len <= self->limit ? len : self->limit - size);
+        if (kept == NULL)
+            return -1;
+        PyObject *t_ms = PyFloat_FromDouble((pieces[i].stamp - self->t0) * 1000.0);
+        PyObject *chunk = t_ms == NULL ? NULL : self->chunk_type->tp_new(self->chunk_type, k_empty_tuple, NULL);
+        int bad = chunk == NULL || slot_set(chunk, self->t_ms_at, s_t_ms, t_ms) < 0 ||
+                  slot_set(chunk, self->data_at, s_data, kept) < 0 || PyList_Append(self->chunks, chunk) < 0;
+        Py_XDECREF(t_ms);
+        Py_DECREF(kept);
+        Py_XDECREF(chunk);
+        if (bad)
+            return -1;
+    }
+    if (n > 0 && sink_observe(self, monotonic_now() - pieces[0].stamp) < 0)
+        return -1;
+    return more;
+}
+
+/* sink(batch): _DirectSink.forward's contract (a list of (stamp, bytes)) */
+static PyObject *sink_call(SinkObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *batch;
+    if (!PyArg_ParseTuple(args, "O!:Sink", &PyList_Type, &batch))
+        return NULL;
+    /* the batch's items held in a list of our own while they are read and written: the write, and
+     * a collection at any allocation (a finalizer), may run Python code that changes the batch */
+    PyObject *items = PyList_GetSlice(batch, 0, PY_SSIZE_T_MAX);
+    if (items == NULL)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    Piece one, *pieces = n <= 1 ? &one : PyMem_Malloc(sizeof(Piece) * n);
+    if (pieces == NULL) {
+        Py_DECREF(items);
+        return PyErr_NoMemory();
+    }
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(item, 1))) {
+            PyErr_SetString(PyExc_TypeError, "a batch holds (stamp, bytes) pairs");
+            rc = -1;
+            break;
+        }
+        PyObject *data = PyTuple_GET_ITEM(item, 1);
+        pieces[i].stamp = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 0));
+        if (pieces[i].stamp == -1.0 && PyErr_Occurred()) {
+            rc = -1;
+            break;
+        }
+        pieces[i].buf = PyBytes_AS_STRING(data);
+        pieces[i].len = PyBytes_GET_SIZE(data);
+        pieces[i].obj = data;
+    }
+    if (rc == 0)
+        rc = sink_relay(self, pieces, n);
+    Py_DECREF(items);
+    if (pieces != &one)
+        PyMem_Free(pieces);
+    if (rc < 0)
+        return NULL;
+    return PyBool_FromLong(rc);
+}
+
+static PyMemberDef sink_members[] = {
+    {"size", T_PYSSIZET, offsetof(SinkObject, size), READONLY, "bytes forwarded, recorded or not"},
+    {"calls", T_PYSSIZET, offsetof(SinkObject, calls), READONLY, "reads handed to it"},
+    {NULL},
+};
+
+static PyTypeObject SinkType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "wirecheck.proxy._relay_c.Sink",
+    .tp_basicsize = sizeof(SinkObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A relayed body's record and its writes to the caller (_DirectSink.forward's twin).",
+    .tp_new = sink_new,
+    .tp_dealloc = (destructor)sink_dealloc,
+    .tp_traverse = (traverseproc)sink_traverse,
+    .tp_clear = (inquiry)sink_clear,
+    .tp_call = (ternaryfunc)sink_call,
+    .tp_members = sink_members,
+};
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Dechunker */
+
+/* where in the framing the next byte falls */
+enum {
+    D_SIZE,     /* a size line's hex digits (none yet, or some) */
+    D_SIZE_LF,  /* its CR seen */
+    D_DATA,     /* inside a chunk's data */
+    D_DATA_CR,  /* after the data: its CR */
+    D_DATA_LF,  /* its LF */
+};
+
+/* the longest size line handled here: 15 hex digits (2**60); a longer one is llhttp's to judge
+ * (it refuses sizes past 64 bits) */
+#define MAX_DIGITS 15
+
+typedef struct {
+    PyObject_HEAD
+    int state;
+    int ndigits;
+    char digits[MAX_DIGITS];
+    uint64_t left; /* of the chunk being read (D_DATA) */
+} DechunkerObject;
+
+static PyObject *dechunker_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    if (!PyArg_ParseTuple(args, ":Dechunker"))
+        return NULL;
+    DechunkerObject *self = (DechunkerObject *)type->tp_alloc(type, 0);
+    if (self != NULL) {
+        self->state = D_SIZE;
+        self->ndigits = 0;
+        self->left = 0;
+    }
+    return (PyObject *)self;
+}
+
+static int hexval(unsigned char c) {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* appends the read's pieces to `pieces` as (stamp, bytes) pairs, as _Conn.on_body does */
+static int append_pieces(PyObject *list, const Piece *pieces, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = Py_BuildValue("(dy#)", pieces[i].stamp, pieces[i].buf, pieces[i].len);
+        if (pair == NULL)
+            return -1;
+        int rc = PyList_Append(list, pair);
+        Py_DECREF(pair);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* dechunker.feed(data, stamp, sink, pieces): one read of the body (a method called through
+ * vectorcall: no argument tuple or format to parse on each read).
+ *   True / False   the read lay inside the body and its pieces went to `sink` (a Sink, and
+ *                  `pieces` was empty): False when the sink said stop
+ *   an int         the read lay inside the body; its pieces were appended to `pieces`: their
+ *                  bytes (what _Conn.on_body adds to `buffered` while nothing relays)
+ *   (primer, offset, filler, appended)
+ *                  hand the rest to llhttp: this read's pieces before `offset` were appended to
+ *                  `pieces` (`appended` bytes of them); feed the parser primer + data[offset:]. With `filler` the primer
+ *                  holds one byte of chunk data that only puts llhttp after a chunk's data: the
+ *                  first piece that feed gives is to be dropped. The dechunker is done. */
+static PyObject *dechunker_feed(DechunkerObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyBytes_Check(args[0]) || !PyList_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "feed(data: bytes, stamp: float, sink, pieces: list)");
+        return NULL;
+    }
+    double stamp = PyFloat_AsDouble(args[1]);
+    if (stamp == -1.0 && PyErr_Occurred())
+        return NULL;
+    /* the caller's references (the call's arguments) hold data, sink and list throughout */
+    PyObject *sink = args[2], *list = args[3];
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t len = PyBytes_GET_SIZE(args[0]), i = 0;
+    /* most reads hold a piece or two: room for 16 on the stack, more made as needed */
+    Piece stack[16], *pieces = stack;
+    Py_ssize_t cap = 16, n = 0;
+    PyObject *result = NULL, *primer = NULL;
+    Py_ssize_t offset = -1;
+    int filler = 0;
+    while (i < len && offset < 0) {
+        unsigned char c = p[i];
+        switch (self->state) {
+        case D_SIZE: {
+            int v = hexval(c);
+            if (v >= 0 && self->ndigits < MAX_DIGITS) {
+                self->digits[self->ndigits++] = (char)c;
+                self->left = (self->left << 4) | (uint64_t)v;
+                i++;
+            } else if (c == '\r' && self->ndigits > 0) {
+                self->state = D_SIZE_LF;
+                i++;
+            } else {
+                /* an extension, white space, a bad byte, too many digits: llhttp's */
+                primer = PyBytes_FromStringAndSize(self->digits, self->ndigits);
+                offset = i;
+            }
+            break;
+        }
+        case D_SIZE_LF:
+            if (c != '\n' || self->left == 0) {
+                /* a bad line end, or the last chunk (trailers, the message's end and what may
+                 * follow it are llhttp's, and _Conn's callbacks') */
+                char buf[MAX_DIGITS + 1];
+                memcpy(buf, self->digits, self->ndigits);
+                buf[self->ndigits] = '\r';
+                primer = PyBytes_FromStringAndSize(buf, self->ndigits + 1);
+                offset = i;
+                break;
+            }
+            self->state = D_DATA;
+            self->ndigits = 0;
+            i++;
+            break;
+        case D_DATA: {
+            if (n == cap) {
+                Piece *more = PyMem_Malloc(sizeof(Piece) * cap * 2);
+                if (more == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                memcpy(more, pieces, sizeof(Piece) * n);
+                if (pieces != stack)
+                    PyMem_Free(pieces);
+                pieces = more;
+                cap *= 2;
+            }
+            Py_ssize_t take = len - i;
+            if ((uint64_t)take > self->left)
+                take = (Py_ssize_t)self->left;
+            pieces[n].buf = (const char *)p + i;
+            pieces[n].len = take;
+            pieces[n].stamp = stamp;
+            pieces[n].obj = NULL;
+            n++;
+            i += take;
+            self->left -= (uint64_t)take;
+            if (self->left == 0)
+                self->state = D_DATA_CR;
+            break;
+        }
+        case D_DATA_CR:
+            if (c != '\r') {
+                primer = PyBytes_FromStringAndSize("1\r\nx", 4);
+                offset = i;
+                filler = 1;
+                break;
+            }
+            self->state = D_DATA_LF;
+            i++;
+            break;
+        case D_DATA_LF:
+            if (c != '\n') {
+                primer = PyBytes_FromStringAndSize("1\r\nx\r", 5);
+                offset = i;
+                filler = 1;
+                break;
+            }
+            self->state = D_SIZE;
+            self->left = 0;
+            i++;
+            break;
+        }
+    }
+    Py_ssize_t bytes = 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+        bytes += pieces[k].len;
+    if (offset >= 0) {
+        if (primer == NULL || append_pieces(list, pieces, n) < 0)
+            goto done;
+        result = Py_BuildValue("(OnOn)", primer, offset, filler ? Py_True : Py_False, bytes);
+    } else if (Py_IS_TYPE(sink, &SinkType) && PyList_GET_SIZE(list) == 0) {
+        int rc = n ? sink_relay((SinkObject *)sink, pieces, n) : 1;
+        if (rc >= 0)
+            result = PyBool_FromLong(rc);
+    } else if (append_pieces(list, pieces, n) == 0) {
+        result = PyLong_FromSsize_t(bytes);
+    }
+done:
+    Py_XDECREF(primer);
+    if (pieces != stack)
+        PyMem_Free(pieces);
+    return result;
+}
+
+static PyMethodDef dechunker_methods[] = {
+    {"feed", (PyCFunction)(void (*)(void))dechunker_feed, METH_FASTCALL,
+     "feed(data, stamp, sink, pieces): one read of the body (see the module's source)"},
+    {NULL},
+};
+
+static PyTypeObject DechunkerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "wirecheck.proxy._relay_c.Dechunker",
+    .tp_basicsize = sizeof(DechunkerObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A chunked body's reads inside the body, taken over from llhttp at a chunk boundary.",
+    .tp_new = dechunker_new,
+    .tp_methods = dechunker_methods,
+};
+
+/* ---------------------------------------------------------------------------------------------- */
+
+static struct PyModuleDef relay_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "wirecheck.proxy._relay_c",
+    .m_doc = "The compiled twin of a relayed response body's per-read path.",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC PyInit__relay_c(void) {
+#define INTERN(var, text)                                                                              \
+    if ((var = PyUnicode_InternFromString(text)) == NULL)                                                \
+        return NULL;
+    INTERN(s_write, "write");
+    INTERN(s_is_closing, "is_closing");
+    INTERN(s_disconnected, "disconnected");
+    INTERN(s_conn, "conn");
+    INTERN(s_write_paused, "write_paused");
+    INTERN(s_t_ms, "t_ms");
+    INTERN(s_data, "data");
+    INTERN(s_counts, "counts");
+    INTERN(s_total, "total");
+    INTERN(s_observe, "observe");
+    INTERN(s_bounds, "bounds");
+#undef INTERN
+    if ((k_one = PyLong_FromLong(1)) == NULL || (k_empty_tuple = PyTuple_New(0)) == NULL)
+        return NULL;
+    if (PyType_Ready(&SinkType) < 0 || PyType_Ready(&DechunkerType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&relay_module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "Sink", (PyObject *)&SinkType) < 0 ||
+        PyModule_AddObjectRef(m, "Dechunker", (PyObject *)&DechunkerType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

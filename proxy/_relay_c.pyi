@@ -1,0 +1,32 @@
+"""Types of the compiled twin of a relayed body's per-read path (proxy/_relay_c.c)."""
+
+import asyncio
+import weakref
+from typing import Any
+
+class Sink:
+    """``_DirectSink.forward`` and ``DirectBody.send`` in one: called with a batch."""
+
+    @property
+    def size(self) -> int: ...
+    @property
+    def calls(self) -> int: ...
+    def __init__(
+        self,
+        chunks: list[Any],
+        t0: float,
+        limit: int,
+        added: Any,
+        cycle: weakref.ref[Any],
+        transport: asyncio.Transport,
+        chunk_type: type,
+    ) -> None: ...
+    def __call__(self, batch: list[tuple[float, bytes]], /) -> bool: ...
+
+class Dechunker:
+    """A chunked body's reads that lie inside it, taken over from llhttp at a chunk boundary."""
+
+    def __init__(self) -> None: ...
+    def feed(
+        self, data: bytes, stamp: float, sink: object, pieces: list[tuple[float, bytes]], /
+    ) -> bool | int | tuple[bytes, int, bool, int]: ...

@@ -1,0 +1,393 @@
+"""The compiled twin of a relayed body's reads (proxy/_relay_c.c) against the Python it stands in
+for: the same upstream bytes, split anywhere, through ``_ConnC`` with the compiled sink and through
+``_Conn`` with ``_DirectSink``, give the caller the same bytes, the record the same chunks, and the
+connection the same outcome (complete, kept or closed, the same error)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import resource
+import weakref
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wirecheck.contracts import Chunk
+from wirecheck.contracts._native import PURE_PYTHON
+from wirecheck.proxy import _upstream
+from wirecheck.proxy._app import _DirectSink
+from wirecheck.proxy._histogram import _Series
+from wirecheck.proxy._http import DirectBody
+
+relay_c = _upstream._native_relay
+pytestmark = pytest.mark.skipif(relay_c is None and PURE_PYTHON, reason="WIRECHECK_PURE_PYTHON=1")
+
+
+def test_the_twin_is_built() -> None:
+    """Where a C compiler was present at install, the twin is there and in use."""
+    assert relay_c is not None
+
+
+class _UpTransport:
+    """The upstream's side: what the connection did to it."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.closing = False
+
+    def pause_reading(self) -> None:
+        self.calls.append("pause")
+
+    def resume_reading(self) -> None:
+        self.calls.append("resume")
+
+    def close(self) -> None:
+        self.calls.append("close")
+        self.closing = True
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def write(self, data: bytes) -> None:
+        self.calls.append("write")
+
+
+@dataclass
+class _Caller:
+    """The caller's side: its connection (``write_paused``), its request cycle and its transport.
+    ``full_after``: the writes after which its buffer is over the mark (until drained)."""
+
+    full_after: set[int]
+    gone_at: int | None
+    #: a read still comes after the relay stopped (the sink said stop), before it begins again
+    late: bool = False
+    #: the body is relayed (else taken in batches: ``UpstreamResponse.batches``)
+    relaying: bool = True
+    writes: list[bytes] = field(default_factory=list)
+    write_paused: bool = False
+    disconnected: bool = False
+    closing: bool = False
+
+    @property
+    def conn(self) -> _Caller:
+        return self
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+        if len(self.writes) in self.full_after:
+            self.write_paused = True
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+
+def _drive(compiled: bool, reads: list[bytes], *, close: bool, limit: int, caller: _Caller) -> dict[str, Any]:
+    conn = _upstream._ConnC() if compiled else _upstream._Conn()
+    up = _UpTransport()
+    conn.connection_made(up)  # type: ignore[arg-type]
+    conn._begin(head_only=False)
+    chunks: list[Chunk] = []
+    series = _Series((0.001, 0.01, 1.0))
+    cycle = weakref.ref(caller)
+    sink: Any
+    if compiled:
+        assert relay_c is not None
+        sink = relay_c.Sink(chunks, 0.0, limit, series, cycle, caller, Chunk)  # type: ignore[arg-type]
+        forward = sink
+    else:
+        direct = DirectBody.__new__(DirectBody)
+        direct._cycle, direct._transport = cycle, caller  # type: ignore[assignment]
+        sink = _DirectSink(chunks, 0.0, limit, series, direct)
+        forward = sink.forward
+    events: list[Any] = []
+    begun = False
+    for i, data in enumerate(reads):
+        if caller.gone_at == i:
+            caller.disconnected = True
+        if conn.closed:
+            break
+        conn.data_received(data)
+        if caller.relaying and conn.sink is None and conn.headers_done and (not begun or conn.halted):
+            begun = True
+            conn.sink, conn.halted = forward, False  # the relay begins (``_Raw.open``'s relay)
+            if conn.pieces:
+                conn.hand_on()
+        if conn.halted and caller.late:  # relay() returned False: no sink until it is called again
+            events.append(("stopped", i))
+            conn.sink = None
+            caller.write_paused = False
+        elif conn.halted:  # the sink said stop: the task drains the caller, then relays again
+            events.append(("halted", i))
+            caller.write_paused = False
+            conn.halted = False
+            if conn.paused:
+                conn.paused = False
+                up.resume_reading()
+            if conn.pieces:
+                conn.hand_on()
+    if close and not conn.closed:
+        conn.connection_lost(None)
+    return {
+        "caller": caller.writes,
+        "chunks": [(c.t_ms, c.data) for c in chunks],
+        "size": sink.size,
+        "observed": sum(series.counts),
+        "events": events,
+        "upstream": up.calls,
+        "state": (conn.headers_done, conn.complete, conn.keep, conn.reparse, conn.closed, conn.status),
+        "error": None if conn.error is None else (type(conn.error).__name__, str(conn.error)),
+        "left": conn.pieces,
+        "buffered": conn.buffered,
+    }
+
+
+def _hexes(n: int, upper: bool, zeros: int) -> bytes:
+    text = "0" * zeros + format(n, "x")
+    return (text.upper() if upper else text).encode()
+
+
+@st.composite
+def _chunked(draw: st.DrawFn) -> bytes:
+    """A chunked body, well formed or mostly (extensions, trailers, case, leading zeros)."""
+    out = []
+    for data in draw(st.lists(st.binary(min_size=1, max_size=40), max_size=6)):
+        line = _hexes(len(data), draw(st.booleans()), draw(st.integers(0, 3)))
+        if draw(st.integers(0, 9)) == 0:
+            line += draw(st.sampled_from([b";a=b", b"; q", b';x="y z"', b" ", b"\t;e"]))
+        out.append(line + b"\r\n" + data + b"\r\n")
+    last = b"0" * draw(st.integers(1, 2))
+    if draw(st.integers(0, 5)) == 0:
+        last += b";end=1"
+    out.append(last + b"\r\n")
+    if draw(st.integers(0, 4)) == 0:
+        out.append(draw(st.sampled_from([b"x-t: 1\r\n", b"X-Sum: abc\r\nx-u: 2\r\n", b"bad trailer\r\n"])))
+    out.append(b"\r\n")
+    return b"".join(out)
+
+
+_HEADS = [
+    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\ncontent-type: text/event-stream\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n",
+    b"HTTP/1.0 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
+    b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
+    b"HTTP/1.1 500 Oops\r\ntransfer-encoding: chunked\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\ncontent-length: 12\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n",
+]
+
+
+@st.composite
+def _stream(draw: st.DrawFn) -> tuple[list[bytes], bool]:
+    """An upstream's response bytes split into reads, and whether the connection then closes."""
+    body = draw(_chunked())
+    mutation = draw(st.integers(0, 9))
+    if mutation == 1 and body:  # a byte changed anywhere
+        at = draw(st.integers(0, len(body) - 1))
+        body = (
+            body[:at]
+            + draw(st.sampled_from([b"g", b"\r", b"\n", b";", b" ", b"\x00", b"Z"]))
+            + body[at + 1 :]
+        )
+    elif mutation == 2:  # cut short
+        body = body[: draw(st.integers(0, len(body)))]
+    elif mutation == 3:  # bytes after the end
+        body += draw(
+            st.sampled_from([b"\r\n", b"x", b"HTTP/1.1 200 OK\r\n\r\n", b"\r\n\r\nzz", b"0\r\n\r\n"])
+        )
+    elif mutation == 4:  # a hostile size line
+        body = (
+            draw(st.sampled_from([b"f" * 17, b"1" * 15, b"fffffffffffffffff", b"7" * 40, b"-1"]))
+            + b"\r\nab"
+            + body
+        )
+    elif mutation == 5 and b"\r\n" in body:  # a line's end, any one, without its CR or LF
+        at = draw(st.sampled_from([i for i in range(len(body) - 1) if body[i : i + 2] == b"\r\n"]))
+        body = body[:at] + draw(st.sampled_from([b"\n", b"\r", b"\r\r\n", b"\n\r"])) + body[at + 2 :]
+    data = draw(st.sampled_from(_HEADS)) + body
+    # reads end anywhere, and mostly where a server's writes end: after a line (a chunk's end)
+    ends = [i + 2 for i in range(len(data) - 1) if data[i : i + 2] == b"\r\n"]
+    cuts = sorted(
+        draw(st.sets(st.integers(1, max(1, len(data) - 1)), max_size=4))
+        | set(draw(st.lists(st.sampled_from(ends), max_size=12)) if ends else [])
+    )
+    reads = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True) if data[a:b]]
+    if draw(st.booleans()):  # a read after the response, on its own
+        reads.append(draw(st.sampled_from([b"x", b"\r\n", b"0\r\n\r\n"])))
+    return reads, draw(st.booleans())
+
+
+@pytest.mark.skipif(relay_c is None, reason="the twin is not built")
+@settings(max_examples=600, deadline=None)
+@given(
+    _stream(),
+    st.integers(0, 120),
+    st.builds(
+        _Caller,
+        full_after=st.sets(st.integers(1, 8), max_size=3),
+        gone_at=st.one_of(st.none(), st.integers(0, 8)),
+        late=st.booleans(),
+        relaying=st.integers(0, 5).map(bool),
+    ),
+)
+def test_the_compiled_reads_are_the_pythons(
+    stream: tuple[list[bytes], bool], limit: int, caller: _Caller
+) -> None:
+    reads, close = stream
+    got = []
+    for compiled in (False, True):
+        # each read's stamp from a clock of its own, the same on both paths
+        ticks = iter(range(1, 10_000))
+        saved = _upstream.time
+        _upstream.time = SimpleNamespace(monotonic=lambda ticks=ticks: float(next(ticks)))  # type: ignore[assignment]
+        try:
+            fresh = dataclasses.replace(caller, writes=[])  # the drawn one stays as drawn
+            got.append(_drive(compiled, reads, close=close, limit=limit, caller=fresh))
+        finally:
+            _upstream.time = saved
+    assert got[1] == got[0]
+
+
+def test_a_read_of_whole_chunks_is_taken_over_and_relayed_in_one_call() -> None:
+    """The compiled reader takes the body over at the first chunk boundary, and a read of several
+    chunks then goes to the caller as one chunk: the pieces recorded apart, each with the read's stamp."""
+    assert relay_c is not None
+    head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+    reads = [head + b"3\r\nabc\r\n", b"2\r\nde\r\nA\r\n0123456789\r\n", b"1\r\nf\r\n0\r\n\r\n"]
+    caller = _Caller(set(), None)
+    out = _drive(True, reads, close=False, limit=100, caller=caller)
+    assert out["caller"] == [b"3\r\nabc\r\n", b"c\r\nde0123456789\r\n", b"1\r\nf\r\n"]
+    assert [d for _, d in out["chunks"]] == [b"abc", b"de", b"0123456789", b"f"]
+    assert out["state"] == (True, True, True, True, False, 200) and out["error"] is None
+
+
+def test_the_compiled_sink_and_reader_hold_no_memory() -> None:
+    """100k reads through the compiled reader and sink, and 20k sinks and readers made and
+    dropped: the process grows by no more than the record they were asked to keep."""
+    assert relay_c is not None
+    caller = _Caller(set(), None)
+    cycle = weakref.ref(caller)
+    series = _Series((0.001, 0.01))
+
+    def run(n: int) -> None:
+        for _ in range(n // 50):
+            sink = relay_c.Sink([], 0.0, 0, series, cycle, caller, Chunk)  # type: ignore[arg-type]
+            dechunk = relay_c.Dechunker().feed
+            for _ in range(50):
+                assert dechunk(b"5\r\nhello\r\n3\r\nabc\r\n", 1.0, sink, []) is True
+                sink([(1.0, b"xyz"), (2.0, b"w")])
+            assert dechunk(b"0\r\n\r\n", 1.0, sink, []) == (b"0\r", 2, False, 0)
+            caller.writes.clear()
+
+    run(20_000)
+    gc.collect()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    run(100_000)
+    gc.collect()
+    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kb < 2048, f"{grown_kb} KB more after 100k reads"
+
+
+_BODIES = [
+    b"5\r\nhello\r\n0\r\n\r\n",
+    b"5\r\nhello\r\nA\r\n0123456789\r\n0\r\nx-t: 1\r\n\r\n",
+    b"5\r\nhelloX\r\n0\r\n\r\n",  # no CRLF after the data
+    b"5\r\nhello\rX\n0\r\n\r\n",  # a CR, then not an LF
+    b"5\r\nhello\r\n5;e=1\r\nworld\r\n0\r\n\r\n",
+    b"5\r\nhello\r\n0\r\n\r\nsurplus",
+    b"5\r\nhello\r\n" + b"f" * 16 + b"\r\n",  # past 64 bits: llhttp's overflow
+    b"5\r\nhello\r\n" + b"1" * 15 + b"\r\nabc",  # huge, then cut
+    b"5\r\nhello\r\nzz\r\n",
+    b"5\r\nhello\r\n5 \r\nworld\r\n0\r\n\r\n",
+]
+
+
+@pytest.mark.skipif(relay_c is None, reason="the twin is not built")
+@pytest.mark.parametrize("body", _BODIES)
+def test_hostile_bodies_split_at_every_byte(body: bytes) -> None:
+    """The head, the first chunk (after which the compiled reader takes over), then the rest in two
+    reads split at each byte, and byte by byte."""
+    head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+    first, rest = b"3\r\nabc\r\n", body
+    splits = [[head, first, rest[:i], rest[i:]] for i in range(1, len(rest))]
+    splits.append([head, first, *(rest[i : i + 1] for i in range(len(rest)))])
+    for reads in splits:
+        for close in (False, True):
+            got = [
+                _drive(compiled, reads, close=close, limit=8, caller=_Caller(set(), None))
+                for compiled in (False, True)
+            ]
+            for g in got:
+                g["chunks"] = [d for _, d in g["chunks"]]  # stamps: the real clock here
+            assert got[1] == got[0], reads
+
+
+def test_the_compiled_sink_takes_any_series_and_record_type() -> None:
+    """Slots are written directly only where they are a type's own; anything else by name: a series
+    with just ``observe`` and a record type of plain attributes work as they would in Python."""
+    assert relay_c is not None
+
+    class Observed:
+        def __init__(self) -> None:
+            self.seen: list[float] = []
+
+        def observe(self, value: float) -> None:
+            self.seen.append(value)
+
+    class Entry:
+        t_ms: float
+        data: bytes
+
+    caller = _Caller(set(), None)
+    added, chunks = Observed(), []
+    sink = relay_c.Sink(chunks, 1.0, 3, added, weakref.ref(caller), caller, Entry)  # type: ignore[arg-type]
+    assert sink([(1.5, b"ab"), (2.0, b"cd")]) is True
+    assert caller.writes == [b"4\r\nabcd\r\n"] and sink.size == 4 and len(added.seen) == 1
+    assert [(c.t_ms, c.data) for c in chunks] == [(500.0, b"ab"), (1000.0, b"c")]
+
+
+def test_a_finalizer_that_empties_the_lists_mid_call_breaks_nothing() -> None:
+    """A collection may run at any allocation inside the twin, and a finalizer then run any code:
+    one that empties the batch, the record, the pieces and the histogram's buckets leaves the twin
+    with an answer or an error, never a read past a list's end."""
+    assert relay_c is not None
+    targets: list[list[Any]] = []
+
+    class Bomb:
+        def __del__(self) -> None:
+            for target in targets:
+                target.clear()
+
+    caller = _Caller(set(), None)
+    old = gc.get_threshold()
+    gc.set_threshold(1)
+    try:
+        for _ in range(50):
+            series = _Series((0.001, 0.01))
+            chunks: list[Chunk] = []
+            pieces: list[tuple[float, bytes]] = [(0.5, b"x")]
+            batch = [(1.0, b"ab"), (2.0, b"cd"), (3.0, b"ef")]
+            targets[:] = [series.counts, chunks, pieces, batch]
+            sink = relay_c.Sink(chunks, 0.0, 100, series, weakref.ref(caller), caller, Chunk)  # type: ignore[arg-type]
+            feed = relay_c.Dechunker().feed
+            calls: list[tuple[Any, tuple[Any, ...]]] = [
+                (sink, (batch,)),
+                (feed, (b"2\r\nab\r\n3\r\nabc\r\n", 1.0, sink, [])),
+                (feed, (b"2\r\nab\r\n0\r\n\r\n", 1.0, sink, pieces)),
+            ]
+            for call, args in calls:
+                bomb = Bomb()
+                bomb.me = bomb  # type: ignore[attr-defined]  # a cycle: collected at a later allocation
+                del bomb
+                with contextlib.suppress(IndexError, TypeError):
+                    call(*args)
+            caller.writes.clear()
+    finally:
+        gc.set_threshold(*old)
+        targets.clear()
