@@ -1,0 +1,20 @@
+"""The store's reading runs with its compiled twin (record/_rows_c.c) and without it: every test
+here runs both ways."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from wirecheck.record import _rows
+
+
+@pytest.fixture(autouse=True, params=["native", "python"])
+def rows_twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """``native``: as installed (skipped where the twin is not built); ``python``: the reference."""
+    if request.param == "python":
+        monkeypatch.setattr(_rows, "_native", None)
+    elif _rows._native is None:
+        pytest.skip("the compiled twin is not built here (or WIRECHECK_PURE_PYTHON is set)")
+    yield str(request.param)
