@@ -10,6 +10,7 @@ NATIVE: list[tuple[str, str]] = [
     ("wirecheck.contracts._assembly_c", "contracts/_assembly_c.c"),
     ("wirecheck.contracts._markup_c", "contracts/_markup_c.c"),
     ("wirecheck.record._rows_c", "record/_rows_c.c"),
+    ("wirecheck.record._window_c", "record/_window_c.c"),
 ]
 
 setup(

@@ -44,7 +44,7 @@ from wirecheck.contracts import (
     may_pair,
     twin_key,
 )
-from wirecheck.record import LIVE_CHECK_SKIPPED, Store
+from wirecheck.record import LIVE_CHECK_SKIPPED, Store, WindowRows
 
 from ._kin import Kin, KinIndex, kin_of, nearest, unreadable
 from ._lifeline import become_helper
@@ -161,6 +161,8 @@ class Recent:
         #: the exchanges of those groups left out (``CheckerSupervisor.state``'s ``cut``)
         self.cut_checked = 0
         self.cut_left_out = 0
+        #: the rows of the last batch's window, the next one's read from them and what changed
+        self.window = WindowRows()
 
     def __len__(self) -> int:
         return len(self._views)
@@ -437,7 +439,7 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> Neighbou
     lo = datetime.fromtimestamp(times[0] - NEIGHBOUR_S, UTC).isoformat()
     hi = datetime.fromtimestamp(times[-1] + NEIGHBOUR_S, UTC).isoformat()
     # the order stays the write order (the twins of one request pair first with first)
-    rows = store.rows_between(lo, hi)  # thousands a batch: each is looked at once here
+    rows = recent.window.rows(store, lo, hi)  # thousands a batch: each is looked at once here
     have = {ex.id for ex in batch}
     taps = {ex.tap for ex in batch}
     if len(taps) > 1:  # a batch of several taps: any exchange around may be a partner

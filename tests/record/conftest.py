@@ -1,5 +1,5 @@
-"""The store's reading runs with its compiled twin (record/_rows_c.c) and without it: every test
-here runs both ways."""
+"""The store's reading runs with its compiled twins (record/_rows_c.c, record/_window_c.c) and
+without them: every test here runs both ways."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from wirecheck.record import _rows
+from wirecheck.record import _rows, _window
 
 
 @pytest.fixture(autouse=True, params=["native", "python"])
 def rows_twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """``native``: as installed (skipped where the twin is not built); ``python``: the reference."""
+    """``native``: as installed (skipped where the twins are not built); ``python``: the reference."""
     if request.param == "python":
         monkeypatch.setattr(_rows, "_native", None)
-    elif _rows._native is None:
+        monkeypatch.setattr(_window, "_keep", _window._keep_py)
+    elif _rows._native is None or _window._native is None:
         pytest.skip("the compiled twin is not built here (or WIRECHECK_PURE_PYTHON is set)")
     yield str(request.param)
