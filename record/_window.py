@@ -101,6 +101,7 @@ class WindowRows:
         return list(pairs)
 
     def _whole(self, store: Store, lo: str, hi: str) -> list[tuple[str, Any]]:
+        self.whole += 1
         if store.pg:
             return store.rows_between(lo, hi)
         rows: list[Row] = store._rows(
@@ -110,7 +111,6 @@ class WindowRows:
         )
         pairs = [(r[1], r[2]) for r in rows]
         self._keep(store, rows, pairs, lo, hi)
-        self.whole += 1
         return list(pairs)
 
     def _keep(self, store: Store, rows: list[Row], pairs: list[tuple[str, Any]], lo: str, hi: str) -> None:

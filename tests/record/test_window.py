@@ -229,3 +229,18 @@ def test_the_window_twin_holds_no_memory_across_calls() -> None:
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
     assert sum(s.size_diff for s in after.compare_to(before, "filename")) < 64 * 1024
+
+
+def test_every_window_is_the_store_s_on_either_backend(store_url: str) -> None:
+    """PostgreSQL compares text by its collation and hands out seq before a transaction commits:
+    there every window is read whole, as ``rows_between`` reads it."""
+    store = Store(store_url)
+    window = WindowRows()
+    try:
+        for second in range(0, 12):
+            store.write_now([_exchange(second * 3 + k, second) for k in range(3)])
+            lo, hi = _at(max(0, second - 4)), _at(second)
+            assert window.rows(store, lo, hi) == store.rows_between(lo, hi)
+        assert (window.whole, window.parts) == ((12, 0) if store.pg else (1, 11))
+    finally:
+        store.close()
