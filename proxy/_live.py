@@ -552,7 +552,10 @@ def _window_kin(store: Store, rows: list[tuple[str, Any]], recent: Recent) -> li
     time (and kept)."""
     fresh: dict[str, Kin] = {}
     versions = dict(rows)
-    for got in _paged(store, [r for r in rows if recent.kin(*r) is None], recent):
+    # ``recent.kin`` of each row, spelled out: a call a row of the window was a tenth of this
+    kept = recent._kin
+    missing = [r for r in rows if (k := kept.get(r[0])) is None or k.row[1] != r[1]]
+    for got in _paged(store, missing, recent):
         for ex in got:
             try:
                 one = kin_of(recent.view(ex), versions[ex.id], recent.size(ex))
@@ -562,7 +565,11 @@ def _window_kin(store: Store, rows: list[tuple[str, Any]], recent: Recent) -> li
             fresh[ex.id] = one
         del got
     # a row no longer there is left out
-    return [k for r in rows if (k := recent.kin(*r) or fresh.get(r[0])) is not None]
+    return [
+        k
+        for r in rows
+        if ((k := kept.get(r[0])) is not None and k.row[1] == r[1]) or (k := fresh.get(r[0])) is not None
+    ]
 
 
 def _rest(
