@@ -9,7 +9,7 @@ pairing is greedy only among such exchanges: the batch's *group*, the exchanges 
 shared keys, transitively (an exchange's wanted keys meet another's own keys), judges the batch as
 the whole window does (``contracts._check.judge`` states it). So the checker pages through the
 window, notes each exchange's :class:`Kin` (a few integers; kept between batches, see
-``Recent.kin``), lets the views go, and loads only the group.
+``Recent.keep_kin``), lets the views go, and loads only the group.
 
 The group of one prompt sent thousands of times through such a gateway is the whole window: it is
 bounded in bytes too (``GROUP_BYTES``), keeping the members nearest the batch in time (a pair's two

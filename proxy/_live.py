@@ -282,11 +282,6 @@ class Recent:
         """The taps of the kept twins."""
         return set(self._taps)
 
-    def kin(self, exchange_id: str, version: Any) -> Kin | None:
-        """The kept kin of this exchange at this row version."""
-        kin = self._kin.get(exchange_id)
-        return kin if kin is not None and kin.row[1] == version else None
-
     def keep_kin(self, kin: Kin) -> None:
         if kin.start is None or kin.row[1] is ANY:  # never a neighbour again, or not of a known row
             return
@@ -552,7 +547,8 @@ def _window_kin(store: Store, rows: list[tuple[str, Any]], recent: Recent) -> li
     time (and kept)."""
     fresh: dict[str, Kin] = {}
     versions = dict(rows)
-    # ``recent.kin`` of each row, spelled out: a call a row of the window was a tenth of this
+    # the kin kept of each row at its version, looked up in place: a method's call a row of the
+    # window was a tenth of this
     kept = recent._kin
     missing = [r for r in rows if (k := kept.get(r[0])) is None or k.row[1] != r[1]]
     for got in _paged(store, missing, recent):
