@@ -4,14 +4,13 @@ not kin."""
 
 from __future__ import annotations
 
-import gc
-import tracemalloc
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.leaks import grown_by
 from wirecheck.contracts._native import PURE_PYTHON, native
 from wirecheck.proxy._kin import Kin, _owners_py
 
@@ -70,12 +69,4 @@ def test_the_kin_twin_holds_no_memory_across_calls() -> None:
             with pytest.raises(TypeError):
                 twin.owners(bad)
 
-    run()
-    gc.collect()
-    tracemalloc.start()
-    before = tracemalloc.take_snapshot()
-    run()
-    gc.collect()
-    after = tracemalloc.take_snapshot()
-    tracemalloc.stop()
-    assert sum(s.size_diff for s in after.compare_to(before, "filename")) < 64 * 1024
+    assert grown_by(run) < 64 * 1024

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import gc
 import json
-import tracemalloc
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.leaks import grown_by
 from wirecheck.contracts import (
     Chunk,
     Exchange,
@@ -264,13 +263,4 @@ def test_the_twin_holds_no_memory_across_calls() -> None:
             for times, sizes, data in cases:
                 twin.joined(times, sizes, data)
 
-    run()
-    gc.collect()
-    tracemalloc.start()
-    before = tracemalloc.take_snapshot()
-    run()
-    gc.collect()
-    after = tracemalloc.take_snapshot()
-    tracemalloc.stop()
-    grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
-    assert grown < 64 * 1024, grown
+    assert grown_by(run) < 64 * 1024

@@ -5,9 +5,7 @@ seq, moved in time, removed), each window is what ``Store.rows_between`` reads w
 from __future__ import annotations
 
 import contextlib
-import gc
 import sqlite3
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.leaks import grown_by
 from wirecheck.contracts import Exchange, HttpRequest
 from wirecheck.contracts._native import PURE_PYTHON, native
 from wirecheck.record import Store, WindowRows
@@ -220,15 +219,7 @@ def test_the_window_twin_holds_no_memory_across_calls() -> None:
             with contextlib.suppress(TypeError):
                 twin.keep(bad, [*pairs, ("x", 1.0)], _at(0), _at(9))
 
-    run()
-    gc.collect()
-    tracemalloc.start()
-    before = tracemalloc.take_snapshot()
-    run()
-    gc.collect()
-    after = tracemalloc.take_snapshot()
-    tracemalloc.stop()
-    assert sum(s.size_diff for s in after.compare_to(before, "filename")) < 64 * 1024
+    assert grown_by(run) < 64 * 1024
 
 
 def test_every_window_is_the_store_s_on_either_backend(store_url: str) -> None:
