@@ -71,6 +71,9 @@ class WindowRows:
             kept, pairs, total = _keep(self._rows, self._pairs, a, b)
         except TypeError:  # a row not as this module made it
             return self._whole(store, lo, hi)
+        # what is not kept goes now, before the rest is read (a window emptied by a failure below
+        # is read whole next time: its count is not the store's)
+        self._rows, self._pairs = [], []
         # (``+seq``: the index of start times, not the rows' own order, which would read them all)
         count, sums = store._rows(
             f"SELECT COUNT(*), COALESCE(SUM({_CHECK}), 0) FROM exchanges "
@@ -102,6 +105,7 @@ class WindowRows:
 
     def _whole(self, store: Store, lo: str, hi: str) -> list[tuple[str, Any]]:
         self.whole += 1
+        self._rows, self._pairs = [], []  # let the last window go before this one is read
         if store.pg:
             return store.rows_between(lo, hi)
         rows: list[Row] = store._rows(
