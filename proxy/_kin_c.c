@@ -30,7 +30,11 @@ kin_owners(PyObject *module, PyObject *kin)
         return NULL;
     }
     for (Py_ssize_t n = 0; n < PyList_GET_SIZE(kin); n++) {
-        PyObject *own = PyObject_GetAttr(PyList_GET_ITEM(kin, n), name);
+        /* held while its attribute is read: reading it may run code that changes the list */
+        PyObject *item = PyList_GET_ITEM(kin, n);
+        Py_INCREF(item);
+        PyObject *own = PyObject_GetAttr(item, name);
+        Py_DECREF(item);
         if (own == NULL) {
             goto fail;
         }

@@ -69,7 +69,17 @@ rows_joined(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
+        /* the list's length asked again: making t_ms may have run a collection, and a finalizer
+           could have changed the lists (never the case for a parsed document: then the reference) */
+        if (PyList_GET_SIZE(times) != n || PyList_GET_SIZE(sizes) != n) {
+            Py_DECREF(t_ms);
+            Py_RETURN_NONE;
+        }
         PyObject *t = PyList_GET_ITEM(times, i);
+        if (!PyLong_CheckExact(t) && !PyFloat_CheckExact(t)) {
+            Py_DECREF(t_ms);
+            Py_RETURN_NONE;
+        }
         double d;
         if (PyFloat_CheckExact(t)) {
             d = PyFloat_AS_DOUBLE(t);
@@ -88,6 +98,10 @@ rows_joined(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         }
         PyList_SET_ITEM(t_ms, i, f);
+    }
+    if (PyList_GET_SIZE(sizes) != n) {
+        Py_DECREF(t_ms);
+        Py_RETURN_NONE;
     }
     PyObject *copy = PyList_GetSlice(sizes, 0, n);
     if (copy == NULL) {

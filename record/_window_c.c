@@ -33,8 +33,9 @@ window_keep(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto fail;
     }
     long long sum = 0;
-    Py_ssize_t n = PyList_GET_SIZE(rows);
-    for (Py_ssize_t i = 0; i < n; i++) {
+    /* both lengths asked again at each row: nothing here runs Python code, but a list appended to
+       may be reallocated, and a row is read only where both lists still hold it */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rows) && i < PyList_GET_SIZE(pairs); i++) {
         PyObject *row = PyList_GET_ITEM(rows, i);
         if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 5) {
             PyErr_SetString(PyExc_TypeError, "a window row is a tuple of five");
