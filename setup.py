@@ -12,6 +12,7 @@ NATIVE: list[tuple[str, str]] = [
     ("wirecheck.record._rows_c", "record/_rows_c.c"),
     ("wirecheck.record._window_c", "record/_window_c.c"),
     ("wirecheck.proxy._kin_c", "proxy/_kin_c.c"),
+    ("wirecheck.proxy._heads_c", "proxy/_heads_c.c"),
 ]
 
 setup(

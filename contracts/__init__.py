@@ -34,6 +34,7 @@ from ._json import JsonLimitError, json_loads
 from ._json import loads as bounded_loads
 from ._known_bugs import KNOWN_BUGS
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP
+from ._native import native, native_status
 from ._pairs import (
     CALLER,
     ENGINE,
@@ -145,6 +146,8 @@ __all__ = [
     "kin_keys",
     "load_exchange",
     "may_pair",
+    "native",
+    "native_status",
     "pair_taps",
     "pair_twins",
     "printable",

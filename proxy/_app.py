@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
@@ -251,7 +250,7 @@ class ProxyApp:
         heads = self._names.request(scope.get("headers", []), keep_ids=not cfg.inject_correlation)
         try:
             ex = Exchange(
-                id=f"{cfg.tap}-{os.urandom(8).hex()}",
+                id=f"{cfg.tap}-{self._corr.nonce()[:16]}",
                 tap=cfg.tap,
                 request=HttpRequest(method, self._recorded_path(scope), heads.recorded, b""),
                 started_at=started,

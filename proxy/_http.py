@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import httptools
 
+from wirecheck.contracts import native
+
 if TYPE_CHECKING:
     from ._server import Listener
 
@@ -94,6 +96,8 @@ def _status_line(code: int) -> bytes:
 
 
 _STATUS = {code: _status_line(code) for code in range(100, 600)}
+#: the compiled twin of a response head's header lines (proxy/_heads_c.c; None: off or not built)
+_twin = native("wirecheck.proxy._heads_c")
 
 
 def _direct_body_default() -> bool:
@@ -542,8 +546,12 @@ class _Cycle:
     def _start(self, conn: HttpConnection, status: int, headers: Any) -> None:
         self.response_started = True
         self.waiting_100 = False
+        lines = _twin.response_lines(headers) if _twin is not None else None
         head = [_STATUS[status]]
         closes = False
+        if lines is not None:  # the compiled twin's: no header of the framing, nothing refused
+            head.append(lines)
+            headers = ()
         for name, value in headers:
             if type(name) is not bytes or name not in _GOOD_NAMES:  # (a bytearray is searched each time)
                 if _BAD_NAME.search(name):

@@ -20,6 +20,8 @@ from urllib.parse import SplitResult
 import httptools
 import httpx
 
+from wirecheck.contracts import native
+
 __all__ = [
     "Batch",
     "BodySink",
@@ -102,6 +104,10 @@ _MAX_HEAD = 64 * 1024
 #: body bytes parsed but not yet taken by the proxy; past this the socket stops being read until the
 #: proxy takes them (it takes all that are waiting at once)
 _HIGH_WATER = 256 * 1024
+
+
+#: the compiled twin of the request head's header lines (proxy/_heads_c.c; None: off or not built)
+_twin = native("wirecheck.proxy._heads_c")
 
 
 class _Surplus(Exception):
@@ -392,8 +398,12 @@ class _Raw(Upstream):
         self, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes
     ) -> UpstreamResponse:
         head = [f"{method} {target} HTTP/1.1\r\n".encode("latin-1"), b"host: ", self.host_header, b"\r\n"]
-        for k, v in headers:
-            head += (k, b": ", v, b"\r\n")
+        lines = _twin.request_lines(headers) if _twin is not None else None
+        if lines is not None:  # the compiled twin's (proxy/_heads_c.c): the same bytes
+            head.append(lines)
+        else:
+            for k, v in headers:
+                head += (k, b": ", v, b"\r\n")
         if body or method in ("POST", "PUT", "PATCH"):
             head.append(b"content-length: %d\r\n" % len(body))
         head.append(b"\r\n")

@@ -30,13 +30,10 @@ from wirecheck.contracts import (
     JoinedResponse,
     dump_exchange,
     load_exchange,
+    native,
 )
-from wirecheck.contracts._native import native
 
 __all__ = ["STORED_CHUNKS", "row_document", "row_exchange"]
-
-#: the compiled twin of ``_joined`` (record/_rows_c.c), or None
-_native = native("wirecheck.record._rows_c")
 
 #: the response's key for the chunks whose bytes are in the ``body`` column
 STORED_CHUNKS = "stored_chunks"
@@ -49,12 +46,23 @@ def row_document(ex: Exchange) -> tuple[dict[str, Any], bytes | None]:
         return dump_exchange(ex), None
     chunks = resp.chunks
     doc = dump_exchange(ex, chunks=False)
+    columns = _native.chunk_columns(chunks) if _native is not None else None
+    if columns is None:
+        columns = chunk_columns(chunks)
+    doc["response"][STORED_CHUNKS] = {"t_us": columns[0], "sizes": columns[1]}
+    return doc, columns[2]
+
+
+def chunk_columns(chunks: list[Chunk]) -> tuple[list[int], list[int], bytes]:
+    """A response's chunks as the row keeps them: each one's arrival offset in whole microseconds
+    (:func:`_whole_us`), each one's size, and their bytes joined. The reference of the compiled
+    twin (record/_rows_c.c), which answers None where it leaves a response to this."""
     data = [c.data for c in chunks]
-    doc["response"][STORED_CHUNKS] = {
-        "t_us": _whole_us(chunks),
-        "sizes": list(map(len, data)),
-    }
-    return doc, b"".join(data)
+    return _whole_us(chunks), list(map(len, data)), b"".join(data)
+
+
+#: the compiled twin of ``chunk_columns`` (None: off or not built; contracts/_native.py)
+_native = native("wirecheck.record._rows_c")
 
 
 def _whole_us(chunks: list[Chunk]) -> list[int]:

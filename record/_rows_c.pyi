@@ -1,1 +1,6 @@
+"""The compiled twin of record/_rows.py's chunk columns (record/_rows_c.c)."""
+
+from wirecheck.contracts import Chunk
+
+def chunk_columns(chunks: list[Chunk], /) -> tuple[list[int], list[int], bytes] | None: ...
 def joined(times: object, sizes: object, data: bytes, /) -> tuple[bytes, list[int], list[float]] | None: ...

@@ -147,5 +147,14 @@ def _keep_py(
     return kept, kept_pairs, total
 
 
+#: the compiled twin of ``_keep_py`` (record/_window_c.c), or None
 _native = native("wirecheck.record._window_c")
-_keep = _native.keep if _native is not None else _keep_py
+
+
+def _keep(
+    rows: list[Row], pairs: list[tuple[str, Any]], a: str, b: str
+) -> tuple[list[Row], list[tuple[str, Any]], int]:
+    if _native is not None:
+        got: tuple[list[Row], list[tuple[str, Any]], int] = _native.keep(rows, pairs, a, b)
+        return got
+    return _keep_py(rows, pairs, a, b)

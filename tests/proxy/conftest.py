@@ -33,3 +33,21 @@ async def through_proxy(store: Store) -> Any:
     yield make
     for app in apps:
         await app.aclose()
+
+
+@pytest.fixture(scope="module", params=["native", "python"])
+def both_head_paths(request: pytest.FixtureRequest) -> Any:
+    """A module that asks for it runs once with the compiled twin of the head lines in use (where it
+    is built: proxy/_heads_c.c) and once on the Python path; module-scoped, as hypothesis's tests
+    take no function-scoped fixture."""
+    from wirecheck.proxy import _http, _upstream
+
+    held = [(mod, mod._twin) for mod in (_http, _upstream)]
+    if request.param == "python":
+        for mod, _ in held:
+            mod._twin = None
+    try:
+        yield request.param
+    finally:
+        for mod, twin in held:
+            mod._twin = twin

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,9 @@ from wirecheck.contracts import CheckConfig, check_exchanges
 from wirecheck.proxy import AdminApp, ProxyApp, TapConfig, check_pending
 from wirecheck.record import Store, StreamingASGITransport, mint_correlation, read_body
 from wirecheck.sim import SimConfig, create_app
+
+#: every test here runs with the compiled twin of the head lines in use and on the Python path
+pytestmark = pytest.mark.usefixtures("both_head_paths")
 
 
 def raw_upstream(

@@ -29,6 +29,9 @@ from wirecheck.proxy._histogram import _Series
 from wirecheck.proxy._http import DirectBody, ListenerConfig
 from wirecheck.record import Store, read_body, serve
 
+#: every test here runs with the compiled twin of the head lines in use and on the Python path
+pytestmark = pytest.mark.usefixtures("both_head_paths")
+
 
 @contextmanager
 def tap(upstream: str, store: Store, **cfg: Any) -> Iterator[str]:

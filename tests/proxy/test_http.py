@@ -8,9 +8,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
 from wirecheck.proxy import ListenerConfig, serve_listener
 from wirecheck.proxy._http import DIRECT_BODY
 from wirecheck.record import read_body
+
+#: every test here runs with the compiled twin of the head lines in use and on the Python path
+pytestmark = pytest.mark.usefixtures("both_head_paths")
 
 
 async def echo(scope: dict[str, Any], receive: Any, send: Any) -> None:

@@ -18,6 +18,9 @@ from wirecheck.proxy._upstream import (
     make_upstream,
 )
 
+#: every test here runs with the compiled twin of the head lines in use and on the Python path
+pytestmark = pytest.mark.usefixtures("both_head_paths")
+
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], object]
 
 

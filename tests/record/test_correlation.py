@@ -1,15 +1,17 @@
-"""Correlation ids: the MAC is HMAC-SHA256 (SHA-256 states fed the key's HMAC pads, kept per
-secret and copied), and ids verify only under their own secret and kind."""
+"""Correlation ids: the MAC is HMAC-SHA256 (the stdlib's HMAC keyed once per secret and copied),
+ids verify only under their own secret and kind, and nonces are fresh in a forked child too."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wirecheck.record._correlation import Correlator, _mac, mint_correlation
+from wirecheck.record import _correlation
+from wirecheck.record._correlation import Correlator, _mac, _nonce, mint_correlation
 
 
 @given(st.binary(min_size=1, max_size=200), st.text("0123456789abcdef", min_size=1, max_size=40))
@@ -27,3 +29,23 @@ def test_ids_verify_under_their_secret_and_kind_only() -> None:
     assert other.minted_by(tap_id) is None and other.minted_by(client_id) is None
     nonce, mac = tap_id.split(".")
     assert mine.minted_by(f"{nonce}.{mac[:-1]}{'0' if mac[-1] != '0' else '1'}") is None
+
+
+def test_nonces_are_fresh_hex_and_a_forked_child_draws_its_own() -> None:
+    nonces = [_nonce() for _ in range(3 * _correlation._POOLED + 5)]
+    assert len(set(nonces)) == len(nonces)
+    assert all(len(n) == 24 and int(n, 16) >= 0 for n in nonces)
+    _nonce()  # the pool holds nonces when the process forks
+    parent_next = list(_correlation._POOL)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first nonce, then out without pytest's teardown
+        try:
+            os.write(write, _nonce().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    child = os.read(read, 100).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert len(child) == 24 and child not in parent_next and child not in nonces

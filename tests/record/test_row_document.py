@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,6 +24,9 @@ from wirecheck.contracts import (
 )
 from wirecheck.record._rows import STORED_CHUNKS, _each_us, _whole_us, row_document
 from wirecheck.record._store import _encode
+
+#: every test here runs with the compiled twins in use and on their Python reference
+pytestmark = pytest.mark.usefixtures("both_paths")
 
 # ---- the reference: the general path as it was -------------------------------------------------
 

@@ -35,6 +35,9 @@ from wirecheck.record._rows import (
     row_exchange,
 )
 
+#: every test here runs with the twins and on their Python references (tests/record/conftest.py)
+pytestmark = pytest.mark.usefixtures("both_paths")
+
 _TWIN = "wirecheck.record._rows_c"
 _text = st.text(max_size=6)
 _headers = st.lists(st.tuples(st.sampled_from(["a", "A", "content-type", "x"]), _text), max_size=3)

@@ -30,6 +30,9 @@ from wirecheck.record._backend import MIGRATIONS
 from wirecheck.record._rows import _whole_us, row_document, row_exchange
 from wirecheck.record._store import _encode
 
+#: every test here runs with the compiled twins in use and on their Python reference
+pytestmark = pytest.mark.usefixtures("both_paths")
+
 # a frame cut mid-character (the euro sign's three bytes over two chunks), an empty chunk, bytes that
 # are not UTF-8 at all, and arrival offsets that need their rounding
 CHUNKS = [

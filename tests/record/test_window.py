@@ -29,6 +29,9 @@ def _exchange(i: int | str, second: int) -> Exchange:
     return Exchange(id=ex_id, started_at=_at(second), request=HttpRequest(body=b"{}"))
 
 
+#: every test here runs with the twins and on their Python references (tests/record/conftest.py)
+pytestmark = pytest.mark.usefixtures("both_paths")
+
 _steps = st.lists(
     st.one_of(
         st.tuples(st.just("write"), st.lists(st.integers(0, 59), min_size=1, max_size=6)),
