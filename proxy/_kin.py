@@ -9,7 +9,7 @@ pairing is greedy only among such exchanges: the batch's *group*, the exchanges 
 shared keys, transitively (an exchange's wanted keys meet another's own keys), judges the batch as
 the whole window does (``contracts._check.judge`` states it). So the checker pages through the
 window, notes each exchange's :class:`Kin` (a few integers; kept between batches, see
-``Recent.kin``), lets the views go, and loads only the group.
+``Recent.keep_kin``), lets the views go, and loads only the group.
 
 The group of one prompt sent thousands of times through such a gateway is the whole window: it is
 bounded in bytes too (``GROUP_BYTES``), keeping the members nearest the batch in time (a pair's two
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wirecheck.contracts import CALLER, ENGINE, ExchangeView, kin_keys
+from wirecheck.contracts._native import native
 
 __all__ = ["Kin", "KinIndex", "kin_of", "nearest", "unreadable"]
 
@@ -66,10 +67,7 @@ class KinIndex:
 
     def __init__(self, kin: list[Kin]) -> None:
         self.kin = kin
-        self._owners: dict[int, list[int]] = {}
-        for n, k in enumerate(kin):
-            for h in k.own:
-                self._owners.setdefault(h, []).append(n)
+        self._owners: dict[int, list[int]] = _owners(kin)
         self._keys_seen: set[int] = set()
         self._taken: set[int] = set()
 
@@ -119,6 +117,24 @@ class KinIndex:
                 if m in inside and kin[m].tap == ENGINE
             }
             yield from ((c, m) for m in sorted(engines, key=lambda m: (_apart(caller, kin[m]), m)))
+
+
+def _owners_py(kin: list[Kin]) -> dict[int, list[int]]:
+    """The positions of these kin by each of their own keys' hashes, in order: the reference of the
+    compiled twin (proxy/_kin_c.c), which takes a window's thousands in one pass."""
+    owners: dict[int, list[int]] = {}
+    for n, k in enumerate(kin):
+        if type(k.own) is not tuple:
+            raise TypeError("a kin's own keys are a tuple")
+        for h in k.own:
+            if type(h) is not int:
+                raise TypeError("a kin key's hash is an int")
+            owners.setdefault(h, []).append(n)
+    return owners
+
+
+_native = native("wirecheck.proxy._kin_c")
+_owners = _native.owners if _native is not None else _owners_py
 
 
 def _apart(a: Kin, b: Kin) -> float:

@@ -44,7 +44,7 @@ from wirecheck.contracts import (
     may_pair,
     twin_key,
 )
-from wirecheck.record import LIVE_CHECK_SKIPPED, Store
+from wirecheck.record import LIVE_CHECK_SKIPPED, Store, WindowRows
 
 from ._kin import Kin, KinIndex, kin_of, nearest, unreadable
 from ._lifeline import become_helper
@@ -161,6 +161,8 @@ class Recent:
         #: the exchanges of those groups left out (``CheckerSupervisor.state``'s ``cut``)
         self.cut_checked = 0
         self.cut_left_out = 0
+        #: the rows of the last batch's window, the next one's read from them and what changed
+        self.window = WindowRows()
 
     def __len__(self) -> int:
         return len(self._views)
@@ -279,11 +281,6 @@ class Recent:
     def taps(self) -> set[str]:
         """The taps of the kept twins."""
         return set(self._taps)
-
-    def kin(self, exchange_id: str, version: Any) -> Kin | None:
-        """The kept kin of this exchange at this row version."""
-        kin = self._kin.get(exchange_id)
-        return kin if kin is not None and kin.row[1] == version else None
 
     def keep_kin(self, kin: Kin) -> None:
         if kin.start is None or kin.row[1] is ANY:  # never a neighbour again, or not of a known row
@@ -437,7 +434,7 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> Neighbou
     lo = datetime.fromtimestamp(times[0] - NEIGHBOUR_S, UTC).isoformat()
     hi = datetime.fromtimestamp(times[-1] + NEIGHBOUR_S, UTC).isoformat()
     # the order stays the write order (the twins of one request pair first with first)
-    rows = store.rows_between(lo, hi)  # thousands a batch: each is looked at once here
+    rows = recent.window.rows(store, lo, hi)  # thousands a batch: each is looked at once here
     have = {ex.id for ex in batch}
     taps = {ex.tap for ex in batch}
     if len(taps) > 1:  # a batch of several taps: any exchange around may be a partner
@@ -550,7 +547,11 @@ def _window_kin(store: Store, rows: list[tuple[str, Any]], recent: Recent) -> li
     time (and kept)."""
     fresh: dict[str, Kin] = {}
     versions = dict(rows)
-    for got in _paged(store, [r for r in rows if recent.kin(*r) is None], recent):
+    # the kin kept of each row at its version, looked up in place: a method's call a row of the
+    # window was a tenth of this
+    kept = recent._kin
+    missing = [r for r in rows if (k := kept.get(r[0])) is None or k.row[1] != r[1]]
+    for got in _paged(store, missing, recent):
         for ex in got:
             try:
                 one = kin_of(recent.view(ex), versions[ex.id], recent.size(ex))
@@ -560,7 +561,11 @@ def _window_kin(store: Store, rows: list[tuple[str, Any]], recent: Recent) -> li
             fresh[ex.id] = one
         del got
     # a row no longer there is left out
-    return [k for r in rows if (k := recent.kin(*r) or fresh.get(r[0])) is not None]
+    return [
+        k
+        for r in rows
+        if ((k := kept.get(r[0])) is not None and k.row[1] == r[1]) or (k := fresh.get(r[0])) is not None
+    ]
 
 
 def _rest(

@@ -13,6 +13,7 @@ from ._correlation import SECRET_ENV as CORRELATION_SECRET_ENV
 from ._postgres import dsn_secrets, is_postgres, redact_url
 from ._sink import MemorySink, Sink
 from ._store import LIVE_CHECK_SKIPPED, SCHEMA_VERSION, Store, StoreStats, is_store, open_store, store_notes
+from ._window import WindowRows
 
 if _typing.TYPE_CHECKING:
     from ._client import HOP_HEADERS, error_of, record_async, record_sync
@@ -60,6 +61,7 @@ __all__ = [
     "StoreStats",
     "StreamingASGITransport",
     "TapApp",
+    "WindowRows",
     "correlation_secret",
     "dsn_secrets",
     "dual_taps",

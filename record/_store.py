@@ -39,7 +39,7 @@ from wirecheck.contracts import Exchange, Fault, Finding, InputError, Severity, 
 
 from ._backend import SCHEMA_VERSION, Backend
 from ._postgres import PostgresBackend, is_postgres
-from ._rows import row_document, row_exchange
+from ._rows import plain_row_text, row_document, row_exchange
 from ._sqlite import SQLITE_MAGIC, SqliteBackend
 
 __all__ = [
@@ -429,6 +429,9 @@ class Store:
                 "(--max-entry-size raises it)",
                 source=self.path,
             )
+        plain = plain_row_text(text, body)  # the rows the store writes, read at once
+        if plain is not None:
+            return plain
         try:
             obj = json_loads(text)
         except (ValueError, TypeError) as exc:

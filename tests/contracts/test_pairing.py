@@ -4,9 +4,13 @@ emptied chunks taken for buffering."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.support import wire
 from tests.support.wire import completion, exchange, message, per_frame, req, streamed, tool_req
@@ -20,7 +24,7 @@ from wirecheck.contracts import (
     pair_taps,
     pair_twins,
 )
-from wirecheck.contracts._pairs import _hash
+from wirecheck.contracts._pairs import _hash, _message
 
 
 def at(ex: Exchange, ms: float) -> Exchange:
@@ -223,3 +227,60 @@ def test_a_hash_is_of_the_value_whichever_writer_writes_it() -> None:
         [2**70 + 1],
     ]
     assert len({_hash(v) for v in apart}) == len(apart)
+
+
+def _message_as_written(m: Any) -> Any:
+    """``_pairs._message`` as it was before a message of text only was taken as it is (the
+    reference the property below holds it to)."""
+    from wirecheck.contracts._json import loads as bounded_loads
+    from wirecheck.contracts._pairs import _content, _drop_nulls
+
+    if not isinstance(m, dict):
+        return m
+    out = {k: v for k, v in m.items() if v is not None and k != "content"}
+    content = _content(m.get("content"))
+    if content is not None:
+        out["content"] = content
+    calls = m.get("tool_calls")
+    if isinstance(calls, list):
+        norm = []
+        for raw in calls:
+            tc = raw
+            if isinstance(raw, dict):
+                tc = {k: v for k, v in raw.items() if k not in ("type", "index") and v is not None}
+                fn = tc.get("function")
+                if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+                    with contextlib.suppress(ValueError):
+                        tc["function"] = {**fn, "arguments": bounded_loads(fn["arguments"])}
+            norm.append(tc)
+        out["tool_calls"] = norm
+    return _drop_nulls(out)
+
+
+_field = st.sampled_from(["role", "content", "name", "tool_calls", "tool_call_id", "reasoning"])
+_value = st.one_of(
+    st.none(),
+    st.sampled_from(["", "user", "hi", '{"a": 1}']),
+    st.integers(0, 2),
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "type": st.just("function"),
+                "function": st.fixed_dictionaries(
+                    {"name": st.just("f"), "arguments": st.sampled_from(['{"a": 1}', "{", ""])}
+                ),
+            }
+        ),
+        max_size=2,
+    ),
+    st.lists(
+        st.fixed_dictionaries({"type": st.just("text"), "text": st.sampled_from(["", "hi"])}), max_size=2
+    ),
+)
+
+
+@given(st.dictionaries(_field, _value, max_size=5) | _value)
+def test_a_message_hashes_as_it_did_before_text_only_messages_were_taken_as_they_are(m: Any) -> None:
+    """A message whose values are all text is its own normal form (but for an empty content);
+    every message hashes as the general normalising made it hash."""
+    assert _hash(_message(m)) == _hash(_message_as_written(m))

@@ -23,6 +23,20 @@ from wirecheck.proxy._kin import Kin, KinIndex, nearest
 from wirecheck.proxy._live import CheckerSupervisor, Recent
 from wirecheck.record import Store
 
+
+@pytest.fixture(autouse=True, params=["native", "python"])
+def kin_index(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs with the window's kin indexed by the compiled twin (proxy/_kin_c.c)
+    and by its Python reference."""
+    import wirecheck.proxy._kin as kin_module
+
+    if request.param == "python":
+        monkeypatch.setattr(kin_module, "_owners", kin_module._owners_py)
+    elif kin_module._native is None:
+        pytest.skip("the compiled twin is not built here (or WIRECHECK_PURE_PYTHON is set)")
+    return str(request.param)
+
+
 T0 = 1_796_199_000.0
 BAD_ARGS = completion(message(None, tool_calls=[call(args='{"city": Tokyo}')]), "tool_calls")
 GOOD_CALL = completion(message(None, tool_calls=[call()]), "tool_calls")

@@ -9,10 +9,10 @@ from types import ModuleType
 
 import pytest
 
-from wirecheck.record import _correlation, _rows
+from wirecheck.record import _rows, _window
 
 #: each module with a twin, and the attribute that holds it
-_TWINNED: list[tuple[ModuleType, str]] = [(_rows, "_native"), (_correlation, "_native")]
+_TWINNED: list[tuple[ModuleType, str]] = [(_rows, "_native"), (_window, "_native")]
 
 
 @pytest.fixture(scope="module", params=["native", "python"])

@@ -1,0 +1,3 @@
+from typing import Any
+
+def owners(kin: list[Any], /) -> dict[int, list[int]]: ...
