@@ -144,6 +144,10 @@ def ensure_venv() -> None:
     if stamp_is(VENV, want) and importable:
         return
     say("installing wirecheck[test] into .venv")
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        # setup.py's twins are optional: without a compiler the Python they stand in for runs
+        # (slower per event), and tests/wirecheck/test_native_built.py says so
+        say("no C compiler (cc, gcc): the compiled twins are not built; install gcc for them")
     # uv resolves and downloads in parallel: 14 s for wirecheck[test] where pip took 100-165 s on a
     # clean 2-core machine (measured); pip stays the fallback
     uv = VENV / "bin/uv"
