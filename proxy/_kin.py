@@ -22,8 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from wirecheck.contracts import CALLER, ENGINE, ExchangeView, kin_keys
-from wirecheck.contracts._native import native
+from wirecheck.contracts import CALLER, ENGINE, ExchangeView, kin_keys, native
 
 __all__ = ["Kin", "KinIndex", "kin_of", "nearest", "unreadable"]
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from wirecheck.contracts._native import native
+from wirecheck.contracts import native
 
 if TYPE_CHECKING:
     from ._store import Store
