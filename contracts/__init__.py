@@ -34,7 +34,7 @@ from ._json import JsonLimitError, json_loads
 from ._json import loads as bounded_loads
 from ._known_bugs import KNOWN_BUGS
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP
-from ._native import native, native_status
+from ._native import native, native_status, native_summary
 from ._pairs import (
     CALLER,
     ENGINE,
@@ -148,6 +148,7 @@ __all__ = [
     "may_pair",
     "native",
     "native_status",
+    "native_summary",
     "pair_taps",
     "pair_twins",
     "printable",

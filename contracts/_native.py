@@ -12,7 +12,7 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["PURE_PYTHON", "native", "native_status"]
+__all__ = ["PURE_PYTHON", "native", "native_status", "native_summary"]
 
 #: set in the environment to run every path in pure Python
 PURE_PYTHON = os.environ.get("WIRECHECK_PURE_PYTHON", "").strip() not in ("", "0")
@@ -37,3 +37,14 @@ def native(name: str) -> ModuleType | None:
 def native_status() -> dict[str, bool]:
     """Each compiled module asked for so far, and whether it is in use."""
     return dict(_tried)
+
+
+def native_summary() -> str:
+    """One line on whether the compiled twins asked for so far run (a process that fell back to their
+    Python costs more CPU an event: the proxy says so when it starts)."""
+    status = native_status()
+    off = sorted(name.rsplit(".", 1)[1] for name, on in status.items() if not on)
+    if not off:
+        return f"compiled twins in use ({len(status)})"
+    why = "WIRECHECK_PURE_PYTHON is set" if PURE_PYTHON else "not built: no C compiler at install?"
+    return f"compiled twins off for {', '.join(off)} ({why}): their Python runs"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from wirecheck.contracts import CheckConfig, ConfigError
+from wirecheck.contracts import CheckConfig, ConfigError, native_summary
 from wirecheck.record import Store
 
 from ._admin import AdminApp
@@ -148,6 +148,7 @@ def run_proxy(run: ProxyRun) -> int:
         print(f"wirecheck proxy: {cfg.tap} tap on http://{host}:{port} -> {upstream}", flush=True)
     if run.admin is not None:
         print(f"wirecheck proxy: admin on http://{run.admin[0]}:{run.admin[1]}/wirecheck/health", flush=True)
+    print(f"wirecheck proxy: {native_summary()}", flush=True)
     try:
         run_loop(_serve(run, store, checker))
     finally:

@@ -49,9 +49,9 @@ def test_contracts_exports_stay_as_documented() -> None:
     # (json.loads as the store reads its documents: orjson first where it reads alike); the tap names
     # CALLER and ENGINE, kin_keys and may_pair (what the live checker asks to find a batch's group of
     # possible partners across taps); JoinedResponse (a streamed response as a store row holds it,
-    # its chunks made when read); native and native_status (where a compiled twin is in use, for
-    # the other packages that load one)
-    assert len(c.__all__) == 91
+    # its chunks made when read); native, native_status and native_summary (where a compiled twin is
+    # in use, for the other packages that load one, and the line the proxy prints at start)
+    assert len(c.__all__) == 92
     for name in (
         "Exchange",
         "Finding",
