@@ -9,22 +9,20 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.twins import PATHS, on_path
 from wirecheck.contracts import _assembly, _markup, _sse
 
 
-# module-scoped: hypothesis' tests take no function-scoped fixture, and a module runs whole on
-# one path, then whole on the other
-@pytest.fixture(scope="module", params=["native", "python"])
+@pytest.fixture(scope="module", params=PATHS)
 def both_paths(request: pytest.FixtureRequest) -> Iterator[str]:
-    with pytest.MonkeyPatch.context() as mp:
-        if request.param == "python":
-            mp.setattr(_sse, "_C", None)
-            mp.setattr(_assembly, "_C", None)
-            # find_markup is the twin itself where built, imported by name by the rules' modules
-            for name, module in list(sys.modules.items()):
-                if (
-                    name.startswith("wirecheck.contracts.")
-                    and getattr(module, "find_markup", None) is _markup.find_markup
-                ):
-                    mp.setattr(module, "find_markup", _markup._find_markup)
-        yield str(request.param)
+    swaps = [(_sse, "_C", None), (_assembly, "_C", None)]
+    # find_markup is the twin itself where built, imported by name by the rules' modules
+    swaps += [
+        (module, "find_markup", _markup._find_markup)
+        for name, module in list(sys.modules.items())
+        if name.startswith("wirecheck.contracts.")
+        and getattr(module, "find_markup", None) is _markup.find_markup
+    ]
+    built = ["wirecheck.contracts._sse_c", "wirecheck.contracts._assembly_c", "wirecheck.contracts._markup_c"]
+    with on_path(request.param, swaps, built) as path:
+        yield path

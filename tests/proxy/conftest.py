@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.support.twins import PATHS, on_path
 from wirecheck.proxy import ProxyApp, TapConfig
 from wirecheck.record import Store, StreamingASGITransport
 
@@ -35,36 +37,15 @@ async def through_proxy(store: Store) -> Any:
         await app.aclose()
 
 
-@pytest.fixture(scope="module", params=["compiled", "python"])
-def twin_paths(request: pytest.FixtureRequest) -> Any:
+@pytest.fixture(scope="module", params=PATHS)
+def twin_paths(request: pytest.FixtureRequest) -> Iterator[str]:
     """A module that asks for it runs once with the forwarding side's compiled twins in use (the
     head lines, proxy/_heads_c.c; a relayed body's reads, proxy/_relay_c.c) and once on the Python
-    they stand in for; module-scoped, as hypothesis's tests take no function-scoped fixture. Where a
-    C compiler was present at install the twins must be built: a silent fallback would leave the
-    compiled path untested."""
-    from wirecheck.contracts._native import PURE_PYTHON, native
-    from wirecheck.proxy import _app, _upstream
-
-    held = [(mod, name, getattr(mod, name)) for mod, name in _TWINS]
-    if request.param == "compiled":
-        if not PURE_PYTHON:
-            for built in ("wirecheck.proxy._heads_c", "wirecheck.proxy._relay_c"):
-                assert native(built) is not None, f"{built} is not built"
-        assert _upstream._native_relay is _app._native_relay
-    else:
-        for mod, name, _ in held:
-            setattr(mod, name, None)
-    try:
-        yield request.param
-    finally:
-        for mod, name, twin in held:
-            setattr(mod, name, twin)
-
-
-def _twins() -> list[tuple[Any, str]]:
+    they stand in for."""
     from wirecheck.proxy import _app, _http, _upstream
 
-    return [(_http, "_twin"), (_upstream, "_twin"), (_upstream, "_native_relay"), (_app, "_native_relay")]
-
-
-_TWINS = _twins()
+    assert _upstream._native_relay is _app._native_relay
+    swaps = [(_http, "_twin", None), (_upstream, "_twin", None)]
+    swaps += [(_upstream, "_native_relay", None), (_app, "_native_relay", None)]
+    with on_path(request.param, swaps, ["wirecheck.proxy._heads_c", "wirecheck.proxy._relay_c"]) as path:
+        yield path

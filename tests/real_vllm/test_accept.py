@@ -25,7 +25,8 @@ def _phase(url: str, out: Path, phase: str, **kw: object) -> object:
 
 #: judged on wall time, not on the counters: the prefill's seconds on two cores shared with the other
 #: tiers. It must fall (a warning says it fell out of proportion with the computed tokens, which the
-#: machine's load explains); a failure (it did not fall) still fails the test
+#: machine's load explains); a failure (it did not fall) still fails the test. Elsewhere, as for the
+#: phase's own status, only a pass or an info (what this server does not report) will do
 _TIMED = {"cache.prefill-time"}
 
 
@@ -36,7 +37,7 @@ def test_the_cache_phase_passes_on_the_real_counters(real_vllm: str, tmp_path: P
     off = [
         (c.id, c.status, c.detail)
         for c in checks
-        if c.status != "pass" and not (c.id in _TIMED and c.status in ("warn", "info"))
+        if c.status not in ("pass", "info") and not (c.id in _TIMED and c.status == "warn")
     ]
     assert off == []
 

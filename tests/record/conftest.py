@@ -5,26 +5,18 @@ reference, so every test of the area holds on both."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from types import ModuleType
 
 import pytest
 
+from tests.support.twins import PATHS, on_path
 from wirecheck.record import _rows, _window
 
-#: each module with a twin, and the attribute that holds it
-_TWINNED: list[tuple[ModuleType, str]] = [(_rows, "_native"), (_window, "_native")]
 
-
-@pytest.fixture(scope="module", params=["native", "python"])
+@pytest.fixture(scope="module", params=PATHS)
 def both_paths(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Module-scoped (hypothesis's tests take no function-scoped fixture): the twins stay swapped
-    for the module's tests of one parameter, and are put back after them."""
-    held = [(mod, attr, getattr(mod, attr)) for mod, attr in _TWINNED]
-    if request.param == "python":
-        for mod, attr, _ in held:
-            setattr(mod, attr, None)
-    try:
-        yield request.param
-    finally:
-        for mod, attr, twin in held:
-            setattr(mod, attr, twin)
+    with on_path(
+        request.param,
+        [(_rows, "_native", None), (_window, "_native", None)],
+        ["wirecheck.record._rows_c", "wirecheck.record._window_c"],
+    ) as path:
+        yield path
