@@ -129,6 +129,17 @@ class JoinedResponse(HttpResponse):
         HttpResponse.__init__(self, status, headers, body, None)
         self._joined: tuple[bytes, list[int], list[float]] | None = joined
 
+    @classmethod
+    def made(
+        cls, status: int, headers: Headers, joined: tuple[bytes, list[int], list[float]]
+    ) -> JoinedResponse:
+        """``JoinedResponse(status, headers, b"", joined)`` with its slots set here, not through the
+        constructors' chain: the store's reader makes one for every streamed row it reads."""
+        made = cls.__new__(cls)
+        made.status, made.headers, made.body = status, headers, b""
+        made._chunks, made._joined = None, joined
+        return made
+
     @property
     def chunks(self) -> list[Chunk] | None:
         if self._joined is not None:

@@ -261,6 +261,7 @@ def _plain_row(obj: Any, body: bytes | None) -> Exchange | None:
             if not resp.keys() <= _PLAIN_ANSWER or type(text := resp.get("body_text", "")) is not str:
                 return None
             response = HttpResponse.__new__(HttpResponse)
+            response.status, response.headers = status, headers
             response.body = text.encode("utf-8", "surrogateescape")
             response.chunks = None
         else:
@@ -270,9 +271,7 @@ def _plain_row(obj: Any, body: bytes | None) -> Exchange | None:
             joined = _joined(stored, bytes(body))
             if joined is None:
                 return None  # the general path says so
-            response = joined_response = JoinedResponse.__new__(JoinedResponse)
-            joined_response.body, joined_response._chunks, joined_response._joined = b"", None, joined
-        response.status, response.headers = status, headers
+            response = JoinedResponse.made(status, headers, joined)
     elif body is not None:
         return None
     ex = Exchange.__new__(Exchange)
