@@ -163,7 +163,8 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
         if ev.t_ms is not None:
             st.first_event_ms = ev.t_ms
             break
-    # the stream's first id and model once _take_chunk has set them (neither changes after)
+    # the stream's first id and model as _take_chunk has left them (neither changes once set); no
+    # chunk is folded in before the first has gone through _take_chunk, which makes its choice
     id0: Any = _UNSET
     model0: Any = _UNSET
     loads, not_json = orjson.loads, orjson.JSONDecodeError
@@ -293,10 +294,11 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
             st.error_frames.append((ev.index, obj["error"]))
             continue
         _take_chunk(st, obj, ev)
-        if id0 is _UNSET and st.ids:
-            id0 = st.ids[0]
-        if model0 is _UNSET and st.model is not None:
-            model0 = st.model
+        # what a chunk must repeat to be folded in as above: the stream's id and model as the chunks
+        # so far left them, None where none was a string (a server or gateway that writes no model
+        # or id: _take_chunk reads a chunk without them as one that changes nothing)
+        id0 = st.ids[0] if st.ids else None
+        model0 = st.model
     st.frames += read
     st.token_events += tokens
     return st

@@ -135,9 +135,28 @@ def _chunks(draw: Any) -> str:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(_chunks(), max_size=12), st.sampled_from([None, 1.5]), st.booleans())
-def test_the_texts_fold_builds_what_take_chunk_builds(frames: list[str], t: float | None, done: bool) -> None:
-    first = {"id": "chatcmpl-1", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
+@given(
+    st.lists(_chunks(), max_size=12),
+    st.sampled_from([None, 1.5]),
+    st.booleans(),
+    st.sampled_from(["role", "role", "no-model", "no-id", "bare"]),
+)
+def test_the_texts_fold_builds_what_take_chunk_builds(
+    frames: list[str], t: float | None, done: bool, opening: str
+) -> None:
+    """Whatever the stream opens with: a role chunk with its id and model, or (as some servers and
+    gateways write) no role chunk, no model or no id at all."""
+    first: dict[str, Any] = {
+        "id": "chatcmpl-1",
+        "model": "m",
+        "choices": [{"index": 0, "delta": {"role": "assistant"}}],
+    }
+    if opening == "no-model":
+        del first["model"]
+    elif opening == "no-id":
+        del first["id"]
+    elif opening == "bare":
+        first = {"choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": None}]}
     datas = [json.dumps(first), *frames, *(["[DONE]"] if done else [])]
     events = [SSEEvent(d, index=i, t_ms=None if t is None else t + i) for i, d in enumerate(datas)]
     assert assemble_stream(events) == _one_by_one(events)
@@ -159,6 +178,37 @@ def test_a_plain_answer_takes_the_fold_and_reads_right() -> None:
     assert got == _one_by_one(events)
     assert got.choices[0].content == "ab" and got.token_events == 2 and got.token_times == [1.0, 3.0]
     assert got.frames == 5 and got.done == 1 and not got.anomalies
+
+
+@pytest.mark.parametrize("drop", [(), ("model",), ("id",), ("id", "model")])
+def test_a_stream_without_a_model_id_or_role_chunk_takes_the_fold(
+    drop: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server or gateway that writes no model, no id or no role chunk: its chunks are as plain as
+    any, and after the first (which makes the choice) only the finish goes through _take_chunk."""
+    from wirecheck.contracts import _assembly
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        obj: dict[str, Any] = {"id": "c", "object": "chat.completion.chunk", "model": "m"}
+        for key in drop:
+            del obj[key]
+        obj["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
+        return json.dumps(obj, separators=(",", ":"))
+
+    datas = [chunk({"content": f"tok{n} "}) for n in range(20)] + [chunk({}, "stop"), "[DONE]"]
+    events = [SSEEvent(d, index=i, t_ms=float(i)) for i, d in enumerate(datas)]
+    taken: list[int] = []
+
+    def counted(st_: AssembledStream, obj: dict[str, Any], ev: SSEEvent) -> None:
+        taken.append(ev.index)
+        _take_chunk(st_, obj, ev)
+
+    monkeypatch.setattr(_assembly, "_take_chunk", counted)
+    got = assemble_stream(events)
+    assert taken == [0, 20]
+    assert got == _one_by_one(events)
+    assert got.choices[0].content == "".join(f"tok{n} " for n in range(20))
+    assert got.token_events == 20 and got.frames == 21 and not got.anomalies
 
 
 def _plain_chunk(text: str, **extra: Any) -> dict[str, Any]:
