@@ -152,6 +152,8 @@ class Recent:
         self._versions: dict[str, Any] = {}
         #: twin key -> the ids in ``_twins`` with it
         self._keyed: dict[TwinKey, set[str]] = {}
+        #: (twin key, streamed) -> how many in ``_twins`` are of it
+        self._kinds: dict[tuple[TwinKey, bool], int] = {}
         #: tap -> how many in ``_twins`` are of it
         self._taps: dict[str, int] = {}
         #: id -> the kin (``_kin.Kin``, with its row version) of exchanges seen around batches of
@@ -234,6 +236,8 @@ class Recent:
         self._versions[i] = twin[1]
         if twin[3] is not None:
             self._keyed.setdefault(twin[3], set()).add(i)
+            kind = (twin[3], twin[4])
+            self._kinds[kind] = self._kinds.get(kind, 0) + 1
         self._taps[twin[2]] = self._taps.get(twin[2], 0) + 1
         if len(self._twins) > self.limit:
             self._let_twin_go(next(iter(self._twins)))  # the first kept
@@ -248,6 +252,11 @@ class Recent:
             ids.discard(i)
             if not ids:
                 del self._keyed[twin[3]]
+            kind = (twin[3], twin[4])
+            if self._kinds[kind] > 1:
+                self._kinds[kind] -= 1
+            else:
+                del self._kinds[kind]
         left = self._taps[twin[2]] - 1
         if left:
             self._taps[twin[2]] = left
@@ -277,6 +286,11 @@ class Recent:
     def keyed(self, key: TwinKey) -> set[str]:
         """The ids whose kept twin has this key."""
         return self._keyed.get(key, set())
+
+    def any_of(self, key: TwinKey, streamed: bool) -> bool:
+        """Whether any kept twin has this key and was streamed (or not) as asked: at any version, in
+        any window (so False says none is around a batch, True only that one may be)."""
+        return (key, streamed) in self._kinds
 
     def taps(self) -> set[str]:
         """The taps of the kept twins."""
@@ -470,6 +484,13 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> Neighbou
         key, streamed = recent.twin(ex)
         if key is not None:
             kinds.setdefault(key, set()).add(streamed)
+    # asked of the keys first: each key of the batch seen one way only, and no exchange kept or read
+    # around it seen the other way (one prompt streamed again and again, a load test: every exchange
+    # around has the key, and none is its twin)
+    if all(
+        len(seen) == 1 and not recent.any_of(key, not next(iter(seen))) for key, seen in kinds.items()
+    ) and not any(maybe in kinds and streamed not in kinds[maybe] for maybe, streamed in loose.values()):
+        return [], True, None, 0
     if not any(recent.keyed(key) - have for key in kinds) and not any(
         key in kinds for key, _ in loose.values()
     ):

@@ -101,6 +101,45 @@ def test_one_tap_batches_get_the_findings_of_the_whole_check(tmp_path: Path) -> 
             # a checked exchange's view is let go: of it, later batches of one tap ask only whether
             # it is a twin (t-plain, checked first, is read again for t-stream, its twin)
             assert all(recent.exchange(i) is None for i in ids)
+            _kinds_agree(recent)
+        got = sorted((f["exchange_id"], f["rule"], f["fault"], f["message"]) for f in store.findings())
+    finally:
+        store.close()
+    assert got == sorted((f.exchange_id, f.rule, str(f.fault), f.message) for f in whole.findings)
+
+
+def _kinds_agree(recent: Recent) -> None:
+    """What ``Recent.any_of`` answers is what the twins it keeps say."""
+    kept = {(t[3], t[4]) for t in recent._twins.values() if t[3] is not None}
+    for key in {k for k, _ in kept} | {("none", "kept")}:
+        for streamed in (True, False):
+            assert recent.any_of(key, streamed) == ((key, streamed) in kept)
+
+
+def test_a_prompt_streamed_again_and_again_is_told_from_one_with_a_plain_twin(tmp_path: Path) -> None:
+    """A load test's one prompt (``a``), streamed in batch after batch: no exchange around has a twin,
+    and the batches end early, asking the keys only. Another request (``b``) sent once without
+    streaming and then streamed pairs as in one check of the whole capture."""
+    a, b = tool_req(temperature=0), tool_req(temperature=0, user="b")
+    other = completion(message(None, tool_calls=[call(args='{"city": "Paris"}')]), "tool_calls")
+    ids = ["a0", "a1", "b-plain", "a2", "b0", "b1", "a3", "a4"]
+    capture = [
+        wire.exchange(b, other, tap="caller", id=i)
+        if i == "b-plain"
+        else wire.streamed(a if i[0] == "a" else b, wire.k2_tool_stream(), tap="caller", id=i)
+        for i in ids
+    ]
+    for n, ex in enumerate(capture):
+        ex.started_at = f"2026-12-03T10:00:0{n // 3}.{(n % 3) * 3}00+00:00"
+    whole = check_exchanges(capture, CheckConfig())
+    assert whole.twins == 1 and "stream-nonstream-mismatch" in {f.rule for f in whole.findings}
+    store = Store(tmp_path / "load.db")
+    recent = Recent()
+    try:
+        for part in (capture[:3], capture[3:6], capture[6:]):
+            store.write_now(part)
+            assert check_pending(store, settle_s=0, recent=recent) == len(part)
+            _kinds_agree(recent)
         got = sorted((f["exchange_id"], f["rule"], f["fault"], f["message"]) for f in store.findings())
     finally:
         store.close()
