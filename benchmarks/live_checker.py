@@ -17,17 +17,24 @@ its CPU time (this process, one core):
 The worker checks batches of up to 500 when it lags (load) and of what a second brought when it
 keeps up (``BUSY_INTERVAL_S``): 640 at 640 a second; a quarter second's worth was 160.
 
+``--store PATH`` checks a copy of a store recorded elsewhere instead (for one recorded by
+``wirecheck proxy --no-live-checks`` under ``proxy_overhead.py``'s load: the traffic the live checker
+meets there, which is not the shape recorded here); the baseline is then its frames' ``json.loads``.
+Before the first batch size, a few exchanges of another store are checked once outside the timing:
+a checker process pays its first-use costs (imports, compiled patterns) once, not per batch size.
+
 ``--taps 2`` records each request at the caller and the engine tap without a correlation id (the
 live checker then judges each batch with its group, ``proxy/_kin.py``); ``--same-prompt`` sends one
 prompt every time (the group is the whole window, loaded within ``GROUP_BYTES``).
 
     python benchmarks/live_checker.py [--exchanges 12000] [--rate 640] [--batches 40,160,500]
-        [--taps 2] [--same-prompt]
+        [--taps 2] [--same-prompt] [--store PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import tempfile
@@ -129,6 +136,15 @@ def _frames_baseline(exchanges: list[Exchange]) -> float:
     return time.process_time() - t
 
 
+def _warm(tmp: Path, batch: int) -> None:
+    """Check a few exchanges of a store of their own once: the first-use costs, out of the timing."""
+    path = tmp / "warm.db"
+    store = Store(str(path))
+    store.write_now([e for i in range(20) for e in recorded(i, time.time() - 120, 640.0, 20)])
+    store.close()
+    _check_all(path, batch)
+
+
 def _check_all(path: Path, batch: int) -> tuple[float, int]:
     """CPU seconds to check every exchange of the store at ``path`` in batches of ``batch``."""
     store = Store(str(path))
@@ -150,25 +166,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", type=int, default=20, help="frames a stream, [DONE] besides")
     ap.add_argument("--batches", default="40,160,500")
     shape_args(ap)
+    ap.add_argument("--store", type=Path, help="check a copy of this store (SQLite, not yet checked) instead")
     ap.add_argument("--out", default="benchmarks/results/live_checker.json")
     args = ap.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
     settle_checker_gc()  # as the live checker does
-    t0 = time.time() - args.exchanges / args.rate - 60
-    exchanges = [
-        e
-        for i in range(args.exchanges)
-        for e in recorded(i, t0, args.rate, args.events, taps=args.taps, same_prompt=args.same_prompt)
-    ]
-    total = len(exchanges)
-    base = _frames_baseline(exchanges) / len(exchanges)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         saved = Path(tmp) / "saved.db"
-        store = Store(str(saved))
-        store.write_now(exchanges)
-        store.close()
+        if args.store is not None:
+            if not args.store.is_file():
+                ap.error(f"--store {args.store}: no such file")
+            with contextlib.closing(Store(str(args.store), readonly=True)) as given:
+                exchanges = list(given.exchanges())
+            for suffix in ("", "-wal"):
+                if Path(f"{args.store}{suffix}").exists():
+                    shutil.copy(f"{args.store}{suffix}", f"{saved}{suffix}")
+        else:
+            t0 = time.time() - args.exchanges / args.rate - 60
+            exchanges = [
+                e
+                for i in range(args.exchanges)
+                for e in recorded(i, t0, args.rate, args.events, taps=args.taps, same_prompt=args.same_prompt)
+            ]
+            store = Store(str(saved))
+            store.write_now(exchanges)
+            store.close()
+        total = len(exchanges)
+        if not total:
+            ap.error("no exchanges to check")
+        base = _frames_baseline(exchanges) / total
         del exchanges
+        _warm(Path(tmp), batches[0])
         for batch in batches:
             copy = Path(tmp) / f"b{batch}.db"
             for suffix in ("", "-wal", "-shm"):
@@ -177,12 +206,15 @@ def main(argv: list[str] | None = None) -> int:
             cpu, done = _check_all(copy, batch)
             assert done == total, (done, total)
             rows.append({"batch": batch, "us_per_exchange": cpu / done * 1e6, "x_frames": cpu / done / base})
-    shape = "" if args.taps == 1 else " at two taps without correlation ids"
-    shape += ", one prompt" if args.same_prompt else ""
-    print(
-        f"{args.exchanges} requests{shape}, {total} exchanges of {args.events} frames, "
-        f"{args.rate:.0f} requests a second of recorded time; one core, process CPU time"
-    )
+    if args.store is not None:
+        print(f"{total} exchanges of {args.store}; one core, process CPU time")
+    else:
+        shape = "" if args.taps == 1 else " at two taps without correlation ids"
+        shape += ", one prompt" if args.same_prompt else ""
+        print(
+            f"{args.exchanges} requests{shape}, {total} exchanges of {args.events} frames, "
+            f"{args.rate:.0f} requests a second of recorded time; one core, process CPU time"
+        )
     print(f"{'path':44s} {'us/exchange':>12s} {'x frames':>9s}")
     print(f"{'json.loads of its frames (baseline)':44s} {base * 1e6:12.1f} {1.0:9.2f}")
     for r in rows:
@@ -197,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             "events": args.events,
             "taps": args.taps,
             "same_prompt": args.same_prompt,
+            "store": None if args.store is None else str(args.store),
             "baseline_us_per_exchange": base * 1e6,
             "rows": rows,
         },
