@@ -256,12 +256,566 @@ rows_joined(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* ---- writing a row: the compiled twin of record/_rows.py's ``row_text_py``.
+
+A row's document is the exchange's interchange form (dump_exchange, redacted by the default
+policy, the chunks' columns in the place of its chunks) as compact JSON text, which the Python
+builds as dicts and lists and hands to orjson: on the store writer's thread, which shares the
+forwarding loop's GIL, about half of the writer's work for an exchange. Here the text is written
+in one pass for the shape the proxy records: an exchange of exactly the contracts' classes, strings
+that are strings, no error, headers whose names are ASCII and whose verdicts the policy already
+keeps, a request body that is UTF-8, and keys of its own (``extra``) of plain values. Anything else
+(an error, a body that is not UTF-8, a header name not seen before, a key of its own that is one of
+the document's, a container or a number past 64 bits among them, a chunk off the columns' path)
+answers None, and the Python reference writes that row. The text is what orjson writes: its
+escapes ('"', '\\', the control characters, nothing else), its numbers (a float through orjson
+itself). ``tests/record/test_row_text.py`` holds the two byte for byte. */
+
+static PyTypeObject *exchange_type, *request_type, *response_type;
+/* slot offsets: Exchange's id, tap, request, response, correlation, started_at, error, extra;
+   HttpRequest's method, path, headers, body; HttpResponse's status, headers, body, chunks */
+enum { X_ID, X_TAP, X_REQUEST, X_RESPONSE, X_CORRELATION, X_STARTED, X_ERROR, X_EXTRA, X_N };
+enum { Q_METHOD, Q_PATH, Q_HEADERS, Q_BODY, Q_N };
+enum { R_STATUS, R_HEADERS, R_BODY, R_CHUNKS, R_N };
+static Py_ssize_t x_off[X_N], q_off[Q_N], r_off[R_N];
+static const char *x_names[X_N] = {"id", "tap", "request", "response", "correlation", "started_at", "error", "extra"};
+static const char *q_names[Q_N] = {"method", "path", "headers", "body"};
+static const char *r_names[R_N] = {"status", "headers", "body", "chunks"};
+/* the keys of the document itself (an ``extra`` key among them is updated in place: the reference) */
+static PyObject *known_keys, *ended_key, *scheme_mark;
+
+/* where a slotted class keeps each of its fields; 0 where one is not a plain slot (then the class
+   is not taken at all) */
+static int slots_of(PyObject *type, const char **names, Py_ssize_t *offsets, int n) {
+    for (int i = 0; i < n; i++) {
+        offsets[i] = slot_offset(type, names[i]);
+        if (offsets[i] < 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* the field at ``offset`` of an object whose exact class was checked: a new reference, NULL where
+   it is unset (then the reference decides) */
+static PyObject *slot(PyObject *obj, Py_ssize_t offset) {
+    PyObject *value = *(PyObject **)((char *)obj + offset);
+    return value == NULL ? NULL : Py_NewRef(value);
+}
+
+typedef struct {
+    char *p;
+    Py_ssize_t n, cap;
+    int ascii; /* nothing but ASCII written so far */
+    char small[2048];
+} Buf;
+
+/* room for ``need`` more bytes: 0, or -1 with MemoryError */
+static int grow(Buf *b, Py_ssize_t need) {
+    if (need <= b->cap - b->n)
+        return 0;
+    if (need > PY_SSIZE_T_MAX / 4 - b->n) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t cap = b->cap * 2;
+    while (cap < b->n + need)
+        cap *= 2;
+    char *p = b->p == b->small ? PyMem_Malloc((size_t)cap) : PyMem_Realloc(b->p, (size_t)cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (b->p == b->small)
+        memcpy(p, b->small, (size_t)b->n);
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int put(Buf *b, const char *s, Py_ssize_t n) {
+    if (n > b->cap - b->n && grow(b, n) < 0)
+        return -1;
+    memcpy(b->p + b->n, s, (size_t)n);
+    b->n += n;
+    return 0;
+}
+
+#define PUT(b, lit) put((b), (lit), (Py_ssize_t)(sizeof(lit) - 1))
+
+static const char HEX[] = "0123456789abcdef";
+
+/* what escaping a byte adds to it: 1 for '"', '\\' and the control characters with a name, 5 for
+   the other control characters (\u00xx), 0 for every other byte */
+static const unsigned char ESCAPE_EXTRA[256] = {
+    5, 5, 5, 5, 5, 5, 5, 5, 1, 1, 1, 5, 1, 1, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5,
+    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,
+};
+
+/* UTF-8 bytes as a JSON string, escaped as orjson escapes: '"', '\\', and U+0000 to U+001F (\b \t
+   \n \f \r by name, the rest as \u00xx) */
+static int put_escaped(Buf *b, const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t extra = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        extra += ESCAPE_EXTRA[s[i]];
+    if (n > PY_SSIZE_T_MAX / 8 || grow(b, n + extra + 2) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return -1;
+    }
+    char *o = b->p + b->n;
+    *o++ = '"';
+    if (extra == 0) {
+        memcpy(o, s, (size_t)n);
+        o += n;
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            unsigned char c = s[i];
+            if (c >= 0x20 && c != '"' && c != '\\') {
+                *o++ = (char)c;
+                continue;
+            }
+            *o++ = '\\';
+            switch (c) {
+            case '"': *o++ = '"'; break;
+            case '\\': *o++ = '\\'; break;
+            case '\b': *o++ = 'b'; break;
+            case '\t': *o++ = 't'; break;
+            case '\n': *o++ = 'n'; break;
+            case '\f': *o++ = 'f'; break;
+            case '\r': *o++ = 'r'; break;
+            default:
+                *o++ = 'u';
+                *o++ = '0';
+                *o++ = '0';
+                *o++ = HEX[c >> 4];
+                *o++ = HEX[c & 15];
+            }
+        }
+    }
+    *o++ = '"';
+    b->n = o - b->p;
+    return 0;
+}
+
+/* results of the writing steps: done, an error raised, or the reference decides */
+#define OK 0
+#define ERR (-1)
+#define BACK 1
+
+/* an exact str as a JSON string; BACK where it is not one or has no UTF-8 form (a lone surrogate:
+   orjson refuses it and the reference writes it by json) */
+static int put_str(Buf *b, PyObject *s) {
+    if (!PyUnicode_CheckExact(s))
+        return BACK;
+    if (PyUnicode_IS_ASCII(s))
+        return put_escaped(b, PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s));
+    /* a bytes object of its own: the str's cached UTF-8 form would stay with the exchange's strings */
+    PyObject *utf8 = PyUnicode_AsUTF8String(s);
+    if (utf8 == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+            return ERR;
+        PyErr_Clear();
+        return BACK;
+    }
+    b->ascii = 0;
+    int rc = put_escaped(b, (const unsigned char *)PyBytes_AS_STRING(utf8), PyBytes_GET_SIZE(utf8));
+    Py_DECREF(utf8);
+    return rc;
+}
+
+/* a 64-bit integer in decimal (snprintf took most of the document's time for the chunks' columns) */
+static int put_ll(Buf *b, long long x) {
+    char text[24], *end = text + sizeof text, *at = end;
+    unsigned long long u = x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x;
+    do {
+        *--at = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (x < 0)
+        *--at = '-';
+    return put(b, at, end - at);
+}
+
+/* an exact int within 64 bits, signed; BACK for anything else */
+static int put_int(Buf *b, PyObject *v) {
+    if (!PyLong_CheckExact(v))
+        return BACK;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow)
+        return BACK;
+    if (x == -1 && PyErr_Occurred())
+        return ERR;
+    return put_ll(b, x);
+}
+
+/* a body's bytes as ``"key":"text"`` where they are UTF-8 (nothing where empty); BACK where they
+   are not (the reference writes them as base64) */
+static int put_body(Buf *b, PyObject *body, const char *key_comma, Py_ssize_t key_len) {
+    if (!PyBytes_CheckExact(body))
+        return BACK;
+    Py_ssize_t n = PyBytes_GET_SIZE(body);
+    if (n == 0)
+        return OK;
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(body);
+    int ascii = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] >= 0x80) {
+            ascii = 0;
+            break;
+        }
+    }
+    if (!ascii) {
+        /* strict UTF-8, as bytes.decode("utf-8") reads it (no surrogates) */
+        PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, NULL);
+        if (text == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                return ERR;
+            PyErr_Clear();
+            return BACK;
+        }
+        Py_DECREF(text);
+        b->ascii = 0;
+    }
+    if (put(b, key_comma, key_len) < 0)
+        return ERR;
+    return put_escaped(b, s, n);
+}
+
+static int ascii_equal_nocase(PyObject *a, PyObject *c) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    if (PyUnicode_GET_LENGTH(c) != n)
+        return 0;
+    const unsigned char *x = PyUnicode_DATA(a), *y = PyUnicode_DATA(c);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char p = x[i], q = y[i];
+        if (p >= 'A' && p <= 'Z')
+            p += 32;
+        if (q >= 'A' && q <= 'Z')
+            q += 32;
+        if (p != q)
+            return 0;
+    }
+    return 1;
+}
+
+#define MAX_HEADERS 64
+
+/* a header list redacted, as ``_headers_out`` writes it: an object where no two names are the same
+   but for case, else [name, value] pairs. Names must be ASCII (what lowering them makes is then
+   plain) and each already in the policy's verdicts (looking one up runs no Python code) */
+static int put_headers(Buf *b, PyObject *headers, PyObject *verdicts) {
+    if (!PyList_CheckExact(headers))
+        return BACK;
+    Py_ssize_t n = PyList_GET_SIZE(headers);
+    if (n > MAX_HEADERS)
+        return BACK;
+    PyObject *names[MAX_HEADERS], *values[MAX_HEADERS];
+    int secret[MAX_HEADERS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(headers, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2)
+            return BACK;
+        names[i] = PyTuple_GET_ITEM(pair, 0);
+        values[i] = PyTuple_GET_ITEM(pair, 1);
+        if (!PyUnicode_CheckExact(names[i]) || !PyUnicode_IS_ASCII(names[i]) || !PyUnicode_CheckExact(values[i]))
+            return BACK;
+        /* an exact dict of exact str keys: the lookup runs no Python code */
+        PyObject *verdict = PyDict_GetItemWithError(verdicts, names[i]);
+        if (verdict == NULL)
+            return PyErr_Occurred() ? ERR : BACK; /* a name not seen yet: the reference tests it */
+        if (verdict != Py_True && verdict != Py_False)
+            return BACK;
+        secret[i] = verdict == Py_True;
+    }
+    int pairs = 0;
+    for (Py_ssize_t i = 1; i < n && !pairs; i++)
+        for (Py_ssize_t j = 0; j < i; j++)
+            if (ascii_equal_nocase(names[i], names[j])) {
+                pairs = 1;
+                break;
+            }
+    if (put(b, pairs ? "[" : "{", 1) < 0)
+        return ERR;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i && put(b, ",", 1) < 0)
+            return ERR;
+        if (pairs && put(b, "[", 1) < 0)
+            return ERR;
+        int rc = put_str(b, names[i]);
+        if (rc != OK)
+            return rc;
+        if (put(b, pairs ? "," : ":", 1) < 0)
+            return ERR;
+        rc = secret[i] ? PUT(b, "\"[redacted]\"") : put_str(b, values[i]);
+        if (rc != OK)
+            return rc;
+        if (pairs && put(b, "]", 1) < 0)
+            return ERR;
+    }
+    return put(b, pairs ? "]" : "}", 1);
+}
+
+/* a streamed response's chunks as ``"stored_chunks":{"t_us":[...],"sizes":[...]}`` and their bytes
+   joined into ``*body`` (replaced): chunk_columns' columns, written as they are read, for exact
+   Chunks of a float and bytes whose offsets are on its path (BACK for any other); their fields are
+   read from their slots, so no Python code runs while the list is read */
+static int put_chunks(Buf *b, PyObject *chunks, PyObject **body) {
+    if (!PyList_CheckExact(chunks) || chunk_type == NULL || t_ms_offset < 0 || data_offset < 0)
+        return BACK;
+    Py_ssize_t n = PyList_GET_SIZE(chunks), total = 0;
+    if (PUT(b, ",\"stored_chunks\":{\"t_us\":[") < 0)
+        return ERR;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *chunk = PyList_GET_ITEM(chunks, i);
+        if (!Py_IS_TYPE(chunk, chunk_type))
+            return BACK;
+        PyObject *t = *(PyObject **)((char *)chunk + t_ms_offset);
+        PyObject *data = *(PyObject **)((char *)chunk + data_offset);
+        if (t == NULL || data == NULL || !PyFloat_CheckExact(t) || !PyBytes_CheckExact(data))
+            return BACK;
+        long long us = whole_us(PyFloat_AS_DOUBLE(t));
+        if (us < 0 || PyBytes_GET_SIZE(data) > PY_SSIZE_T_MAX - total)
+            return BACK;
+        total += PyBytes_GET_SIZE(data);
+        if ((i && put(b, ",", 1) < 0) || put_ll(b, us) < 0)
+            return ERR;
+    }
+    if (PUT(b, "],\"sizes\":[") < 0)
+        return ERR;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *data = *(PyObject **)((char *)PyList_GET_ITEM(chunks, i) + data_offset);
+        if ((i && put(b, ",", 1) < 0) || put_ll(b, PyBytes_GET_SIZE(data)) < 0)
+            return ERR;
+    }
+    if (PUT(b, "]}") < 0)
+        return ERR;
+    PyObject *joined = PyBytes_FromStringAndSize(NULL, total);
+    if (joined == NULL)
+        return ERR;
+    char *at = PyBytes_AS_STRING(joined);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *data = *(PyObject **)((char *)PyList_GET_ITEM(chunks, i) + data_offset);
+        memcpy(at, PyBytes_AS_STRING(data), (size_t)PyBytes_GET_SIZE(data));
+        at += PyBytes_GET_SIZE(data);
+    }
+    Py_SETREF(*body, joined);
+    return OK;
+}
+
+/* the exchange's keys of its own, in their order, less its end time (the row's column, dropped
+   from the document): strings, ints, None, booleans, and floats (as orjson writes them) */
+static int put_extra(Buf *b, PyObject *extra, PyObject *dumps) {
+    if (!PyDict_CheckExact(extra))
+        return BACK;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(extra, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key))
+            return BACK;
+        if (PyUnicode_Compare(key, ended_key) == 0)
+            continue;
+        int known = PySet_Contains(known_keys, key);
+        if (known < 0)
+            return ERR;
+        if (known)
+            return BACK;
+        if (put(b, ",", 1) < 0)
+            return ERR;
+        int rc = put_str(b, key);
+        if (rc != OK)
+            return rc;
+        if (put(b, ":", 1) < 0)
+            return ERR;
+        if (value == Py_None)
+            rc = PUT(b, "null");
+        else if (value == Py_True)
+            rc = PUT(b, "true");
+        else if (value == Py_False)
+            rc = PUT(b, "false");
+        else if (PyUnicode_CheckExact(value))
+            rc = put_str(b, value);
+        else if (PyLong_CheckExact(value))
+            rc = put_int(b, value);
+        else if (PyFloat_CheckExact(value)) {
+            /* orjson's own text for it (shortest round trip; NaN and the infinities as null) */
+            PyObject *text = PyObject_CallOneArg(dumps, value);
+            if (text == NULL)
+                return ERR;
+            rc = PyBytes_CheckExact(text) ? put(b, PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text)) : BACK;
+            Py_DECREF(text);
+        } else
+            rc = BACK;
+        if (rc != OK)
+            return rc;
+    }
+    return OK;
+}
+
+/* the document's text of one exchange: OK with ``*body`` set (a new reference, None where the
+   row has no body), or ERR, or BACK */
+static int write_row(Buf *b, PyObject **fields, PyObject *req, PyObject *path, PyObject *verdicts,
+                     PyObject *dumps, PyObject **body) {
+    int rc = OK;
+    PyObject *q[Q_N] = {NULL}, *r[R_N] = {NULL};
+    PyObject *resp = fields[X_RESPONSE];
+    for (int i = 0; i < Q_N; i++)
+        if ((q[i] = slot(req, q_off[i])) == NULL) {
+            rc = BACK;
+            goto done;
+        }
+    if (resp != Py_None) {
+        if (!Py_IS_TYPE(resp, response_type)) {
+            rc = BACK;
+            goto done;
+        }
+        for (int i = 0; i < R_N; i++)
+            if ((r[i] = slot(resp, r_off[i])) == NULL) {
+                rc = BACK;
+                goto done;
+            }
+    }
+    if (PUT(b, "{\"v\":1,\"id\":") < 0 || (rc = put_str(b, fields[X_ID])) != OK)
+        goto fail_or;
+    if (PUT(b, ",\"tap\":") < 0 || (rc = put_str(b, fields[X_TAP])) != OK)
+        goto fail_or;
+    if (fields[X_CORRELATION] != Py_None &&
+        (PUT(b, ",\"correlation\":") < 0 || (rc = put_str(b, fields[X_CORRELATION])) != OK))
+        goto fail_or;
+    if (fields[X_STARTED] != Py_None &&
+        (PUT(b, ",\"started_at\":") < 0 || (rc = put_str(b, fields[X_STARTED])) != OK))
+        goto fail_or;
+    if (PUT(b, ",\"request\":{\"method\":") < 0 || (rc = put_str(b, q[Q_METHOD])) != OK)
+        goto fail_or;
+    if (PUT(b, ",\"path\":") < 0 || (rc = put_str(b, path)) != OK)
+        goto fail_or;
+    if (PUT(b, ",\"headers\":") < 0 || (rc = put_headers(b, q[Q_HEADERS], verdicts)) != OK)
+        goto fail_or;
+    if ((rc = put_body(b, q[Q_BODY], ",\"body_text\":", 13)) != OK || PUT(b, "}") < 0)
+        goto fail_or;
+    *body = Py_NewRef(Py_None);
+    if (resp != Py_None) {
+        if (PUT(b, ",\"response\":{\"status\":") < 0 || (rc = put_int(b, r[R_STATUS])) != OK)
+            goto fail_or;
+        if (PUT(b, ",\"headers\":") < 0 || (rc = put_headers(b, r[R_HEADERS], verdicts)) != OK)
+            goto fail_or;
+        if (r[R_CHUNKS] == Py_None) {
+            if ((rc = put_body(b, r[R_BODY], ",\"body_text\":", 13)) != OK)
+                goto fail_or;
+        } else {
+            if ((rc = put_chunks(b, r[R_CHUNKS], body)) != OK)
+                goto fail_or;
+        }
+        if (PUT(b, "}") < 0)
+            goto fail;
+    }
+    if ((rc = put_extra(b, fields[X_EXTRA], dumps)) != OK || PUT(b, "}") < 0)
+        goto fail_or;
+    rc = OK;
+    goto done;
+fail:
+    rc = ERR;
+    goto done;
+fail_or:
+    if (rc == OK) /* the PUT failed */
+        rc = ERR;
+done:
+    if (rc != OK && *body != NULL)
+        Py_CLEAR(*body);
+    for (int i = 0; i < Q_N; i++)
+        Py_XDECREF(q[i]);
+    for (int i = 0; i < R_N; i++)
+        Py_XDECREF(r[i]);
+    return rc;
+}
+
+/* row_text(ex, verdicts, target, dumps) -> (text, body, path) | None */
+static PyObject *row_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "row_text() takes four arguments: ex, verdicts, target, dumps");
+        return NULL;
+    }
+    PyObject *ex = args[0], *verdicts = args[1], *target = args[2], *dumps = args[3];
+    if (exchange_type == NULL || !Py_IS_TYPE(ex, exchange_type) || !PyDict_CheckExact(verdicts))
+        Py_RETURN_NONE;
+    PyObject *fields[X_N] = {NULL}, *path = NULL, *body = NULL, *result = NULL;
+    Buf b;
+    b.p = b.small;
+    b.n = 0;
+    b.cap = (Py_ssize_t)sizeof b.small;
+    b.ascii = 1;
+    int rc = BACK;
+    for (int i = 0; i < X_N; i++)
+        if ((fields[i] = slot(ex, x_off[i])) == NULL)
+            goto done;
+    PyObject *req = fields[X_REQUEST];
+    if (fields[X_ERROR] != Py_None || !Py_IS_TYPE(req, request_type))
+        goto done;
+    /* the target redacted first (the one step that may run Python code): a query, or an absolute
+       URL, by the policy's own method; a plain path is its own */
+    PyObject *raw = *(PyObject **)((char *)req + q_off[Q_PATH]);
+    if (raw == NULL || !PyUnicode_CheckExact(raw))
+        goto done;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(raw);
+    Py_ssize_t mark = PyUnicode_FindChar(raw, '?', 0, len, 1);
+    Py_ssize_t url = mark == -1 ? PyUnicode_Find(raw, scheme_mark, 0, len, 1) : 0;
+    if (mark == -2 || url == -2) {
+        rc = ERR;
+        goto done;
+    }
+    if (mark == -1 && url == -1)
+        path = Py_NewRef(raw);
+    else if ((path = PyObject_CallOneArg(target, raw)) == NULL) {
+        rc = ERR;
+        goto done;
+    }
+    if (!PyUnicode_CheckExact(path))
+        goto done;
+    rc = write_row(&b, fields, req, path, verdicts, dumps, &body);
+    if (rc != OK)
+        goto done;
+    PyObject *text = b.ascii ? PyUnicode_New(b.n, 127) : PyUnicode_DecodeUTF8(b.p, b.n, NULL);
+    if (text == NULL) {
+        rc = ERR;
+        goto done;
+    }
+    if (b.ascii)
+        memcpy(PyUnicode_DATA(text), b.p, (size_t)b.n);
+    result = PyTuple_New(3);
+    if (result == NULL) {
+        Py_DECREF(text);
+        rc = ERR;
+        goto done;
+    }
+    PyTuple_SET_ITEM(result, 0, text);
+    PyTuple_SET_ITEM(result, 1, body);
+    PyTuple_SET_ITEM(result, 2, path);
+    body = path = NULL;
+done:
+    if (b.p != b.small)
+        PyMem_Free(b.p);
+    for (int i = 0; i < X_N; i++)
+        Py_XDECREF(fields[i]);
+    Py_XDECREF(path);
+    Py_XDECREF(body);
+    if (rc == ERR)
+        return NULL;
+    if (rc == BACK)
+        Py_RETURN_NONE;
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"chunk_columns", chunk_columns, METH_O,
      "A response's chunks as a row keeps them: (whole microseconds, sizes, bytes joined), or None "
      "where the Python reference decides (record/_rows.py)."},
     {"joined", (PyCFunction)(void (*)(void))rows_joined, METH_FASTCALL,
      "joined(times, sizes, data): (data, sizes, times / 1000.0) where they are plainly right, else None"},
+    {"row_text", (PyCFunction)(void (*)(void))row_text, METH_FASTCALL,
+     "row_text(ex, verdicts, target, dumps): (the row's document text, its body, the redacted path), "
+     "or None where the Python reference writes the row (record/_rows.py)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -269,6 +823,37 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_rows_c", "The compiled twin of record/_rows.py's chunk columns.", -1,
     methods,
 };
+
+/* the exchange's classes and where they keep their fields, for row_text (which answers None for
+   every exchange where one is not a plain slotted class) */
+static int row_classes(PyObject *contracts) {
+    known_keys = Py_BuildValue("{ssssssssssssssss}", "v", "", "id", "", "tap", "", "correlation", "",
+                               "started_at", "", "request", "", "response", "", "error", "");
+    if (known_keys == NULL)
+        return -1;
+    Py_SETREF(known_keys, PyFrozenSet_New(known_keys));
+    ended_key = PyUnicode_InternFromString("_ended_mono");
+    scheme_mark = PyUnicode_InternFromString("://");
+    if (known_keys == NULL || ended_key == NULL || scheme_mark == NULL)
+        return -1;
+    const char *classes[3] = {"Exchange", "HttpRequest", "HttpResponse"};
+    PyTypeObject **types[3] = {&exchange_type, &request_type, &response_type};
+    const char **names[3] = {x_names, q_names, r_names};
+    Py_ssize_t *offsets[3] = {x_off, q_off, r_off};
+    int counts[3] = {X_N, Q_N, R_N};
+    int usable = 1;
+    for (int i = 0; i < 3; i++) {
+        PyObject *type = PyObject_GetAttrString(contracts, classes[i]);
+        if (type == NULL)
+            return -1;
+        if (!PyType_Check(type) || !slots_of(type, names[i], offsets[i], counts[i]))
+            usable = 0;
+        *types[i] = (PyTypeObject *)type; /* kept for the module's life */
+    }
+    if (!usable)
+        exchange_type = NULL; /* row_text answers None for everything */
+    return 0;
+}
 
 PyMODINIT_FUNC PyInit__rows_c(void) {
     name_t_ms = PyUnicode_InternFromString("t_ms");
@@ -279,9 +864,16 @@ PyMODINIT_FUNC PyInit__rows_c(void) {
     if (contracts == NULL)
         return NULL;
     PyObject *chunk = PyObject_GetAttrString(contracts, "Chunk");
-    Py_DECREF(contracts);
-    if (chunk == NULL)
+    if (chunk == NULL) {
+        Py_DECREF(contracts);
         return NULL;
+    }
+    if (row_classes(contracts) < 0) {
+        Py_DECREF(contracts);
+        Py_DECREF(chunk);
+        return NULL;
+    }
+    Py_DECREF(contracts);
     if (PyType_Check(chunk)) {
         chunk_type = (PyTypeObject *)chunk; /* kept for the module's life */
         t_ms_offset = slot_offset(chunk, "t_ms");

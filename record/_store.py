@@ -33,13 +33,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from wirecheck.contracts import Exchange, Fault, Finding, InputError, Severity, dump_exchange, json_loads
 
 from ._backend import SCHEMA_VERSION, Backend
 from ._postgres import PostgresBackend, is_postgres
-from ._rows import plain_row_text, row_document, row_exchange
+from ._rows import plain_row_text, row_exchange, row_text
 from ._sqlite import SQLITE_MAGIC, SqliteBackend
 
 __all__ = [
@@ -91,23 +89,6 @@ CLAIM_TIMEOUT_S = 60.0
 #: 20 ms (batches of 4) cost 150 us an exchange and 100 ms (batches of 15) 75 us. An exchange
 #: reaches the store that much later (the live checker waits a second anyway)
 LINGER_S = 0.1
-
-
-#: ``json.dumps(doc, ensure_ascii=False, separators=(",", ":"))`` with its encoder made once: dumps
-#: builds one per call when given options (see ``_encode``)
-_json_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def _encode(doc: dict[str, Any]) -> str:
-    """A row's document as compact JSON text: by orjson (a tenth of ``json``'s time, on the store
-    writer's thread, which shares the forwarding loop's GIL), by ``json`` for what orjson refuses
-    (integers past 64 bits, lone surrogates, keys that are not strings). Either text reads back to
-    the same document, but for NaN and the infinities (not JSON, and never in an exchange's
-    document: orjson writes them as null)."""
-    try:
-        return orjson.dumps(doc).decode()
-    except TypeError:  # orjson.JSONEncodeError is one
-        return _json_encode(doc)
 
 
 def is_store(path: str | Path) -> bool:
@@ -321,9 +302,8 @@ class Store:
         now, mono = time.time(), time.monotonic()
         replica = self.replica
         for ex in batch:
-            doc, body = row_document(ex)
+            text, body, path = row_text(ex)
             ended = ex.extra.get("_ended_mono")
-            doc.pop("_ended_mono", None)
             ids.append(ex.id)
             values += (
                 ex.id,
@@ -334,10 +314,10 @@ class Store:
                 now if ended is None else now - max(mono - ended, 0.0),
                 replica,
                 ex.request.method,
-                doc["request"]["path"],  # redacted like the doc
+                path,  # redacted like the doc
                 ex.response.status if ex.response else None,
                 ex.error.kind if ex.error else None,
-                _encode(doc),
+                text,
                 body,
             )
         width = len(values) // len(ids) if ids else 0

@@ -23,7 +23,7 @@ from wirecheck.contracts import (
     dump_exchange,
 )
 from wirecheck.record._rows import STORED_CHUNKS, _each_us, _whole_us, row_document
-from wirecheck.record._store import _encode
+from wirecheck.record._rows import encode as _encode
 
 #: every test here runs with the compiled twins in use and on their Python reference
 pytestmark = pytest.mark.usefixtures("both_paths")

@@ -28,7 +28,7 @@ from wirecheck.contracts import (
 from wirecheck.record import Store, open_store
 from wirecheck.record._backend import MIGRATIONS
 from wirecheck.record._rows import _whole_us, row_document, row_exchange
-from wirecheck.record._store import _encode
+from wirecheck.record._rows import encode as _encode
 
 #: every test here runs with the compiled twins in use and on their Python reference
 pytestmark = pytest.mark.usefixtures("both_paths")

@@ -1,0 +1,233 @@
+"""The row's document text written in one pass by the compiled twin (record/_rows_c.c ``row_text``)
+against its Python reference (``row_text_py``: ``row_document`` less the end time, encoded): the
+same text to the byte, the same body and path wherever the twin answers, None (the reference
+writes the row) for every exchange it leaves, and no crash or leak on odd input."""
+
+from __future__ import annotations
+
+import gc
+import math
+import tracemalloc
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.record.test_row_document import exchanges, reference_row
+from wirecheck.contracts import (
+    DEFAULT_REDACTION,
+    Chunk,
+    Exchange,
+    ExchangeError,
+    HttpRequest,
+    HttpResponse,
+    native,
+)
+from wirecheck.contracts._native import PURE_PYTHON
+from wirecheck.record._rows import _VERDICTS, encode, row_text, row_text_py
+
+#: the store's path runs with the twins in use and on their Python reference
+pytestmark = pytest.mark.usefixtures("both_paths")
+
+twin = native("wirecheck.record._rows_c")
+needs_twin = pytest.mark.skipif(twin is None, reason="the compiled twin is off or not built")
+
+
+def _twin(ex: Any) -> tuple[str, bytes | None, str] | None:
+    assert twin is not None
+    return twin.row_text(ex, _VERDICTS, DEFAULT_REDACTION.target, orjson.dumps)
+
+
+# ---- exchanges of the shape the proxy records, with odd strings, numbers and keys ------------------
+
+#: ASCII names, some the same but for case (written as pairs), some credentials; each tested once
+#: by the policy first, as the proxy's first exchange does (the twin leaves a name not yet tested)
+_NAMES = [
+    "host",
+    "Host",
+    "content-type",
+    "content-length",
+    "authorization",
+    "x-api-key",
+    "X-Foo-Api-Key",
+    "set-cookie",
+    "x-wirecheck-correlation",
+    " authorization ",
+    "x-\u0001odd",
+    'quote"name\\',
+]
+for _name in _NAMES:
+    DEFAULT_REDACTION.is_secret_header(_name)
+
+_text = st.text(max_size=10) | st.sampled_from(['"', "\\", "\x00\x1f\x7f", "é\u2028😀", "\ud800", "</"])
+_headers = st.lists(st.tuples(st.sampled_from(_NAMES), _text), max_size=8)
+_body = (
+    st.binary(max_size=20)
+    | st.text(max_size=20).map(lambda s: s.encode("utf-8", "surrogatepass"))
+    | st.just(b'{"model": "m", "messages": [{"role": "user", "content": "hi\\n\\u00e9"}]}')
+)
+_paths = st.sampled_from(
+    ["/v1/chat/completions", "/v1/x?api_key=k&a=1", "http://u:p@h/x", "/a://b"]
+) | st.text(min_size=1, max_size=8)
+_offsets = (
+    st.floats(min_value=0.0, max_value=1e6) | st.floats() | st.integers(0, 10**7).map(lambda n: n / 1000.0)
+)
+_chunks = st.lists(st.builds(Chunk, _offsets, st.binary(max_size=12)), max_size=6)
+_values = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.sampled_from([1e16, 0.1, -0.0, 1e-7, 123.4])
+    | _text
+    | st.lists(st.integers(), max_size=2)
+)
+_extra = st.dictionaries(
+    st.sampled_from(["_ended_mono", "stall_ms", "server_version", "id", "error", "x"]) | _text,
+    _values,
+    max_size=4,
+)
+plain = st.builds(
+    Exchange,
+    id=_text,
+    tap=st.sampled_from(["caller", "engine", "t\u00e9"]),
+    request=st.builds(HttpRequest, st.sampled_from(["POST", "GET"]), _paths, _headers, _body),
+    response=st.none()
+    | st.builds(HttpResponse, st.integers(-(2**64), 2**64), _headers, _body, st.none() | _chunks),
+    correlation=st.none() | _text,
+    started_at=st.none() | st.just("2026-12-05T10:00:00.000001Z"),
+    error=st.none() | st.just(ExchangeError("client_abort", "gone", 1.5)),
+    extra=_extra,
+)
+
+
+@needs_twin
+@given(plain | exchanges)
+def test_the_twin_writes_the_references_text_or_leaves_it(ex: Exchange) -> None:
+    got = _twin(ex)
+    try:
+        want: Any = row_text_py(ex)
+    except (ValueError, OverflowError):  # an offset NaN or infinite: the twin leaves it to raise so
+        want = None
+    if got is not None:
+        assert got == want
+        assert type(got[0]) is str and type(got[2]) is str
+        assert got[1] is None or type(got[1]) is bytes
+
+
+@given(plain | exchanges)
+def test_the_row_text_is_the_reference_documents(ex: Exchange) -> None:
+    try:
+        text, body, path = row_text(ex)
+    except (ValueError, OverflowError):  # an offset NaN or infinite, as the reference raises
+        with pytest.raises((ValueError, OverflowError)):
+            reference_row(ex)
+        return
+    doc, want_body = reference_row(ex)
+    doc.pop("_ended_mono", None)
+    assert text == encode(doc) and body == want_body and path == doc["request"]["path"]
+
+
+def _proxy_exchange(i: int) -> Exchange:
+    body = b'{"model": "bench", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+    return Exchange(
+        id=f"caller-{i:016x}",
+        request=HttpRequest(
+            "POST",
+            "/v1/chat/completions",
+            [("host", "bench"), ("content-type", "application/json"), ("content-length", str(len(body)))],
+            body,
+        ),
+        response=HttpResponse(
+            200,
+            [("content-type", "text/event-stream")],
+            b"",
+            [Chunk(5.25 * (k + 1), b"data: {}\n\n") for k in range(20)],
+        ),
+        correlation=f"c{i}",
+        started_at="2026-12-05T10:00:00.000001Z",
+        extra={"_ended_mono": 12.5, "stall_ms": 21.5, "server_version": "v1"},
+    )
+
+
+@needs_twin
+def test_the_twin_answers_for_what_the_proxy_records() -> None:
+    # a silent hand-back for every row would keep the text right and the cost where it was
+    ex = _proxy_exchange(1)
+    row_text_py(ex)  # the names tested by the policy, as the first exchange does
+    got = _twin(ex)
+    assert got is not None and got == row_text_py(ex)
+
+
+@needs_twin
+def test_the_twin_leaves_what_it_does_not_write() -> None:
+    ex = _proxy_exchange(2)
+    row_text_py(ex)
+    cases: list[Any] = [
+        Exchange("x", error=ExchangeError("timeout")),  # an error
+        Exchange("x", request=HttpRequest(body=b"\xff")),  # a body that is not UTF-8
+        Exchange("x", request=HttpRequest(headers=[("never-seen-before-name", "v")])),
+        Exchange("x", request=HttpRequest(headers=[("É", "v")])),  # a name that is not ASCII
+        Exchange("x", request=HttpRequest(headers=[["host", "v"]])),  # type: ignore[list-item]
+        Exchange("x", extra={"id": "y"}),  # a key of the document's own
+        Exchange("x", extra={"n": 2**64}),  # past 64 bits
+        Exchange("x", extra={"l": [1]}),  # a container
+        Exchange("x", extra={1: 2}),  # type: ignore[dict-item]
+        Exchange("x\ud800"),  # a lone surrogate
+        Exchange("x", response=HttpResponse(True)),  # a status that is a bool
+        Exchange("x", response=HttpResponse(200, chunks=[Chunk(math.nan, b"")])),
+        Exchange(1),  # type: ignore[arg-type]
+        "not an exchange",
+        None,
+    ]
+
+    class Sub(Exchange):
+        pass
+
+    cases.append(Sub("x"))
+    unset = Exchange.__new__(Exchange)
+    cases.append(unset)
+    for case in cases:
+        assert _twin(case) is None, case
+    assert twin is not None
+    assert twin.row_text(ex, {"host": 1}, DEFAULT_REDACTION.target, orjson.dumps) is None
+    with pytest.raises(TypeError):
+        twin.row_text(ex)  # type: ignore[call-arg]
+
+
+@needs_twin
+def test_a_target_that_fails_raises_as_the_reference_does() -> None:
+    assert twin is not None
+
+    def broken(path: str) -> str:
+        raise ValueError(path)
+
+    ex = Exchange("x", request=HttpRequest(path="/a?b=c"))
+    with pytest.raises(ValueError):
+        twin.row_text(ex, _VERDICTS, broken, orjson.dumps)
+    assert twin.row_text(ex, _VERDICTS, lambda p: 5, orjson.dumps) is None
+
+
+@needs_twin
+def test_the_twin_holds_no_memory_it_made() -> None:
+    big = _proxy_exchange(3)
+    big.request.body = b'"\n' * 5000  # past the buffer on the stack, escaped
+    odd = Exchange("x", request=HttpRequest(body=b"\xff"), extra={"id": 1})
+    for ex in (big, odd, _proxy_exchange(4)):
+        row_text_py(ex)
+    for _ in range(200):
+        _twin(big), _twin(odd)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(100_000 if not PURE_PYTHON else 1):
+            _twin(big)
+            _twin(odd)
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert after - before < 64 * 1024
