@@ -15,7 +15,7 @@ Redaction is applied when writing, never when forwarding: the upstream gets what
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
@@ -123,6 +123,12 @@ class Redaction:
             if len(self._verdicts) < _NAMES_KEPT:
                 self._verdicts[name] = verdict
         return verdict
+
+    def kept_verdicts(self) -> Mapping[str, bool]:
+        """The verdicts this policy keeps, by header name as sent (those :meth:`is_secret_header`
+        has given so far): the live mapping, for a writer that reads it in place and asks
+        :meth:`is_secret_header` of a name not in it. Never written through."""
+        return self._verdicts
 
     def is_secret_query_key(self, key: str) -> bool:
         return unquote_plus(key).strip().lower() in self.query_keys

@@ -77,7 +77,7 @@ def row_text_py(ex: Exchange) -> tuple[str, bytes | None, str]:
 
 #: the default policy's verdicts by header name, which the twin reads (and leaves a name not in
 #: them to the reference, which tests it and keeps its verdict there)
-_VERDICTS = DEFAULT_REDACTION._verdicts
+_VERDICTS = DEFAULT_REDACTION.kept_verdicts()
 
 #: ``json.dumps(doc, ensure_ascii=False, separators=(",", ":"))`` with its encoder made once: dumps
 #: builds one per call when given options (see ``encode``)
