@@ -279,6 +279,7 @@ class HttpConnection(asyncio.Protocol):
         url = httptools.parse_url(self._url)
         raw_path = url.path
         path = raw_path.decode("ascii")
+        ext: dict[str, Any] = {}
         scope: Message = {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
@@ -293,18 +294,19 @@ class HttpConnection(asyncio.Protocol):
             "server": self.server,
             "client": self.client,
             "state": dict(self.listener.state),
-            "extensions": {},
+            "extensions": ext,
         }
         keep_alive = version != "1.0" and self.parser.should_keep_alive()
         cycle = _Cycle(self, scope, keep_alive=keep_alive, expect_100=self._expect_100)
         # the app's task has not run yet: it finds the extensions in its scope
-        scope["extensions"][CUT] = Cut(cycle)
+        ext[CUT] = Cut(cycle)
         if not self._url.startswith(b"/"):
-            scope["extensions"][TARGET] = bytes(self._url)  # absolute-form (or asterisk-form)
-        if self.cfg.direct_body:
-            scope["extensions"][DIRECT_BODY] = DirectBody(cycle)
-        if self.cfg.handoff:
-            scope["extensions"][HANDOFF] = Handoff(self)
+            ext[TARGET] = bytes(self._url)  # absolute-form (or asterisk-form)
+        cfg = self.cfg
+        if cfg.direct_body:
+            ext[DIRECT_BODY] = DirectBody(cycle)
+        if cfg.handoff:
+            ext[HANDOFF] = Handoff(self)
         running = self.cycle
         self.cycle = cycle
         if running is None or running.response_complete:
@@ -693,6 +695,33 @@ class DirectBody:
             self._transport.write((_SIZE_LINES[n] if n < 1024 else b"%x\r\n" % n) + data + b"\r\n")
         conn = c.conn
         return conn is not None and not conn.write_paused
+
+    def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> bool:
+        """What the ASGI ``send`` of ``http.response.start`` does, as a plain call where that ``send``
+        would not wait: True: done (the head written, or nothing to do for a caller that is gone);
+        False: nothing done, ``send`` it (it waits for the caller's buffer to drain, or raises)."""
+        c = self._cycle()
+        conn = c.conn if c is not None else None
+        if conn is None or c is None or c.response_started or (conn.write_paused and not c.disconnected):
+            return False
+        if not c.disconnected:
+            c._start(conn, int(status), headers)
+        return True
+
+    def end(self) -> bool:
+        """What the ASGI ``send`` of the body's end (``http.response.body``, empty, no more body) does,
+        as a plain call where that ``send`` would not wait: True: done; False: nothing done, ``send``
+        it (it waits for the caller's buffer to drain, or raises)."""
+        c = self._cycle()
+        conn = c.conn if c is not None else None
+        if conn is None or c is None or (conn.write_paused and not c.disconnected):
+            return False
+        if c.disconnected:
+            return True
+        if not c.response_started or c.response_complete:
+            return False
+        c._body(conn, b"", False)
+        return True
 
     def parts(self) -> tuple[weakref.ref[_Cycle], asyncio.Transport]:
         """What ``send`` reads, for its compiled twin (proxy/_relay_c.c's ``Sink``): the request

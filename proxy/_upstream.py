@@ -189,13 +189,6 @@ class _Conn(asyncio.Protocol):
         if w is not None and not w.done():
             w.set_result(None)
 
-    async def wait(self) -> None:
-        self.waiter = asyncio.get_running_loop().create_future()
-        try:
-            await self.waiter
-        finally:
-            self.waiter = None
-
     # --- asyncio.Protocol ---------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -459,9 +452,13 @@ class _Raw(Upstream):
         if self._sweeping is None or self._sweep_loop is not loop:  # (a loop that ended left one)
             self._sweep_loop = loop
             self._sweeping = loop.call_later(self._tick_s, self._sweep)
+        # the connection's ``_wake`` ends the wait (here, not in a coroutine of the connection's own:
+        # one coroutine fewer for the task to make and step through at each wake)
+        conn.waiter = waiter = loop.create_future()
         try:
-            await conn.wait()
+            await waiter
         finally:
+            conn.waiter = None
             self._waiting.discard(conn)
         return not conn.timed_out
 
