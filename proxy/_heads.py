@@ -100,7 +100,10 @@ class HeaderNames:
                 if name.low == "upgrade":
                     upgrade = True
                 elif name.low == "connection" and not connection_upgrade:
-                    connection_upgrade = "upgrade" in [t.strip().lower() for t in value.split(",")]
+                    # a token "upgrade" needs the text: the split only for a value that has it
+                    # (``keep-alive`` and ``close`` do not)
+                    low = value.lower()
+                    connection_upgrade = "upgrade" in low and "upgrade" in [t.strip() for t in low.split(",")]
             elif name.corr:
                 ids.append(value)
                 if keep_ids:
