@@ -227,7 +227,7 @@ class HttpConnection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
-        self._disarm_idle()
+        self.idle_by = 0.0  # (``_disarm_idle``, inline: once a read)
         if self._in_head:
             self._head_bytes += len(data)
             if not self.head_by:
@@ -274,7 +274,7 @@ class HttpConnection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._head_bytes = 0
-        self._stop_head_timer()
+        self.head_by = 0.0  # (``_stop_head_timer``, inline)
         version = self.parser.get_http_version()
         url = httptools.parse_url(self._url)
         raw_path = url.path
@@ -322,7 +322,9 @@ class HttpConnection(asyncio.Protocol):
         cycle.body += body
         if len(cycle.body) > BODY_HIGH_WATER:
             self.pause_reading()
-        cycle.notify()
+        cycle.message = True  # (``cycle.notify()``, inline: once a request at least)
+        if cycle.message_event is not None:
+            cycle.message_event.set()
 
     def on_message_complete(self) -> None:
         self._in_head = True  # what comes next on this connection is the next request's head
@@ -330,7 +332,9 @@ class HttpConnection(asyncio.Protocol):
         if cycle is None or cycle.response_complete:
             return
         cycle.more_body = False
-        cycle.notify()
+        cycle.message = True  # (``cycle.notify()``, inline)
+        if cycle.message_event is not None:
+            cycle.message_event.set()
 
     # --- requests in turn -------------------------------------------------------------------------
 
