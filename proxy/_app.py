@@ -222,18 +222,23 @@ class ProxyApp:
         method: str = scope["method"]
         heads = self._names.request(scope.get("headers", []), keep_ids=not cfg.inject_correlation)
         try:
-            # by position (id, tap, request, response, correlation, started_at, error, extra): no
-            # keyword matching, and the extras made whole
-            ex = Exchange(
+            # the record's exchange and request made without their dataclass ``__init__`` (see
+            # ``_new_chunk``): every field stored, in the order the dataclass declares them
+            request = _new_request(HttpRequest)
+            request.method, request.path, request.headers, request.body = (
+                method,
+                self._recorded_path(scope),
+                heads.recorded,
+                b"",
+            )
+            ex = _new_exchange(Exchange)
+            ex.id, ex.tap, ex.request, ex.response = (
                 f"{cfg.tap}-{self._corr.nonce()[:16]}",
                 cfg.tap,
-                HttpRequest(method, self._recorded_path(scope), heads.recorded, b""),
+                request,
                 None,
-                None,
-                started,
-                None,
-                {"_t0_mono": t0},
             )
+            ex.correlation, ex.started_at, ex.error, ex.extra = None, started, None, {"_t0_mono": t0}
             self._stalls.watch()
             ext: dict[str, Any] | None = scope.get("extensions")
             target = self._target(scope, ext)
@@ -433,13 +438,20 @@ class ProxyApp:
             return
         resp_headers, down_headers = self._names.response(upstream.headers)
         chunks: list[Chunk] = []
-        ex.response = HttpResponse(upstream.status, resp_headers, b"", chunks)
+        response = _new_response(HttpResponse)
+        response.status, response.headers, response.body, response.chunks = (
+            upstream.status,
+            resp_headers,
+            b"",
+            chunks,
+        )
+        ex.response = response
         outcome = "ok"
         sizes = [0]  # bytes forwarded, recorded or not
         # the body is pumped in this task; a caller that goes away cancels it at once (the upstream
         # request is then closed, so the engine aborts it). Our listener says so from its
         # connection_lost; any other ASGI server through ``receive``, watched by a task of its own
-        gone = _Gone()
+        gone = _Gone.current()
         watcher: asyncio.Future[None] | None = None
         if direct is not None:
             direct.on_gone(gone)
@@ -612,12 +624,19 @@ class _Gone:
 
     __slots__ = ("armed", "fired", "task")
 
-    def __init__(self) -> None:
+    task: asyncio.Task[Any]
+    armed: bool
+    fired: bool
+
+    @staticmethod
+    def current() -> _Gone:
+        """One for the running task: made without an ``__init__``, which a class's call enters
+        from C (see ``_new_chunk``), where this call is inlined."""
         task = asyncio.current_task()
         assert task is not None
-        self.task = task
-        self.armed = True
-        self.fired = False
+        gone = _new_gone(_Gone)
+        gone.task, gone.armed, gone.fired = task, True, False
+        return gone
 
     def __call__(self) -> None:
         if self.armed and not self.fired:
@@ -634,6 +653,12 @@ class _Gone:
 #: instructions a read in this interpreter, where ``__new__`` and the two slot stores take 1.4k
 #: (tests/proxy/test_direct_body.py holds the two equal)
 _new_chunk = Chunk.__new__
+#: the same for the record's exchange, request and response, once an exchange each
+#: (tests/proxy/test_direct_body.py holds their fields to the ones stored)
+_new_exchange = Exchange.__new__
+_new_request = HttpRequest.__new__
+_new_response = HttpResponse.__new__
+_new_gone = _Gone.__new__
 
 
 class _Tee:
