@@ -299,12 +299,18 @@ class HttpConnection(asyncio.Protocol):
         keep_alive = version != "1.0" and self.parser.should_keep_alive()
         cycle = _Cycle(self, scope, keep_alive=keep_alive, expect_100=self._expect_100)
         # the app's task has not run yet: it finds the extensions in its scope
-        ext[CUT] = Cut(cycle)
+        # ``Cut(cycle)`` and ``DirectBody(cycle)`` made without their ``__init__`` (a class's call
+        # enters a Python ``__init__`` from C, about 2k instructions on this interpreter): the same
+        # slots, and the one weak reference to the cycle that both would take
+        held = weakref.ref(cycle)
+        cut = ext[CUT] = _new_cut(Cut)
+        cut._cycle = held
         if not self._url.startswith(b"/"):
             ext[TARGET] = bytes(self._url)  # absolute-form (or asterisk-form)
         cfg = self.cfg
         if cfg.direct_body:
-            ext[DIRECT_BODY] = DirectBody(cycle)
+            direct = ext[DIRECT_BODY] = _new_direct(DirectBody)
+            direct._cycle, direct._transport = held, self.transport
         if cfg.handoff:
             ext[HANDOFF] = Handoff(self)
         running = self.cycle
@@ -753,6 +759,10 @@ class DirectBody:
         conn = c.conn if c is not None else None
         if conn is not None:
             await conn.drain()
+
+
+_new_cut = Cut.__new__
+_new_direct = DirectBody.__new__
 
 
 class Handoff:

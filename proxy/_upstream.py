@@ -86,6 +86,9 @@ class UpstreamResponse:
         return pieces()
 
 
+_new_response = UpstreamResponse.__new__
+
+
 class Upstream:
     async def open(
         self, method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes
@@ -600,7 +603,16 @@ class _Raw(Upstream):
             else:
                 conn.close()
 
-        return UpstreamResponse(conn.status, conn.headers, body_iter(), aclose, relay)
+        # made without the dataclass's ``__init__``, entered from C (about 2k instructions)
+        made = _new_response(UpstreamResponse)
+        made.status, made.headers, made.batches, made.aclose, made.relay = (
+            conn.status,
+            conn.headers,
+            body_iter(),
+            aclose,
+            relay,
+        )
+        return made
 
     async def aclose(self) -> None:
         if self._sweeping is not None:

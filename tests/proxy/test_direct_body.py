@@ -361,6 +361,9 @@ class _Transport:
     def write(self, data: bytes) -> None:
         self.out.append(bytes(data))
 
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(name, default)
+
     def is_closing(self) -> bool:
         return self.closed
 
@@ -447,3 +450,45 @@ def test_start_and_end_do_what_the_asgi_send_does_or_nothing(
                 await c.send(m)
 
         assert _outcome(direct, plain_call) == _outcome(by_send, asgi)
+
+
+def test_the_listeners_extensions_and_the_upstream_answer_made_without_init_are_whole() -> None:
+    """The listener makes each request's ``Cut`` and ``DirectBody`` with ``__new__`` and a store to
+    every slot, the upstream client its ``UpstreamResponse`` likewise (proxy/_http.py,
+    proxy/_upstream.py): it holds while these are all their slots and fields, and each then holds
+    what its ``__init__`` would."""
+    from wirecheck.proxy._http import Cut, _Cycle
+    from wirecheck.proxy._upstream import UpstreamResponse
+
+    assert Cut.__slots__ == ("_cycle",) and DirectBody.__slots__ == ("_cycle", "_transport")
+    assert [f.name for f in dataclasses.fields(UpstreamResponse)] == [
+        "status",
+        "headers",
+        "batches",
+        "aclose",
+        "relay",
+    ]
+    assert not hasattr(UpstreamResponse, "__post_init__")
+    lst = SimpleNamespace(
+        config=ListenerConfig(direct_body=True), connections=set(), tasks=set(), state={}, sweep=lambda: None
+    )
+
+    async def run() -> None:
+        from wirecheck.proxy._http import HttpConnection
+
+        conn = HttpConnection(lst)  # type: ignore[arg-type]
+        started: list[_Cycle] = []
+        conn._start = started.append  # type: ignore[method-assign]
+        conn.connection_made(_Transport())  # type: ignore[arg-type]
+        conn.data_received(b"POST /v1 HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}")
+        (cycle,) = started
+        ext = cycle.scope["extensions"]
+        cut, direct = ext["wirecheck.cut"], ext["wirecheck.direct_body"]
+        assert type(cut) is Cut and type(direct) is DirectBody
+        by_init_cut, by_init_direct = Cut(cycle), DirectBody(cycle)
+        assert cut._cycle() is by_init_cut._cycle() is cycle
+        assert direct._cycle() is by_init_direct._cycle() is cycle
+        assert direct._transport is by_init_direct._transport is conn.transport
+        assert direct.body_arrived() and direct.whole_body() == b"{}"
+
+    asyncio.run(run())
