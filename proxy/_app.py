@@ -222,23 +222,18 @@ class ProxyApp:
         method: str = scope["method"]
         heads = self._names.request(scope.get("headers", []), keep_ids=not cfg.inject_correlation)
         try:
-            # the record's exchange and request made without their dataclass ``__init__`` (see
-            # ``_new_chunk``): every field stored, in the order the dataclass declares them
-            request = _new_request(HttpRequest)
-            request.method, request.path, request.headers, request.body = (
-                method,
-                self._recorded_path(scope),
-                heads.recorded,
-                b"",
-            )
-            ex = _new_exchange(Exchange)
-            ex.id, ex.tap, ex.request, ex.response = (
+            # by position (id, tap, request, response, correlation, started_at, error, extra): no
+            # keyword matching, and the extras made whole
+            ex = Exchange(
                 f"{cfg.tap}-{self._corr.nonce()[:16]}",
                 cfg.tap,
-                request,
+                HttpRequest(method, self._recorded_path(scope), heads.recorded, b""),
                 None,
+                None,
+                started,
+                None,
+                {"_t0_mono": t0},
             )
-            ex.correlation, ex.started_at, ex.error, ex.extra = None, started, None, {"_t0_mono": t0}
             self._stalls.watch()
             ext: dict[str, Any] | None = scope.get("extensions")
             target = self._target(scope, ext)
@@ -438,14 +433,7 @@ class ProxyApp:
             return
         resp_headers, down_headers = self._names.response(upstream.headers)
         chunks: list[Chunk] = []
-        response = _new_response(HttpResponse)
-        response.status, response.headers, response.body, response.chunks = (
-            upstream.status,
-            resp_headers,
-            b"",
-            chunks,
-        )
-        ex.response = response
+        ex.response = HttpResponse(upstream.status, resp_headers, b"", chunks)
         outcome = "ok"
         sizes = [0]  # bytes forwarded, recorded or not
         # the body is pumped in this task; a caller that goes away cancels it at once (the upstream
@@ -653,11 +641,7 @@ class _Gone:
 #: instructions a read in this interpreter, where ``__new__`` and the two slot stores take 1.4k
 #: (tests/proxy/test_direct_body.py holds the two equal)
 _new_chunk = Chunk.__new__
-#: the same for the record's exchange, request and response, once an exchange each
-#: (tests/proxy/test_direct_body.py holds their fields to the ones stored)
-_new_exchange = Exchange.__new__
-_new_request = HttpRequest.__new__
-_new_response = HttpResponse.__new__
+#: the same for the disconnect's ``_Gone``, once an exchange
 _new_gone = _Gone.__new__
 
 
