@@ -50,7 +50,6 @@ from ._http import CUT, DIRECT_BODY, TARGET, DirectBody
 from ._stalls import NOTE_S, LoopStalls
 from ._upstream import (
     Batch,
-    BodySink,
     UpstreamInvalid,
     UpstreamResponse,
     UpstreamTimeout,
@@ -188,6 +187,8 @@ class ProxyApp:
             except UnicodeEncodeError as exc:
                 raise ValueError(f"extra header {k!r}: HTTP header lines are latin-1") from exc
         self._children: dict[tuple[int, str], Any] = {}
+        #: the exchange counter's series for this tap by outcome, each looked up once
+        self._outcomes: dict[str, Any] = {}
         #: the added-latency histogram's and the two byte counters' series for this tap, looked up once
         self._added = self.metrics.added.labels(cfg.tap)
         self._bytes_in = self._series(self.metrics.bytes, "request")
@@ -203,52 +204,17 @@ class ProxyApp:
     # --- ASGI --------------------------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
-            return
-        if scope["type"] == "websocket":
-            await _refuse_websocket(scope, send)
-            return
-        if scope["type"] != "http":
+        kind = scope["type"]
+        if kind != "http":
+            if kind == "lifespan":
+                await self._lifespan(receive, send)
+            elif kind == "websocket":
+                await _refuse_websocket(scope, send)
             return
         # every path is forwarded, /wirecheck/ too: the admin endpoints live on their own listener
-        # (proxy/_admin.py), so a transparent tap claims no part of the upstream's namespace
-        await self._forward(scope, receive, send)
-
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            msg = await receive()
-            if msg["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif msg["type"] == "lifespan.shutdown":
-                await self.aclose()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-
-    # --- forwarding --------------------------------------------------------------------------------
-
-    def _target(self, scope: Scope) -> str | None:
-        """The target to send upstream, or None for an absolute-form target naming another host."""
-        sent: bytes | None = (scope.get("extensions") or {}).get(TARGET)
-        raw: bytes = scope.get("raw_path") or scope.get("path", "/").encode()
-        target = raw.decode("latin-1")
-        if sent is not None or target.startswith(("http://", "https://")):
-            # absolute-form (``GET http://host/x``): the host must be the upstream, or this listener
-            t = urlsplit((sent or raw).decode("latin-1"))
-            if t.scheme.lower() not in ("http", "https") or not self._names_us(t.netloc, scope):
-                return None
-            target = t.path or "/"
-        qs: bytes = scope.get("query_string") or b""
-        return self._base_path + target + (("?" + qs.decode("latin-1")) if qs else "")
-
-    def _names_us(self, netloc: str, scope: Scope) -> bool:
-        name = netloc.lower().rsplit("@", 1)[-1]
-        if name == self._up.netloc.lower():
-            return True
-        server: tuple[str, int] | None = scope.get("server")
-        return server is not None and name == f"{server[0]}:{server[1]}".lower()
-
-    async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # (proxy/_admin.py), so a transparent tap claims no part of the upstream's namespace. The
+        # forwarding is here, not in a coroutine of its own: one fewer to make, and to step through
+        # each time the request's task wakes
         cfg = self.cfg
         t0 = time.monotonic()
         self.in_flight += 1
@@ -256,15 +222,21 @@ class ProxyApp:
         method: str = scope["method"]
         heads = self._names.request(scope.get("headers", []), keep_ids=not cfg.inject_correlation)
         try:
+            # by position (id, tap, request, response, correlation, started_at, error, extra): no
+            # keyword matching, and the extras made whole
             ex = Exchange(
-                id=f"{cfg.tap}-{self._corr.nonce()[:16]}",
-                tap=cfg.tap,
-                request=HttpRequest(method, self._recorded_path(scope), heads.recorded, b""),
-                started_at=started,
+                f"{cfg.tap}-{self._corr.nonce()[:16]}",
+                cfg.tap,
+                HttpRequest(method, self._recorded_path(scope), heads.recorded, b""),
+                None,
+                None,
+                started,
+                None,
+                {"_t0_mono": t0},
             )
-            ex.extra["_t0_mono"] = t0
             self._stalls.watch()
-            target = self._target(scope)
+            ext: dict[str, Any] | None = scope.get("extensions")
+            target = self._target(scope, ext)
             if heads.upgrade:
                 await self._reply(
                     send,
@@ -286,7 +258,7 @@ class ProxyApp:
                     outcome="refused",
                 )
                 return
-            direct: DirectBody | None = (scope.get("extensions") or {}).get(DIRECT_BODY)
+            direct: DirectBody | None = ext.get(DIRECT_BODY) if ext else None
             try:
                 if direct is not None and direct.body_arrived():
                     # what receive() would give in one message, without its coroutine: no wait to bound
@@ -345,10 +317,44 @@ class ProxyApp:
                 send=send,
                 t0=t0,
                 direct=direct,
-                scope_ext=scope.get("extensions"),
+                scope_ext=ext,
             )
         finally:
             self.in_flight -= 1
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            msg = await receive()
+            if msg["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif msg["type"] == "lifespan.shutdown":
+                await self.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    # --- forwarding --------------------------------------------------------------------------------
+
+    def _target(self, scope: Scope, ext: dict[str, Any] | None) -> str | None:
+        """The target to send upstream, or None for an absolute-form target naming another host
+        (``ext``: the scope's extensions)."""
+        sent: bytes | None = ext.get(TARGET) if ext else None
+        raw: bytes = scope.get("raw_path") or scope.get("path", "/").encode()
+        target = raw.decode("latin-1")
+        if sent is not None or target.startswith(("http://", "https://")):
+            # absolute-form (``GET http://host/x``): the host must be the upstream, or this listener
+            t = urlsplit((sent or raw).decode("latin-1"))
+            if t.scheme.lower() not in ("http", "https") or not self._names_us(t.netloc, scope):
+                return None
+            target = t.path or "/"
+        qs: bytes = scope.get("query_string") or b""
+        return self._base_path + target + (("?" + qs.decode("latin-1")) if qs else "")
+
+    def _names_us(self, netloc: str, scope: Scope) -> bool:
+        name = netloc.lower().rsplit("@", 1)[-1]
+        if name == self._up.netloc.lower():
+            return True
+        server: tuple[str, int] | None = scope.get("server")
+        return server is not None and name == f"{server[0]}:{server[1]}".lower()
 
     def _recorded_path(self, scope: Scope) -> str:
         # the path as the caller sent it, query string included (docs/exchange-format.md; ASGI keeps
@@ -433,7 +439,7 @@ class ProxyApp:
         # the body is pumped in this task; a caller that goes away cancels it at once (the upstream
         # request is then closed, so the engine aborts it). Our listener says so from its
         # connection_lost; any other ASGI server through ``receive``, watched by a task of its own
-        gone = _Gone()
+        gone = _Gone.current()
         watcher: asyncio.Future[None] | None = None
         if direct is not None:
             direct.on_gone(gone)
@@ -504,21 +510,32 @@ class ProxyApp:
         sizes: list[int],
         direct: DirectBody | None,
     ) -> None:
+        # our listener's response head and end are plain calls (``DirectBody.start``/``end``: the
+        # ASGI ``send`` without its coroutine and message) unless ``send`` would wait
         try:
-            await send({"type": "http.response.start", "status": upstream.status, "headers": headers})
+            if direct is None or not direct.start(upstream.status, headers):
+                await send({"type": "http.response.start", "status": upstream.status, "headers": headers})
         except OSError as exc:
             raise _DownstreamGone(str(exc)) from exc
         limit, added = self.cfg.record_limit, self._added
+        relay = upstream.relay
         sink = (
             _direct_sink(chunks, t0, limit, added, direct)
-            if direct is not None and upstream.relay is not None and direct.usable()
+            if direct is not None and relay is not None and direct.usable()
             else None
         )
         tee = sink or _Tee(chunks, t0, limit, added)
         try:
             if sink is not None:
-                assert direct is not None and upstream.relay is not None
-                await _relay(upstream.relay, direct, sink.forward if isinstance(sink, _DirectSink) else sink)
+                assert direct is not None and relay is not None
+                # the body from the upstream's read callback straight to the caller's socket: per
+                # read one record entry and one write, with no task step; this task wakes only when
+                # the caller's buffer is full (to wait for it to drain) and at the end
+                forward = sink.forward if isinstance(sink, _DirectSink) else sink
+                while not await relay(forward):
+                    if direct.gone():  # a closed connection stays closed: the sink stopped for it, or will
+                        raise _DownstreamGone("the caller's connection closed")
+                    await direct.drain()
             else:
                 assert isinstance(tee, _Tee)
                 async for batch in upstream.batches:
@@ -532,7 +549,8 @@ class ProxyApp:
         finally:
             sizes[0] = tee.size
         try:
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            if direct is None or not direct.end():
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError as exc:
             raise _DownstreamGone(str(exc)) from exc
 
@@ -561,11 +579,15 @@ class ProxyApp:
         return child
 
     def _finish(self, ex: Exchange, outcome: str) -> None:
-        self._series(self.metrics.exchanges, outcome).inc()
-        ex.extra["_ended_mono"] = time.monotonic()
-        stall = self._stalls.longest(ex.extra.pop("_t0_mono", ex.extra["_ended_mono"]))
+        series = self._outcomes.get(outcome)
+        if series is None:
+            series = self._outcomes[outcome] = self._series(self.metrics.exchanges, outcome)
+        series.inc()
+        extra = ex.extra
+        extra["_ended_mono"] = ended = time.monotonic()
+        stall = self._stalls.longest(extra.pop("_t0_mono", ended))
         if stall >= NOTE_S:  # its arrival offsets may be squeezed by that much (proxy/_stalls.py)
-            ex.extra["stall_ms"] = round(stall * 1000.0, 1)
+            extra["stall_ms"] = round(stall * 1000.0, 1)
         if self._version is not None:
             self._version.stamp(ex)
         if self.store is not None and not self.store.put(ex):
@@ -590,12 +612,19 @@ class _Gone:
 
     __slots__ = ("armed", "fired", "task")
 
-    def __init__(self) -> None:
+    task: asyncio.Task[Any]
+    armed: bool
+    fired: bool
+
+    @staticmethod
+    def current() -> _Gone:
+        """One for the running task: made without an ``__init__``, which a class's call enters
+        from C (see ``_new_chunk``), where this call is inlined."""
         task = asyncio.current_task()
         assert task is not None
-        self.task = task
-        self.armed = True
-        self.fired = False
+        gone = _new_gone(_Gone)
+        gone.task, gone.armed, gone.fired = task, True, False
+        return gone
 
     def __call__(self) -> None:
         if self.armed and not self.fired:
@@ -612,6 +641,8 @@ class _Gone:
 #: instructions a read in this interpreter, where ``__new__`` and the two slot stores take 1.4k
 #: (tests/proxy/test_direct_body.py holds the two equal)
 _new_chunk = Chunk.__new__
+#: the same for the disconnect's ``_Gone``, once an exchange
+_new_gone = _Gone.__new__
 
 
 class _Tee:
@@ -693,16 +724,6 @@ def _direct_sink(
     cycle, transport = direct.parts()
     made: _relay_c.Sink = _native_relay.Sink(chunks, t0, limit, added, cycle, transport, Chunk)
     return made
-
-
-async def _relay(relay: Callable[[BodySink], Awaitable[bool]], direct: DirectBody, forward: BodySink) -> None:
-    """The body from the upstream's read callback straight to the caller's socket: per
-    read one record entry and one write, with no task step; this task wakes only when the caller's
-    buffer is full (to wait for it to drain) and at the end."""
-    while not await relay(forward):
-        if direct.gone():  # a closed connection stays closed: the sink stopped for it, or will
-            raise _DownstreamGone("the caller's connection closed")
-        await direct.drain()
 
 
 async def _refuse_websocket(scope: Scope, send: Send) -> None:

@@ -227,7 +227,7 @@ class HttpConnection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
-        self._disarm_idle()
+        self.idle_by = 0.0  # (``_disarm_idle``, inline: once a read)
         if self._in_head:
             self._head_bytes += len(data)
             if not self.head_by:
@@ -274,11 +274,12 @@ class HttpConnection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._head_bytes = 0
-        self._stop_head_timer()
+        self.head_by = 0.0  # (``_stop_head_timer``, inline)
         version = self.parser.get_http_version()
         url = httptools.parse_url(self._url)
         raw_path = url.path
         path = raw_path.decode("ascii")
+        ext: dict[str, Any] = {}
         scope: Message = {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
@@ -293,18 +294,25 @@ class HttpConnection(asyncio.Protocol):
             "server": self.server,
             "client": self.client,
             "state": dict(self.listener.state),
-            "extensions": {},
+            "extensions": ext,
         }
         keep_alive = version != "1.0" and self.parser.should_keep_alive()
         cycle = _Cycle(self, scope, keep_alive=keep_alive, expect_100=self._expect_100)
         # the app's task has not run yet: it finds the extensions in its scope
-        scope["extensions"][CUT] = Cut(cycle)
+        # ``Cut(cycle)`` and ``DirectBody(cycle)`` made without their ``__init__`` (a class's call
+        # enters a Python ``__init__`` from C, about 2k instructions on this interpreter): the same
+        # slots, and the one weak reference to the cycle that both would take
+        held = weakref.ref(cycle)
+        cut = ext[CUT] = _new_cut(Cut)
+        cut._cycle = held
         if not self._url.startswith(b"/"):
-            scope["extensions"][TARGET] = bytes(self._url)  # absolute-form (or asterisk-form)
-        if self.cfg.direct_body:
-            scope["extensions"][DIRECT_BODY] = DirectBody(cycle)
-        if self.cfg.handoff:
-            scope["extensions"][HANDOFF] = Handoff(self)
+            ext[TARGET] = bytes(self._url)  # absolute-form (or asterisk-form)
+        cfg = self.cfg
+        if cfg.direct_body:
+            direct = ext[DIRECT_BODY] = _new_direct(DirectBody)
+            direct._cycle, direct._transport = held, self.transport
+        if cfg.handoff:
+            ext[HANDOFF] = Handoff(self)
         running = self.cycle
         self.cycle = cycle
         if running is None or running.response_complete:
@@ -320,7 +328,9 @@ class HttpConnection(asyncio.Protocol):
         cycle.body += body
         if len(cycle.body) > BODY_HIGH_WATER:
             self.pause_reading()
-        cycle.notify()
+        cycle.message = True  # (``cycle.notify()``, inline: once a request at least)
+        if cycle.message_event is not None:
+            cycle.message_event.set()
 
     def on_message_complete(self) -> None:
         self._in_head = True  # what comes next on this connection is the next request's head
@@ -328,7 +338,9 @@ class HttpConnection(asyncio.Protocol):
         if cycle is None or cycle.response_complete:
             return
         cycle.more_body = False
-        cycle.notify()
+        cycle.message = True  # (``cycle.notify()``, inline)
+        if cycle.message_event is not None:
+            cycle.message_event.set()
 
     # --- requests in turn -------------------------------------------------------------------------
 
@@ -694,6 +706,33 @@ class DirectBody:
         conn = c.conn
         return conn is not None and not conn.write_paused
 
+    def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> bool:
+        """What the ASGI ``send`` of ``http.response.start`` does, as a plain call where that ``send``
+        would not wait: True: done (the head written, or nothing to do for a caller that is gone);
+        False: nothing done, ``send`` it (it waits for the caller's buffer to drain, or raises)."""
+        c = self._cycle()
+        conn = c.conn if c is not None else None
+        if conn is None or c is None or c.response_started or (conn.write_paused and not c.disconnected):
+            return False
+        if not c.disconnected:
+            c._start(conn, int(status), headers)
+        return True
+
+    def end(self) -> bool:
+        """What the ASGI ``send`` of the body's end (``http.response.body``, empty, no more body) does,
+        as a plain call where that ``send`` would not wait: True: done; False: nothing done, ``send``
+        it (it waits for the caller's buffer to drain, or raises)."""
+        c = self._cycle()
+        conn = c.conn if c is not None else None
+        if conn is None or c is None or (conn.write_paused and not c.disconnected):
+            return False
+        if c.disconnected:
+            return True
+        if not c.response_started or c.response_complete:
+            return False
+        c._body(conn, b"", False)
+        return True
+
     def parts(self) -> tuple[weakref.ref[_Cycle], asyncio.Transport]:
         """What ``send`` reads, for its compiled twin (proxy/_relay_c.c's ``Sink``): the request
         cycle, weakly, and the caller's transport."""
@@ -720,6 +759,10 @@ class DirectBody:
         conn = c.conn if c is not None else None
         if conn is not None:
             await conn.drain()
+
+
+_new_cut = Cut.__new__
+_new_direct = DirectBody.__new__
 
 
 class Handoff:

@@ -26,6 +26,7 @@ import hmac
 import os
 import secrets
 from collections import OrderedDict, deque
+from typing import Protocol
 
 __all__ = ["CORRELATION_HEADER", "SECRET_ENV", "Correlator", "correlation_secret", "mint_correlation"]
 
@@ -57,7 +58,7 @@ def _mac(secret: bytes, nonce: str, kind: str) -> str:
     message = f"{kind}:{nonce}".encode("ascii")
     keyed = _KEYED.get(secret)
     if keyed is None:
-        keyed = hmac.new(secret, digestmod="sha256")
+        keyed = _keyed(secret)
         if len(_KEYED) < 16:
             _KEYED[secret] = keyed
     copy = keyed.copy()
@@ -65,10 +66,25 @@ def _mac(secret: bytes, nonce: str, kind: str) -> str:
     return copy.hexdigest()[:_MAC_HEX]
 
 
+def _keyed(secret: bytes) -> _Keyed:
+    """An HMAC-SHA256 keyed with ``secret`` and fed nothing: the OpenSSL HMAC that ``hmac.new``
+    wraps where Python has one (its ``copy``, ``update`` and ``hexdigest`` are then one C call each,
+    not a Python method around the C one: about 4k instructions an id less), else the ``hmac.HMAC``."""
+    made = hmac.new(secret, digestmod="sha256")
+    inner: _Keyed | None = getattr(made, "_hmac", None)
+    return inner if inner is not None else made
+
+
+class _Keyed(Protocol):
+    def copy(self) -> _Keyed: ...
+    def update(self, message: bytes, /) -> None: ...
+    def hexdigest(self) -> str: ...
+
+
 #: secret -> an HMAC keyed with it and fed nothing, copied for each id: ``hmac.new`` sets OpenSSL's
 #: HMAC up (its digest looked up) on every call, a tenth of a tap's own instructions an exchange for
 #: its two ids' MACs
-_KEYED: dict[bytes, hmac.HMAC] = {}
+_KEYED: dict[bytes, _Keyed] = {}
 
 
 def _nonce() -> str:
@@ -104,15 +120,21 @@ def mint_correlation(secret: bytes | None = None) -> str:
 class Correlator:
     """Mints and verifies ids under one secret; a caller tap also remembers the ids it accepted."""
 
-    __slots__ = ("_seen", "secret")
+    __slots__ = ("_keyed", "_seen", "secret")
 
     def __init__(self, secret: bytes) -> None:
         self.secret = secret
         self._seen: OrderedDict[str, None] = OrderedDict()
+        #: the HMAC keyed with ``secret`` that the tap's own ids' MACs are copied from (``_mac``'s)
+        self._keyed = _keyed(secret)
 
     def mint(self) -> str:
-        """An id of the caller tap's own, which it never takes back from a caller."""
-        return _mint(self.secret, _TAP)
+        """An id of the caller tap's own, which it never takes back from a caller: ``_mint`` for
+        the tap's kind, with the keyed HMAC this object holds (once an exchange)."""
+        nonce = _nonce()
+        mac = self._keyed.copy()
+        mac.update(f"{_TAP}:{nonce}".encode("ascii"))
+        return f"{nonce}.{mac.hexdigest()[:_MAC_HEX]}"
 
     @staticmethod
     def nonce() -> str:

@@ -318,3 +318,146 @@ def test_the_record_keeps_each_piece_up_to_the_limit_whichever_path(
                 tee.keep(batch)
         assert [(c.t_ms, c.data) for c in tee.chunks] == expected
         assert tee.size == total
+
+
+class _Transport:
+    """What a ``_Cycle`` writes, in order."""
+
+    def __init__(self) -> None:
+        self.out: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.out.append(bytes(data))
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(name, default)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.out.append(b"<close>")
+        self.closed = True
+
+
+def _cycle_in(paused: bool, disconnected: bool, started: bool, complete: bool, method: str) -> Any:
+    from wirecheck.proxy._http import _Cycle
+
+    transport = _Transport()
+
+    async def drain() -> None:
+        transport.out.append(b"<drained>")
+        conn.write_paused = False
+
+    conn = SimpleNamespace(
+        transport=transport,
+        write_paused=paused,
+        drain=drain,
+        response_complete=lambda: transport.out.append(b"<complete>"),
+    )
+    cycle = _Cycle(conn, {"method": method}, keep_alive=True, expect_100=False)  # type: ignore[arg-type]
+    cycle.disconnected, cycle.response_started, cycle.response_complete = disconnected, started, complete
+    if started:
+        cycle.chunked = True
+    return cycle
+
+
+def _outcome(cycle: Any, run: Any) -> tuple[Any, ...]:
+    try:
+        asyncio.run(run())
+        raised = None
+    except RuntimeError as exc:
+        raised = str(exc)
+    return (
+        raised,
+        cycle.conn.transport.out,
+        cycle.response_started,
+        cycle.response_complete,
+        cycle.chunked,
+        cycle.left,
+        cycle.keep_alive,
+    )
+
+
+_STATES = [
+    (paused, disconnected, started, complete, method)
+    for paused in (False, True)
+    for disconnected in (False, True)
+    for started in (False, True)
+    for complete in (False, True)
+    for method in ("POST", "HEAD")
+]
+
+
+@pytest.mark.parametrize("state", _STATES)
+@pytest.mark.parametrize(
+    "headers",
+    [[(b"content-type", b"text/event-stream")], [(b"content-length", b"0")], [(b"connection", b"close")]],
+)
+def test_start_and_end_do_what_the_asgi_send_does_or_nothing(
+    state: tuple[bool, bool, bool, bool, str], headers: Any
+) -> None:
+    """``DirectBody.start``/``end`` (the response's head and end as plain calls) leave the caller's
+    side as the ASGI ``send`` of the same message would, or do nothing and say so, and ``send``
+    then does it: the same bytes, the same state, the same refusal."""
+    start = {"type": "http.response.start", "status": 200, "headers": headers}
+    end = {"type": "http.response.body", "body": b"", "more_body": False}
+    for message, plain in ((start, "start"), (end, "end")):
+        by_send = _cycle_in(*state)
+
+        async def asgi(c: Any = by_send, m: Any = message) -> None:
+            await c.send(m)
+
+        direct = _cycle_in(*state)
+
+        body = DirectBody(direct)
+
+        async def plain_call(c: Any = direct, m: Any = message, name: str = plain, d: Any = body) -> None:
+            done = d.start(200, headers) if name == "start" else d.end()
+            if not done:
+                await c.send(m)
+
+        assert _outcome(direct, plain_call) == _outcome(by_send, asgi)
+
+
+def test_the_listeners_extensions_and_the_upstream_answer_made_without_init_are_whole() -> None:
+    """The listener makes each request's ``Cut`` and ``DirectBody`` with ``__new__`` and a store to
+    every slot, the upstream client its ``UpstreamResponse`` likewise (proxy/_http.py,
+    proxy/_upstream.py): it holds while these are all their slots and fields, and each then holds
+    what its ``__init__`` would."""
+    from wirecheck.proxy._http import Cut, _Cycle
+    from wirecheck.proxy._upstream import UpstreamResponse
+
+    assert Cut.__slots__ == ("_cycle",) and DirectBody.__slots__ == ("_cycle", "_transport")
+    assert [f.name for f in dataclasses.fields(UpstreamResponse)] == [
+        "status",
+        "headers",
+        "batches",
+        "aclose",
+        "relay",
+    ]
+    assert not hasattr(UpstreamResponse, "__post_init__")
+    lst = SimpleNamespace(
+        config=ListenerConfig(direct_body=True), connections=set(), tasks=set(), state={}, sweep=lambda: None
+    )
+
+    async def run() -> None:
+        from wirecheck.proxy._http import HttpConnection
+
+        conn = HttpConnection(lst)  # type: ignore[arg-type]
+        started: list[_Cycle] = []
+        conn._start = started.append  # type: ignore[method-assign]
+        conn.connection_made(_Transport())  # type: ignore[arg-type]
+        conn.data_received(b"POST /v1 HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}")
+        (cycle,) = started
+        ext = cycle.scope["extensions"]
+        cut, direct = ext["wirecheck.cut"], ext["wirecheck.direct_body"]
+        assert type(cut) is Cut and type(direct) is DirectBody
+        by_init_cut, by_init_direct = Cut(cycle), DirectBody(cycle)
+        assert cut._cycle() is by_init_cut._cycle() is cycle
+        assert direct._cycle() is by_init_direct._cycle() is cycle
+        assert direct._transport is by_init_direct._transport is conn.transport
+        assert direct.body_arrived() and direct.whole_body() == b"{}"
+
+    asyncio.run(run())

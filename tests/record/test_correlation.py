@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -49,3 +50,35 @@ def test_nonces_are_fresh_hex_and_a_forked_child_draws_its_own() -> None:
     os.close(read)
     os.waitpid(pid, 0)
     assert len(child) == 24 and child not in parent_next and child not in nonces
+
+
+def test_the_keyed_state_is_the_stdlibs_hmac_with_or_without_openssl(monkeypatch: Any) -> None:
+    """The MAC is copied from OpenSSL's HMAC inside ``hmac.new`` where it has one, and from the
+    ``hmac.HMAC`` itself where it has none (Python's own HMAC over hashlib): the same MAC."""
+    secret, message = b"k" * 80, b"tap:0123456789abcdef01234567"
+    expected = hmac.new(secret, message, hashlib.sha256).hexdigest()
+    made = hmac.new
+
+    def without_openssl(key: bytes, msg: bytes | None = None, digestmod: Any = "") -> hmac.HMAC:
+        def sha256(data: bytes = b"") -> Any:  # a digest OpenSSL's HMAC does not take
+            return hashlib.sha256(data)
+
+        return made(key, msg, sha256)
+
+    for new in (made, without_openssl):
+        monkeypatch.setattr(_correlation.hmac, "new", new)
+        keyed = _correlation._keyed(secret)
+        assert isinstance(keyed, hmac.HMAC) == (new is without_openssl)
+        for _ in range(2):
+            copy = keyed.copy()
+            copy.update(message)
+            assert copy.hexdigest() == expected
+
+
+def test_a_tap_mints_its_own_ids_as_mint_does() -> None:
+    """``Correlator.mint`` (the keyed HMAC held by the object) gives the MAC ``_mac`` gives."""
+    secret = b"s" * 70
+    corr = Correlator(secret)
+    for _ in range(3):
+        nonce, mac = corr.mint().split(".")
+        assert mac == _mac(secret, nonce, "tap") and corr.minted_by(f"{nonce}.{mac}") == "tap"
