@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.support.leaks import grown_by
@@ -229,10 +229,12 @@ def _outcome(f: Any, stored: dict[str, Any], data: bytes) -> Any:
 
 
 @given(_stored())
+@example(({"t_us": [float("nan")], "sizes": [0]}, b""))  # NaN read both ways: never equal to itself
 def test_stored_chunks_are_read_by_the_twin_as_by_the_reference(case: tuple[dict[str, Any], bytes]) -> None:
     stored, data = case
     want, got = _outcome(_joined_py, stored, data), _outcome(_joined, stored, data)
-    assert got == want
+    # by their text: a time that is NaN reads as NaN both ways, and two NaNs are never equal
+    assert repr(got) == repr(want)
     if isinstance(got, tuple):
         assert got[0] is data and [type(t) for t in got[2]] == [float] * len(got[2])
         assert list(map(type, got[1])) == list(map(type, want[1]))
