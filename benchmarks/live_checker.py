@@ -46,9 +46,9 @@ from typing import Any
 
 from bench_output import machine, write_json
 
-from wirecheck.contracts import Chunk, Exchange, HttpRequest, HttpResponse
+from wirecheck.contracts import Chunk, Exchange, HttpRequest, HttpResponse, InputError
 from wirecheck.proxy._live import Recent, check_pending, settle_checker_gc
-from wirecheck.record import Store
+from wirecheck.record import Store, open_store
 
 
 def _exchange(i: int, t0: float, rate: float, events: int) -> Exchange:
@@ -136,12 +136,24 @@ def _frames_baseline(exchanges: list[Exchange]) -> float:
     return time.process_time() - t
 
 
+def _write(path: Path, exchanges: list[Exchange]) -> None:
+    """A fresh store at ``path`` holding ``exchanges``, closed."""
+    store = Store(str(path))
+    store.write_now(exchanges)
+    store.close()
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """An SQLite store's files (its WAL and shared memory where there are) copied to ``dst``."""
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{src}{suffix}").exists():
+            shutil.copy(f"{src}{suffix}", f"{dst}{suffix}")
+
+
 def _warm(tmp: Path, batch: int) -> None:
     """Check a few exchanges of a store of their own once: the first-use costs, out of the timing."""
     path = tmp / "warm.db"
-    store = Store(str(path))
-    store.write_now([e for i in range(20) for e in recorded(i, time.time() - 120, 640.0, 20)])
-    store.close()
+    _write(path, [e for i in range(20) for e in recorded(i, time.time() - 120, 640.0, 20)])
     _check_all(path, batch)
 
 
@@ -175,13 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         saved = Path(tmp) / "saved.db"
         if args.store is not None:
-            if not args.store.is_file():
-                ap.error(f"--store {args.store}: no such file")
-            with contextlib.closing(Store(str(args.store), readonly=True)) as given:
-                exchanges = list(given.exchanges())
-            for suffix in ("", "-wal"):
-                if Path(f"{args.store}{suffix}").exists():
-                    shutil.copy(f"{args.store}{suffix}", f"{saved}{suffix}")
+            try:
+                with contextlib.closing(open_store(args.store)) as given:
+                    exchanges = list(given.exchanges())
+            except InputError as exc:
+                ap.error(f"--store: {exc}")
+            _copy(args.store, saved)
         else:
             t0 = time.time() - args.exchanges / args.rate - 60
             exchanges = [
@@ -189,9 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                 for i in range(args.exchanges)
                 for e in recorded(i, t0, args.rate, args.events, taps=args.taps, same_prompt=args.same_prompt)
             ]
-            store = Store(str(saved))
-            store.write_now(exchanges)
-            store.close()
+            _write(saved, exchanges)
         total = len(exchanges)
         if not total:
             ap.error("no exchanges to check")
@@ -200,9 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         _warm(Path(tmp), batches[0])
         for batch in batches:
             copy = Path(tmp) / f"b{batch}.db"
-            for suffix in ("", "-wal", "-shm"):
-                if Path(f"{saved}{suffix}").exists():
-                    shutil.copy(f"{saved}{suffix}", f"{copy}{suffix}")
+            _copy(saved, copy)
             cpu, done = _check_all(copy, batch)
             assert done == total, (done, total)
             rows.append({"batch": batch, "us_per_exchange": cpu / done * 1e6, "x_frames": cpu / done / base})
