@@ -484,17 +484,23 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> Neighbou
         key, streamed = recent.twin(ex)
         if key is not None:
             kinds.setdefault(key, set()).add(streamed)
-    # asked of the keys first: each key of the batch seen one way only, and no exchange kept or read
-    # around it seen the other way (one prompt streamed again and again, a load test: every exchange
-    # around has the key, and none is its twin)
-    if all(
-        len(seen) == 1 and not recent.any_of(key, not next(iter(seen))) for key, seen in kinds.items()
-    ) and not any(maybe in kinds and streamed not in kinds[maybe] for maybe, streamed in loose.values()):
+    # the window's rows are not asked where no exchange around can be a twin of one in the batch: of
+    # each key, none seen the other way (the batch seeing it one way only: one prompt streamed again
+    # and again, a load test, where every exchange around has the key), or none at all, kept or read
+    read: dict[TwinKey, set[bool]] = {}
+    for maybe, streamed in loose.values():
+        if maybe in kinds:
+            read.setdefault(maybe, set()).add(streamed)
+
+    def twinless(key: TwinKey, seen: set[bool]) -> bool:
+        if len(seen) == 1:
+            other = not next(iter(seen))
+            if not recent.any_of(key, other) and other not in read.get(key, ()):
+                return True
+        return key not in read and not recent.keyed(key) - have
+
+    if all(twinless(key, seen) for key, seen in kinds.items()):
         return [], True, None, 0
-    if not any(recent.keyed(key) - have for key in kinds) and not any(
-        key in kinds for key, _ in loose.values()
-    ):
-        return [], True, None, 0  # no other exchange of their keys: the window's rows are not asked
     # around it, by key: the twins kept, and those not kept (an exchange without a start time)
     window = window or {i: v for i, v in rows if i not in have}
     kin: dict[TwinKey, dict[str, bool]] = {key: {} for key in kinds}
@@ -568,11 +574,11 @@ def _window_kin(store: Store, rows: list[tuple[str, Any]], recent: Recent) -> li
     time (and kept)."""
     fresh: dict[str, Kin] = {}
     versions = dict(rows)
-    # the kin kept of each row at its version, looked up in place: a method's call a row of the
+    # the kin kept of each row at its version, looked up in place once: a method's call a row of the
     # window was a tenth of this
     kept = recent._kin
-    missing = [r for r in rows if (k := kept.get(r[0])) is None or k.row[1] != r[1]]
-    for got in _paged(store, missing, recent):
+    held = {r[0]: k for r in rows if (k := kept.get(r[0])) is not None and k.row[1] == r[1]}
+    for got in _paged(store, [r for r in rows if r[0] not in held], recent):
         for ex in got:
             try:
                 one = kin_of(recent.view(ex), versions[ex.id], recent.size(ex))
@@ -582,11 +588,7 @@ def _window_kin(store: Store, rows: list[tuple[str, Any]], recent: Recent) -> li
             fresh[ex.id] = one
         del got
     # a row no longer there is left out
-    return [
-        k
-        for r in rows
-        if ((k := kept.get(r[0])) is not None and k.row[1] == r[1]) or (k := fresh.get(r[0])) is not None
-    ]
+    return [k for r in rows if (k := held.get(r[0])) is not None or (k := fresh.get(r[0])) is not None]
 
 
 def _rest(
