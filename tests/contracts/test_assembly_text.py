@@ -188,14 +188,13 @@ def test_a_stream_without_a_model_id_or_role_chunk_takes_the_fold(
     any, and after the first (which makes the choice) only the finish goes through _take_chunk."""
     from wirecheck.contracts import _assembly
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        obj: dict[str, Any] = {"id": "c", "object": "chat.completion.chunk", "model": "m"}
+    def chunk(text: str, **extra: Any) -> str:
+        obj = _plain_chunk(text, **extra)
         for key in drop:
             del obj[key]
-        obj["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
         return json.dumps(obj, separators=(",", ":"))
 
-    datas = [chunk({"content": f"tok{n} "}) for n in range(20)] + [chunk({}, "stop"), "[DONE]"]
+    datas = [chunk(f"tok{n} ") for n in range(20)] + [chunk("", finish_reason="stop"), "[DONE]"]
     events = [SSEEvent(d, index=i, t_ms=float(i)) for i, d in enumerate(datas)]
     taken: list[int] = []
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import wirecheck.proxy._live as live
 from tests.contracts.test_focus import dual_tap_capture
 from tests.support import wire
 from tests.support.wire import call, completion, message, tool_req
-from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
+from wirecheck.contracts import CheckConfig, CheckResult, Exchange, check_exchanges
 from wirecheck.proxy import check_pending
 from wirecheck.proxy._live import CHECKER_NICE, CHECKER_NICE_ENV, Recent, start_checker
 from wirecheck.record import Store
@@ -81,9 +82,34 @@ def _single_tap_capture() -> list[Exchange]:
         for i in range(3)
     ]
     exs.append(wire.streamed(rq, wire.k2_tool_stream(), tap="caller", id="t-stream"))
+    return _spread(exs)
+
+
+def _spread(exs: list[Exchange]) -> list[Exchange]:
+    """``exs`` started three a second, in their order, all within one neighbour window."""
     for n, ex in enumerate(exs):
         ex.started_at = f"2026-12-03T10:00:0{n // 3}.{(n % 3) * 3}00+00:00"
     return exs
+
+
+def _live(
+    path: Path, batches: list[list[Exchange]], recent: Recent, each: Callable[[list[Exchange]], None]
+) -> list[Any]:
+    """Each batch written, then checked by the live checker keeping ``recent`` (``each`` asked of it
+    after): the store's findings, sorted as :func:`_whole` sorts a whole check's."""
+    store = Store(path)
+    try:
+        for part in batches:
+            store.write_now(part)
+            assert check_pending(store, settle_s=0, recent=recent) == len(part)
+            each(part)
+        return sorted((f["exchange_id"], f["rule"], f["fault"], f["message"]) for f in store.findings())
+    finally:
+        store.close()
+
+
+def _whole(result: CheckResult) -> list[Any]:
+    return sorted((f.exchange_id, f.rule, str(f.fault), f.message) for f in result.findings)
 
 
 def test_one_tap_batches_get_the_findings_of_the_whole_check(tmp_path: Path) -> None:
@@ -92,20 +118,17 @@ def test_one_tap_batches_get_the_findings_of_the_whole_check(tmp_path: Path) -> 
     whole = check_exchanges(_single_tap_capture(), CheckConfig())
     assert whole.twins == 1 and {f.rule for f in whole.findings if f.exchange_id == "t-stream"}
     by_id = {ex.id: ex for ex in _single_tap_capture()}
-    store = Store(tmp_path / "one.db")
     recent = Recent()
-    try:
-        for ids in (["s0", "t-plain", "s1"], ["o0", "s2"], ["t-stream", "o1", "s3", "o2"]):
-            store.write_now([by_id[i] for i in ids])
-            assert check_pending(store, settle_s=0, recent=recent) == len(ids)
-            # a checked exchange's view is let go: of it, later batches of one tap ask only whether
-            # it is a twin (t-plain, checked first, is read again for t-stream, its twin)
-            assert all(recent.exchange(i) is None for i in ids)
-            _kinds_agree(recent)
-        got = sorted((f["exchange_id"], f["rule"], f["fault"], f["message"]) for f in store.findings())
-    finally:
-        store.close()
-    assert got == sorted((f.exchange_id, f.rule, str(f.fault), f.message) for f in whole.findings)
+
+    def let_go(part: list[Exchange]) -> None:
+        # a checked exchange's view is let go: of it, later batches of one tap ask only whether
+        # it is a twin (t-plain, checked first, is read again for t-stream, its twin)
+        assert all(recent.exchange(ex.id) is None for ex in part)
+        _kinds_agree(recent)
+
+    batches = [["s0", "t-plain", "s1"], ["o0", "s2"], ["t-stream", "o1", "s3", "o2"]]
+    got = _live(tmp_path / "one.db", [[by_id[i] for i in ids] for ids in batches], recent, let_go)
+    assert got == _whole(whole)
 
 
 def _kinds_agree(recent: Recent) -> None:
@@ -123,27 +146,21 @@ def test_a_prompt_streamed_again_and_again_is_told_from_one_with_a_plain_twin(tm
     a, b = tool_req(temperature=0), tool_req(temperature=0, user="b")
     other = completion(message(None, tool_calls=[call(args='{"city": "Paris"}')]), "tool_calls")
     ids = ["a0", "a1", "b-plain", "a2", "b0", "b1", "a3", "a4"]
-    capture = [
-        wire.exchange(b, other, tap="caller", id=i)
-        if i == "b-plain"
-        else wire.streamed(a if i[0] == "a" else b, wire.k2_tool_stream(), tap="caller", id=i)
-        for i in ids
-    ]
-    for n, ex in enumerate(capture):
-        ex.started_at = f"2026-12-03T10:00:0{n // 3}.{(n % 3) * 3}00+00:00"
+    capture = _spread(
+        [
+            wire.exchange(b, other, tap="caller", id=i)
+            if i == "b-plain"
+            else wire.streamed(a if i[0] == "a" else b, wire.k2_tool_stream(), tap="caller", id=i)
+            for i in ids
+        ]
+    )
     whole = check_exchanges(capture, CheckConfig())
     assert whole.twins == 1 and "stream-nonstream-mismatch" in {f.rule for f in whole.findings}
-    store = Store(tmp_path / "load.db")
     recent = Recent()
-    try:
-        for part in (capture[:3], capture[3:6], capture[6:]):
-            store.write_now(part)
-            assert check_pending(store, settle_s=0, recent=recent) == len(part)
-            _kinds_agree(recent)
-        got = sorted((f["exchange_id"], f["rule"], f["fault"], f["message"]) for f in store.findings())
-    finally:
-        store.close()
-    assert got == sorted((f.exchange_id, f.rule, str(f.fault), f.message) for f in whole.findings)
+    got = _live(
+        tmp_path / "load.db", [capture[:3], capture[3:6], capture[6:]], recent, lambda _: _kinds_agree(recent)
+    )
+    assert got == _whole(whole)
 
 
 def test_a_row_written_again_is_read_again(tmp_path: Path) -> None:

@@ -108,16 +108,22 @@ def _run(path: Path, steps: list[tuple[object, ...]]) -> None:
         store.close()
 
 
+def _move(store: Store, window: WindowRows, *, seconds: int, each: int, span: int) -> None:
+    """``each`` exchanges written a second for ``seconds``, the window of the last ``span`` seconds
+    read after each second's: always the store's own window."""
+    for second in range(seconds):
+        store.write_now([_exchange(second * each + k, second) for k in range(each)])
+        lo, hi = _at(max(0, second - span)), _at(second)
+        assert window.rows(store, lo, hi) == store.rows_between(lo, hi)
+
+
 def test_a_window_that_moves_forward_reads_only_what_is_new(tmp_path: Path) -> None:
     """Windows that move a second at a time over a store written between them are read in part
     (the rows of the last one are not made again), and are the store's windows."""
     store = Store(tmp_path / "m.db")
     window = WindowRows()
     try:
-        for second in range(0, 50):
-            store.write_now([_exchange(second * 10 + k, second) for k in range(10)])
-            lo, hi = _at(max(0, second - 8)), _at(second)
-            assert window.rows(store, lo, hi) == store.rows_between(lo, hi)
+        _move(store, window, seconds=50, each=10, span=8)
         assert window.whole == 1 and window.parts == 49
         # written again in place: the next window is read whole, and right
         store.write_now([_exchange(455, 45)])  # (its end: when written, now)
@@ -231,10 +237,7 @@ def test_every_window_is_the_store_s_on_either_backend(store_url: str) -> None:
     store = Store(store_url)
     window = WindowRows()
     try:
-        for second in range(0, 12):
-            store.write_now([_exchange(second * 3 + k, second) for k in range(3)])
-            lo, hi = _at(max(0, second - 4)), _at(second)
-            assert window.rows(store, lo, hi) == store.rows_between(lo, hi)
+        _move(store, window, seconds=12, each=3, span=4)
         assert (window.whole, window.parts) == ((12, 0) if store.pg else (1, 11))
     finally:
         store.close()
