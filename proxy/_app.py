@@ -225,7 +225,7 @@ class ProxyApp:
             # by position (id, tap, request, response, correlation, started_at, error, extra): no
             # keyword matching, and the extras made whole
             ex = Exchange(
-                f"{cfg.tap}-{self._corr.nonce()[:16]}",
+                f"{cfg.tap}-{self._corr.nonce()}",
                 cfg.tap,
                 HttpRequest(method, self._recorded_path(scope), heads.recorded, b""),
                 None,

@@ -25,7 +25,9 @@ from __future__ import annotations
 import hmac
 import os
 import secrets
+import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from typing import Protocol
 
 __all__ = ["CORRELATION_HEADER", "SECRET_ENV", "Correlator", "correlation_secret", "mint_correlation"]
@@ -87,20 +89,34 @@ class _Keyed(Protocol):
 _KEYED: dict[bytes, _Keyed] = {}
 
 
-def _nonce() -> str:
-    """A fresh nonce's hex: from a pool of the operating system's random bytes, drawn 256 nonces at a
+def _nonce(clock: Callable[[], int] = time.time_ns) -> str:
+    """A fresh nonce's hex: the time in milliseconds (``_TIME_HEX`` digits: ``clock`` is nanoseconds
+    since the epoch), then ``_RANDOM_HEX`` random digits. Time first, so that the ids made of it come
+    in about the order they were made: a store's indexes of exchange ids and correlations (B-trees)
+    then take each batch's new keys at their right-hand end, not at a random leaf each. With random
+    keys every exchange dirtied a leaf page of each index of its own, written whole to the WAL and
+    again at the checkpoint: half the store writer's CPU an exchange (benchmarks/store_write.py). Two
+    ids can be equal only when made in the same millisecond, where 52 random bits keep them apart
+    (ids wholly random over 64 bits collided by the birthday bound as a store grew).
+
+    The random digits come from a pool of the operating system's random bytes, drawn 256 nonces at a
     time (``os.urandom(12).hex()`` was a system call and about 2.5k instructions an id). The pool is
     emptied in a forked child, which must never hand out its parent's nonces, and a deque's pop and
     extend are atomic, so threads never share one."""
     try:
-        return _POOL.pop()
+        random = _POOL.pop()
     except IndexError:
-        block = os.urandom(_NONCE_HEX // 2 * _POOLED).hex()
-        _POOL.extend([block[i : i + _NONCE_HEX] for i in range(0, len(block), _NONCE_HEX)])
-        return _POOL.pop()
+        block = os.urandom((_RANDOM_HEX + 1) // 2 * _POOLED).hex()
+        step = _RANDOM_HEX + 1
+        _POOL.extend([block[i : i + _RANDOM_HEX] for i in range(0, len(block), step)])
+        random = _POOL.pop()
+    return f"{clock() // 1_000_000:0{_TIME_HEX}x}{random}"
 
 
-#: nonces drawn at a time, and those not yet handed out
+#: a nonce's digits: the time in milliseconds (11 hex digits last until the year 2527), then random
+_TIME_HEX = 11
+_RANDOM_HEX = _NONCE_HEX - _TIME_HEX
+#: nonces drawn at a time, and the random parts not yet handed out
 _POOLED = 256
 _POOL: deque[str] = deque()
 os.register_at_fork(after_in_child=_POOL.clear)
@@ -138,8 +154,8 @@ class Correlator:
 
     @staticmethod
     def nonce() -> str:
-        """24 fresh random hex digits, from the pool the ids' nonces come from (a tap's exchange ids
-        take theirs from it too: no system call or ``os.urandom`` object an exchange)."""
+        """A fresh nonce (``_nonce``: 24 hex digits, the time first): a tap's exchange ids are made
+        of one too, which keeps them in about the order they were made, and apart."""
         return _nonce()
 
     def minted_by(self, value: str | None) -> str | None:

@@ -52,6 +52,22 @@ def test_nonces_are_fresh_hex_and_a_forked_child_draws_its_own() -> None:
     assert len(child) == 24 and child not in parent_next and child not in nonces
 
 
+def test_nonces_begin_with_the_time_so_ids_made_later_sort_later() -> None:
+    """A nonce is the clock's milliseconds in 11 hex digits, then 13 random ones: ids made in later
+    milliseconds sort after earlier ones (a store's indexes take them at their end), and ids made in
+    one millisecond differ in their random part."""
+    ms = 1_796_199_188_000  # 2026-12-02, in milliseconds
+    made = [_nonce(lambda t=t: t * 1_000_000) for t in (ms, ms, ms + 1, ms + 1000, ms + 3_600_000)]
+    assert [n[:11] for n in made] == [f"{t:011x}" for t in (ms, ms, ms + 1, ms + 1000, ms + 3_600_000)]
+    assert made[0] != made[1] and made[0][:11] == made[1][:11]
+    assert sorted(made[1:]) == made[1:] and min(made[:2]) < made[2]
+    assert all(len(n) == 24 and int(n, 16) >= 0 for n in made)
+    # an id minted with a nonce of the time still verifies, and a tap's exchange id carries one whole
+    corr = Correlator(b"secret")
+    assert corr.minted_by(corr.mint()) == "tap"
+    assert len(corr.nonce()) == 24
+
+
 def test_the_keyed_state_is_the_stdlibs_hmac_with_or_without_openssl(monkeypatch: Any) -> None:
     """The MAC is copied from OpenSSL's HMAC inside ``hmac.new`` where it has one, and from the
     ``hmac.HMAC`` itself where it has none (Python's own HMAC over hashlib): the same MAC."""
