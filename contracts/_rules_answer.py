@@ -31,6 +31,12 @@ def _empty(ch: AssembledChoice) -> bool:
     return ch.finish_reason == "stop" and not ch.calls and not (ch.content or "").strip()
 
 
+def _any_empty(view: ExchangeView) -> bool:
+    """Whether any answer is empty (``_empty``): the two rules on empty answers ask the request and
+    the usage (``_judged``, ``_outside_reasoning``) only then; most answers are not."""
+    return any(map(_empty, view.choices))
+
+
 @dataclass(frozen=True, slots=True)
 class _Outside:
     """Completion tokens outside the reasoning, as usage counts them and as any delta grouping
@@ -95,7 +101,7 @@ def _reasoning_unclosed(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     writes it). A stream's count may leave out the reasoning that came in one delta with the end
     (vLLM 0.32's engine parsers), by at most one token per byte of it: a count that this explains
     is still all reasoning, as the same answer streamed one token a delta shows."""
-    if not view.ok or _judged(view):
+    if not view.ok or not _any_empty(view) or _judged(view):
         return
     outside = _outside_reasoning(view, ctx)
     for ch in view.choices:
@@ -132,7 +138,7 @@ _SILENT_DROPS = rows_saying(
     cause cannot be told (fault unknown).""",
 )
 def _answer_empty(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
-    if not view.ok or _judged(view):
+    if not view.ok or not _any_empty(view) or _judged(view):
         return
     outside = _outside_reasoning(view, ctx)
     for ch in view.choices:

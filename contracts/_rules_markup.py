@@ -111,17 +111,18 @@ def _think_markup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     is the model's."""
     if not view.ok:
         return
-    off = thinking_off(view, ctx)
     for ch in view.choices:
         m = find_markup(REASONING_MARKUP, ch.content)
-        if m and off:
+        if not m:
+            continue  # (who wrote it is asked only of markup found: most answers have none)
+        if thinking_off(view, ctx):
             yield hit(
                 "reasoning markup in content, with thinking off: the model wrote it",
                 f"/choices/{ch.index}/message/content",
                 m[1],
                 fault=Fault.MODEL,
             )
-        elif m:
+        else:
             yield hit(
                 "reasoning markup in content: the reasoning parser did not split it",
                 f"/choices/{ch.index}/message/content",
