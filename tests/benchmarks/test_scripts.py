@@ -182,6 +182,20 @@ def test_live_checker_smoke(tmp_path: Path) -> None:
     assert data["baseline_us_per_exchange"] > 0 and "batches of 60" in proc.stdout
 
 
+def test_store_write_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "sw.json"
+    proc = _bench(
+        "store_write.py", "--batches", "6", "--batch", "5", "--warm", "2", "--rounds", "1", "--out", str(out)
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert [r["ids"] for r in data["rows"]] == ["random ids", "tap ids"]
+    assert all(r["cpu_us_per_exchange"] > 0 and r["bytes_written_per_exchange"] > 0 for r in data["rows"])
+    assert data["rows"][0]["ratio_to_random"] == 1.0 and "x random" in proc.stdout
+    bad = _bench("store_write.py", "--batches", "2", "--warm", "2", "--out", str(tmp_path / "no.json"))
+    assert bad.returncode == 2 and "--batches must be more than --warm" in bad.stderr
+
+
 def test_checker_memory_smoke(tmp_path: Path) -> None:
     out = tmp_path / "cm.json"
     proc = _bench(
