@@ -224,8 +224,10 @@ class ProxyApp:
         try:
             # by position (id, tap, request, response, correlation, started_at, error, extra): no
             # keyword matching, and the extras made whole
+            # the exchange's id and the correlation id the caller tap mints for it share one nonce
+            nonce = self._corr.nonce()
             ex = Exchange(
-                f"{cfg.tap}-{self._corr.nonce()}",
+                f"{cfg.tap}-{nonce}",
                 cfg.tap,
                 HttpRequest(method, self._recorded_path(scope), heads.recorded, b""),
                 None,
@@ -303,7 +305,7 @@ class ProxyApp:
             # the caller tap: no caller-chosen id goes on unless it verifies and is new; the
             # engine tap: an id that does not verify correlates nothing (pairing falls back)
             out_headers = heads.forwarded
-            sent, ex.correlation = self._corr.take(heads.ids, caller=cfg.inject_correlation)
+            sent, ex.correlation = self._corr.take(heads.ids, caller=cfg.inject_correlation, nonce=nonce)
             if sent is not None:
                 out_headers.append((_CORRELATION, sent.encode("latin-1")))
             out_headers += self._extra

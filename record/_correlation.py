@@ -150,10 +150,13 @@ class Correlator:
         #: the HMAC keyed with ``secret`` that the tap's own ids' MACs are copied from (``_mac``'s)
         self._keyed = _keyed(secret)
 
-    def mint(self) -> str:
+    def mint(self, nonce: str | None = None) -> str:
         """An id of the caller tap's own, which it never takes back from a caller: ``_mint`` for
-        the tap's kind, with the keyed HMAC this object holds (once an exchange)."""
-        nonce = _nonce()
+        the tap's kind, with the keyed HMAC this object holds (once an exchange). ``nonce``: one from
+        :meth:`nonce` that no other correlation id has (the tap's exchange id is made of the nonce
+        its correlation id is minted with: one nonce an exchange, not two); a fresh one if None."""
+        if nonce is None:
+            nonce = _nonce()
         mac = self._keyed.copy()
         mac.update(f"{_TAP}:{nonce}".encode("ascii"))
         return f"{nonce}.{mac.hexdigest()[:_MAC_HEX]}"
@@ -181,7 +184,7 @@ class Correlator:
     def verifies(self, value: str | None) -> bool:
         return self.minted_by(value) is not None
 
-    def for_caller(self, incoming: str | None) -> str:
+    def for_caller(self, incoming: str | None, nonce: str | None = None) -> str:
         """The id a caller tap sends on: the caller's own only when an in-process client minted it
         (``mint_correlation``, e.g. ``accept --via-proxy``) and it is new, else a fresh one. An id
         this tap minted is never taken back, so a caller that read one cannot borrow a victim's."""
@@ -190,7 +193,7 @@ class Correlator:
             if len(self._seen) > _SEEN_MAX:
                 self._seen.popitem(last=False)
             return incoming
-        return self.mint()
+        return self.mint(nonce)
 
     def stamp(
         self, headers: list[tuple[str, str]], *, caller: bool
@@ -208,13 +211,16 @@ class Correlator:
             (CORRELATION_HEADER, sent),
         ], recorded
 
-    def take(self, ids: list[str], *, caller: bool) -> tuple[str | None, str | None]:
+    def take(
+        self, ids: list[str], *, caller: bool, nonce: str | None = None
+    ) -> tuple[str | None, str | None]:
         """``stamp``'s rule on the ids a request carried (``ids``: its correlation headers' values,
         in order): the one id a caller tap sends in place of all of them (None for the engine tap,
-        which sends the headers as they are), and the id to record."""
+        which sends the headers as they are), and the id to record. ``nonce``: what an id the caller
+        tap mints is made of (``mint``)."""
         sent = ids[0] if len(ids) == 1 else None
         if not caller:
             return None, sent if self.verifies(sent) else None
         # no id from the caller (the usual case): ``for_caller``'s fresh one without its call
-        corr = self.for_caller(sent) if sent is not None else self.mint()
+        corr = self.for_caller(sent, nonce) if sent is not None else self.mint(nonce)
         return corr, corr

@@ -145,6 +145,8 @@ async def test_correlation_is_injected_at_the_caller_tap_and_credentials_redacte
     corr = seen["headers"]["x-wirecheck-id"]
     [ex] = await recorded(store, 1)
     assert ex.correlation == corr and ex.tap == "caller"
+    # one nonce an exchange: the id the tap minted is made of the exchange id's (the time first)
+    assert ex.id == f"caller-{corr.split('.')[0]}" and len(ex.id) == len("caller-") + 24
     assert (
         ex.request.header("authorization") == "[redacted]" and ex.request.header("x-api-key") == "[redacted]"
     )

@@ -36,7 +36,7 @@ def _is_upgrade(headers: list[tuple[str, str]]) -> bool:
 class _Fixed(Correlator):
     """Mints the same id every time, so that two runs of the rule can be compared."""
 
-    def mint(self) -> str:
+    def mint(self, nonce: str | None = None) -> str:
         return "f" * 24 + "." + "0" * 32
 
 

@@ -68,6 +68,12 @@ def test_nonces_begin_with_the_time_so_ids_made_later_sort_later() -> None:
     corr = Correlator(b"secret")
     assert corr.minted_by(corr.mint()) == "tap"
     assert len(corr.nonce()) == 24
+    # minted with a nonce given (the tap's exchange id's), whether or not the caller sent an id
+    given = corr.nonce()
+    for ids in ([], ["forged.0"], [mint_correlation(b"other")]):
+        sent, recorded = corr.take(ids, caller=True, nonce=given)
+        assert sent == recorded and sent is not None and sent.startswith(given + ".")
+        assert corr.minted_by(sent) == "tap"
 
 
 def test_the_keyed_state_is_the_stdlibs_hmac_with_or_without_openssl(monkeypatch: Any) -> None:
