@@ -217,7 +217,8 @@ def test_a_worker_killed_mid_step_fails_the_phase_in_bounded_time(tmp_path: Path
     finally:
         killer.join(timeout=5)
         stack.close()
-    assert killed_at, "the ramp step never reached the Locust workers"
+    # the phase's own error says why where the step never got there (a loaded machine once)
+    assert killed_at, f"the ramp step never reached the Locust workers: {res.phases[0].error}"
     error = res.phases[0].error
     assert error is not None and error.startswith("TransportError: Locust step ramp c=4: Locust worker ")
     assert "went missing: no heartbeat for over 18 s" in error and "samples reported" in error, error
