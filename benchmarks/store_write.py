@@ -50,8 +50,14 @@ def _random_ids() -> tuple[str, str]:
 
 
 def _tap_ids(corr: Correlator) -> Ids:
-    """An exchange id and a correlation as the caller tap makes them (``proxy/_app.py``)."""
-    return lambda: (f"caller-{corr.nonce()}", corr.mint())
+    """An exchange id and a correlation as the caller tap makes them (``proxy/_app.py``: one nonce
+    for both)."""
+
+    def ids() -> tuple[str, str]:
+        nonce = corr.nonce()
+        return f"caller-{nonce}", corr.mint(nonce)
+
+    return ids
 
 
 def _written() -> int:
@@ -96,8 +102,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=str(HERE / "results" / "store_write.json"))
     args = ap.parse_args()
-    if args.batches <= args.warm or args.batch < 1:
-        ap.error("--batches must be more than --warm, and --batch at least 1")
+    if args.batches <= args.warm or args.batch < 1 or args.rounds < 1:
+        ap.error("--batches must be more than --warm, and --batch and --rounds at least 1")
     template = recorded(0, time.time(), 640.0, args.events)[0]
     kinds: dict[str, Ids] = {"random ids": _random_ids, "tap ids": _tap_ids(Correlator(correlation_secret()))}
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}

@@ -194,6 +194,8 @@ def test_store_write_smoke(tmp_path: Path) -> None:
     assert data["rows"][0]["ratio_to_random"] == 1.0 and "x random" in proc.stdout
     bad = _bench("store_write.py", "--batches", "2", "--warm", "2", "--out", str(tmp_path / "no.json"))
     assert bad.returncode == 2 and "--batches must be more than --warm" in bad.stderr
+    none = _bench("store_write.py", "--rounds", "0", "--out", str(tmp_path / "none.json"))
+    assert none.returncode == 2 and "--rounds at least 1" in none.stderr
 
 
 def test_checker_memory_smoke(tmp_path: Path) -> None:
