@@ -80,11 +80,14 @@ _GROUP_LEADERS: set[int] = set()
 
 
 def tail(logs: Path | None, chars: int = 2000) -> str:
-    """The end of what a process started with ``logs`` wrote, stdout then stderr."""
+    """The end of what a process started with ``logs`` wrote, stdout then stderr (nothing for a
+    process started without them)."""
+    if logs is None:
+        return ""
     return "".join(
         f.read_text(errors="replace")[-chars:]
         for f in (logs.with_suffix(".stdout"), logs.with_suffix(".stderr"))
-        if logs is not None and f.exists()
+        if f.exists()
     )
 
 
