@@ -376,6 +376,13 @@ def _dt(c: _Side, e: _Side) -> float:
     return abs(e.start - c.start) if c.start is not None and e.start is not None else 0.0
 
 
+def _other_request(c: _Side, e: _Side) -> bool:
+    """Both sides carry a correlation id, and not the same one: two requests, however alike (the
+    caller tap's id travels with the request, a gateway's retry included)."""
+    a, b = c.view.ex.correlation, e.view.ex.correlation
+    return bool(a) and bool(b) and a != b
+
+
 def _best(c: _Side, cands: list[_Side], used: set[int], window_s: float, min_score: int) -> _Side | None:
     """The attempt that answered the caller: highest score, then one that started while the caller
     waited (not only within the clocks' skew), then the caller's own API, then the most request
@@ -384,7 +391,7 @@ def _best(c: _Side, cands: list[_Side], used: set[int], window_s: float, min_sco
     best: tuple[Any, ...] | None = None
     pick: _Side | None = None
     for e in cands:
-        if id(e.view) in used or not _in_time(c, e, window_s):
+        if id(e.view) in used or not _in_time(c, e, window_s) or _other_request(c, e):
             continue
         s = _score(c, e)
         if s < min_score:
@@ -475,7 +482,7 @@ def pair_taps(views: list[ExchangeView], *, window_s: float = PAIR_WINDOW_S) -> 
             p = pair_of[id(c.view)]
             answered = sides[id(p.engine)]
             s = _score(c, e)
-            if s < 2 or not _in_time(c, e, window_s):
+            if s < 2 or not _in_time(c, e, window_s) or _other_request(c, e):
                 continue
             later = e.start is not None and answered.start is not None and e.start > answered.start
             if later and c.end is not None and e.start is not None and e.start > c.end:

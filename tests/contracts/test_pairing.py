@@ -109,6 +109,29 @@ def test_a_retry_without_correlation_pairs_with_the_attempt_that_answered() -> N
     assert {f.rule for f in res.findings if f.tap == "caller"} == {"gateway-retried"}
 
 
+def test_sides_with_two_correlation_ids_are_two_requests_however_alike() -> None:
+    # the caller tap's id travels with the request, a gateway's retry included: an engine side that
+    # carries another id is another request's, neither this caller's retry nor its pair by
+    # fingerprint, even while that request's own caller side is not recorded yet (the live checker
+    # meets that between batches)
+    caller = at(exchange(req(), completion(), tap="caller", id="c"), 0)
+    answered = at(exchange(req(), completion(), tap="engine", id="e"), 20)
+    other = at(exchange(req(), completion(), tap="engine", id="e-other"), 10)
+    caller.correlation = answered.correlation = "corr-1"
+    other.correlation = "corr-2"
+    pairs = pair_taps([build_view(x) for x in (caller, other, answered)])
+    assert [(p.caller.id, p.engine.id, p.by, p.retries) for p in pairs] == [("c", "e", "correlation", [])]
+    # without its own engine side, the caller is not paired with the other request's, by completion
+    # id (the two answers share one here) nor by fingerprint
+    assert pair_taps([build_view(x) for x in (caller, other)]) == []
+    other.response.body = json.dumps(with_id(completion(), "chatcmpl-other")).encode()
+    assert pair_taps([build_view(x) for x in (caller, other)]) == []
+    # an engine side without an id (a gateway that drops the header) still pairs
+    other.correlation = None
+    pairs = pair_taps([build_view(x) for x in (caller, other)])
+    assert [(p.caller.id, p.engine.id, p.by) for p in pairs] == [("c", "e-other", "fingerprint")]
+
+
 def test_a_dropped_default_is_not_a_changed_request() -> None:
     c = exchange(req(stream=False, parallel_tool_calls=True), completion(), tap="caller", correlation="k")
     e = exchange(req(), completion(), tap="engine", correlation="k")
