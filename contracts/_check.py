@@ -90,6 +90,9 @@ class CheckResult:
     cut: int = 0
     #: ``check_stream``: exchanges read out of time order after a possible partner was judged
     late: int = 0
+    #: with ``focus``: the ids whose findings here are those of the whole capture (the focused ones
+    #: and those that pair with one); the findings of the others may lack what their own partners add
+    whole: set[str] | None = None
 
     @property
     def errors(self) -> int:
@@ -264,6 +267,7 @@ def check_exchanges(
     for v in judged.views:
         result.findings.extend(judged.findings[id(v)])
     judged.count_into(result)
+    result.whole = judged.whole
     return result
 
 
@@ -289,6 +293,9 @@ class Judged:
     twins: int
     #: the pairs found before ``focus`` chose among them: what the set rules count
     found_pairs: int
+    #: with ``focus``: the ids judged as the whole capture would judge them (the focused ones and
+    #: those that pair with one); the other views were judged only for what their partners need
+    whole: set[str] | None = None
 
     def count_into(self, result: CheckResult) -> None:
         """Add this group's pairs, retries and twins to ``result``'s counts."""
@@ -308,16 +315,27 @@ def judge(views: list[ExchangeView], ctx: CheckConfig, *, focus: Collection[str]
     twins = pair_twins(views)
     pairs = pair_taps(views)
     found = len(pairs)
+    whole: set[str] | None = None
     if focus is not None:
         wanted = set(focus)
 
         def touches(*sides: ExchangeView) -> bool:
             return any(s.id in wanted for s in sides)
 
+        # what pairs with a focused exchange (its twin, its other tap's side, the retries) is judged
+        # whole too: its findings change with the focused one's (the live checker stores them again
+        # for one judged in an earlier batch, before this one was recorded)
+        for tw in twins:
+            if touches(tw.streamed, tw.plain):
+                wanted.update((tw.streamed.id, tw.plain.id))
+        for p in pairs:
+            if touches(p.caller, p.engine, *p.retries):
+                wanted.update(s.id for s in (p.caller, p.engine, *p.retries))
+        whole = wanted
         twins = [tw for tw in twins if touches(tw.streamed, tw.plain)]
         pairs = [p for p in pairs if touches(p.caller, p.engine, *p.retries)]
-        # a focused exchange is judged with its partners' findings (attribution, the twins' model
-        # fault), so the partners are checked too; the rest of the neighbours are not
+        # a partner is judged with its own partners' findings (attribution, the twins' model
+        # fault), so those are checked too; the rest of the neighbours are not
         needed = {id(v) for v in views if v.id in wanted}
         needed.update(id(s) for tw in twins for s in (tw.streamed, tw.plain))
         needed.update(id(s) for p in pairs for s in (p.caller, p.engine, *p.retries))
@@ -378,7 +396,7 @@ def judge(views: list[ExchangeView], ctx: CheckConfig, *, focus: Collection[str]
     name_known_bugs(
         (f for v in views for f in per_view[id(v)]), by_id, KNOWN_BUGS, configured_version=ctx.server_version
     )
-    return Judged(views, per_view, pairs, len(twins), found)
+    return Judged(views, per_view, pairs, len(twins), found, whole)
 
 
 def judge_set(tap_set: TapSet, ctx: CheckConfig) -> list[Finding]:

@@ -423,7 +423,16 @@ def _check_batch(
         recent.forget_before(min(starts) - NEIGHBOUR_S)
     if one_tap:
         recent.slim(ids)
-    store.add_findings([f for f in result.findings if f.exchange_id in wanted], ids)
+    # the batch's partners recorded before it were judged without it: their findings are amended
+    partners = (result.whole or wanted) - wanted
+    amend: dict[str, list[Finding]] = {i: [] for i in partners}
+    mine: list[Finding] = []
+    for f in result.findings:
+        if f.exchange_id in wanted:
+            mine.append(f)
+        elif f.exchange_id in amend:
+            amend[f.exchange_id].append(f)
+    store.add_findings(mine, ids, amend)
 
 
 Neighbours = tuple[list[Exchange], bool, TapSet | None, int]
@@ -440,8 +449,7 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> Neighbou
     for ex in batch:
         if ex.correlation:
             sides.setdefault(ex.correlation, set()).add(ex.tap)
-    if all(ex.correlation and len(sides[ex.correlation]) > 1 for ex in batch):
-        return [], False, None, 0  # every exchange has its partner by correlation: nothing more to load
+    paired = all(ex.correlation and len(sides[ex.correlation]) > 1 for ex in batch)
     times = sorted(t for ex in batch if (t := ex.started_epoch) is not None)
     if not times:
         return [], False, None, 0
@@ -451,7 +459,7 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> Neighbou
     rows = recent.window.rows(store, lo, hi)  # thousands a batch: each is looked at once here
     have = {ex.id for ex in batch}
     taps = {ex.tap for ex in batch}
-    if len(taps) > 1:  # a batch of several taps: any exchange around may be a partner
+    if len(taps) > 1 and not paired:  # a batch of several taps: any exchange around may be a partner
         return _group(store, batch, [r for r in rows if r[0] not in have], (times[0], times[-1]), recent)
     # the twins of those not seen by an earlier batch (or written again since): their views are
     # built here, kept for their own batch as far as ``recent`` keeps them; read a page at a time, so
@@ -463,6 +471,18 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> Neighbou
             loose[ex.id] = recent.twin(ex)
             taps.add(ex.tap)
         del got
+    if paired:
+        # every exchange has its partner by correlation: of those around, only a twin of one (the
+        # same request at the same tap, streamed or not) changes what it finds, and the twin is
+        # judged with its own partner
+        twins = _twins_around(batch, rows, have, recent, loose=loose, window={})
+        if not twins:
+            return [], False, None, 0
+        found = _load(store, twins, recent)
+        corrs = sorted({c for ex in found if (c := ex.correlation) and c not in sides})
+        more = {ex.id for ex in found} | have
+        partners = [r for r in store.rows_for([], corrs) if r[0] not in more] if corrs else []
+        return found + _load(store, partners, recent), False, None, 0
 
     window: dict[str, Any] = {}  # id -> version, but for the batch: asked only where the above is not enough
 
@@ -478,7 +498,26 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> Neighbou
         return _group(store, batch, [r for r in rows if r[0] not in have], (times[0], times[-1]), recent)
     # one tap: nothing pairs across taps (nor can the taps go unpaired), so of the exchanges around
     # only a twin of one in the batch (the same request, streamed or not) changes its findings
-    # (a twin pairs a streamed and a plain exchange of one key: a key seen one way only pairs nothing)
+    twins = _twins_around(batch, rows, have, recent, loose=loose, window=window)
+    if not twins:
+        return [], True, None, 0
+    return _load(store, twins, recent), True, None, 0
+
+
+def _twins_around(
+    batch: list[Exchange],
+    rows: list[tuple[str, Any]],
+    have: set[str],
+    recent: Recent,
+    *,
+    loose: dict[str, tuple[TwinKey | None, bool]],
+    window: dict[str, Any],
+) -> list[tuple[str, Any]]:
+    """The rows of the window (``rows``, but the batch's, ``have``) that may be a twin of one in the
+    batch: of each of the batch's twin keys, all the window holds, where it holds one seen the other
+    way (a twin pairs a streamed and a plain exchange of one key: a key seen one way only pairs
+    nothing). ``loose``: the twins of the window's rows that ``recent`` did not keep, read for this
+    batch; ``window``: id -> version of the window's rows but the batch's, where already made."""
     kinds: dict[TwinKey, set[bool]] = {}
     for ex in batch:
         key, streamed = recent.twin(ex)
@@ -500,9 +539,14 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> Neighbou
         return key not in read and not recent.keyed(key) - have
 
     if all(twinless(key, seen) for key, seen in kinds.items()):
-        return [], True, None, 0
+        return []
     # around it, by key: the twins kept, and those not kept (an exchange without a start time)
     window = window or {i: v for i, v in rows if i not in have}
+
+    def kept(i: str) -> tuple[Any, str, TwinKey | None, bool] | None:
+        twin = recent.known(i)
+        return twin if twin is not None and twin[0] == window[i] else None
+
     kin: dict[TwinKey, dict[str, bool]] = {key: {} for key in kinds}
     for key, of_key in kin.items():
         for i in recent.keyed(key):
@@ -515,9 +559,7 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> Neighbou
     for key, seen in kinds.items():
         if len(seen | set(kin[key].values())) == 2:
             wanted.update(kin[key])
-    if not wanted:
-        return [], True, None, 0
-    return _load(store, [r for r in rows if r[0] in wanted], recent), True, None, 0
+    return [r for r in rows if r[0] in wanted]
 
 
 def _paged(store: Store, rows: list[tuple[str, Any]], recent: Recent) -> Iterator[list[Exchange]]:

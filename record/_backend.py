@@ -118,6 +118,11 @@ class Backend(Protocol):
 
     def body_text(self, doc: str) -> str: ...
 
+    def serialize_amends(self) -> None:
+        """Within a writing transaction: wait for any other process's amendment of findings to
+        commit (two checkers that judge one partner again must not both add what it lacked)."""
+        ...
+
     def claim(self, pick: str, now: float, stale: float, cutoff: float, limit: int) -> list[tuple[Any, ...]]:
         """Claim the rows ``pick`` selects: (id, correlation, seq, stored size) of each, by seq."""
         ...

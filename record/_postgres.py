@@ -151,6 +151,9 @@ class PostgresBackend:
     def body_text(self, doc: str) -> str:
         return f"(({doc})::json -> 'request' ->> 'body_text')"
 
+    def serialize_amends(self) -> None:
+        self.conn.execute("SELECT pg_advisory_xact_lock(7303730374)")  # the migration's is ...73
+
     def claim(self, pick: str, now: float, stale: float, cutoff: float, limit: int) -> list[tuple[Any, ...]]:
         rows = self.conn.execute(
             self.q(

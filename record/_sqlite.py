@@ -131,6 +131,9 @@ class SqliteBackend:
     def body_text(self, doc: str) -> str:
         return f"json_extract({doc}, '$.request.body_text')"
 
+    def serialize_amends(self) -> None:
+        """A writing transaction here is already the only one (``BEGIN IMMEDIATE``)."""
+
     def claim(self, pick: str, now: float, stale: float, cutoff: float, limit: int) -> list[tuple[Any, ...]]:
         # the row's size: its body's bytes (a blob's length is in its header) where it has one (a
         # streamed response; its document is then the small part), else its document's characters

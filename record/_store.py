@@ -26,8 +26,8 @@ import socket
 import sys
 import threading
 import time
-from collections import deque
-from collections.abc import Iterable, Iterator
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -495,12 +495,21 @@ class Store:
         rows = self._rows("SELECT dropped, first_at, last_at FROM gaps ORDER BY seq")
         return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
-    def add_findings(self, findings: Iterable[Finding], checked_ids: Iterable[str]) -> None:
-        rows = [
-            (f.exchange_id, f.tap, f.rule, str(f.severity), str(f.fault), f.message, json.dumps(f.evidence))
-            for f in findings
-        ]
+    def add_findings(
+        self,
+        findings: Iterable[Finding],
+        checked_ids: Iterable[str],
+        amend: Mapping[str, Iterable[Finding]] | None = None,
+    ) -> None:
+        """Store the findings of the exchanges ``checked_ids`` and mark them checked. ``amend``: the
+        findings of exchanges judged again with these (a partner recorded after them changed what
+        they find): those already checked get exactly these in place of what they had (only what
+        differs is written; the live checker's own records stay), the others are left to their own
+        check."""
+        rows = [_finding_row(f) for f in findings]
         with self._lock, self._db.tx(immediate=True):
+            if amend:
+                rows.extend(self._amend(amend))
             self._db.many(
                 "INSERT INTO findings(exchange_id, tap, rule, severity, fault, message, evidence) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
@@ -514,6 +523,48 @@ class Store:
                     f"(SELECT seq FROM exchanges WHERE id IN ({','.join('?' * len(group))}))",
                     group,
                 )
+
+    def _amend(self, amend: Mapping[str, Iterable[Finding]]) -> list[tuple[Any, ...]]:
+        """Within the caller's transaction: delete the stored findings of the checked ones of
+        ``amend`` that are no longer found, and return the rows to insert (those not stored yet)."""
+        self._db.serialize_amends()
+        ids = list(amend)
+        checked: set[str] = set()
+        stored: dict[str, list[tuple[Any, ...]]] = {}
+        for k in range(0, len(ids), _KEYS):
+            group = ids[k : k + _KEYS]
+            marks = ",".join("?" * len(group))
+            checked.update(
+                r[0]
+                for r in self._exec(
+                    f"SELECT id FROM exchanges e WHERE id IN ({marks}) "
+                    "AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.seq = e.seq)",
+                    group,
+                ).fetchall()
+            )
+            for r in self._exec(
+                "SELECT seq, exchange_id, tap, rule, severity, fault, message, evidence FROM findings "
+                f"WHERE exchange_id IN ({marks}) AND rule <> ?",
+                (*group, LIVE_CHECK_SKIPPED),
+            ).fetchall():
+                stored.setdefault(r[1], []).append(r)
+        add: list[tuple[Any, ...]] = []
+        gone: list[int] = []
+        for i in ids:
+            if i not in checked:
+                continue  # not checked yet: its own check judges it with what is there by then
+            want = Counter(_finding_row(f) for f in amend[i])
+            for r in stored.get(i, []):
+                row = tuple(r[1:])
+                if want[row] > 0:
+                    want[row] -= 1
+                else:
+                    gone.append(r[0])
+            add.extend(want.elements())
+        for k in range(0, len(gone), _KEYS):
+            seqs = gone[k : k + _KEYS]
+            self._exec(f"DELETE FROM findings WHERE seq IN ({','.join('?' * len(seqs))})", seqs)
+        return add
 
     def findings(self, **filters: Any) -> list[dict[str, Any]]:
         """Stored findings; filters: rule, fault, severity, tap, exchange_id (exact), limit."""
@@ -629,6 +680,11 @@ def open_store(path: str | Path) -> Store:
     if not is_store(p):
         raise InputError("not a wirecheck store (not an SQLite file)", source=str(p))
     return Store(p, readonly=True)
+
+
+def _finding_row(f: Finding) -> tuple[str, str, str, str, str, str, str]:
+    """A finding as the store's row holds it (but its seq)."""
+    return (f.exchange_id, f.tap, f.rule, str(f.severity), str(f.fault), f.message, json.dumps(f.evidence))
 
 
 #: record ids of the checker (contracts' RECORDS, listed in docs/rules.md)

@@ -62,6 +62,47 @@ def test_both_backends_roundtrip_findings_gaps_and_claims_alike(store_url: str) 
     r.close()
 
 
+def _found(rule: str, exchange_id: str, message: str = "m") -> Finding:
+    return Finding(rule, Severity.ERROR, Fault.GATEWAY, message, exchange_id, "caller", {"pointer": ""})
+
+
+def test_findings_amended_after_a_partner_came_change_only_what_differs(store_url: str) -> None:
+    # the live checker judges an exchange again when a partner recorded after it is checked: one
+    # already checked gets exactly the new findings (rows that stay keep their place, the checker's
+    # own records stay); one not checked yet is left to its own check
+    s = Store(store_url, writer=True)
+    try:
+        s.write_now([ex(1), ex(2), ex(3)])
+        skipped = Finding(
+            "live-check-skipped", Severity.WARNING, Fault.UNKNOWN, "set aside", "caller-1", "caller"
+        )
+        s.add_findings([_found("a", "caller-1"), _found("b", "caller-1"), skipped], ["caller-1"])
+        s.add_findings(
+            [_found("x", "caller-3")],
+            ["caller-3"],
+            {
+                "caller-1": [_found("b", "caller-1"), _found("c", "caller-1")],
+                "caller-2": [_found("d", "caller-2")],
+            },
+        )
+        got = [(f["exchange_id"], f["rule"]) for f in s.findings()]
+        assert sorted(got) == [("caller-1", r) for r in ("b", "c", "live-check-skipped")] + [
+            ("caller-3", "x")
+        ]
+        assert got.index(("caller-1", "b")) < got.index(("caller-1", "live-check-skipped"))  # kept in place
+        # caller-2 was not checked yet: its own check judges it
+        assert s.to_check() == 1 and not s.findings(exchange_id="caller-2")
+        # amended with what it already has: nothing is written
+        mark = s.positions()[1]
+        s.add_findings([], [], {"caller-1": [_found("b", "caller-1"), _found("c", "caller-1")]})
+        assert s.positions()[1] == mark and len(s.findings(exchange_id="caller-1")) == 3
+        # and with nothing left: only the checker's own record stays
+        s.add_findings([], [], {"caller-1": []})
+        assert [f["rule"] for f in s.findings(exchange_id="caller-1")] == ["live-check-skipped"]
+    finally:
+        s.close()
+
+
 def test_postgres_schema_is_versioned_and_a_newer_one_is_refused(pg_url: str) -> None:
     Store(pg_url).close()
     with psycopg.connect(pg_url, autocommit=True) as conn:

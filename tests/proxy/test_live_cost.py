@@ -5,6 +5,7 @@ at a lower CPU priority than the forwarding."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import wirecheck.proxy._live as live
 from tests.contracts.test_focus import dual_tap_capture
@@ -129,6 +132,64 @@ def test_one_tap_batches_get_the_findings_of_the_whole_check(tmp_path: Path) -> 
     batches = [["s0", "t-plain", "s1"], ["o0", "s2"], ["t-stream", "o1", "s3", "o2"]]
     got = _live(tmp_path / "one.db", [[by_id[i] for i in ids] for ids in batches], recent, let_go)
     assert got == _whole(whole)
+
+
+def _correlated_twins_capture() -> list[Exchange]:
+    """Both taps, every request paired by correlation id: the same deterministic request sent
+    streamed and not (the parser streams other arguments), and an unrelated request."""
+    rq = tool_req(temperature=0)
+    other = completion(message(None, tool_calls=[call(args='{"city": "Osaka"}')]), "tool_calls")
+    exs = [
+        wire.exchange(rq, other, tap="caller", correlation="k5", id="cp"),
+        wire.exchange(rq, other, tap="engine", correlation="k5", id="ep"),
+        wire.streamed(rq, wire.k2_tool_stream(), tap="caller", correlation="k6", id="cs"),
+        wire.streamed(rq, wire.k2_tool_stream(), tap="engine", correlation="k6", id="es"),
+        wire.exchange(wire.req(), completion(), tap="caller", correlation="k7", id="cx"),
+        wire.exchange(wire.req(), completion(), tap="engine", correlation="k7", id="ex"),
+    ]
+    for n, ex in enumerate(exs):
+        ex.started_at = f"2026-12-03T10:00:0{n // 2}.{n % 2}00+00:00"
+    return exs
+
+
+_CAPTURES: dict[str, Callable[[], list[Exchange]]] = {
+    "dual": dual_tap_capture,
+    "one": _single_tap_capture,
+    "correlated": _correlated_twins_capture,
+}
+
+
+@st.composite
+def _batched(draw: st.DrawFn) -> tuple[str, list[list[str]]]:
+    """A capture, its exchanges in any write order, cut into one to four batches."""
+    name = draw(st.sampled_from(sorted(_CAPTURES)))
+    order = draw(st.permutations([ex.id for ex in _CAPTURES[name]()]))
+    cuts = sorted(draw(st.sets(st.integers(1, len(order) - 1), max_size=3)))
+    bounds = [0, *cuts, len(order)]
+    return name, [order[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=_batched())
+def test_the_findings_do_not_depend_on_the_order_nor_the_batches(tmp_path_factory: Any, case: Any) -> None:
+    # an exchange checked before its partner (its twin, its other tap's side, a retry) was recorded
+    # is judged again with the partner's batch: the store ends with the whole check's findings,
+    # whatever the order the exchanges were written in and wherever the batches fell
+    name, batches = case
+    whole = _whole(check_exchanges(_CAPTURES[name](), CheckConfig()))
+    by_id = {ex.id: ex for ex in _CAPTURES[name]()}
+    path = tmp_path_factory.mktemp(name) / "live.db"
+    assert _live(path, [[by_id[i] for i in ids] for ids in batches], Recent(), lambda _: None) == whole
+
+
+def test_the_captures_hold_what_an_order_can_lose() -> None:
+    # each capture has findings that a partner decides: the property above is not empty
+    found = {name: _whole(check_exchanges(make(), CheckConfig())) for name, make in _CAPTURES.items()}
+    assert ("t-stream", "stream-nonstream-mismatch") in {f[:2] for f in found["one"]}
+    assert ("es", "stream-nonstream-mismatch") in {f[:2] for f in found["correlated"]}
+    dual = {f[:2] for f in found["dual"]}
+    assert {("c3", "gateway-retried"), ("c1", "gateway-tool-calls-changed")} <= dual
+    assert any(f[0] == "e2" and "(reached the caller too)" in f[3] for f in found["dual"])
 
 
 def _kinds_agree(recent: Recent) -> None:
