@@ -19,10 +19,36 @@ from typing import Any, cast
 # --- the paced SSE upstream (--role upstream) ----------------------------------------------------
 
 
-async def upstream(port: int, events: int, interval_ms: float) -> None:
-    """``events`` chat chunks per request, one every ``interval_ms``, then ``[DONE]``; forever."""
-    frame = b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok"},"finish_reason":null}]}\n\n'
-    chunk = b"%x\r\n%s\r\n" % (len(frame), frame)
+#: the upstream's stream shapes (``--upstream-shape``): ``vllm`` as vLLM streams a chat completion
+#: (shared/reference/vllm-wire.md: a role chunk first, content chunks, a last chunk with an empty delta
+#: and the finish_reason; what a conforming engine sends, which the live checker finds nothing in);
+#: ``bare``, content chunks only and no finish_reason, which every exchange gets an error finding for
+#: (``finish-reason-missing``): the live checker's path for a finding, on every exchange
+SHAPES = ("vllm", "bare")
+
+
+def _frame(delta: str, finish: str = "null") -> bytes:
+    return (
+        b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
+        + delta.encode()
+        + b',"finish_reason":'
+        + finish.encode()
+        + b"}]}\n\n"
+    )
+
+
+def stream_events(events: int, shape: str = "vllm") -> list[bytes]:
+    """The ``events`` SSE frames of one stream in this shape, before ``[DONE]``."""
+    token = _frame('{"content":"tok"}')
+    if shape == "bare" or events < 2:
+        return [token] * events
+    return [_frame('{"role":"assistant","content":""}'), *[token] * (events - 2), _frame("{}", '"stop"')]
+
+
+async def upstream(port: int, events: int, interval_ms: float, shape: str = "vllm") -> None:
+    """``events`` chat chunks per request (``stream_events``), one every ``interval_ms``, then
+    ``[DONE]``; forever."""
+    chunks = [b"%x\r\n%s\r\n" % (len(frame), frame) for frame in stream_events(events, shape)]
     done = b"data: [DONE]\n\n"
     done_chunk = b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done)
 
@@ -39,7 +65,7 @@ async def upstream(port: int, events: int, interval_ms: float) -> None:
                 writer.write(
                     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
                 )
-                for _ in range(events):
+                for chunk in chunks:
                     await asyncio.sleep(interval_ms / 1000)
                     writer.write(chunk)
                     await writer.drain()

@@ -1,7 +1,9 @@
 """What the proxy adds to a stream: direct vs wirecheck vs nginx vs mitmproxy, same SSE upstream.
 
 Each run starts one paced SSE upstream (a raw asyncio HTTP/1.1 server: N events, one every
-``--interval-ms``), then, for each proxy, the proxy in its own process in front of it, and drives
+``--interval-ms``, streamed as vLLM streams a chat completion: a role chunk, content, a last chunk
+with the finish_reason; ``--upstream-shape bare`` leaves the finish_reason out, so that the live
+checker has a finding to judge and store on every exchange), then, for each proxy, the proxy in its own process in front of it, and drives
 ``level`` concurrent streams through it (each caller starts its next stream when one ends, their
 starts spread out, for ``--duration`` seconds) from a raw asyncio client that notes when each SSE
 event (``\\n\\n``) arrives. Reported per proxy and level, all measured in the same run:
@@ -80,8 +82,8 @@ from pathlib import Path
 from typing import Any
 
 from bench_output import write_json
+from overhead_load import SHAPES, relay, upstream, viewers
 from overhead_load import level as run_level
-from overhead_load import relay, upstream, viewers
 from overhead_report import print_table, row, targets, vs_nginx
 
 from wirecheck.record import free_port
@@ -173,11 +175,14 @@ def _busy(core: int) -> None:
 # --- proxies ------------------------------------------------------------------------------------
 
 
-def start_upstream(port: int, events: int, interval_ms: float, **popen: Any) -> subprocess.Popen[bytes]:
-    """The paced SSE upstream (``--role upstream``: ``events`` events ``interval_ms`` apart) on
-    ``port``, in a process of its own."""
+def start_upstream(
+    port: int, events: int, interval_ms: float, shape: str = "vllm", **popen: Any
+) -> subprocess.Popen[bytes]:
+    """The paced SSE upstream (``--role upstream``: ``events`` events ``interval_ms`` apart, in the
+    stream ``shape``, ``overhead_load.SHAPES``) on ``port``, in a process of its own."""
     role = [sys.executable, str(Path(__file__).resolve()), "--role", "upstream", "--port", str(port)]
-    return subprocess.Popen([*role, "--events", str(events), "--interval-ms", str(interval_ms)], **popen)
+    paced = ["--events", str(events), "--interval-ms", str(interval_ms), "--upstream-shape", shape]
+    return subprocess.Popen([*role, *paced], **popen)
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes] | None, timeout: float = 30) -> None:
@@ -314,6 +319,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--proxies", default="direct,wirecheck,nginx,mitmproxy")
     ap.add_argument("--events", type=int, default=20, help="SSE events per stream")
     ap.add_argument("--interval-ms", type=float, default=20.0)
+    ap.add_argument(
+        "--upstream-shape",
+        choices=SHAPES,
+        default="vllm",
+        help="vllm: streams as vLLM sends them (nothing to find); bare: no finish_reason (a finding each)",
+    )
     ap.add_argument("--duration", type=float, default=4.0, help="seconds of load at each level")
     ap.add_argument(
         "--viewers", type=int, default=0, help="also measure wirecheck with N live-view viewers open"
@@ -341,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(r), flush=True)
         return 0
     if args.role == "upstream":
-        asyncio.run(upstream(args.port, args.events, args.interval_ms))
+        asyncio.run(upstream(args.port, args.events, args.interval_ms, args.upstream_shape))
         return 0
     if args.role == "viewers":
         asyncio.run(viewers(args.port, args.viewers))
@@ -375,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
 
     viewer_events: dict[str, Any] = {}
     up_port = free_port()
-    up = start_upstream(up_port, args.events, args.interval_ms)
+    up = start_upstream(up_port, args.events, args.interval_ms, args.upstream_shape)
     busy = [
         subprocess.Popen([sys.executable, __file__, "--role", "busy", "--port", str(i)])
         for i in range(args.contend)
@@ -419,7 +430,8 @@ def main(argv: list[str] | None = None) -> int:
 
     contended = f"; {args.contend} other process(es) keeping a core busy each" if args.contend else ""
     print(
-        f"paced SSE upstream: {args.events} events x {args.interval_ms:g} ms; {args.duration:g} s of load a level; {os.cpu_count()} cores{contended}"
+        f"paced SSE upstream: {args.events} events x {args.interval_ms:g} ms, {args.upstream_shape} streams; "
+        f"{args.duration:g} s of load a level; {os.cpu_count()} cores{contended}"
     )
     print_table(rows)
     if viewer_events:
@@ -438,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_count": os.cpu_count(),
             "events": args.events,
             "interval_ms": args.interval_ms,
+            "upstream_shape": args.upstream_shape,
             "duration_s": args.duration,
             "clients": args.clients,
             "workers": args.workers,

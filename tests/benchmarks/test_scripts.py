@@ -36,6 +36,7 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
     res = json.loads(out.read_text())
     rows = res["rows"]
     assert res["contend"] == 1 and "keeping a core busy" in proc.stdout  # the run under contention
+    assert res["upstream_shape"] == "vllm" and "vllm streams" in proc.stdout
     assert {(r["proxy"], r["streams"]) for r in rows} == {
         ("direct", 1),
         ("direct", 4),
@@ -65,6 +66,35 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
     w = by[("wirecheck", 4)]
     assert w["catchup_s"] > 0 and w["cpu_us_per_event"] >= w["cpu_load_us_per_event"] > 0
     assert w["cpu_vs_nginx"] is None  # no nginx in this run
+
+
+def test_the_benchmark_upstream_streams_as_vllm_does_or_bare_when_asked() -> None:
+    # the upstream's default stream is a conforming one (role chunk, content, a last chunk with the
+    # finish_reason): the live checker finds nothing in it, as in a healthy deployment's traffic;
+    # ``bare`` leaves the finish_reason out, a finding on every exchange
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from overhead_load import stream_events
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from tests.support.wire import req
+    from wirecheck.contracts import CheckConfig, Exchange, HttpRequest, HttpResponse, check_exchanges
+
+    def checked(shape: str) -> list[str]:
+        frames = stream_events(20, shape)
+        assert len(frames) == 20 and all(f.startswith(b"data: {") and f.endswith(b"\n\n") for f in frames)
+        ex = Exchange(
+            id=f"x-{shape}",
+            tap="caller",
+            request=HttpRequest(body=json.dumps(req(stream=True)).encode()),
+            response=HttpResponse(
+                200, [("content-type", "text/event-stream")], b"".join(frames) + b"data: [DONE]\n\n"
+            ),
+        )
+        return [f.rule for f in check_exchanges([ex], CheckConfig()).findings]
+
+    assert checked("vllm") == []
+    assert checked("bare") == ["finish-reason-missing"]
 
 
 def test_the_256_stream_targets_hold_for_the_deployed_rows_and_not_the_ab_baseline() -> None:
