@@ -44,10 +44,13 @@ from bench_output import machine, write_json
 HERE = Path(__file__).resolve().parent
 
 
-def _record(path: str, exchanges: int, rate: float, events: int, *, taps: int, same_prompt: bool) -> None:
+def _record(
+    path: str, exchanges: int, rate: float, events: int, *, taps: int, same_prompt: bool, correlated: bool
+) -> None:
     """Record the store, a few hundred exchanges at a time (this process's memory stays small). With
     two taps each request is recorded at the caller tap and, 2 ms later, at the engine tap, with no
-    correlation id (a gateway that drops ``x-wirecheck-id``): they pair by completion id."""
+    correlation id (a gateway that drops ``x-wirecheck-id``): they pair by completion id; or, with
+    ``correlated``, with one on both sides."""
     from live_checker import recorded
 
     from wirecheck.record import Store
@@ -60,7 +63,9 @@ def _record(path: str, exchanges: int, rate: float, events: int, *, taps: int, s
                 [
                     e
                     for i in range(k, min(exchanges, k + 200))
-                    for e in recorded(i, t0, rate, events, taps=taps, same_prompt=same_prompt)
+                    for e in recorded(
+                        i, t0, rate, events, taps=taps, same_prompt=same_prompt, correlated=correlated
+                    )
                 ]
             )
     finally:
@@ -128,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             int(args.events),
             taps=args.taps,
             same_prompt=args.same_prompt,
+            correlated=args.correlated,
         )
         return 0
     if args.role == "check":
@@ -140,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             store = str(Path(tmp) / f"e{events}.db")
             common = ["--store", store, "--exchanges", str(args.exchanges), "--rate", str(args.rate)]
             shape = ["--taps", str(args.taps), *(["--same-prompt"] if args.same_prompt else [])]
+            shape += ["--correlated"] if args.correlated else []
             _child("--role", "record", "--events", str(events), *shape, *common)
             got = json.loads(_child("--role", "check", "--batch", str(args.batch), *common))
             if got["checked"] != args.exchanges * args.taps:
@@ -150,7 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     first, last = rows[0], rows[-1]
     ratio = last["held_mb"] / max(first["held_mb"], 1.0)
     met = ratio <= args.target
-    shape = "" if args.taps == 1 else ", at two taps without correlation ids"
+    shape = "" if args.taps == 1 else ", at two taps"
+    shape += (
+        "" if args.taps == 1 else " with correlation ids" if args.correlated else " without correlation ids"
+    )
     shape += ", one prompt" if args.same_prompt else ""
     print(
         f"{args.exchanges} requests{shape}, {args.rate:.0f} a second of recorded time, batches of "
@@ -179,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             "batch": args.batch,
             "taps": args.taps,
             "same_prompt": args.same_prompt,
+            "correlated": args.correlated,
             "rows": rows,
             "ratio": ratio,
             "target": args.target,

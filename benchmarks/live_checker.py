@@ -24,11 +24,13 @@ Before the first batch size, a few exchanges of another store are checked once o
 a checker process pays its first-use costs (imports, compiled patterns) once, not per batch size.
 
 ``--taps 2`` records each request at the caller and the engine tap without a correlation id (the
-live checker then judges each batch with its group, ``proxy/_kin.py``); ``--same-prompt`` sends one
-prompt every time (the group is the whole window, loaded within ``GROUP_BYTES``).
+live checker then judges each batch with its group, ``proxy/_kin.py``); with ``--correlated`` both
+sides carry one (a batch whose exchanges all pair by it loads only their twins from around it);
+``--same-prompt`` sends one prompt every time (the group is the whole window, loaded within
+``GROUP_BYTES``).
 
     python benchmarks/live_checker.py [--exchanges 12000] [--rate 640] [--batches 40,160,500]
-        [--taps 2] [--same-prompt] [--store PATH]
+        [--taps 2 [--correlated]] [--same-prompt] [--store PATH]
 """
 
 from __future__ import annotations
@@ -86,13 +88,23 @@ def _exchange(i: int, t0: float, rate: float, events: int) -> Exchange:
 
 
 def recorded(
-    i: int, t0: float, rate: float, events: int, *, taps: int = 1, same_prompt: bool = False
+    i: int,
+    t0: float,
+    rate: float,
+    events: int,
+    *,
+    taps: int = 1,
+    same_prompt: bool = False,
+    correlated: bool = False,
 ) -> list[Exchange]:
     """Request ``i`` as recorded: at the caller tap, and with two taps also at the engine tap 2 ms
     later, with no correlation id (a gateway that drops ``x-wirecheck-id``): the two pair by
-    completion id. ``same_prompt``: every request sends one prompt (a load test), so that every
+    completion id; ``correlated``: both sides carry the request's correlation id (a gateway that
+    passes it on). ``same_prompt``: every request sends one prompt (a load test), so that every
     exchange may pair with every other of the other tap."""
     ex = _exchange(i, t0, rate, events)
+    if correlated:
+        ex.correlation = f"{i:024x}.{'0' * 32}"
     if same_prompt:
         body = json.dumps({"model": "bench", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
         ex.request = HttpRequest(ex.request.method, ex.request.path, ex.request.headers, body.encode())
@@ -115,6 +127,9 @@ def shape_args(ap: argparse.ArgumentParser) -> None:
         choices=(1, 2),
         default=1,
         help="2: each request recorded at the caller and the engine tap, without a correlation id",
+    )
+    ap.add_argument(
+        "--correlated", action="store_true", help="with --taps 2: both sides carry the correlation id"
     )
     ap.add_argument(
         "--same-prompt", action="store_true", help="every request sends one prompt (all of them kin)"
@@ -198,7 +213,15 @@ def main(argv: list[str] | None = None) -> int:
             exchanges = [
                 e
                 for i in range(args.exchanges)
-                for e in recorded(i, t0, args.rate, args.events, taps=args.taps, same_prompt=args.same_prompt)
+                for e in recorded(
+                    i,
+                    t0,
+                    args.rate,
+                    args.events,
+                    taps=args.taps,
+                    same_prompt=args.same_prompt,
+                    correlated=args.correlated,
+                )
             ]
             _write(saved, exchanges)
         total = len(exchanges)
@@ -216,7 +239,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.store is not None:
         print(f"{total} exchanges of {args.store}; one core, process CPU time")
     else:
-        shape = "" if args.taps == 1 else " at two taps without correlation ids"
+        shape = "" if args.taps == 1 else " at two taps"
+        shape += (
+            ""
+            if args.taps == 1
+            else " with correlation ids"
+            if args.correlated
+            else " without correlation ids"
+        )
         shape += ", one prompt" if args.same_prompt else ""
         print(
             f"{args.exchanges} requests{shape}, {total} exchanges of {args.events} frames, "
@@ -236,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
             "events": args.events,
             "taps": args.taps,
             "same_prompt": args.same_prompt,
+            "correlated": args.correlated,
             "store": None if args.store is None else str(args.store),
             "baseline_us_per_exchange": base * 1e6,
             "rows": rows,
