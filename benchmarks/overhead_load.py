@@ -187,46 +187,74 @@ async def viewers(port: int, n: int) -> None:
 # --- the client (--role client, or in the bench process) -----------------------------------------
 
 
-async def one_stream(port: int, body: bytes) -> tuple[float, list[float]] | None:
-    """One streamed request: (time to the first SSE event, the gaps between events), or None when
-    the connection failed or brought no event."""
-    t0 = time.perf_counter()
-    try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    except OSError:
-        return None
-    writer.write(
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
-        b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
-    )
-    await writer.drain()
-    arrivals: list[float] = []
-    buf = b""
-    try:
-        while True:
-            data = await reader.read(65536)
-            if not data:
-                break
-            now = time.perf_counter()
-            buf += data
-            n = buf.count(b"\n\n")
-            if n:
-                arrivals.extend([now - t0] * n)
-                buf = buf[buf.rfind(b"\n\n") + 2 :]
-            if b"[DONE]" in data:
-                break
-    except ConnectionError:
-        return None
-    finally:
-        writer.close()
-    if not arrivals:
-        return None
-    return arrivals[0], [b - a for a, b in itertools.pairwise(arrivals)]
+class Caller:
+    """One caller's connection. ``keep_alive``: one connection for its streams one after another, as
+    an SDK's pool keeps it (HTTP/1.1 keep-alive; a response ends with the chunked body's last chunk);
+    else a connection a stream (``connection: close``)."""
+
+    def __init__(self, port: int, keep_alive: bool = False) -> None:
+        self.port = port
+        self.keep_alive = keep_alive
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+    async def stream(self, body: bytes) -> tuple[float, list[float]] | None:
+        """One streamed request: (time to the first SSE event, the gaps between events), or None
+        when the connection failed or brought no event."""
+        t0 = time.perf_counter()
+        if self.writer is None:
+            try:
+                self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+            except OSError:
+                return None
+        reader, writer = self.reader, self.writer
+        assert reader is not None
+        close = b"" if self.keep_alive else b"connection: close\r\n"
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n%s\r\n%s" % (len(body), close, body)
+        )
+        arrivals: list[float] = []
+        buf = b""
+        done = whole = False
+        try:
+            await writer.drain()
+            while True:
+                data = await reader.read(65536)
+                if not data:
+                    break
+                now = time.perf_counter()
+                buf += data
+                n = buf.count(b"\n\n")
+                if n:
+                    arrivals.extend([now - t0] * n)
+                    done = done or b"[DONE]" in buf
+                    buf = buf[buf.rfind(b"\n\n") + 2 :]
+                done = done or b"[DONE]" in data
+                if done and (not self.keep_alive or buf.endswith(b"0\r\n\r\n")):
+                    whole = True
+                    break
+        except ConnectionError:
+            self.close()
+            return None
+        if not self.keep_alive or not whole:
+            self.close()
+        if not arrivals:
+            return None
+        return arrivals[0], [b - a for a, b in itertools.pairwise(arrivals)]
 
 
-async def level(port: int, streams: int, duration_s: float, stream_s: float) -> dict[str, Any]:
+async def level(
+    port: int, streams: int, duration_s: float, stream_s: float, keep_alive: bool = False
+) -> dict[str, Any]:
     """``streams`` workers keep one stream each in flight for ``duration_s``, back to back, their
-    starts spread over one stream's length (as independent callers are, not in lockstep)."""
+    starts spread over one stream's length (as independent callers are, not in lockstep); with
+    ``keep_alive`` each worker keeps its connection from one stream to the next (``Caller``)."""
     body = json.dumps(
         {"model": "bench", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
     ).encode()
@@ -240,14 +268,18 @@ async def level(port: int, streams: int, duration_s: float, stream_s: float) -> 
     async def worker(i: int) -> None:
         nonlocal events, failed
         await asyncio.sleep(stream_s * i / streams)
-        while time.perf_counter() < end:
-            r = await one_stream(port, body)
-            if r is None:
-                failed += 1
-                continue
-            ttft.append(r[0])
-            gaps.extend(r[1])
-            events += len(r[1]) + 1
+        caller = Caller(port, keep_alive)
+        try:
+            while time.perf_counter() < end:
+                r = await caller.stream(body)
+                if r is None:
+                    failed += 1
+                    continue
+                ttft.append(r[0])
+                gaps.extend(r[1])
+                events += len(r[1]) + 1
+        finally:
+            caller.close()
 
     await asyncio.gather(*(worker(i) for i in range(streams)))
     elapsed = time.perf_counter() - t0

@@ -3,9 +3,11 @@
 Each run starts one paced SSE upstream (a raw asyncio HTTP/1.1 server: N events, one every
 ``--interval-ms``, streamed as vLLM streams a chat completion: a role chunk, content, a last chunk
 with the finish_reason; ``--upstream-shape bare`` leaves the finish_reason out, so that the live
-checker has a finding to judge and store on every exchange), then, for each proxy, the proxy in its own process in front of it, and drives
-``level`` concurrent streams through it (each caller starts its next stream when one ends, their
-starts spread out, for ``--duration`` seconds) from a raw asyncio client that notes when each SSE
+checker has a finding to judge and store on every exchange), then, for each proxy, the proxy in its
+own process in front of it, and drives ``level`` concurrent streams through it (each caller starts
+its next stream when one ends, their starts spread out, for ``--duration`` seconds; on a connection
+of its own each, or with ``--keep-alive`` on the caller's one connection, as an SDK's pool keeps it)
+from a raw asyncio client that notes when each SSE
 event (``\\n\\n``) arrives. Reported per proxy and level, all measured in the same run:
 
 - added TTFT p50 / p99: the proxy's time-to-first-event percentile minus the direct one;
@@ -325,6 +327,11 @@ def main(argv: list[str] | None = None) -> int:
         default="vllm",
         help="vllm: streams as vLLM sends them (nothing to find); bare: no finish_reason (a finding each)",
     )
+    ap.add_argument(
+        "--keep-alive",
+        action="store_true",
+        help="each caller keeps its connection from one stream to the next, as an SDK's pool does",
+    )
     ap.add_argument("--duration", type=float, default=4.0, help="seconds of load at each level")
     ap.add_argument(
         "--viewers", type=int, default=0, help="also measure wirecheck with N live-view viewers open"
@@ -347,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.role == "client":
         t = time.process_time()
-        r = asyncio.run(run_level(args.port, args.streams, args.duration, args.stream_s))
+        r = asyncio.run(run_level(args.port, args.streams, args.duration, args.stream_s, args.keep_alive))
         r["cpu_s"] = time.process_time() - t
         print(json.dumps(r), flush=True)
         return 0
@@ -405,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
                 ):
                     for level in levels_of(kind):
                         stream_s = args.events * args.interval_ms / 1000
-                        asyncio.run(run_level(port, min(level, 4), stream_s, stream_s))  # warm the pools
+                        # warm the pools
+                        asyncio.run(run_level(port, min(level, 4), stream_s, stream_s, args.keep_alive))
                         pid = proc.pid if proc else None
                         tree0, (main0, _) = _tree_cpu(pid), _cpu(pid)
                         result = asyncio.run(_measure(port, level, args, stream_s, pid))
@@ -431,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     contended = f"; {args.contend} other process(es) keeping a core busy each" if args.contend else ""
     print(
         f"paced SSE upstream: {args.events} events x {args.interval_ms:g} ms, {args.upstream_shape} streams; "
+        f"{'callers keep their connections' if args.keep_alive else 'a connection a stream'}; "
         f"{args.duration:g} s of load a level; {os.cpu_count()} cores{contended}"
     )
     print_table(rows)
@@ -451,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
             "events": args.events,
             "interval_ms": args.interval_ms,
             "upstream_shape": args.upstream_shape,
+            "keep_alive": args.keep_alive,
             "duration_s": args.duration,
             "clients": args.clients,
             "workers": args.workers,
@@ -473,9 +483,13 @@ async def _measure(
     rss = 0.0
     t0, cpu0 = time.perf_counter(), time.process_time()
     if args.clients <= 1:
-        task: asyncio.Future[Any] = asyncio.ensure_future(run_level(port, level, args.duration, stream_s))
+        task: asyncio.Future[Any] = asyncio.ensure_future(
+            run_level(port, level, args.duration, stream_s, args.keep_alive)
+        )
     else:
-        task = asyncio.ensure_future(_clients(port, level, args.clients, args.duration, stream_s))
+        task = asyncio.ensure_future(
+            _clients(port, level, args.clients, args.duration, stream_s, keep_alive=args.keep_alive)
+        )
     while not task.done():
         rss = max(rss, _rss_mb(pids))
         await asyncio.sleep(0.05)
@@ -487,7 +501,9 @@ async def _measure(
     return result
 
 
-async def _clients(port: int, level: int, n: int, duration_s: float, stream_s: float) -> dict[str, Any]:
+async def _clients(
+    port: int, level: int, n: int, duration_s: float, stream_s: float, *, keep_alive: bool
+) -> dict[str, Any]:
     """``level`` streams over ``n`` client processes (each runs ``overhead_load.level`` on its share)."""
     shares = [level // n + (1 if i < level % n else 0) for i in range(n)]
     procs = [
@@ -504,6 +520,7 @@ async def _clients(port: int, level: int, n: int, duration_s: float, stream_s: f
             str(duration_s),
             "--stream-s",
             str(stream_s),
+            *(["--keep-alive"] if keep_alive else []),
             stdout=asyncio.subprocess.PIPE,
         )
         for share in shares

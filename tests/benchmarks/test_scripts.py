@@ -37,6 +37,7 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
     rows = res["rows"]
     assert res["contend"] == 1 and "keeping a core busy" in proc.stdout  # the run under contention
     assert res["upstream_shape"] == "vllm" and "vllm streams" in proc.stdout
+    assert res["keep_alive"] is False and "a connection a stream" in proc.stdout
     assert {(r["proxy"], r["streams"]) for r in rows} == {
         ("direct", 1),
         ("direct", 4),
@@ -97,6 +98,48 @@ def test_the_benchmark_upstream_streams_as_vllm_does_or_bare_when_asked() -> Non
     assert checked("bare") == ["finish-reason-missing"]
 
 
+def test_a_keep_alive_caller_sends_its_streams_on_one_connection() -> None:
+    # the benchmark's upstream answers one caller's streams one after another on its connection;
+    # a caller without keep-alive opens one a stream
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from overhead_load import Caller, upstream
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    import asyncio
+    import socket
+
+    from wirecheck.record import free_port
+
+    async def run() -> dict[bool, tuple[int, list[int]]]:
+        port = free_port()
+        served = asyncio.ensure_future(upstream(port, 4, 1.0))
+        try:
+            for _ in range(100):  # until it listens
+                with socket.socket() as s:
+                    if s.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                await asyncio.sleep(0.05)
+            out: dict[bool, tuple[int, list[int]]] = {}
+            for keep in (True, False):
+                caller = Caller(port, keep_alive=keep)
+                writers, events = set(), []
+                for _ in range(3):
+                    got = await caller.stream(b'{"stream": true}')
+                    assert got is not None
+                    events.append(len(got[1]) + 1)
+                    writers.add(id(caller.writer))
+                caller.close()
+                out[keep] = (len(writers - {id(None)}), events)
+            return out
+        finally:
+            served.cancel()
+
+    got = asyncio.run(run())
+    assert got[True] == (1, [5, 5, 5])  # four events and [DONE] a stream, one connection
+    assert got[False] == (0, [5, 5, 5])  # each stream's connection closed after it
+
+
 def test_the_256_stream_targets_hold_for_the_deployed_rows_and_not_the_ab_baseline() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
@@ -141,7 +184,8 @@ def test_the_256_stream_targets_hold_for_the_deployed_rows_and_not_the_ab_baseli
 
 def test_proxy_overhead_workers_and_client_processes_smoke(tmp_path: Path) -> None:
     # wirecheck proxy --workers 2 as its own row, measured at the extra workers level too,
-    # with the load split over two client processes whose results are merged
+    # with the load split over two client processes whose results are merged, each caller keeping
+    # its connection from one stream to the next
     out = tmp_path / "po.json"
     proc = subprocess.run(
         [
@@ -149,7 +193,7 @@ def test_proxy_overhead_workers_and_client_processes_smoke(tmp_path: Path) -> No
             str(ROOT / "benchmarks" / "proxy_overhead.py"),
             *("--levels", "4", "--proxies", "direct", "--workers", "2", "--workers-levels", "8"),
             *("--clients", "2", "--duration", "0.5", "--events", "3", "--interval-ms", "5"),
-            *("--out", str(out)),
+            *("--keep-alive", "--out", str(out)),
         ],
         capture_output=True,
         text=True,
@@ -165,6 +209,7 @@ def test_proxy_overhead_workers_and_client_processes_smoke(tmp_path: Path) -> No
     assert rows[("wirecheck-w2", 8)]["cpu_us_per_event"] > 0
     assert rows[("wirecheck-w2", 8)]["samples"] >= 8
     assert res["workers"] == 2 and res["clients"] == 2
+    assert res["keep_alive"] is True and "callers keep their connections" in proc.stdout
 
 
 def test_proxy_overhead_with_live_view_viewers_smoke(tmp_path: Path) -> None:
