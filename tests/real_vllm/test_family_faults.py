@@ -120,6 +120,12 @@ DELTA_DEPENDENT = {
 #: either): the fault's own finding stays, and an arguments finding may come with it (seen: invalid
 #: JSON on the model beside the undeclared tool)
 ARGUMENTS_MAY_BE_CUT = {("deepseek_v31", "undeclared-tool")}
+#: where a loaded server groups the whole call (its start, name, arguments and end) into one delta,
+#: that parser takes the closing branch with no call begun ("attempting to close tool call, but no
+#: tool call") and sends nothing of it: no call reaches the wire, and the answer is empty by the
+#: parser's doing (seen in a clean-clone run: the schema violation, streamed). For every fault above
+#: that wirecheck then finds, as it should, is the dropped answer
+CALL_DROPPED = {("answer-empty", "parser")}
 
 
 def expected(family: str, name: str, api: str, stream: bool) -> set[tuple[str, str]]:
@@ -222,6 +228,10 @@ def test_fault_gives_its_rule_and_blame(
         assert not [c for c in calls if c.name == "delete_all" or c.arguments == '{"city": Tokyo}'], calls
         return
     judged = apis.judged(apis.findings(ex))
+    delta_dependent = stream and (family.family, name) in DELTA_DEPENDENT.keys() | ARGUMENTS_MAY_BE_CUT
+    if delta_dependent and not [c for ch in build_view(ex).choices for c in ch.calls]:
+        assert judged == CALL_DROPPED, judged  # the whole call came in one delta and was dropped
+        return
     if stream and (family.family, name) in DELTA_DEPENDENT:
         rules, parties = DELTA_DEPENDENT[(family.family, name)]
         calls = [c.arguments for ch in build_view(ex).choices for c in ch.calls]
