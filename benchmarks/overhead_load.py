@@ -230,12 +230,11 @@ class Caller:
                     break
                 now = time.perf_counter()
                 buf += data
+                done = done or b"[DONE]" in buf
                 n = buf.count(b"\n\n")
                 if n:
                     arrivals.extend([now - t0] * n)
-                    done = done or b"[DONE]" in buf
                     buf = buf[buf.rfind(b"\n\n") + 2 :]
-                done = done or b"[DONE]" in data
                 if done and (not self.keep_alive or buf.endswith(b"0\r\n\r\n")):
                     whole = True
                     break

@@ -283,6 +283,11 @@ class Recent:
         twin = self._twins.get(exchange_id)
         return None if twin is None else twin[1:]
 
+    def known_at(self, exchange_id: str, version: Any) -> tuple[Any, str, TwinKey | None, bool] | None:
+        """:meth:`known`, where the twin kept is of the row at this ``version``."""
+        twin = self._twins.get(exchange_id)
+        return twin[1:] if twin is not None and twin[1] == version else None
+
     def keyed(self, key: TwinKey) -> set[str]:
         """The ids whose kept twin has this key."""
         return self._keyed.get(key, set())
@@ -485,15 +490,9 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> Neighbou
         return found + _load(store, partners, recent), False, None, 0
 
     window: dict[str, Any] = {}  # id -> version, but for the batch: asked only where the above is not enough
-
-    def kept(i: str) -> tuple[Any, str, TwinKey | None, bool] | None:
-        """(version, tap, twin key, streamed) of a row of the window, where ``recent`` keeps its twin"""
-        twin = recent.known(i)
-        return twin if twin is not None and twin[0] == window[i] else None
-
     if not recent.taps() <= taps:  # the twins kept reach past the window: ask the window's own
         window = {i: v for i, v in rows if i not in have}
-        taps.update(twin[1] for i in window if (twin := kept(i)) is not None)
+        taps.update(twin[1] for i, v in window.items() if (twin := recent.known_at(i, v)) is not None)
     if len(taps) > 1:  # any of them may be a partner: those of the batch's group (``_kin``) are
         return _group(store, batch, [r for r in rows if r[0] not in have], (times[0], times[-1]), recent)
     # one tap: nothing pairs across taps (nor can the taps go unpaired), so of the exchanges around
@@ -542,18 +541,13 @@ def _twins_around(
         return []
     # around it, by key: the twins kept, and those not kept (an exchange without a start time)
     window = window or {i: v for i, v in rows if i not in have}
-
-    def kept(i: str) -> tuple[Any, str, TwinKey | None, bool] | None:
-        twin = recent.known(i)
-        return twin if twin is not None and twin[0] == window[i] else None
-
     kin: dict[TwinKey, dict[str, bool]] = {key: {} for key in kinds}
     for key, of_key in kin.items():
         for i in recent.keyed(key):
-            if i in window and (twin := kept(i)) is not None:
+            if i in window and (twin := recent.known_at(i, window[i])) is not None:
                 of_key[i] = twin[3]
     for i, (maybe, streamed) in loose.items():
-        if maybe is not None and maybe in kin and kept(i) is None:
+        if maybe is not None and maybe in kin and recent.known_at(i, window[i]) is None:
             kin[maybe][i] = streamed
     wanted: set[str] = set()
     for key, seen in kinds.items():
