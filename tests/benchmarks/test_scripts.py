@@ -328,6 +328,29 @@ def test_live_checker_two_taps_smoke(tmp_path: Path) -> None:
     assert "60 exchanges" in proc.stdout
 
 
+def test_live_checker_correlated_taps_smoke(tmp_path: Path) -> None:
+    # both sides of each request carry its correlation id, and each request its own
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from live_checker import recorded
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    sides = [recorded(i, 0.0, 20.0, 5, taps=2, correlated=True) for i in range(3)]
+    assert all(c.correlation and c.correlation == e.correlation for c, e in sides)
+    assert len({c.correlation for c, _ in sides}) == 3
+    assert all(ex.correlation is None for ex in recorded(0, 0.0, 20.0, 5, taps=2))
+    out = tmp_path / "lc2c.json"
+    proc = _bench(
+        "live_checker.py",
+        *("--exchanges", "30", "--rate", "20", "--batches", "7", "--taps", "2", "--correlated"),
+        *("--out", str(out)),
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["correlated"] is True and data["rows"][0]["us_per_exchange"] > 0
+    assert "60 exchanges" in proc.stdout and "with correlation ids" in proc.stdout
+
+
 def test_proxy_instructions_smoke(tmp_path: Path) -> None:
     # valgrind is one of the Debian packages ./dev installs (scripts/dev.py)
     out = tmp_path / "pi.json"
