@@ -192,6 +192,50 @@ def check_view(view: ExchangeView, config: CheckConfig | None = None) -> list[Fi
     return out
 
 
+def _view_rules(view: ExchangeView, ctx: CheckConfig) -> list[Finding]:
+    """``check_view``'s findings, worked out once a view and config (the live checker judges a
+    view again with each batch it pairs with) and handed out as copies: attribution changes them."""
+    held = view.memo.get("rules")
+    if held is None or (held[0] is not ctx and held[0] != ctx):
+        held = (ctx, check_view(view, ctx))
+        view.memo["rules"] = held
+    return _copies(held[1])
+
+
+def _pair_rules(p: TapPair, ctx: CheckConfig) -> list[Finding]:
+    """The tap rules' findings on this pair, worked out once a pair (the same sides, by the same
+    key, the same retries) and config, as ``_view_rules`` does; kept on the caller's view."""
+    key = (ctx, p.engine, p.by, tuple(p.retries))
+    held = p.caller.memo.get("taps")
+    if held is None or not _same_pair(held[0], key):
+        found: list[Finding] = []
+        for r in rules("taps"):
+            if r.id not in ctx.disabled and r.judges(p.caller.endpoint):
+                found.extend(_run(r, p, ctx, p.caller.id, p.caller.tap))
+        held = (key, found)
+        p.caller.memo["taps"] = held
+    return _copies(held[1])
+
+
+def _same_pair(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """The same config (the same one, or an equal one) and the same sides, by identity."""
+    return (
+        (a[0] is b[0] or a[0] == b[0])
+        and a[1] is b[1]
+        and a[2] == b[2]
+        and len(a[3]) == len(b[3])
+        and all(x is y for x, y in zip(a[3], b[3], strict=True))
+    )
+
+
+def _copies(found: list[Finding]) -> list[Finding]:
+    """Findings to hand out from a memo: attribution and the known bugs change them in place."""
+    return [
+        Finding(f.rule, f.severity, f.fault, f.message, f.exchange_id, f.tap, dict(f.evidence), f.known_bug)
+        for f in found
+    ]
+
+
 def view_facts(view: ExchangeView) -> frozenset[str] | None:
     """What the rules may need of this view (``Rule.needs``, ``_registry.FACTS``): the rules that
     need one of them run only where one is there. None, and every rule runs, where working them
@@ -340,7 +384,7 @@ def judge(views: list[ExchangeView], ctx: CheckConfig, *, focus: Collection[str]
         needed.update(id(s) for tw in twins for s in (tw.streamed, tw.plain))
         needed.update(id(s) for p in pairs for s in (p.caller, p.engine, *p.retries))
         views = [v for v in views if id(v) in needed]
-    per_view: dict[int, list[Finding]] = {id(v): check_view(v, ctx) for v in views}
+    per_view: dict[int, list[Finding]] = {id(v): _view_rules(v, ctx) for v in views}
 
     for tw in twins:
         if truncated_sides(tw.streamed) or truncated_sides(tw.plain):
@@ -381,9 +425,7 @@ def judge(views: list[ExchangeView], ctx: CheckConfig, *, focus: Collection[str]
     for p in pairs:
         if truncated_sides(p.caller) or truncated_sides(p.engine):
             continue  # comparing a cut capture with a whole one would blame the gateway for the cut
-        for r in rules("taps"):
-            if r.id not in ctx.disabled and r.judges(p.caller.endpoint):
-                per_view[id(p.caller)].extend(_run(r, p, ctx, p.caller.id, p.caller.tap))
+        per_view[id(p.caller)].extend(_pair_rules(p, ctx))
     for v in views:
         if v.endpoint in API_ENDPOINTS:
             for f in per_view[id(v)]:
