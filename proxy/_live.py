@@ -42,6 +42,7 @@ from wirecheck.contracts import (
     build_view,
     check_exchanges,
     may_pair,
+    rules,
     twin_key,
 )
 from wirecheck.record import LIVE_CHECK_SKIPPED, Store, WindowRows
@@ -414,14 +415,18 @@ def _check_batch(
     """Check the exchanges ``ids`` (``exchanges``: them and their partners by correlation) with what
     was recorded around them, and store their findings. ``recent`` keeps the views for the next
     batch (an empty one: every neighbour is read from the store)."""
+    span = list(exchanges)  # what the window is around (``_window_of``)
     around, one_tap, rest, left_out = _neighbours(store, exchanges, recent)
     exchanges += around
     wanted = set(ids)
     if left_out:
         recent.cut_checked += len(wanted)
         recent.cut_left_out += left_out
+    # at several taps without the correlation id, the batch's group is judged whole: an exchange
+    # of it may move a pairing between two judged before it (the fingerprint pairs first with first)
+    focus = wanted if rest is None else wanted | {ex.id for ex in around}
     result = check_exchanges(
-        exchanges, config or CheckConfig(), focus=wanted, view_of=recent.view, around=rest
+        exchanges, config or CheckConfig(), focus=focus, view_of=recent.view, around=rest
     )
     starts = [t for ex in exchanges if ex.id in wanted and (t := ex.started_epoch) is not None]
     if starts:
@@ -432,12 +437,35 @@ def _check_batch(
     partners = (result.whole or wanted) - wanted
     amend: dict[str, list[Finding]] = {i: [] for i in partners}
     mine: list[Finding] = []
+    fired: set[str] = set()
     for f in result.findings:
+        fired.add(f.rule)
         if f.exchange_id in wanted:
             mine.append(f)
         elif f.exchange_id in amend:
             amend[f.exchange_id].append(f)
-    store.add_findings(mine, ids, amend)
+    if rest is None:
+        store.add_findings(mine, ids, amend)
+    else:
+        # at several taps, the set rules judge the batch's window: one that no longer fires there
+        # takes back what it said of the window before (a pair found since ends a "none paired")
+        quiet = sorted(_set_rules() - fired)
+        store.add_findings(mine, ids, amend, window=(*_window_of(span), quiet) if quiet else None)
+
+
+def _set_rules() -> frozenset[str]:
+    """The ids of the rules of scope ``set``."""
+    return frozenset(r.id for r in rules("set"))
+
+
+def _window_of(batch: list[Exchange]) -> tuple[str, str]:
+    """The ISO start times of the window a batch is checked in (``NEIGHBOUR_S`` either side of its
+    starts); one of the batch has a start (``_neighbours`` judges no window otherwise)."""
+    times = sorted(t for ex in batch if (t := ex.started_epoch) is not None)
+    return (
+        datetime.fromtimestamp(times[0] - NEIGHBOUR_S, UTC).isoformat(),
+        datetime.fromtimestamp(times[-1] + NEIGHBOUR_S, UTC).isoformat(),
+    )
 
 
 Neighbours = tuple[list[Exchange], bool, TapSet | None, int]
@@ -458,8 +486,7 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> Neighbou
     times = sorted(t for ex in batch if (t := ex.started_epoch) is not None)
     if not times:
         return [], False, None, 0
-    lo = datetime.fromtimestamp(times[0] - NEIGHBOUR_S, UTC).isoformat()
-    hi = datetime.fromtimestamp(times[-1] + NEIGHBOUR_S, UTC).isoformat()
+    lo, hi = _window_of(batch)
     # the order stays the write order (the twins of one request pair first with first)
     rows = recent.window.rows(store, lo, hi)  # thousands a batch: each is looked at once here
     have = {ex.id for ex in batch}

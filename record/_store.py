@@ -500,16 +500,26 @@ class Store:
         findings: Iterable[Finding],
         checked_ids: Iterable[str],
         amend: Mapping[str, Iterable[Finding]] | None = None,
+        window: tuple[str, str, list[str]] | None = None,
     ) -> None:
         """Store the findings of the exchanges ``checked_ids`` and mark them checked. ``amend``: the
         findings of exchanges judged again with these (a partner recorded after them changed what
         they find): those already checked get exactly these in place of what they had (only what
         differs is written; the live checker's own records stay), the others are left to their own
-        check."""
+        check. ``window``: (lo, hi, rules): these rules find nothing of the exchanges that started
+        between the ISO times lo and hi (what they found of them before is deleted)."""
         rows = [_finding_row(f) for f in findings]
         with self._lock, self._db.tx(immediate=True):
             if amend:
                 rows.extend(self._amend(amend))
+            if window is not None:
+                lo, hi, quiet = window
+                self._db.serialize_amends()
+                self._exec(
+                    f"DELETE FROM findings WHERE rule IN ({','.join('?' * len(quiet))}) AND exchange_id IN "
+                    "(SELECT id FROM exchanges WHERE started_at >= ? AND started_at <= ?)",
+                    (*quiet, lo, hi),
+                )
             self._db.many(
                 "INSERT INTO findings(exchange_id, tap, rule, severity, fault, message, evidence) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,

@@ -103,6 +103,30 @@ def test_findings_amended_after_a_partner_came_change_only_what_differs(store_ur
         s.close()
 
 
+def test_a_set_rule_quiet_on_a_window_takes_back_what_it_said_there(store_url: str) -> None:
+    # the live checker at several taps: a set rule that no longer fires on a batch's window (a pair
+    # was found since) has its findings on the window's exchanges deleted, and only those
+    s = Store(store_url, writer=True)
+    try:
+        early, inside, late = ex(1), ex(2), ex(3)
+        early.started_at = "2026-12-06T10:00:00+00:00"
+        inside.started_at = "2026-12-06T10:00:30+00:00"
+        late.started_at = "2026-12-06T10:01:00+00:00"
+        s.write_now([early, inside, late])
+        s.add_findings(
+            [_found("unpaired", i) for i in ("caller-1", "caller-2", "caller-3")]
+            + [_found("other", "caller-2")],
+            ["caller-1", "caller-2", "caller-3"],
+        )
+        s.add_findings(
+            [], [], window=("2026-12-06T10:00:20+00:00", "2026-12-06T10:00:40+00:00", ["unpaired"])
+        )
+        got = sorted((f["exchange_id"], f["rule"]) for f in s.findings())
+        assert got == [("caller-1", "unpaired"), ("caller-2", "other"), ("caller-3", "unpaired")]
+    finally:
+        s.close()
+
+
 def test_postgres_schema_is_versioned_and_a_newer_one_is_refused(pg_url: str) -> None:
     Store(pg_url).close()
     with psycopg.connect(pg_url, autocommit=True) as conn:

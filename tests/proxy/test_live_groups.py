@@ -7,12 +7,15 @@ exchanges nearest the batch in time are loaded, the rest counted, and every exch
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import wirecheck.proxy._live as live
 from tests.support import wire
@@ -179,6 +182,38 @@ def test_groups_give_the_findings_of_the_whole_check(tmp_path: Path, name: str) 
         "twins": {("engine-plain", "model")},
     }[name]
     assert expected <= {(f[0], f[2]) for f in whole}, whole
+
+
+@st.composite
+def _written(draw: st.DrawFn) -> tuple[str, list[list[str]]]:
+    """A capture, its exchanges in any write order, cut into one to four batches."""
+    name = draw(st.sampled_from(sorted(CAPTURES)))
+    order = draw(st.permutations([ex.id for ex in CAPTURES[name]()]))
+    cuts = sorted(draw(st.sets(st.integers(1, len(order) - 1), max_size=3)))
+    bounds = [0, *cuts, len(order)]
+    return name, [order[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=_written())
+def test_the_findings_do_not_depend_on_the_write_order_nor_the_batches(
+    tmp_path_factory: pytest.TempPathFactory, case: tuple[str, list[list[str]]]
+) -> None:
+    # each batch checked as soon as it is written: an exchange that arrives later may take another's
+    # partner (the fingerprint pairs first with first) or end a "none paired"; what was judged before
+    # it is judged again with it, so the store ends with the whole check's findings
+    name, batches = case
+    by_id = {ex.id: ex for ex in CAPTURES[name]()}
+    store = Store(tmp_path_factory.mktemp(name) / "live.db")
+    try:
+        recent = Recent()
+        for ids in batches:
+            store.write_now([by_id[i] for i in ids])
+            while check_pending(store, settle_s=0, recent=recent):
+                pass
+        assert _rows(store.findings()) == _whole(CAPTURES[name]()), batches
+    finally:
+        store.close()
 
 
 def test_all_captures_in_one_window(tmp_path: Path, small: None) -> None:
