@@ -5,7 +5,6 @@ at a lower CPU priority than the forwarding."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import subprocess
 import sys
@@ -16,11 +15,11 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import wirecheck.proxy._live as live
 from tests.contracts.test_focus import dual_tap_capture
 from tests.support import wire
+from tests.support.orders import written_in_batches
 from tests.support.wire import call, completion, message, tool_req
 from wirecheck.contracts import CheckConfig, CheckResult, Exchange, check_exchanges
 from wirecheck.proxy import check_pending
@@ -159,18 +158,8 @@ _CAPTURES: dict[str, Callable[[], list[Exchange]]] = {
 }
 
 
-@st.composite
-def _batched(draw: st.DrawFn) -> tuple[str, list[list[str]]]:
-    """A capture, its exchanges in any write order, cut into one to four batches."""
-    name = draw(st.sampled_from(sorted(_CAPTURES)))
-    order = draw(st.permutations([ex.id for ex in _CAPTURES[name]()]))
-    cuts = sorted(draw(st.sets(st.integers(1, len(order) - 1), max_size=3)))
-    bounds = [0, *cuts, len(order)]
-    return name, [order[a:b] for a, b in itertools.pairwise(bounds)]
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(case=_batched())
+@given(case=written_in_batches(_CAPTURES))
 def test_the_findings_do_not_depend_on_the_order_nor_the_batches(tmp_path_factory: Any, case: Any) -> None:
     # an exchange checked before its partner (its twin, its other tap's side, a retry) was recorded
     # is judged again with the partner's batch: the store ends with the whole check's findings,

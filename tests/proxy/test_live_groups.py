@@ -7,7 +7,6 @@ exchanges nearest the batch in time are loaded, the rest counted, and every exch
 from __future__ import annotations
 
 import copy
-import itertools
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,10 +14,10 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import wirecheck.proxy._live as live
 from tests.support import wire
+from tests.support.orders import written_in_batches
 from tests.support.wire import call, completion, message, req, tool_req
 from wirecheck.contracts import CheckConfig, Exchange, check_exchanges
 from wirecheck.proxy import check_pending
@@ -184,18 +183,8 @@ def test_groups_give_the_findings_of_the_whole_check(tmp_path: Path, name: str) 
     assert expected <= {(f[0], f[2]) for f in whole}, whole
 
 
-@st.composite
-def _written(draw: st.DrawFn) -> tuple[str, list[list[str]]]:
-    """A capture, its exchanges in any write order, cut into one to four batches."""
-    name = draw(st.sampled_from(sorted(CAPTURES)))
-    order = draw(st.permutations([ex.id for ex in CAPTURES[name]()]))
-    cuts = sorted(draw(st.sets(st.integers(1, len(order) - 1), max_size=3)))
-    bounds = [0, *cuts, len(order)]
-    return name, [order[a:b] for a, b in itertools.pairwise(bounds)]
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(case=_written())
+@given(case=written_in_batches(CAPTURES))
 def test_the_findings_do_not_depend_on_the_write_order_nor_the_batches(
     tmp_path_factory: pytest.TempPathFactory, case: tuple[str, list[list[str]]]
 ) -> None:
