@@ -196,7 +196,7 @@ def _view_rules(view: ExchangeView, ctx: CheckConfig) -> list[Finding]:
     """``check_view``'s findings, worked out once a view and config (the live checker judges a
     view again with each batch it pairs with) and handed out as copies: attribution changes them."""
     held = view.memo.get("rules")
-    if held is None or (held[0] is not ctx and held[0] != ctx):
+    if held is None or not _same_config(held[0], ctx):
         held = (ctx, check_view(view, ctx))
         view.memo["rules"] = held
     return _copies(held[1])
@@ -220,12 +220,17 @@ def _pair_rules(p: TapPair, ctx: CheckConfig) -> list[Finding]:
 def _same_pair(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     """The same config (the same one, or an equal one) and the same sides, by identity."""
     return (
-        (a[0] is b[0] or a[0] == b[0])
+        _same_config(a[0], b[0])
         and a[1] is b[1]
         and a[2] == b[2]
         and len(a[3]) == len(b[3])
         and all(x is y for x, y in zip(a[3], b[3], strict=True))
     )
+
+
+def _same_config(a: CheckConfig, b: CheckConfig) -> bool:
+    """The same config, or an equal one (the live checker makes one a batch where none is given)."""
+    return a is b or a == b
 
 
 def _copies(found: list[Finding]) -> list[Finding]:

@@ -415,8 +415,9 @@ def _check_batch(
     """Check the exchanges ``ids`` (``exchanges``: them and their partners by correlation) with what
     was recorded around them, and store their findings. ``recent`` keeps the views for the next
     batch (an empty one: every neighbour is read from the store)."""
-    span = list(exchanges)  # what the window is around (``_window_of``)
-    around, one_tap, rest, left_out = _neighbours(store, exchanges, recent)
+    # the batch's starts (with its partners by correlation): the window is around them
+    times = sorted(t for ex in exchanges if (t := ex.started_epoch) is not None)
+    around, one_tap, rest, left_out = _neighbours(store, exchanges, times, recent)
     exchanges += around
     wanted = set(ids)
     if left_out:
@@ -450,7 +451,7 @@ def _check_batch(
         # at several taps, the set rules judge the batch's window: one that no longer fires there
         # takes back what it said of the window before (a pair found since ends a "none paired")
         quiet = sorted(_set_rules() - fired)
-        store.add_findings(mine, ids, amend, window=(*_window_of(span), quiet) if quiet else None)
+        store.add_findings(mine, ids, amend, window=(*_window_of(times), quiet) if quiet else None)
 
 
 def _set_rules() -> frozenset[str]:
@@ -458,10 +459,9 @@ def _set_rules() -> frozenset[str]:
     return frozenset(r.id for r in rules("set"))
 
 
-def _window_of(batch: list[Exchange]) -> tuple[str, str]:
-    """The ISO start times of the window a batch is checked in (``NEIGHBOUR_S`` either side of its
-    starts); one of the batch has a start (``_neighbours`` judges no window otherwise)."""
-    times = sorted(t for ex in batch if (t := ex.started_epoch) is not None)
+def _window_of(times: list[float]) -> tuple[str, str]:
+    """The ISO start times of the window a batch is checked in: ``NEIGHBOUR_S`` either side of its
+    sorted starts, ``times`` (not empty: ``_neighbours`` judges no window otherwise)."""
     return (
         datetime.fromtimestamp(times[0] - NEIGHBOUR_S, UTC).isoformat(),
         datetime.fromtimestamp(times[-1] + NEIGHBOUR_S, UTC).isoformat(),
@@ -471,11 +471,11 @@ def _window_of(batch: list[Exchange]) -> tuple[str, str]:
 Neighbours = tuple[list[Exchange], bool, TapSet | None, int]
 
 
-def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> Neighbours:
-    """Exchanges recorded around this batch, checked before or not yet settled: a partner without the
-    correlation id (a gateway that drops it) pairs by completion id or fingerprint only when it is
-    there to be seen, the same as in an offline ``wirecheck check``. Only what ``recent``
-    does not hold is read from the store. And whether the batch and all around it are of one tap;
+def _neighbours(store: Store, batch: list[Exchange], times: list[float], recent: Recent) -> Neighbours:
+    """Exchanges recorded around this batch (``times``: its starts, sorted), checked before or not yet
+    settled: a partner without the correlation id (a gateway that drops it) pairs by completion id
+    or fingerprint only when it is there to be seen, the same as in an offline ``wirecheck check``.
+    Only what ``recent`` does not hold is read from the store. And whether the batch and all around it are of one tap;
     with several taps, the rest of the window in summary (for ``check_exchanges``'s ``around``) and
     how many exchanges of the batch's group were left out (``GROUP_BYTES``)."""
     sides: dict[str, set[str]] = {}
@@ -483,10 +483,9 @@ def _neighbours(store: Store, batch: list[Exchange], recent: Recent) -> Neighbou
         if ex.correlation:
             sides.setdefault(ex.correlation, set()).add(ex.tap)
     paired = all(ex.correlation and len(sides[ex.correlation]) > 1 for ex in batch)
-    times = sorted(t for ex in batch if (t := ex.started_epoch) is not None)
     if not times:
         return [], False, None, 0
-    lo, hi = _window_of(batch)
+    lo, hi = _window_of(times)
     # the order stays the write order (the twins of one request pair first with first)
     rows = recent.window.rows(store, lo, hi)  # thousands a batch: each is looked at once here
     have = {ex.id for ex in batch}

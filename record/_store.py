@@ -510,11 +510,12 @@ class Store:
         between the ISO times lo and hi (what they found of them before is deleted)."""
         rows = [_finding_row(f) for f in findings]
         with self._lock, self._db.tx(immediate=True):
+            if amend or window is not None:
+                self._db.serialize_amends()
             if amend:
                 rows.extend(self._amend(amend))
             if window is not None:
                 lo, hi, quiet = window
-                self._db.serialize_amends()
                 self._exec(
                     f"DELETE FROM findings WHERE rule IN ({','.join('?' * len(quiet))}) AND exchange_id IN "
                     "(SELECT id FROM exchanges WHERE started_at >= ? AND started_at <= ?)",
@@ -535,9 +536,9 @@ class Store:
                 )
 
     def _amend(self, amend: Mapping[str, Iterable[Finding]]) -> list[tuple[Any, ...]]:
-        """Within the caller's transaction: delete the stored findings of the checked ones of
-        ``amend`` that are no longer found, and return the rows to insert (those not stored yet)."""
-        self._db.serialize_amends()
+        """Within the caller's transaction (amendments serialized): delete the stored findings of the
+        checked ones of ``amend`` that are no longer found, and return the rows to insert (those not
+        stored yet)."""
         ids = list(amend)
         checked: set[str] = set()
         stored: dict[str, list[tuple[Any, ...]]] = {}
