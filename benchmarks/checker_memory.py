@@ -110,7 +110,7 @@ def _child(*args: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(HERE))
-    from live_checker import shape_args
+    from live_checker import shape_args, shape_label
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--role", choices=("bench", "record", "check"), default="bench")
@@ -157,13 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     first, last = rows[0], rows[-1]
     ratio = last["held_mb"] / max(first["held_mb"], 1.0)
     met = ratio <= args.target
-    shape = "" if args.taps == 1 else ", at two taps"
-    shape += (
-        "" if args.taps == 1 else " with correlation ids" if args.correlated else " without correlation ids"
-    )
-    shape += ", one prompt" if args.same_prompt else ""
     print(
-        f"{args.exchanges} requests{shape}, {args.rate:.0f} a second of recorded time, batches of "
+        f"{args.exchanges} requests{shape_label(args)}, {args.rate:.0f} a second of recorded time, batches of "
         f"{args.batch}; the checking process's resident memory"
     )
     print(

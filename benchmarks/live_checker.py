@@ -119,6 +119,15 @@ def recorded(
     return [ex, engine]
 
 
+def shape_label(args: argparse.Namespace) -> str:
+    """How the requests were recorded (:func:`shape_args`'s options), for a table's title: each part
+    after a comma ("" for one tap and one prompt a request)."""
+    label = ""
+    if args.taps == 2:
+        label = ", at two taps " + ("with" if args.correlated else "without") + " correlation ids"
+    return label + (", one prompt" if args.same_prompt else "")
+
+
 def shape_args(ap: argparse.ArgumentParser) -> None:
     """The options that say how requests are recorded (:func:`recorded`)."""
     ap.add_argument(
@@ -239,17 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.store is not None:
         print(f"{total} exchanges of {args.store}; one core, process CPU time")
     else:
-        shape = "" if args.taps == 1 else " at two taps"
-        shape += (
-            ""
-            if args.taps == 1
-            else " with correlation ids"
-            if args.correlated
-            else " without correlation ids"
-        )
-        shape += ", one prompt" if args.same_prompt else ""
         print(
-            f"{args.exchanges} requests{shape}, {total} exchanges of {args.events} frames, "
+            f"{args.exchanges} requests{shape_label(args)}, {total} exchanges of {args.events} frames, "
             f"{args.rate:.0f} requests a second of recorded time; one core, process CPU time"
         )
     print(f"{'path':44s} {'us/exchange':>12s} {'x frames':>9s}")
