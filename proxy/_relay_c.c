@@ -2,7 +2,7 @@
  * _Conn.data_received with llhttp, proxy/_app.py's _DirectSink.forward, proxy/_http.py's
  * DirectBody.send). The Python stays the reference: tests/proxy/test_relay_c.py holds this to it.
  *
- * Two types:
+ * Three types:
  *   Sink       what the record keeps of a read's pieces and their one write to the caller (a chunk
  *              of the caller's chunked response), with the added-latency observation: the work of
  *              _DirectSink.forward and DirectBody.send, callable with a batch as that is.
@@ -13,8 +13,12 @@
  *              llhttp parser, which the Dechunker took over at a chunk boundary: it returns the
  *              bytes that bring that parser to the state the Dechunker was in ("the primer") and
  *              where in the read to go on, so llhttp judges every unusual byte as it always did.
+ *   Reader     the upstream connection's read callback, a base of its class (_ConnReader): a read
+ *              of the body while a Dechunker has it goes to that Dechunker and its Sink without a
+ *              Python frame; every other read goes on to the connection's Python methods.
  *
- * The GIL is held throughout; no state outside the objects but interned names. */
+ * The GIL is held throughout; no state outside the objects but interned names and a test's clock
+ * for the Readers (use_clock). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -101,6 +105,10 @@ typedef struct {
     Py_ssize_t nbounds;
     PyObject *cycle;     /* weak reference to the caller's request cycle (proxy/_http.py) */
     PyObject *transport; /* the caller's transport */
+    /* its write and is_closing, looked up once (NULL: called by name each time); a method lookup
+     * and call by name each read was about a tenth of the relay's own time at 256 streams */
+    PyObject *write, *is_closing;
+    Py_ssize_t disconnected_at, conn_at; /* the cycle's slots (-1: read by name) */
     PyTypeObject *chunk_type;
     Py_ssize_t t_ms_at, data_at;   /* the Chunk's slots (-1: set by name) */
     Py_ssize_t counts_at, total_at; /* the series' slots (-1: by name) */
@@ -111,6 +119,8 @@ static int sink_traverse(SinkObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->added);
     Py_VISIT(self->cycle);
     Py_VISIT(self->transport);
+    Py_VISIT(self->write);
+    Py_VISIT(self->is_closing);
     Py_VISIT(self->chunk_type);
     return 0;
 }
@@ -120,6 +130,8 @@ static int sink_clear(SinkObject *self) {
     Py_CLEAR(self->added);
     Py_CLEAR(self->cycle);
     Py_CLEAR(self->transport);
+    Py_CLEAR(self->write);
+    Py_CLEAR(self->is_closing);
     Py_CLEAR(self->chunk_type);
     return 0;
 }
@@ -129,6 +141,38 @@ static void sink_dealloc(SinkObject *self) {
     sink_clear(self);
     PyMem_Free(self->bounds);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* what the weak reference `ref` refers to: 1 and *out a new reference, 0 and *out NULL once it is
+ * gone, -1 on error */
+static int referent(PyObject *ref, PyObject **out) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyWeakref_GetRef(ref, out);
+#else
+    PyObject *c = PyWeakref_GetObject(ref);
+    *out = NULL;
+    if (c == NULL)
+        return -1;
+    if (c == Py_None)
+        return 0;
+    *out = Py_NewRef(c);
+    return 1;
+#endif
+}
+
+/* obj.name where it is a method bound to obj now (a new reference), else NULL (no error set): then
+ * the method is looked up by name at each call, as Python would */
+static PyObject *bound_method(PyObject *obj, PyObject *name) {
+    PyObject *m = PyObject_GetAttr(obj, name);
+    if (m == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (!PyCallable_Check(m)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
 
 static PyObject *sink_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -161,6 +205,20 @@ static PyObject *sink_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->chunk_type = (PyTypeObject *)Py_NewRef(chunk_type);
     self->bounds = NULL;
     self->nbounds = 0;
+    self->write = bound_method(transport, s_write);
+    self->is_closing = bound_method(transport, s_is_closing);
+    /* the cycle's type does not change while the reference lives: its slots found once */
+    self->disconnected_at = self->conn_at = -1;
+    PyObject *c;
+    if (referent(cycle, &c) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    if (c != NULL) {
+        self->disconnected_at = slot_offset(Py_TYPE(c), s_disconnected);
+        self->conn_at = slot_offset(Py_TYPE(c), s_conn);
+        Py_DECREF(c);
+    }
     self->t_ms_at = slot_offset((PyTypeObject *)chunk_type, s_t_ms);
     self->data_at = slot_offset((PyTypeObject *)chunk_type, s_data);
     self->counts_at = slot_offset(Py_TYPE(added), s_counts);
@@ -253,28 +311,19 @@ done:
  * reference), 0 gone, -1 error */
 static int sink_caller(SinkObject *self, PyObject **cycle) {
     *cycle = NULL;
-#if PY_VERSION_HEX >= 0x030D0000
     PyObject *c;
-    if (PyWeakref_GetRef(self->cycle, &c) < 0)
-        return -1;
-    if (c == NULL)
-        return 0;
-#else
-    PyObject *c = PyWeakref_GetObject(self->cycle);
-    if (c == NULL)
-        return -1;
-    if (c == Py_None)
-        return 0;
-    Py_INCREF(c);
-#endif
-    PyObject *d = PyObject_GetAttr(c, s_disconnected);
+    int alive = referent(self->cycle, &c);
+    if (alive <= 0)
+        return alive;
+    PyObject *d = slot_get(c, self->disconnected_at, s_disconnected);
     int t = d == NULL ? -1 : PyObject_IsTrue(d);
     Py_XDECREF(d);
     if (t != 0) {
         Py_DECREF(c);
         return t < 0 ? -1 : 0;
     }
-    PyObject *closing = PyObject_CallMethodNoArgs(self->transport, s_is_closing);
+    PyObject *closing = self->is_closing != NULL ? PyObject_CallNoArgs(self->is_closing)
+                                                 : PyObject_CallMethodNoArgs(self->transport, s_is_closing);
     t = closing == NULL ? -1 : PyObject_IsTrue(closing);
     Py_XDECREF(closing);
     if (t != 0) {
@@ -335,7 +384,8 @@ static int sink_relay(SinkObject *self, const Piece *pieces, Py_ssize_t n) {
         }
         p[0] = '\r';
         p[1] = '\n';
-        PyObject *r = PyObject_CallMethodOneArg(self->transport, s_write, out);
+        PyObject *r = self->write != NULL ? PyObject_CallOneArg(self->write, out)
+                                          : PyObject_CallMethodOneArg(self->transport, s_write, out);
         Py_DECREF(out);
         if (r == NULL) {
             Py_DECREF(cycle);
@@ -345,7 +395,7 @@ static int sink_relay(SinkObject *self, const Piece *pieces, Py_ssize_t n) {
     }
     /* the caller's connection's write_paused, read after the write (which may have set it) */
     int more = 0;
-    PyObject *conn = PyObject_GetAttr(cycle, s_conn);
+    PyObject *conn = slot_get(cycle, self->conn_at, s_conn);
     Py_DECREF(cycle);
     if (conn == NULL)
         return -1;
@@ -522,18 +572,11 @@ static int append_pieces(PyObject *list, const Piece *pieces, Py_ssize_t n) {
  *                  `pieces` (`appended` bytes of them); feed the parser primer + data[offset:]. With `filler` the primer
  *                  holds one byte of chunk data that only puts llhttp after a chunk's data: the
  *                  first piece that feed gives is to be dropped. The dechunker is done. */
-static PyObject *dechunker_feed(DechunkerObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyBytes_Check(args[0]) || !PyList_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "feed(data: bytes, stamp: float, sink, pieces: list)");
-        return NULL;
-    }
-    double stamp = PyFloat_AsDouble(args[1]);
-    if (stamp == -1.0 && PyErr_Occurred())
-        return NULL;
-    /* the caller's references (the call's arguments) hold data, sink and list throughout */
-    PyObject *sink = args[2], *list = args[3];
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
-    Py_ssize_t len = PyBytes_GET_SIZE(args[0]), i = 0;
+/* feed's work: `data` bytes and `list` a list, each held by the caller throughout (as are `sink`) */
+static PyObject *dechunk_read(DechunkerObject *self, PyObject *data, double stamp, PyObject *sink,
+                              PyObject *list) {
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(data);
+    Py_ssize_t len = PyBytes_GET_SIZE(data), i = 0;
     /* most reads hold a piece or two: room for 16 on the stack, more made as needed */
     Piece stack[16], *pieces = stack;
     Py_ssize_t cap = 16, n = 0;
@@ -645,6 +688,18 @@ done:
     return result;
 }
 
+static PyObject *dechunker_feed(DechunkerObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyBytes_Check(args[0]) || !PyList_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "feed(data: bytes, stamp: float, sink, pieces: list)");
+        return NULL;
+    }
+    double stamp = PyFloat_AsDouble(args[1]);
+    if (stamp == -1.0 && PyErr_Occurred())
+        return NULL;
+    /* the caller's references (the call's arguments) hold data, sink and list throughout */
+    return dechunk_read(self, args[0], stamp, args[2], args[3]);
+}
+
 static PyMethodDef dechunker_methods[] = {
     {"feed", (PyCFunction)(void (*)(void))dechunker_feed, METH_FASTCALL,
      "feed(data, stamp, sink, pieces): one read of the body (see the module's source)"},
@@ -660,11 +715,142 @@ static PyTypeObject DechunkerType = {
     .tp_methods = dechunker_methods,
 };
 
+
 /* ---------------------------------------------------------------------------------------------- */
+/* Reader: the upstream connection's read callback (proxy/_upstream.py's _ConnReader derives from
+ * it, after _ConnC). _Conn.data_received is the reference: a read of the body while a Dechunker has
+ * it (`dechunk`) is fed to it here, stamped with the clock as time.monotonic() reads it, and when
+ * the Dechunker relays it whole (True) nothing more happens but a wake-up of the waiting task for
+ * a connection the sink halted (`_wake`). Every other outcome goes on in Python: `_dechunked(data,
+ * took)`; a read with no Dechunker, to `_read(data)`. The fields are the connection's attributes
+ * of the same names, which its Python code sets and reads as ever. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *dechunk; /* the Dechunker that has the body, or None */
+    PyObject *sink;    /* the body's sink while one relays it, or None */
+    PyObject *pieces;  /* the list of (stamp, bytes) parsed and not yet relayed */
+    double stamp;      /* when the read being parsed arrived */
+    char halted;       /* the sink said stop */
+} ReaderObject;
+
+static PyObject *s_read, *s_dechunked, *s_wake;
+/* the clock a Reader stamps reads with, where a test set one (use_clock); NULL: monotonic_now */
+static PyObject *reader_clock;
+
+/* use_clock(clock | None): a test's clock for the Readers' stamps (the same calls as the Python
+ * path's time.monotonic() for the same reads), or the real one again */
+static PyObject *use_clock(PyObject *module, PyObject *clock) {
+    if (clock != Py_None && !PyCallable_Check(clock)) {
+        PyErr_SetString(PyExc_TypeError, "use_clock(clock): a callable returning seconds, or None");
+        return NULL;
+    }
+    Py_XSETREF(reader_clock, clock == Py_None ? NULL : Py_NewRef(clock));
+    Py_RETURN_NONE;
+}
+
+static int reader_traverse(ReaderObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dechunk);
+    Py_VISIT(self->sink);
+    Py_VISIT(self->pieces);
+    return 0;
+}
+
+static int reader_clear(ReaderObject *self) {
+    Py_CLEAR(self->dechunk);
+    Py_CLEAR(self->sink);
+    Py_CLEAR(self->pieces);
+    return 0;
+}
+
+static void reader_dealloc(ReaderObject *self) {
+    PyObject_GC_UnTrack(self);
+    reader_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *reader_data_received(ReaderObject *self, PyObject *data) {
+    PyObject *d = self->dechunk;
+    if (d == NULL || d == Py_None)
+        return PyObject_CallMethodOneArg((PyObject *)self, s_read, data);
+    if (!Py_IS_TYPE(d, &DechunkerType) || !PyBytes_Check(data) || self->pieces == NULL ||
+        !PyList_Check(self->pieces)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "Reader.data_received: dechunk is a Dechunker or None, data bytes, pieces a list");
+        return NULL;
+    }
+    double stamp;
+    if (reader_clock == NULL) {
+        stamp = monotonic_now();
+    } else {
+        PyObject *t = PyObject_CallNoArgs(reader_clock);
+        stamp = t == NULL ? -1.0 : PyFloat_AsDouble(t);
+        Py_XDECREF(t);
+        if (stamp == -1.0 && PyErr_Occurred())
+            return NULL;
+    }
+    self->stamp = stamp;
+    /* held for the call: the sink's write may run Python code that sets any of them anew */
+    PyObject *sink = Py_NewRef(self->sink != NULL ? self->sink : Py_None);
+    PyObject *pieces = Py_NewRef(self->pieces);
+    Py_INCREF(d);
+    PyObject *took = dechunk_read((DechunkerObject *)d, data, stamp, sink, pieces);
+    Py_DECREF(d);
+    Py_DECREF(sink);
+    Py_DECREF(pieces);
+    if (took == NULL)
+        return NULL;
+    if (took == Py_True) {
+        Py_DECREF(took);
+        if (self->halted)
+            return PyObject_CallMethodNoArgs((PyObject *)self, s_wake);
+        Py_RETURN_NONE;
+    }
+    PyObject *r = PyObject_CallMethodObjArgs((PyObject *)self, s_dechunked, data, took, NULL);
+    Py_DECREF(took);
+    return r;
+}
+
+static PyMethodDef reader_methods[] = {
+    {"data_received", (PyCFunction)reader_data_received, METH_O,
+     "data_received(data): one read from the upstream (see the module's source)"},
+    {NULL},
+};
+
+static PyMemberDef reader_members[] = {
+    {"dechunk", T_OBJECT_EX, offsetof(ReaderObject, dechunk), 0, "the Dechunker that has the body, or None"},
+    {"sink", T_OBJECT_EX, offsetof(ReaderObject, sink), 0, "the body's sink while one relays it, or None"},
+    {"pieces", T_OBJECT_EX, offsetof(ReaderObject, pieces), 0, "(stamp, bytes) parsed, not yet relayed"},
+    {"stamp", T_DOUBLE, offsetof(ReaderObject, stamp), 0, "when the read being parsed arrived"},
+    {"halted", T_BOOL, offsetof(ReaderObject, halted), 0, "the sink said stop"},
+    {NULL},
+};
+
+static PyTypeObject ReaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "wirecheck.proxy._relay_c.Reader",
+    .tp_basicsize = sizeof(ReaderObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "An upstream connection's read callback, for a class that derives from it.",
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)reader_dealloc,
+    .tp_traverse = (traverseproc)reader_traverse,
+    .tp_clear = (inquiry)reader_clear,
+    .tp_methods = reader_methods,
+    .tp_members = reader_members,
+};
+
+/* ---------------------------------------------------------------------------------------------- */
+
+static PyMethodDef module_methods[] = {
+    {"use_clock", (PyCFunction)use_clock, METH_O,
+     "use_clock(clock): a test's clock for the Readers' stamps; None: the real one"},
+    {NULL},
+};
 
 static struct PyModuleDef relay_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "wirecheck.proxy._relay_c",
+    .m_methods = module_methods,
     .m_doc = "The compiled twin of a relayed response body's per-read path.",
     .m_size = -1,
 };
@@ -684,16 +870,20 @@ PyMODINIT_FUNC PyInit__relay_c(void) {
     INTERN(s_total, "total");
     INTERN(s_observe, "observe");
     INTERN(s_bounds, "bounds");
+    INTERN(s_read, "_read");
+    INTERN(s_dechunked, "_dechunked");
+    INTERN(s_wake, "_wake");
 #undef INTERN
     if ((k_one = PyLong_FromLong(1)) == NULL || (k_empty_tuple = PyTuple_New(0)) == NULL)
         return NULL;
-    if (PyType_Ready(&SinkType) < 0 || PyType_Ready(&DechunkerType) < 0)
+    if (PyType_Ready(&SinkType) < 0 || PyType_Ready(&DechunkerType) < 0 || PyType_Ready(&ReaderType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&relay_module);
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "Sink", (PyObject *)&SinkType) < 0 ||
-        PyModule_AddObjectRef(m, "Dechunker", (PyObject *)&DechunkerType) < 0) {
+        PyModule_AddObjectRef(m, "Dechunker", (PyObject *)&DechunkerType) < 0 ||
+        PyModule_AddObjectRef(m, "Reader", (PyObject *)&ReaderType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

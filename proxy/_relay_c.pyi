@@ -2,6 +2,7 @@
 
 import asyncio
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 class Sink:
@@ -30,3 +31,16 @@ class Dechunker:
     def feed(
         self, data: bytes, stamp: float, sink: object, pieces: list[tuple[float, bytes]], /
     ) -> bool | int | tuple[bytes, int, bool, int]: ...
+
+class Reader:
+    """An upstream connection's read callback, for a class that derives from it (``_ConnReader``)."""
+
+    dechunk: Dechunker | None
+    sink: Callable[[list[tuple[float, bytes]]], bool] | None
+    pieces: list[tuple[float, bytes]]
+    stamp: float
+    halted: bool
+    def data_received(self, data: bytes, /) -> None: ...
+
+def use_clock(clock: Callable[[], float] | None, /) -> None:
+    """A test's clock for the Readers' stamps; None: the real one."""

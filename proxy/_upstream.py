@@ -15,12 +15,16 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import SplitResult
 
 import httptools
 import httpx
 
 from wirecheck.contracts import native
+
+if TYPE_CHECKING:
+    from . import _relay_c
 
 __all__ = [
     "Batch",
@@ -174,10 +178,7 @@ class _Conn(asyncio.Protocol):
         self.stamp = 0.0  # when the read being parsed arrived
         self.error: Exception | None = None
         #: the compiled reader that took the body over from llhttp (``_ConnC``), or None
-        self.dechunk: (
-            Callable[[bytes, float, object, Batch], bool | int | tuple[bytes, int, bool, int]] | None
-        )
-        self.dechunk = None
+        self.dechunk: _relay_c.Dechunker | None = None
 
     def usable(self) -> bool:
         return not self.closed and self.transport is not None and not self.transport.is_closing()
@@ -199,46 +200,60 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         dechunk = self.dechunk
-        read_by_llhttp: bytes | None = None
-        if dechunk is not None:
-            # a chunked body's read, by the compiled reader (``_ConnC``): relayed whole within
-            # this one call, or handed back to llhttp from where it stops
-            self.stamp = stamp = time.monotonic()
-            took = dechunk(data, stamp, self.sink, self.pieces)
-            if took is True:
-                if self.halted:
-                    self._wake()
-                return
-            if took is False:
-                self._halt()
+        if dechunk is None:
+            self._read(data)
+            return
+        # a chunked body's read, by the compiled reader (``_ConnC``): relayed whole within this one
+        # call, or handed back to llhttp from where it stops (``_dechunked``). ``_ConnReader`` does
+        # this part in C, once a forwarded event
+        self.stamp = stamp = time.monotonic()
+        took = dechunk.feed(data, stamp, self.sink, self.pieces)
+        if took is True:
+            if self.halted:
                 self._wake()
-                return
-            if isinstance(took, tuple):  # llhttp's from here
-                self.dechunk = None
-                primer, offset, filler, appended = took
+            return
+        self._dechunked(data, took)
+
+    def _dechunked(self, data: bytes, took: bool | int | tuple[bytes, int, bool, int]) -> None:
+        """A read the compiled reader did not relay whole: stopped by the sink (False), kept in
+        ``pieces`` (``took`` bytes), or handed back to llhttp from where it stops (a tuple)."""
+        if took is False:
+            self._halt()
+            self._wake()
+            return
+        if isinstance(took, tuple):  # llhttp's from here
+            self.dechunk = None
+            primer, offset, filler, appended = took
+            if self.sink is None:
+                self.buffered += appended
+            first = len(self.pieces)
+            self._feed(primer + data[offset:])
+            if filler:  # the byte that only put llhttp after a chunk's data
+                del self.pieces[first]
                 if self.sink is None:
-                    self.buffered += appended
-                first = len(self.pieces)
-                self._feed(primer + data[offset:])
-                if filler:  # the byte that only put llhttp after a chunk's data
-                    del self.pieces[first]
-                    if self.sink is None:
-                        self.buffered -= 1
-            elif self.sink is None:  # appended to ``pieces`` (``took`` bytes): nothing relays them yet
-                self.buffered += took
-        elif not self.active or self.complete or self.error is not None:
+                    self.buffered -= 1
+        elif self.sink is None:  # appended to ``pieces`` (``took`` bytes): nothing relays them yet
+            self.buffered += took
+        self._after_read(None)
+
+    def _read(self, data: bytes) -> None:
+        """A read for llhttp (no compiled reader has the body)."""
+        if not self.active or self.complete or self.error is not None:
             # bytes nobody asked for (after a complete response, or on an idle connection)
             self.keep = False
             self.close()
             return
-        else:
-            self.got_bytes = True
-            self.stamp = time.monotonic()  # one clock read per socket read, for every piece parsed from it
-            if not self.headers_done:
-                self.head_bytes += len(data)
-            self._feed(data)
-            if _native_relay is not None:
-                read_by_llhttp = data  # the compiled reader may take over after it
+        self.got_bytes = True
+        self.stamp = time.monotonic()  # one clock read per socket read, for every piece parsed from it
+        if not self.headers_done:
+            self.head_bytes += len(data)
+        self._feed(data)
+        # the compiled reader may take over after it
+        self._after_read(data if _native_relay is not None else None)
+
+    def _after_read(self, read_by_llhttp: bytes | None) -> None:
+        """What a read brought, relayed or kept; the waiting task woken as needed, and the compiled
+        reader's take-over after a read that llhttp parsed (``read_by_llhttp``)."""
         sink = self.sink
         if sink is not None:
             # relayed: what this read brought goes on now, in this callback; the waiting
@@ -387,7 +402,7 @@ class _ConnC(_Conn):
             and self.error is None
             and data.endswith(b"\r\n")
         ):
-            self.dechunk = _Dechunker().feed
+            self.dechunk = _Dechunker()
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
@@ -420,6 +435,13 @@ class _ConnC(_Conn):
 
 if _native_relay is not None:
     _Dechunker = _native_relay.Dechunker
+
+    class _ConnReader(_native_relay.Reader, _ConnC):  # type: ignore[misc,name-defined]  # found at run time
+        """``_ConnC`` with its read callback compiled (proxy/_relay_c.c's ``Reader``): a read of
+        the body that the compiled reader relays whole does not enter Python (the callback's frame
+        and its attribute look-ups were about a tenth of the forwarding process's CPU an event);
+        any other read goes on to ``_read`` or ``_dechunked`` as ``_ConnC.data_received`` sends it.
+        ``dechunk``, ``sink``, ``pieces``, ``stamp`` and ``halted`` are the ``Reader``'s fields."""
 
 
 class _EarlyClose(Exception):
@@ -481,7 +503,7 @@ class _Raw(Upstream):
         try:
             async with asyncio.timeout(self.connect_s):
                 _, conn = await loop.create_connection(
-                    _Conn if _native_relay is None else _ConnC, self.host, self.port, ssl=self.ssl
+                    _Conn if _native_relay is None else _ConnReader, self.host, self.port, ssl=self.ssl
                 )
         except TimeoutError as exc:
             raise UpstreamTimeout("connect timeout") from exc

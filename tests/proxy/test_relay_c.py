@@ -1,7 +1,8 @@
 """The compiled twin of a relayed body's reads (proxy/_relay_c.c) against the Python it stands in
-for: the same upstream bytes, split anywhere, through ``_ConnC`` with the compiled sink and through
-``_Conn`` with ``_DirectSink``, give the caller the same bytes, the record the same chunks, and the
-connection the same outcome (complete, kept or closed, the same error)."""
+for: the same upstream bytes, split anywhere, through ``_Conn`` with ``_DirectSink``, through
+``_ConnC`` with the compiled sink, and through ``_ConnReader`` (its read callback compiled too),
+give the caller the same bytes, the record the same chunks, and the connection the same outcome
+(complete, kept or closed, the same error)."""
 
 from __future__ import annotations
 
@@ -87,8 +88,37 @@ class _Caller:
         return self.closing
 
 
-def _drive(compiled: bool, reads: list[bytes], *, close: bool, limit: int, caller: _Caller) -> dict[str, Any]:
-    conn = _upstream._ConnC() if compiled else _upstream._Conn()
+#: the paths compared: llhttp and ``_DirectSink`` (the reference), the compiled reader and sink
+#: called from Python (``_ConnC``), and the read callback compiled as well (``_ConnReader``)
+PATHS = ("python", "compiled", "reader")
+
+
+def _connection(path: str) -> _upstream._Conn:
+    if path == "python":
+        return _upstream._Conn()
+    if path == "compiled":
+        return _upstream._ConnC()
+    conn: _upstream._Conn = _upstream._ConnReader()
+    return conn
+
+
+@contextlib.contextmanager
+def _clock(ticks: Any) -> Any:
+    """Each read's stamp from ``ticks`` (a clock of the test's own), on every path."""
+    assert relay_c is not None
+    saved = _upstream.time
+    _upstream.time = SimpleNamespace(monotonic=lambda: float(next(ticks)))  # type: ignore[assignment]
+    relay_c.use_clock(lambda: float(next(ticks)))
+    try:
+        yield
+    finally:
+        _upstream.time = saved
+        relay_c.use_clock(None)
+
+
+def _drive(path: str, reads: list[bytes], *, close: bool, limit: int, caller: _Caller) -> dict[str, Any]:
+    compiled = path != "python"
+    conn = _connection(path)
     up = _UpTransport()
     conn.connection_made(up)  # type: ignore[arg-type]
     conn._begin(head_only=False)
@@ -241,17 +271,13 @@ def test_the_compiled_reads_are_the_pythons(
 ) -> None:
     reads, close = stream
     got = []
-    for compiled in (False, True):
-        # each read's stamp from a clock of its own, the same on both paths
-        ticks = iter(range(1, 10_000))
-        saved = _upstream.time
-        _upstream.time = SimpleNamespace(monotonic=lambda ticks=ticks: float(next(ticks)))  # type: ignore[assignment]
-        try:
+    for path in PATHS:
+        # each read's stamp from a clock of its own, the same on every path
+        with _clock(iter(range(1, 10_000))):
             fresh = dataclasses.replace(caller, writes=[])  # the drawn one stays as drawn
-            got.append(_drive(compiled, reads, close=close, limit=limit, caller=fresh))
-        finally:
-            _upstream.time = saved
+            got.append(_drive(path, reads, close=close, limit=limit, caller=fresh))
     assert got[1] == got[0]
+    assert got[2] == got[0]
 
 
 def test_a_read_of_whole_chunks_is_taken_over_and_relayed_in_one_call() -> None:
@@ -261,7 +287,7 @@ def test_a_read_of_whole_chunks_is_taken_over_and_relayed_in_one_call() -> None:
     head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
     reads = [head + b"3\r\nabc\r\n", b"2\r\nde\r\nA\r\n0123456789\r\n", b"1\r\nf\r\n0\r\n\r\n"]
     caller = _Caller(set(), None)
-    out = _drive(True, reads, close=False, limit=100, caller=caller)
+    out = _drive("reader", reads, close=False, limit=100, caller=caller)
     assert out["caller"] == [b"3\r\nabc\r\n", b"c\r\nde0123456789\r\n", b"1\r\nf\r\n"]
     assert [d for _, d in out["chunks"]] == [b"abc", b"de", b"0123456789", b"f"]
     assert out["state"] == (True, True, True, True, False, 200) and out["error"] is None
@@ -279,9 +305,14 @@ def test_the_compiled_sink_and_reader_hold_no_memory() -> None:
         for _ in range(n // 50):
             sink = relay_c.Sink([], 0.0, 0, series, cycle, caller, Chunk)  # type: ignore[arg-type]
             dechunk = relay_c.Dechunker().feed
+            conn = _upstream._ConnReader()
+            conn.connection_made(_UpTransport())  # type: ignore[arg-type]
+            conn.dechunk, conn.sink = relay_c.Dechunker(), sink
             for _ in range(50):
                 assert dechunk(b"5\r\nhello\r\n3\r\nabc\r\n", 1.0, sink, []) is True
                 sink([(1.0, b"xyz"), (2.0, b"w")])
+                conn.data_received(b"5\r\nhello\r\n3\r\nabc\r\n")
+                assert conn.dechunk is not None and not conn.pieces
             assert dechunk(b"0\r\n\r\n", 1.0, sink, []) == (b"0\r", 2, False, 0)
             caller.writes.clear()
 
@@ -319,13 +350,11 @@ def test_hostile_bodies_split_at_every_byte(body: bytes) -> None:
     splits.append([head, first, *(rest[i : i + 1] for i in range(len(rest)))])
     for reads in splits:
         for close in (False, True):
-            got = [
-                _drive(compiled, reads, close=close, limit=8, caller=_Caller(set(), None))
-                for compiled in (False, True)
-            ]
+            got = [_drive(path, reads, close=close, limit=8, caller=_Caller(set(), None)) for path in PATHS]
             for g in got:
                 g["chunks"] = [d for _, d in g["chunks"]]  # stamps: the real clock here
             assert got[1] == got[0], reads
+            assert got[2] == got[0], reads
 
 
 def test_the_compiled_sink_takes_any_series_and_record_type() -> None:
