@@ -35,6 +35,12 @@ The proxy kind ``wirecheck-asgi`` is wirecheck with ``WIRECHECK_DIRECT_BODY=0``:
 through one ASGI ``send``, as before the direct body; list it in ``--proxies`` for an A/B
 of the two paths in one run.
 
+The proxy kind ``wirecheck-base`` is wirecheck as another build runs it: ``--base PYTHON`` names that
+build's interpreter (another checkout's ``.venv/bin/python``, its compiled twins built). Listed in
+``--proxies`` beside ``wirecheck``, it gives an A/B of two builds measured minutes apart in one run:
+CPU per event moves by more between runs than a change of a few per cent, and far less within one.
+Swap the two in ``--proxies`` from one run to the next, so that neither is always measured first.
+
 With ``--workers N`` wirecheck is measured again as ``wirecheck-wN`` (``wirecheck proxy --workers N``),
 and ``direct``, ``wirecheck`` and ``wirecheck-wN`` are also measured at ``--workers-levels`` (default
 256,1024). ``--clients K`` spreads the load over K client processes (for levels one process cannot
@@ -201,9 +207,10 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes] | None, timeout: float =
 
 @contextlib.contextmanager
 def _proxy(
-    kind: str, upstream_port: int, tmp: Path
+    kind: str, upstream_port: int, tmp: Path, base_python: str | None = None
 ) -> Iterator[tuple[int, subprocess.Popen[bytes] | None, int]]:
-    """The proxy of ``kind`` on a free port: (its port, its process, its admin port or 0)."""
+    """The proxy of ``kind`` on a free port: (its port, its process, its admin port or 0);
+    ``base_python``: the interpreter of ``wirecheck-base``."""
     if kind == "direct":
         yield upstream_port, None, 0
         return
@@ -213,8 +220,12 @@ def _proxy(
     if kind.startswith("wirecheck"):
         if kind == "wirecheck-asgi":  # the same proxy with one ASGI send per piece (an A/B)
             env = {**os.environ, "WIRECHECK_DIRECT_BODY": "0"}
+        python = sys.executable
+        if kind == "wirecheck-base":  # the same proxy as another build runs it (an A/B of builds)
+            assert base_python is not None  # checked with the arguments
+            python = base_python
         cmd = [
-            sys.executable,
+            python,
             "-m",
             "wirecheck",
             "proxy",
@@ -346,6 +357,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--clients", type=int, default=1, help="client processes that share the load")
     ap.add_argument(
+        "--base",
+        metavar="PYTHON",
+        help="the interpreter of another build (its .venv/bin/python), measured as wirecheck-base",
+    )
+    ap.add_argument(
         "--contend", type=int, default=0, help="N processes keeping a core busy each, the whole run"
     )
     ap.add_argument("--streams", type=int, default=0, help=argparse.SUPPRESS)  # --role client
@@ -377,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     proxies = args.proxies.split(",")
     if "direct" not in proxies:
         proxies.insert(0, "direct")
+    if "wirecheck-base" in proxies and not (args.base and os.access(args.base, os.X_OK)):
+        ap.error("wirecheck-base needs --base PYTHON: the other build's interpreter, executable")
     viewed = f"wirecheck+{args.viewers}v"
     if args.viewers > 0:
         proxies.insert(proxies.index("wirecheck") + 1 if "wirecheck" in proxies else len(proxies), viewed)
@@ -407,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
             raw: dict[tuple[str, int], dict[str, Any]] = {}
             for kind in proxies:
                 with (
-                    _proxy(kind, up_port, tmp) as (port, proc, admin_port),
+                    _proxy(kind, up_port, tmp, args.base) as (port, proc, admin_port),
                     _viewing(admin_port, args.viewers if kind == viewed else 0, viewer_events),
                 ):
                     for level in levels_of(kind):
@@ -465,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
             "clients": args.clients,
             "workers": args.workers,
             "contend": args.contend,
+            "base": args.base if "wirecheck-base" in proxies else None,
             "rows": rows,
             "viewers": viewer_events or None,
             "targets": [{"target": n, "met": ok, "detail": d} for n, ok, d in checks],

@@ -182,6 +182,26 @@ def test_the_256_stream_targets_hold_for_the_deployed_rows_and_not_the_ab_baseli
     }
 
 
+def test_proxy_overhead_measures_another_build_beside_this_one(tmp_path: Path) -> None:
+    # wirecheck-base is the proxy as another build's interpreter runs it (here this one's again):
+    # a row of its own in the same run, and the interpreter named in the JSON
+    out = tmp_path / "po.json"
+    proc = _bench(
+        "proxy_overhead.py",
+        *("--proxies", "direct,wirecheck-base,wirecheck", "--base", sys.executable, "--levels", "4"),
+        *("--duration", "0.5", "--events", "3", "--interval-ms", "5", "--out", str(out)),
+    )
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(out.read_text())
+    assert res["base"] == sys.executable
+    by = {r["proxy"]: r for r in res["rows"]}
+    assert set(by) == {"direct", "wirecheck-base", "wirecheck"}
+    assert by["wirecheck-base"]["cpu_us_per_event"] > 0 and by["wirecheck-base"]["failed_streams"] == 0
+    # without --base the row cannot be measured: said before anything starts
+    proc = _bench("proxy_overhead.py", "--proxies", "wirecheck-base", "--levels", "4", "--out", str(out))
+    assert proc.returncode == 2 and "wirecheck-base needs --base PYTHON" in proc.stderr
+
+
 def test_proxy_overhead_workers_and_client_processes_smoke(tmp_path: Path) -> None:
     # wirecheck proxy --workers 2 as its own row, measured at the extra workers level too,
     # with the load split over two client processes whose results are merged, each caller keeping
