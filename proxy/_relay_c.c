@@ -105,10 +105,9 @@ typedef struct {
     Py_ssize_t nbounds;
     PyObject *cycle;     /* weak reference to the caller's request cycle (proxy/_http.py) */
     PyObject *transport; /* the caller's transport */
-    /* its write and is_closing, looked up once (NULL: called by name each time); a method lookup
-     * and call by name each read was about a tenth of the relay's own time at 256 streams */
-    PyObject *write, *is_closing;
-    Py_ssize_t disconnected_at, conn_at; /* the cycle's slots (-1: read by name) */
+    /* the cycle's slots (-1: read by name). The transport's methods are called by name: bound
+     * once per sink they measured no cheaper (docs/proxy.md) */
+    Py_ssize_t disconnected_at, conn_at;
     PyTypeObject *chunk_type;
     Py_ssize_t t_ms_at, data_at;   /* the Chunk's slots (-1: set by name) */
     Py_ssize_t counts_at, total_at; /* the series' slots (-1: by name) */
@@ -119,8 +118,6 @@ static int sink_traverse(SinkObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->added);
     Py_VISIT(self->cycle);
     Py_VISIT(self->transport);
-    Py_VISIT(self->write);
-    Py_VISIT(self->is_closing);
     Py_VISIT(self->chunk_type);
     return 0;
 }
@@ -130,8 +127,6 @@ static int sink_clear(SinkObject *self) {
     Py_CLEAR(self->added);
     Py_CLEAR(self->cycle);
     Py_CLEAR(self->transport);
-    Py_CLEAR(self->write);
-    Py_CLEAR(self->is_closing);
     Py_CLEAR(self->chunk_type);
     return 0;
 }
@@ -158,21 +153,6 @@ static int referent(PyObject *ref, PyObject **out) {
     *out = Py_NewRef(c);
     return 1;
 #endif
-}
-
-/* obj.name where it is a method bound to obj now (a new reference), else NULL (no error set): then
- * the method is looked up by name at each call, as Python would */
-static PyObject *bound_method(PyObject *obj, PyObject *name) {
-    PyObject *m = PyObject_GetAttr(obj, name);
-    if (m == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    if (!PyCallable_Check(m)) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
 }
 
 static PyObject *sink_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -205,8 +185,6 @@ static PyObject *sink_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->chunk_type = (PyTypeObject *)Py_NewRef(chunk_type);
     self->bounds = NULL;
     self->nbounds = 0;
-    self->write = bound_method(transport, s_write);
-    self->is_closing = bound_method(transport, s_is_closing);
     /* the cycle's type does not change while the reference lives: its slots found once */
     self->disconnected_at = self->conn_at = -1;
     PyObject *c;
@@ -322,8 +300,7 @@ static int sink_caller(SinkObject *self, PyObject **cycle) {
         Py_DECREF(c);
         return t < 0 ? -1 : 0;
     }
-    PyObject *closing = self->is_closing != NULL ? PyObject_CallNoArgs(self->is_closing)
-                                                 : PyObject_CallMethodNoArgs(self->transport, s_is_closing);
+    PyObject *closing = PyObject_CallMethodNoArgs(self->transport, s_is_closing);
     t = closing == NULL ? -1 : PyObject_IsTrue(closing);
     Py_XDECREF(closing);
     if (t != 0) {
@@ -384,8 +361,7 @@ static int sink_relay(SinkObject *self, const Piece *pieces, Py_ssize_t n) {
         }
         p[0] = '\r';
         p[1] = '\n';
-        PyObject *r = self->write != NULL ? PyObject_CallOneArg(self->write, out)
-                                          : PyObject_CallMethodOneArg(self->transport, s_write, out);
+        PyObject *r = PyObject_CallMethodOneArg(self->transport, s_write, out);
         Py_DECREF(out);
         if (r == NULL) {
             Py_DECREF(cycle);
