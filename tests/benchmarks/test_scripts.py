@@ -392,10 +392,10 @@ def test_proxy_instructions_smoke(tmp_path: Path) -> None:
     assert all(r["events"] > 0 and r["per_event"] > 0 for r in data["rows"].values())
     assert data["ratio"] > 1 and "x relay" in proc.stdout
     # the Python functions by inclusive instructions: named through the perf map, the largest first,
-    # the forwarding's own among them
+    # the tap's own exchange among them (a relayed read has no Python frame where the twin is built)
     by = data["by_function"]
     assert len(by) == 8 and [f["per_event"] for f in by] == sorted((f["per_event"] for f in by), reverse=True)
-    assert any(f["function"].startswith("_Conn.data_received:") for f in by)
+    assert any(f["function"].startswith("ProxyApp.__call__:") for f in by)
 
 
 def test_demo_time_smoke(tmp_path: Path) -> None:
