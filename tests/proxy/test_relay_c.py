@@ -280,6 +280,19 @@ def test_the_compiled_reads_are_the_pythons(
     assert got[2] == got[0]
 
 
+def test_the_compiled_reader_is_made_as_any_python_object() -> None:
+    """``Reader`` instances come from ``object.__new__`` (which refuses arguments nobody takes), not
+    from ``PyType_GenericNew`` (which takes any): only the former lays a subclass instance's
+    attributes out inline, and the connection's Python reads and writes them many times an
+    exchange (about four times as slow otherwise)."""
+    assert relay_c is not None
+    with pytest.raises(TypeError):
+        relay_c.Reader(1)  # type: ignore[call-arg]
+    conn = _upstream._ConnReader()
+    conn.got_bytes = True
+    assert conn.got_bytes and conn.dechunk is None and conn.stamp == 0.0 and conn.halted is False
+
+
 def test_a_read_of_whole_chunks_is_taken_over_and_relayed_in_one_call() -> None:
     """The compiled reader takes the body over at the first chunk boundary, and a read of several
     chunks then goes to the caller as one chunk: the pieces recorded apart, each with the read's stamp."""
