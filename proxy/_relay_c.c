@@ -691,7 +691,6 @@ static PyTypeObject DechunkerType = {
     .tp_methods = dechunker_methods,
 };
 
-
 /* ---------------------------------------------------------------------------------------------- */
 /* Reader: the upstream connection's read callback (proxy/_upstream.py's _ConnReader derives from
  * it, after _ConnC). _Conn.data_received is the reference: a read of the body while a Dechunker has
@@ -747,7 +746,7 @@ static void reader_dealloc(ReaderObject *self) {
 
 /* object.__new__, not PyType_GenericNew: it also lays out a subclass instance's attribute values
  * inline (CPython 3.11+); without that each instance kept a dict, and every attribute access of the
- * connection's Python code was about twice as slow, once an exchange many times over */
+ * connection's Python code took about four times as long (docs/proxy.md), many times an exchange */
 static PyObject *reader_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     return PyBaseObject_Type.tp_new(type, args, kwds);
 }

@@ -439,7 +439,7 @@ if _native_relay is not None:
     class _ConnReader(_native_relay.Reader, _ConnC):  # type: ignore[misc,name-defined]  # found at run time
         """``_ConnC`` with its read callback compiled (proxy/_relay_c.c's ``Reader``): a read of
         the body that the compiled reader relays whole does not enter Python (the callback's frame
-        and its attribute look-ups were about a tenth of the forwarding process's CPU an event);
+        and its attribute look-ups were about 8 % of the forwarding process's CPU at 256 streams);
         any other read goes on to ``_read`` or ``_dechunked`` as ``_ConnC.data_received`` sends it.
         ``dechunk``, ``sink``, ``pieces``, ``stamp`` and ``halted`` are the ``Reader``'s fields."""
 

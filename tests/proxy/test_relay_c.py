@@ -106,9 +106,13 @@ def _connection(path: str) -> _upstream._Conn:
 def _clock(ticks: Any) -> Any:
     """Each read's stamp from ``ticks`` (a clock of the test's own), on every path."""
     assert relay_c is not None
+
+    def clock() -> float:
+        return float(next(ticks))
+
     saved = _upstream.time
-    _upstream.time = SimpleNamespace(monotonic=lambda: float(next(ticks)))  # type: ignore[assignment]
-    relay_c.use_clock(lambda: float(next(ticks)))
+    _upstream.time = SimpleNamespace(monotonic=clock)  # type: ignore[assignment]
+    relay_c.use_clock(clock)
     try:
         yield
     finally:
