@@ -723,8 +723,10 @@ def _direct_sink(
     compiled reader hand each read straight to it), else ``_DirectSink``."""
     if _native_relay is None:
         return _DirectSink(chunks, t0, limit, added, direct)
-    cycle, transport = direct.parts()
-    made: _relay_c.Sink = _native_relay.Sink(chunks, t0, limit, added, cycle, transport, Chunk)
+    conn, transport = direct.parts()
+    if conn is None:  # the cycle is over: the reference, which finds the caller gone at its first send
+        return _DirectSink(chunks, t0, limit, added, direct)
+    made: _relay_c.Sink = _native_relay.Sink(chunks, t0, limit, added, conn, transport, Chunk)
     return made
 
 

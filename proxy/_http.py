@@ -733,10 +733,13 @@ class DirectBody:
         c._body(conn, b"", False)
         return True
 
-    def parts(self) -> tuple[weakref.ref[_Cycle], asyncio.Transport]:
-        """What ``send`` reads, for its compiled twin (proxy/_relay_c.c's ``Sink``): the request
-        cycle, weakly, and the caller's transport."""
-        return self._cycle, self._transport
+    def parts(self) -> tuple[HttpConnection | None, asyncio.Transport]:
+        """What ``send`` reads, for its compiled twin (proxy/_relay_c.c's ``Sink``): the caller's
+        connection (None once the cycle is over) and its transport. The twin holds the connection
+        for the body's length, and asks only the transport whether the caller is gone: the loss of
+        the connection, and a cut, close the transport before they mark the cycle disconnected."""
+        c = self._cycle()
+        return (c.conn if c is not None else None), self._transport
 
     def on_gone(self, callback: Callable[[], None] | None) -> None:
         """Have ``callback`` called once, from the event loop, when the caller's connection is lost

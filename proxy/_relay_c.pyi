@@ -1,7 +1,6 @@
 """Types of the compiled twin of a relayed body's per-read path (proxy/_relay_c.c)."""
 
 import asyncio
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +17,7 @@ class Sink:
         t0: float,
         limit: int,
         added: Any,
-        cycle: weakref.ref[Any],
+        conn: Any,
         transport: asyncio.Transport,
         chunk_type: type,
     ) -> None: ...

@@ -132,7 +132,7 @@ def _drive(path: str, reads: list[bytes], *, close: bool, limit: int, caller: _C
     sink: Any
     if compiled:
         assert relay_c is not None
-        sink = relay_c.Sink(chunks, 0.0, limit, series, cycle, caller, Chunk)  # type: ignore[arg-type]
+        sink = relay_c.Sink(chunks, 0.0, limit, series, caller, caller, Chunk)  # type: ignore[arg-type]
         forward = sink
     else:
         direct = DirectBody.__new__(DirectBody)
@@ -142,8 +142,8 @@ def _drive(path: str, reads: list[bytes], *, close: bool, limit: int, caller: _C
     events: list[Any] = []
     begun = False
     for i, data in enumerate(reads):
-        if caller.gone_at == i:
-            caller.disconnected = True
+        if caller.gone_at == i:  # as connection_lost leaves it: the transport closed, the cycle marked
+            caller.closing = caller.disconnected = True
         if conn.closed:
             break
         conn.data_received(data)
@@ -315,12 +315,11 @@ def test_the_compiled_sink_and_reader_hold_no_memory() -> None:
     dropped: the process grows by no more than the record they were asked to keep."""
     assert relay_c is not None
     caller = _Caller(set(), None)
-    cycle = weakref.ref(caller)
     series = _Series((0.001, 0.01))
 
     def run(n: int) -> None:
         for _ in range(n // 50):
-            sink = relay_c.Sink([], 0.0, 0, series, cycle, caller, Chunk)  # type: ignore[arg-type]
+            sink = relay_c.Sink([], 0.0, 0, series, caller, caller, Chunk)  # type: ignore[arg-type]
             dechunk = relay_c.Dechunker().feed
             conn = _upstream._ConnReader()
             conn.connection_made(_UpTransport())  # type: ignore[arg-type]
@@ -392,7 +391,7 @@ def test_the_compiled_sink_takes_any_series_and_record_type() -> None:
 
     caller = _Caller(set(), None)
     added, chunks = Observed(), []
-    sink = relay_c.Sink(chunks, 1.0, 3, added, weakref.ref(caller), caller, Entry)  # type: ignore[arg-type]
+    sink = relay_c.Sink(chunks, 1.0, 3, added, caller, caller, Entry)  # type: ignore[arg-type]
     assert sink([(1.5, b"ab"), (2.0, b"cd")]) is True
     assert caller.writes == [b"4\r\nabcd\r\n"] and sink.size == 4 and len(added.seen) == 1
     assert [(c.t_ms, c.data) for c in chunks] == [(500.0, b"ab"), (1000.0, b"c")]
@@ -420,7 +419,7 @@ def test_a_finalizer_that_empties_the_lists_mid_call_breaks_nothing() -> None:
             pieces: list[tuple[float, bytes]] = [(0.5, b"x")]
             batch = [(1.0, b"ab"), (2.0, b"cd"), (3.0, b"ef")]
             targets[:] = [series.counts, chunks, pieces, batch]
-            sink = relay_c.Sink(chunks, 0.0, 100, series, weakref.ref(caller), caller, Chunk)  # type: ignore[arg-type]
+            sink = relay_c.Sink(chunks, 0.0, 100, series, caller, caller, Chunk)  # type: ignore[arg-type]
             feed = relay_c.Dechunker().feed
             calls: list[tuple[Any, tuple[Any, ...]]] = [
                 (sink, (batch,)),
