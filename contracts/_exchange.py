@@ -444,10 +444,12 @@ def dump_exchange(ex: Exchange, *, redaction: Redaction | None = None, chunks: b
             "status": ex.response.status,
             "headers": _headers_out(red, ex.response.headers),
         }
-        if ex.response.chunks is None:
+        # a response held joined was recorded chunk by chunk: told so without cutting it into chunks
+        recorded = ex.response.chunks if ex.response.joined() is None or chunks else []
+        if recorded is None:
             _body_out(ex.response.body, resp)
         elif chunks:
-            resp["chunks"] = _chunks_out(ex.response.chunks)
+            resp["chunks"] = _chunks_out(recorded)
         out["response"] = resp
     if ex.error is not None:
         err: dict[str, Any] = {"kind": ex.error.kind}

@@ -39,6 +39,7 @@ from wirecheck.contracts import (
     ExchangeError,
     HttpRequest,
     HttpResponse,
+    JoinedResponse,
     Redaction,
     native,
 )
@@ -438,6 +439,7 @@ class ProxyApp:
         ex.response = HttpResponse(upstream.status, resp_headers, b"", chunks)
         outcome = "ok"
         sizes = [0]  # bytes forwarded, recorded or not
+        kept: list[_relay_c.Sink] = []  # the compiled sink, which keeps the record itself
         # the body is pumped in this task; a caller that goes away cancels it at once (the upstream
         # request is then closed, so the engine aborts it). Our listener says so from its
         # connection_lost; any other ASGI server through ``receive``, watched by a task of its own
@@ -451,7 +453,9 @@ class ProxyApp:
         err: BaseException | None = None
         try:
             try:
-                await self._pump(upstream, send, down_headers, chunks, t0, sizes=sizes, direct=direct)
+                await self._pump(
+                    upstream, send, down_headers, chunks, t0, sizes=sizes, kept=kept, direct=direct
+                )
             except asyncio.CancelledError:
                 if not gone.fired or gone.task.uncancel() > 0:
                     raise  # cancelled by someone else (the listener stopping)
@@ -495,6 +499,8 @@ class ProxyApp:
             if watcher is not None:
                 watcher.cancel()
             await upstream.aclose()
+            if kept:  # the body as the compiled sink kept it: joined, as a store row holds it
+                ex.response = JoinedResponse.made(upstream.status, resp_headers, kept[0].joined())
             self._bytes_out.inc(sizes[0])
             if sizes[0] > self.cfg.record_limit:
                 _mark_truncated(ex, "response", self.cfg.record_limit, sizes[0])
@@ -510,8 +516,12 @@ class ProxyApp:
         t0: float,
         *,
         sizes: list[int],
+        kept: list[_relay_c.Sink],
         direct: DirectBody | None,
     ) -> None:
+        """The upstream's body to the caller, recorded: into ``chunks`` by the Python sinks, by the
+        compiled one in itself (handed out in ``kept``, for the exchange to take the record from); the
+        bytes forwarded in ``sizes``."""
         # our listener's response head and end are plain calls (``DirectBody.start``/``end``: the
         # ASGI ``send`` without its coroutine and message) unless ``send`` would wait
         try:
@@ -527,6 +537,8 @@ class ProxyApp:
             else None
         )
         tee = sink or _Tee(chunks, t0, limit, added)
+        if sink is not None and not isinstance(sink, _DirectSink):
+            kept.append(sink)
         try:
             if sink is not None:
                 assert direct is not None and relay is not None
@@ -720,13 +732,14 @@ def _direct_sink(
     chunks: list[Chunk], t0: float, limit: int, added: Any, direct: DirectBody
 ) -> _DirectSink | _relay_c.Sink:
     """The relayed body's sink: the compiled twin where it is built (it also lets the upstream's
-    compiled reader hand each read straight to it), else ``_DirectSink``."""
+    compiled reader hand each read straight to it, and keeps the record itself, joined: its
+    ``joined()``), else ``_DirectSink`` (which records into ``chunks``)."""
     if _native_relay is None:
         return _DirectSink(chunks, t0, limit, added, direct)
     conn, transport = direct.parts()
     if conn is None:  # the cycle is over: the reference, which finds the caller gone at its first send
         return _DirectSink(chunks, t0, limit, added, direct)
-    made: _relay_c.Sink = _native_relay.Sink(chunks, t0, limit, added, conn, transport, Chunk)
+    made: _relay_c.Sink = _native_relay.Sink(t0, limit, added, conn, transport)
     return made
 
 

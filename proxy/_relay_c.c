@@ -27,8 +27,8 @@
 #include <string.h>
 #include <time.h>
 
-static PyObject *s_write, *s_is_closing, *s_write_paused, *s_t_ms, *s_data,
-    *s_counts, *s_total, *s_observe, *s_bounds, *k_one, *k_empty_tuple;
+static PyObject *s_write, *s_is_closing, *s_write_paused, *s_counts, *s_total, *s_observe, *s_bounds,
+    *k_one;
 
 /* time.monotonic(), to the same float: CPython reads CLOCK_MONOTONIC in nanoseconds and divides
  * (Python/pytime.c, _PyTime_AsSecondsDouble) */
@@ -94,7 +94,15 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    PyObject *chunks;    /* list of Chunk: the record */
+    /* the record, as a store row keeps a streamed response (contracts' JoinedResponse): the kept
+     * bytes joined, and each kept piece's size and arrival offset (ms since t0). A Chunk, its float
+     * and its bytes for every forwarded event were three objects made on the request path and read
+     * and freed again by the store writer, each out of the cache by then at 256 streams */
+    char *rec;
+    Py_ssize_t rec_len, rec_cap;
+    Py_ssize_t *sizes;
+    double *times;
+    Py_ssize_t npieces, pieces_cap;
     double t0;           /* the exchange's start, monotonic */
     Py_ssize_t limit;    /* the record limit: bytes past it are forwarded, not kept */
     Py_ssize_t size;     /* bytes forwarded, recorded or not */
@@ -107,26 +115,20 @@ typedef struct {
                             write_paused says whether its transport takes more */
     PyObject *transport; /* the caller's transport. Its methods are called by name: bound once per
                             sink they measured no cheaper (docs/proxy.md) */
-    PyTypeObject *chunk_type;
-    Py_ssize_t t_ms_at, data_at;   /* the Chunk's slots (-1: set by name) */
     Py_ssize_t counts_at, total_at; /* the series' slots (-1: by name) */
 } SinkObject;
 
 static int sink_traverse(SinkObject *self, visitproc visit, void *arg) {
-    Py_VISIT(self->chunks);
     Py_VISIT(self->added);
     Py_VISIT(self->conn);
     Py_VISIT(self->transport);
-    Py_VISIT(self->chunk_type);
     return 0;
 }
 
 static int sink_clear(SinkObject *self) {
-    Py_CLEAR(self->chunks);
     Py_CLEAR(self->added);
     Py_CLEAR(self->conn);
     Py_CLEAR(self->transport);
-    Py_CLEAR(self->chunk_type);
     return 0;
 }
 
@@ -134,25 +136,100 @@ static void sink_dealloc(SinkObject *self) {
     PyObject_GC_UnTrack(self);
     sink_clear(self);
     PyMem_Free(self->bounds);
+    PyMem_Free(self->rec);
+    PyMem_Free(self->sizes);
+    PyMem_Free(self->times);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* the record grown by one piece of `len` bytes arrived at `t_ms`: 0, or -1 with MemoryError */
+static int sink_keep(SinkObject *self, const char *buf, Py_ssize_t len, double t_ms) {
+    if (self->npieces == self->pieces_cap) {
+        Py_ssize_t cap = self->pieces_cap ? self->pieces_cap * 2 : 32;
+        if (cap > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(double)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        Py_ssize_t *sizes = PyMem_Realloc(self->sizes, sizeof(Py_ssize_t) * (size_t)cap);
+        if (sizes == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->sizes = sizes;
+        double *times = PyMem_Realloc(self->times, sizeof(double) * (size_t)cap);
+        if (times == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->times = times;
+        self->pieces_cap = cap;
+    }
+    if (len > self->rec_cap - self->rec_len) {
+        if (len > PY_SSIZE_T_MAX / 2 - self->rec_len) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        Py_ssize_t cap = self->rec_cap ? self->rec_cap : 4096;
+        while (cap < self->rec_len + len)
+            cap *= 2;
+        char *rec = PyMem_Realloc(self->rec, (size_t)cap);
+        if (rec == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->rec = rec;
+        self->rec_cap = cap;
+    }
+    if (len)
+        memcpy(self->rec + self->rec_len, buf, (size_t)len);
+    self->rec_len += len;
+    self->sizes[self->npieces] = len;
+    self->times[self->npieces] = t_ms;
+    self->npieces++;
+    return 0;
+}
+
+/* sink.joined(): (the kept bytes joined, each piece's size, each piece's arrival offset in ms), the
+ * record so far, as contracts' JoinedResponse holds it */
+static PyObject *sink_joined(SinkObject *self, PyObject *Py_UNUSED(ignored)) {
+    PyObject *data = PyBytes_FromStringAndSize(self->rec_len ? self->rec : "", self->rec_len);
+    PyObject *sizes = PyList_New(self->npieces), *times = PyList_New(self->npieces);
+    if (data == NULL || sizes == NULL || times == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < self->npieces; i++) {
+        PyObject *n = PyLong_FromSsize_t(self->sizes[i]);
+        if (n == NULL)
+            goto fail;
+        PyList_SET_ITEM(sizes, i, n);
+        PyObject *t = PyFloat_FromDouble(self->times[i]);
+        if (t == NULL)
+            goto fail;
+        PyList_SET_ITEM(times, i, t);
+    }
+    return Py_BuildValue("(NNN)", data, sizes, times);
+fail:
+    Py_XDECREF(data);
+    Py_XDECREF(sizes);
+    Py_XDECREF(times);
+    return NULL;
+}
+
 static PyObject *sink_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"chunks", "t0", "limit", "added", "conn", "transport", "chunk_type", NULL};
-    PyObject *chunks, *added, *conn, *transport, *chunk_type;
+    static char *kwlist[] = {"t0", "limit", "added", "conn", "transport", NULL};
+    PyObject *added, *conn, *transport;
     double t0;
     Py_ssize_t limit;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!dnOOOO!:Sink", kwlist, &PyList_Type, &chunks, &t0,
-                                     &limit, &added, &conn, &transport, &PyType_Type, &chunk_type))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "dnOOO:Sink", kwlist, &t0, &limit, &added, &conn,
+                                     &transport))
         return NULL;
-    if (((PyTypeObject *)chunk_type)->tp_new == NULL) {
-        PyErr_SetString(PyExc_TypeError, "Sink: chunk_type cannot be instantiated");
-        return NULL;
-    }
     SinkObject *self = (SinkObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    self->chunks = Py_NewRef(chunks);
+    self->rec = NULL;
+    self->rec_len = self->rec_cap = 0;
+    self->sizes = NULL;
+    self->times = NULL;
+    self->npieces = self->pieces_cap = 0;
     self->t0 = t0;
     self->limit = limit;
     self->size = 0;
@@ -160,11 +237,8 @@ static PyObject *sink_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->added = Py_NewRef(added);
     self->conn = Py_NewRef(conn);
     self->transport = Py_NewRef(transport);
-    self->chunk_type = (PyTypeObject *)Py_NewRef(chunk_type);
     self->bounds = NULL;
     self->nbounds = 0;
-    self->t_ms_at = slot_offset((PyTypeObject *)chunk_type, s_t_ms);
-    self->data_at = slot_offset((PyTypeObject *)chunk_type, s_data);
     self->counts_at = slot_offset(Py_TYPE(added), s_counts);
     self->total_at = slot_offset(Py_TYPE(added), s_total);
     /* a series with float bounds and a counts list is observed here, as _Series.observe does;
@@ -332,22 +406,8 @@ static int sink_relay(SinkObject *self, const Piece *pieces, Py_ssize_t n) {
         self->size = size + len;
         if (size >= self->limit)
             continue;
-        PyObject *kept;
-        if (size + len <= self->limit && pieces[i].obj != NULL)
-            kept = Py_NewRef(pieces[i].obj);
-        else
-            kept = PyBytes_FromStringAndSize(pieces[i].buf,
-                                             size + len <= self->limit ? len : self->limit - size);
-        if (kept == NULL)
-            return -1;
-        PyObject *t_ms = PyFloat_FromDouble((pieces[i].stamp - self->t0) * 1000.0);
-        PyObject *chunk = t_ms == NULL ? NULL : self->chunk_type->tp_new(self->chunk_type, k_empty_tuple, NULL);
-        int bad = chunk == NULL || slot_set(chunk, self->t_ms_at, s_t_ms, t_ms) < 0 ||
-                  slot_set(chunk, self->data_at, s_data, kept) < 0 || PyList_Append(self->chunks, chunk) < 0;
-        Py_XDECREF(t_ms);
-        Py_DECREF(kept);
-        Py_XDECREF(chunk);
-        if (bad)
+        if (sink_keep(self, pieces[i].buf, size + len <= self->limit ? len : self->limit - size,
+                      (pieces[i].stamp - self->t0) * 1000.0) < 0)
             return -1;
     }
     if (n > 0 && sink_observe(self, monotonic_now() - pieces[0].stamp) < 0)
@@ -405,6 +465,12 @@ static PyMemberDef sink_members[] = {
     {NULL},
 };
 
+static PyMethodDef sink_methods[] = {
+    {"joined", (PyCFunction)sink_joined, METH_NOARGS,
+     "The record so far: (the kept bytes joined, each piece's size, each piece's t_ms)."},
+    {NULL},
+};
+
 static PyTypeObject SinkType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "wirecheck.proxy._relay_c.Sink",
     .tp_basicsize = sizeof(SinkObject),
@@ -416,6 +482,7 @@ static PyTypeObject SinkType = {
     .tp_clear = (inquiry)sink_clear,
     .tp_call = (ternaryfunc)sink_call,
     .tp_members = sink_members,
+    .tp_methods = sink_methods,
 };
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -785,8 +852,6 @@ PyMODINIT_FUNC PyInit__relay_c(void) {
     INTERN(s_write, "write");
     INTERN(s_is_closing, "is_closing");
     INTERN(s_write_paused, "write_paused");
-    INTERN(s_t_ms, "t_ms");
-    INTERN(s_data, "data");
     INTERN(s_counts, "counts");
     INTERN(s_total, "total");
     INTERN(s_observe, "observe");
@@ -795,7 +860,7 @@ PyMODINIT_FUNC PyInit__relay_c(void) {
     INTERN(s_dechunked, "_dechunked");
     INTERN(s_wake, "_wake");
 #undef INTERN
-    if ((k_one = PyLong_FromLong(1)) == NULL || (k_empty_tuple = PyTuple_New(0)) == NULL)
+    if ((k_one = PyLong_FromLong(1)) == NULL)
         return NULL;
     if (PyType_Ready(&SinkType) < 0 || PyType_Ready(&DechunkerType) < 0 || PyType_Ready(&ReaderType) < 0)
         return NULL;

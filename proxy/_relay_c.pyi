@@ -5,23 +5,19 @@ from collections.abc import Callable
 from typing import Any
 
 class Sink:
-    """``_DirectSink.forward`` and ``DirectBody.send`` in one: called with a batch."""
+    """``_DirectSink.forward`` and ``DirectBody.send`` in one: called with a batch. It keeps the
+    record itself, joined as a store row holds it (``joined``)."""
 
     @property
     def size(self) -> int: ...
     @property
     def calls(self) -> int: ...
     def __init__(
-        self,
-        chunks: list[Any],
-        t0: float,
-        limit: int,
-        added: Any,
-        conn: Any,
-        transport: asyncio.Transport,
-        chunk_type: type,
+        self, t0: float, limit: int, added: Any, conn: Any, transport: asyncio.Transport
     ) -> None: ...
     def __call__(self, batch: list[tuple[float, bytes]], /) -> bool: ...
+    def joined(self) -> tuple[bytes, list[int], list[float]]:
+        """The record so far: the kept bytes joined, each piece's size and its ``t_ms``."""
 
 class Dechunker:
     """A chunked body's reads that lie inside it, taken over from llhttp at a chunk boundary."""

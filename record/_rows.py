@@ -44,6 +44,12 @@ STORED_CHUNKS = "stored_chunks"
 def row_document(ex: Exchange) -> tuple[dict[str, Any], bytes | None]:
     """The row's document (redacted like every writer's: ``dump_exchange``) and its ``body``."""
     resp = ex.response
+    joined = resp.joined() if resp is not None else None
+    if joined is not None:  # held as the row holds it (the proxy's record, a row read back): no chunks made
+        data, sizes, times = joined
+        doc = dump_exchange(ex, chunks=False)
+        doc["response"][STORED_CHUNKS] = {"t_us": _whole_us(times), "sizes": list(sizes)}
+        return doc, data
     if resp is None or resp.chunks is None:
         return dump_exchange(ex), None
     chunks = resp.chunks
@@ -101,15 +107,15 @@ def chunk_columns(chunks: list[Chunk]) -> tuple[list[int], list[int], bytes]:
     (:func:`_whole_us`), each one's size, and their bytes joined. The reference of the compiled
     twin (record/_rows_c.c), which answers None where it leaves a response to this."""
     data = [c.data for c in chunks]
-    return _whole_us(chunks), list(map(len, data)), b"".join(data)
+    return _whole_us([c.t_ms for c in chunks]), list(map(len, data)), b"".join(data)
 
 
 #: the compiled twin of ``chunk_columns`` (None: off or not built; contracts/_native.py)
 _native = native("wirecheck.record._rows_c")
 
 
-def _whole_us(chunks: list[Chunk]) -> list[int]:
-    """Each chunk's ``round(round(t_ms, 3) * 1000)``: whole microseconds, what the interchange form
+def _whole_us(times_ms: list[float]) -> list[int]:
+    """Each chunk's ``round(round(t_ms, 3) * 1000)`` (``times_ms``: their ``t_ms``): whole microseconds, what the interchange form
     keeps (t_ms to three places) as an integer, for a response's chunks at once.
 
     A Python step a chunk (a rounding and its test) was a fifth of the store writer's work, so the
@@ -122,14 +128,14 @@ def _whole_us(chunks: list[Chunk]) -> list[int]:
     (``tests/record/test_row_document.py`` holds it to the decimal way). Those, an offset past
     2**32 microseconds (71 minutes) or before the start, NaN and the infinities take
     :func:`_each_us`."""
-    doubles, words, top = _layouts(len(chunks))
-    raw = doubles.pack(*[c.t_ms * 1000.0 + _GRID for c in chunks])
+    doubles, words, top = _layouts(len(times_ms))
+    raw = doubles.pack(*[t * 1000.0 + _GRID for t in times_ms])
     if raw[6::8] + raw[7::8] != top:
-        return _each_us([c.t_ms for c in chunks])
+        return _each_us(times_ms)
     # the 65536ths: where a high byte is 0 or 255 (one response in a few), each pair is looked at
     high = raw[1::8]
     if (0 in high or 255 in high) and not _clear(raw, high):
-        return _each_us([c.t_ms for c in chunks])
+        return _each_us(times_ms)
     return list(words.unpack(raw))
 
 

@@ -271,7 +271,9 @@ answers None, and the Python reference writes that row. The text is what orjson 
 escapes ('"', '\\', the control characters, nothing else), its numbers (a float through orjson
 itself). ``tests/record/test_row_text.py`` holds the two byte for byte. */
 
-static PyTypeObject *exchange_type, *request_type, *response_type;
+static PyTypeObject *exchange_type, *request_type, *response_type, *joined_type;
+/* JoinedResponse's slot of its joined form (-1: the class is left to the reference) */
+static Py_ssize_t joined_off = -1;
 /* slot offsets: Exchange's id, tap, request, response, correlation, started_at, error, extra;
    HttpRequest's method, path, headers, body; HttpResponse's status, headers, body, chunks */
 enum { X_ID, X_TAP, X_REQUEST, X_RESPONSE, X_CORRELATION, X_STARTED, X_ERROR, X_EXTRA, X_N };
@@ -604,6 +606,54 @@ static int put_chunks(Buf *b, PyObject *chunks, PyObject **body) {
     return OK;
 }
 
+/* a response held joined (contracts' JoinedResponse: the bytes, each chunk's size, each one's t_ms),
+   as put_chunks writes the same chunks: ``"stored_chunks":{...}``, and the bytes themselves as
+   ``*body`` (replaced), not copied. BACK where the form is not exactly that (the reference decides) */
+static int put_joined(Buf *b, PyObject *joined, PyObject **body) {
+    if (!PyTuple_CheckExact(joined) || PyTuple_GET_SIZE(joined) != 3)
+        return BACK;
+    PyObject *data = PyTuple_GET_ITEM(joined, 0), *sizes = PyTuple_GET_ITEM(joined, 1),
+             *times = PyTuple_GET_ITEM(joined, 2);
+    if (!PyBytes_CheckExact(data) || !PyList_CheckExact(sizes) || !PyList_CheckExact(times) ||
+        PyList_GET_SIZE(sizes) != PyList_GET_SIZE(times))
+        return BACK;
+    Py_ssize_t n = PyList_GET_SIZE(sizes), total = 0;
+    /* the sizes first: each a whole number of bytes, adding up to the bytes held (read once here:
+       nothing below runs Python code, so the lists cannot change while they are written) */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *size = PyList_GET_ITEM(sizes, i);
+        if (!PyLong_CheckExact(size))
+            return BACK;
+        Py_ssize_t k = PyLong_AsSsize_t(size);
+        if (k < 0 || k > PyBytes_GET_SIZE(data) - total) {
+            PyErr_Clear();
+            return BACK;
+        }
+        total += k;
+    }
+    if (total != PyBytes_GET_SIZE(data))
+        return BACK;
+    if (PUT(b, ",\"stored_chunks\":{\"t_us\":[") < 0)
+        return ERR;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(times, i);
+        long long us = PyFloat_CheckExact(t) ? whole_us(PyFloat_AS_DOUBLE(t)) : -1;
+        if (us < 0)
+            return BACK;
+        if ((i && put(b, ",", 1) < 0) || put_ll(b, us) < 0)
+            return ERR;
+    }
+    if (PUT(b, "],\"sizes\":[") < 0)
+        return ERR;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if ((i && put(b, ",", 1) < 0) || put_ll(b, PyLong_AsSsize_t(PyList_GET_ITEM(sizes, i))) < 0)
+            return ERR;
+    if (PUT(b, "]}") < 0)
+        return ERR;
+    Py_SETREF(*body, Py_NewRef(data));
+    return OK;
+}
+
 /* the exchange's keys of its own, in their order, less its end time (the row's column, dropped
    from the document): strings, ints, None, booleans, and floats (as orjson writes them) */
 static int put_extra(Buf *b, PyObject *extra, PyObject *dumps) {
@@ -658,14 +708,25 @@ static int put_extra(Buf *b, PyObject *extra, PyObject *dumps) {
 static int write_row(Buf *b, PyObject **fields, PyObject *req, PyObject *path, PyObject *verdicts,
                      PyObject *dumps, PyObject **body) {
     int rc = OK;
-    PyObject *q[Q_N] = {NULL}, *r[R_N] = {NULL};
+    PyObject *q[Q_N] = {NULL}, *r[R_N] = {NULL}, *joined = NULL;
     PyObject *resp = fields[X_RESPONSE];
     for (int i = 0; i < Q_N; i++)
         if ((q[i] = slot(req, q_off[i])) == NULL) {
             rc = BACK;
             goto done;
         }
-    if (resp != Py_None) {
+    if (resp != Py_None && joined_off >= 0 && Py_IS_TYPE(resp, joined_type)) {
+        /* held joined (the compiled relay's record, a row read back): its own slot, not chunks */
+        for (int i = 0; i < R_CHUNKS; i++)
+            if ((r[i] = slot(resp, r_off[i])) == NULL) {
+                rc = BACK;
+                goto done;
+            }
+        if ((joined = slot(resp, joined_off)) == NULL || joined == Py_None) {
+            rc = BACK;
+            goto done;
+        }
+    } else if (resp != Py_None) {
         if (!Py_IS_TYPE(resp, response_type)) {
             rc = BACK;
             goto done;
@@ -700,7 +761,10 @@ static int write_row(Buf *b, PyObject **fields, PyObject *req, PyObject *path, P
             goto fail_or;
         if (PUT(b, ",\"headers\":") < 0 || (rc = put_headers(b, r[R_HEADERS], verdicts)) != OK)
             goto fail_or;
-        if (r[R_CHUNKS] == Py_None) {
+        if (joined != NULL) {
+            if ((rc = put_joined(b, joined, body)) != OK)
+                goto fail_or;
+        } else if (r[R_CHUNKS] == Py_None) {
             if ((rc = put_body(b, r[R_BODY], ",\"body_text\":", 13)) != OK)
                 goto fail_or;
         } else {
@@ -727,6 +791,7 @@ done:
         Py_XDECREF(q[i]);
     for (int i = 0; i < R_N; i++)
         Py_XDECREF(r[i]);
+    Py_XDECREF(joined);
     return rc;
 }
 
@@ -852,6 +917,12 @@ static int row_classes(PyObject *contracts) {
     }
     if (!usable)
         exchange_type = NULL; /* row_text answers None for everything */
+    PyObject *joined = PyObject_GetAttrString(contracts, "JoinedResponse");
+    if (joined == NULL)
+        return -1;
+    if (PyType_Check(joined) && PyType_IsSubtype((PyTypeObject *)joined, response_type))
+        joined_off = slot_offset(joined, "_joined");
+    joined_type = (PyTypeObject *)joined; /* kept for the module's life */
     return 0;
 }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import itertools
 import resource
 import weakref
 from dataclasses import dataclass, field
@@ -132,7 +133,7 @@ def _drive(path: str, reads: list[bytes], *, close: bool, limit: int, caller: _C
     sink: Any
     if compiled:
         assert relay_c is not None
-        sink = relay_c.Sink(chunks, 0.0, limit, series, caller, caller, Chunk)  # type: ignore[arg-type]
+        sink = relay_c.Sink(0.0, limit, series, caller, caller)  # type: ignore[arg-type]
         forward = sink
     else:
         direct = DirectBody.__new__(DirectBody)
@@ -169,7 +170,7 @@ def _drive(path: str, reads: list[bytes], *, close: bool, limit: int, caller: _C
         conn.connection_lost(None)
     return {
         "caller": caller.writes,
-        "chunks": [(c.t_ms, c.data) for c in chunks],
+        "chunks": _record(sink.joined()) if compiled else [(c.t_ms, c.data) for c in chunks],
         "size": sink.size,
         "observed": sum(series.counts),
         "events": events,
@@ -179,6 +180,13 @@ def _drive(path: str, reads: list[bytes], *, close: bool, limit: int, caller: _C
         "left": conn.pieces,
         "buffered": conn.buffered,
     }
+
+
+def _record(joined: tuple[bytes, list[int], list[float]]) -> list[tuple[float, bytes]]:
+    """The compiled sink's record, joined, as (t_ms, bytes) pieces: the Python sinks' chunks."""
+    data, sizes, times = joined
+    ends = list(itertools.accumulate(sizes))
+    return [(t, data[end - size : end]) for t, size, end in zip(times, sizes, ends, strict=True)]
 
 
 def _hexes(n: int, upper: bool, zeros: int) -> bytes:
@@ -319,7 +327,7 @@ def test_the_compiled_sink_and_reader_hold_no_memory() -> None:
 
     def run(n: int) -> None:
         for _ in range(n // 50):
-            sink = relay_c.Sink([], 0.0, 0, series, caller, caller, Chunk)  # type: ignore[arg-type]
+            sink = relay_c.Sink(0.0, 64, series, caller, caller)  # type: ignore[arg-type]
             dechunk = relay_c.Dechunker().feed
             conn = _upstream._ConnReader()
             conn.connection_made(_UpTransport())  # type: ignore[arg-type]
@@ -373,9 +381,10 @@ def test_hostile_bodies_split_at_every_byte(body: bytes) -> None:
             assert got[2] == got[0], reads
 
 
-def test_the_compiled_sink_takes_any_series_and_record_type() -> None:
+def test_the_compiled_sink_takes_any_series_and_keeps_its_record_joined() -> None:
     """Slots are written directly only where they are a type's own; anything else by name: a series
-    with just ``observe`` and a record type of plain attributes work as they would in Python."""
+    with just ``observe`` works as it would in Python. The record is the kept bytes joined, with each
+    piece's size and arrival offset, up to the limit, and ``joined`` hands out the record so far."""
     assert relay_c is not None
 
     class Observed:
@@ -385,16 +394,16 @@ def test_the_compiled_sink_takes_any_series_and_record_type() -> None:
         def observe(self, value: float) -> None:
             self.seen.append(value)
 
-    class Entry:
-        t_ms: float
-        data: bytes
-
     caller = _Caller(set(), None)
-    added, chunks = Observed(), []
-    sink = relay_c.Sink(chunks, 1.0, 3, added, caller, caller, Entry)  # type: ignore[arg-type]
+    added = Observed()
+    sink = relay_c.Sink(1.0, 3, added, caller, caller)  # type: ignore[arg-type]
+    assert sink.joined() == (b"", [], [])
     assert sink([(1.5, b"ab"), (2.0, b"cd")]) is True
     assert caller.writes == [b"4\r\nabcd\r\n"] and sink.size == 4 and len(added.seen) == 1
-    assert [(c.t_ms, c.data) for c in chunks] == [(500.0, b"ab"), (1000.0, b"c")]
+    assert sink.joined() == (b"abc", [2, 1], [500.0, 1000.0])
+    assert sink([(2.5, b"ef"), (3.0, b"")]) is True  # past the limit: forwarded, not kept
+    assert caller.writes[-1] == b"2\r\nef\r\n" and sink.size == 6
+    assert sink.joined() == (b"abc", [2, 1], [500.0, 1000.0])
 
 
 def test_a_finalizer_that_empties_the_lists_mid_call_breaks_nothing() -> None:
@@ -415,11 +424,10 @@ def test_a_finalizer_that_empties_the_lists_mid_call_breaks_nothing() -> None:
     try:
         for _ in range(50):
             series = _Series((0.001, 0.01))
-            chunks: list[Chunk] = []
             pieces: list[tuple[float, bytes]] = [(0.5, b"x")]
             batch = [(1.0, b"ab"), (2.0, b"cd"), (3.0, b"ef")]
-            targets[:] = [series.counts, chunks, pieces, batch]
-            sink = relay_c.Sink(chunks, 0.0, 100, series, caller, caller, Chunk)  # type: ignore[arg-type]
+            targets[:] = [series.counts, pieces, batch]
+            sink = relay_c.Sink(0.0, 100, series, caller, caller)  # type: ignore[arg-type]
             feed = relay_c.Dechunker().feed
             calls: list[tuple[Any, tuple[Any, ...]]] = [
                 (sink, (batch,)),

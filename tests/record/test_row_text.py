@@ -23,6 +23,7 @@ from wirecheck.contracts import (
     ExchangeError,
     HttpRequest,
     HttpResponse,
+    JoinedResponse,
     native,
 )
 from wirecheck.contracts._native import PURE_PYTHON
@@ -130,6 +131,34 @@ def test_the_row_text_is_the_reference_documents(ex: Exchange) -> None:
     assert text == encode(doc) and body == want_body and path == doc["request"]["path"]
 
 
+def _held_joined(ex: Exchange) -> Exchange:
+    """``ex`` with its response's chunks held joined, as the compiled relay records them and a row
+    is read back: the bytes, each chunk's size, each one's offset."""
+    resp = ex.response
+    if resp is None or resp.chunks is None:
+        return ex
+    chunks = resp.chunks
+    joined = (b"".join([c.data for c in chunks]), [len(c.data) for c in chunks], [c.t_ms for c in chunks])
+    return ex.with_parts(ex.request, JoinedResponse(resp.status, resp.headers, resp.body, joined))
+
+
+@given(plain | exchanges)
+def test_a_response_held_joined_is_written_as_its_chunks_are(ex: Exchange) -> None:
+    """The same row, text and body, from a response held joined as from its chunks: the reference
+    and the twin alike, and without cutting the joined response into chunks."""
+    held = _held_joined(ex)
+    try:
+        want: Any = row_text_py(ex)
+    except (ValueError, OverflowError):  # an offset NaN or infinite: so from the joined form too
+        with pytest.raises((ValueError, OverflowError)):
+            row_text_py(held)
+        return
+    assert row_text_py(held) == want
+    assert row_text(held) == want
+    if held.response is not None:
+        assert held.response.joined() is not None or held.response is ex.response
+
+
 def _proxy_exchange(i: int) -> Exchange:
     body = b'{"model": "bench", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
     return Exchange(
@@ -159,6 +188,8 @@ def test_the_twin_answers_for_what_the_proxy_records() -> None:
     row_text_py(ex)  # the names tested by the policy, as the first exchange does
     got = _twin(ex)
     assert got is not None and got == row_text_py(ex)
+    held = _held_joined(ex)  # as the compiled relay records it
+    assert _twin(held) == got
 
 
 @needs_twin
@@ -178,6 +209,14 @@ def test_the_twin_leaves_what_it_does_not_write() -> None:
         Exchange("x\ud800"),  # a lone surrogate
         Exchange("x", response=HttpResponse(True)),  # a status that is a bool
         Exchange("x", response=HttpResponse(200, chunks=[Chunk(math.nan, b"")])),
+        # held joined, but not as the relay and the store hold it: sizes that do not add up to the
+        # bytes, a size that is no int, an offset that is no float, one list longer, no tuple
+        Exchange("x", response=JoinedResponse(200, [], b"", (b"abc", [1, 1], [1.0, 2.0]))),
+        Exchange("x", response=JoinedResponse(200, [], b"", (b"abc", [1, 2.0], [1.0, 2.0]))),  # type: ignore[list-item]
+        Exchange("x", response=JoinedResponse(200, [], b"", (b"abc", [1, 2], [1.0, 2]))),
+        Exchange("x", response=JoinedResponse(200, [], b"", (b"abc", [3], [1.0, 2.0]))),
+        Exchange("x", response=JoinedResponse(200, [], b"", [b"abc", [3], [1.0]])),  # type: ignore[arg-type]
+        Exchange("x", response=JoinedResponse(200, [], b"", (b"abc", [-1, 4], [1.0, 2.0]))),
         Exchange(1),  # type: ignore[arg-type]
         "not an exchange",
         None,

@@ -169,7 +169,7 @@ def test_what_orjson_refuses_is_written_by_json() -> None:
 )
 def test_whole_microseconds_are_those_of_the_interchange_forms_three_places(t_ms: float) -> None:
     times = [t_ms, -t_ms, t_ms / 7]
-    assert _whole_us([Chunk(t, b"") for t in times]) == [round(round(t, 3) * 1000) for t in times]
+    assert _whole_us(times) == [round(round(t, 3) * 1000) for t in times]
 
 
 def _as_before(obj: dict[str, object], body: bytes) -> Exchange:
