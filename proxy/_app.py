@@ -736,9 +736,7 @@ def _direct_sink(
     ``joined()``), else ``_DirectSink`` (which records into ``chunks``)."""
     if _native_relay is None:
         return _DirectSink(chunks, t0, limit, added, direct)
-    conn, transport = direct.parts()
-    if conn is None:  # the cycle is over: the reference, which finds the caller gone at its first send
-        return _DirectSink(chunks, t0, limit, added, direct)
+    conn, transport = direct.parts()  # (usable: the cycle runs)
     made: _relay_c.Sink = _native_relay.Sink(t0, limit, added, conn, transport)
     return made
 

@@ -733,13 +733,15 @@ class DirectBody:
         c._body(conn, b"", False)
         return True
 
-    def parts(self) -> tuple[HttpConnection | None, asyncio.Transport]:
-        """What ``send`` reads, for its compiled twin (proxy/_relay_c.c's ``Sink``): the caller's
-        connection (None once the cycle is over) and its transport. The twin holds the connection
-        for the body's length, and asks only the transport whether the caller is gone: the loss of
-        the connection, and a cut, close the transport before they mark the cycle disconnected."""
+    def parts(self) -> tuple[HttpConnection, asyncio.Transport]:
+        """What ``send`` reads, for its compiled twin (proxy/_relay_c.c's ``Sink``), while ``usable``:
+        the caller's connection and its transport. The twin holds the connection for the body's
+        length, and asks only the transport whether the caller is gone: the loss of the connection,
+        and a cut, close the transport before they mark the cycle disconnected."""
         c = self._cycle()
-        return (c.conn if c is not None else None), self._transport
+        if c is None or c.conn is None:
+            raise RuntimeError("parts() of a request cycle that is over")
+        return c.conn, self._transport
 
     def on_gone(self, callback: Callable[[], None] | None) -> None:
         """Have ``callback`` called once, from the event loop, when the caller's connection is lost

@@ -461,3 +461,19 @@ def test_the_listeners_extensions_and_the_upstream_answer_made_without_init_are_
         assert direct.body_arrived() and direct.whole_body() == b"{}"
 
     asyncio.run(run())
+
+
+def test_the_parts_the_compiled_sink_holds_are_the_running_cycles() -> None:
+    """``DirectBody.parts`` gives the compiled sink the caller's connection and transport while the
+    request cycle runs, and refuses once the cycle is over (its connection let go) or gone, rather
+    than hand the sink a connection it could no longer write for."""
+    cycle = _cycle_in(False, False, True, False, "POST")
+    body = DirectBody(cycle)
+    assert body.parts() == (cycle.conn, cycle.conn.transport)
+    cycle.conn = None  # as _Cycle.run leaves it when the app has returned
+    with pytest.raises(RuntimeError, match="over"):
+        body.parts()
+    del cycle
+    gc.collect()
+    with pytest.raises(RuntimeError, match="over"):
+        body.parts()
