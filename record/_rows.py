@@ -235,7 +235,7 @@ def _joined_py(stored: dict[str, Any], data: bytes) -> tuple[bytes, list[int], l
         if not set(map(type, sizes)) <= _WHOLE:
             return None
         return data, list(sizes), list(map(truediv, times, repeat(1000.0)))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # an offset past any float: not a cut
         return None
 
 

@@ -246,6 +246,7 @@ def _view_fields(v: ExchangeView) -> tuple[object, ...]:
         {"t_us": [1], "sizes": [1, 3]},
         {"t_us": [1, 2], "sizes": [-1, 5]},
         {"t_us": [1, 2], "sizes": "ab"},
+        {"t_us": [10**400, 2], "sizes": [1, 3]},  # an offset past any float
         {"sizes": [4]},
     ],
 )
