@@ -80,13 +80,12 @@ static PyObject *slot_get(PyObject *obj, Py_ssize_t off, PyObject *name) {
     return PyObject_GetAttr(obj, name);
 }
 
-/* one piece of a batch: its bytes, the stamp of the read it came in, and the bytes object it
- * already is (NULL: a span of a read, made into an object only if the record keeps it) */
+/* one piece of a batch: its bytes (a span of a read, or a bytes object of the batch) and the stamp
+ * of the read it came in */
 typedef struct {
     const char *buf;
     Py_ssize_t len;
     double stamp;
-    PyObject *obj;
 } Piece;
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -447,7 +446,6 @@ static PyObject *sink_call(SinkObject *self, PyObject *args, PyObject *kwds) {
         }
         pieces[i].buf = PyBytes_AS_STRING(data);
         pieces[i].len = PyBytes_GET_SIZE(data);
-        pieces[i].obj = data;
     }
     if (rc == 0)
         rc = sink_relay(self, pieces, n);
@@ -620,7 +618,6 @@ static PyObject *dechunk_read(DechunkerObject *self, PyObject *data, double stam
             pieces[n].buf = (const char *)p + i;
             pieces[n].len = take;
             pieces[n].stamp = stamp;
-            pieces[n].obj = NULL;
             n++;
             i += take;
             self->left -= (uint64_t)take;

@@ -45,18 +45,16 @@ def row_document(ex: Exchange) -> tuple[dict[str, Any], bytes | None]:
     """The row's document (redacted like every writer's: ``dump_exchange``) and its ``body``."""
     resp = ex.response
     joined = resp.joined() if resp is not None else None
+    columns: tuple[list[int], list[int], bytes] | None
     if joined is not None:  # held as the row holds it (the proxy's record, a row read back): no chunks made
-        data, sizes, times = joined
-        doc = dump_exchange(ex, chunks=False)
-        doc["response"][STORED_CHUNKS] = {"t_us": _whole_us(times), "sizes": list(sizes)}
-        return doc, data
-    if resp is None or resp.chunks is None:
+        columns = _whole_us(joined[2]), list(joined[1]), joined[0]
+    elif resp is None or resp.chunks is None:
         return dump_exchange(ex), None
-    chunks = resp.chunks
+    else:
+        columns = _native.chunk_columns(resp.chunks) if _native is not None else None
+        if columns is None:
+            columns = chunk_columns(resp.chunks)
     doc = dump_exchange(ex, chunks=False)
-    columns = _native.chunk_columns(chunks) if _native is not None else None
-    if columns is None:
-        columns = chunk_columns(chunks)
     doc["response"][STORED_CHUNKS] = {"t_us": columns[0], "sizes": columns[1]}
     return doc, columns[2]
 
