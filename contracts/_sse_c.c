@@ -120,7 +120,14 @@ make_event(PyTypeObject *cls, const Py_ssize_t offsets[N_FIELDS], PyObject *data
                                   t_ms, PyLong_FromLong(1)};
     for (int f = 0; f < N_FIELDS; f++)
         *(PyObject **)((char *)ev + offsets[f]) = values[f];
-    /* PyLong_FromLong(1) is a cached small int and cannot fail */
+    /* PyLong_FromLong(1) is a cached small int and cannot fail. With an arrival offset that is a
+     * float, an int or None, every field holds a value that refers to nothing: the event can be in
+     * no reference cycle, so the cyclic GC is told not to walk it (as CPython does for a tuple of
+     * such values). A recorded stream's events were over half the objects the live checker's
+     * collections walked. The fields are written nowhere else, and an offset of any other type
+     * (a caller's own list of times) leaves the event tracked. */
+    if (t_ms == Py_None || PyFloat_CheckExact(t_ms) || PyLong_CheckExact(t_ms))
+        PyObject_GC_UnTrack(ev);
     return ev;
 }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import json
 import re
+import weakref
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -137,6 +138,29 @@ def test_the_plain_cut_takes_the_plain_framing_and_hands_back_the_rest() -> None
     assert cut(raw, [len(raw)], [None], SSEDecoder) is None
     assert cut(raw, (len(raw),), [None], SSEEvent) is None
     assert cut(bytearray(raw), [len(raw)], [None], SSEEvent) is None
+
+
+def test_the_plain_cut_leaves_the_cyclic_gc_only_events_that_can_hold_a_container() -> None:
+    """An event of numbers and text can be in no reference cycle: the GC does not walk it. An
+    offset of any other type (a caller's own list of times) is a value the event holds, so that
+    event stays tracked, and a cycle through it is still collected."""
+    cut = _sse._C.cut_plain  # type: ignore[union-attr]
+    raw = b"data: a\n\ndata: b\n\ndata: c\n\n"
+    for offset in (4.0, None, 4):
+        events, _ = cut(raw, [len(raw)], [offset], SSEEvent)
+        assert [gc.is_tracked(e) for e in events] == [False] * 3
+
+    class Box:
+        events: list[SSEEvent]
+
+    box = Box()
+    events, _ = cut(raw, [len(raw)], [box], SSEEvent)
+    assert [gc.is_tracked(e) for e in events] == [True] * 3
+    box.events = events  # a cycle: the events hold the box, the box holds them
+    ref = weakref.ref(box)
+    del events, box
+    gc.collect()
+    assert ref() is None
 
 
 def test_a_huge_plain_stream_is_cut_as_the_reference_cuts_it() -> None:
