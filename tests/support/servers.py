@@ -69,7 +69,7 @@ def wait_up(
             pass
         exited = proc is not None and proc.poll() is not None
         if exited or time.monotonic() > deadline:
-            said = tail(logs)
+            said = tail(logs) if logs is not None or proc is None or not exited else piped_tail(proc)
             state = f"the process exited ({proc.returncode if proc else None})" if exited else "timed out"
             raise AssertionError(f"{what} did not come up: {state}. {said}")
         time.sleep(0.05)
@@ -89,6 +89,19 @@ def tail(logs: Path | None, chars: int = 2000) -> str:
         for f in (logs.with_suffix(".stdout"), logs.with_suffix(".stderr"))
         if f.exists()
     )
+
+
+def piped_tail(proc: subprocess.Popen[str], chars: int = 2000) -> str:
+    """The end of what an exited process wrote to its pipes, stdout then stderr: why a server
+    started without ``logs`` never came up (a port taken, a refused argument). Empty where it wrote
+    to no pipe, or where a child it left holds the pipes open past a few seconds."""
+    if proc.stdout is None and proc.stderr is None:
+        return ""
+    try:
+        out, err = proc.communicate(timeout=5)
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        return ""
+    return (out or "")[-chars:] + (err or "")[-chars:]
 
 
 def stop(proc: subprocess.Popen[str], timeout: float = 30.0) -> tuple[str, str]:
