@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,10 +20,39 @@ __all__ = ["StreamingASGITransport", "free_port", "read_body", "serve"]
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it)."""
+    """A TCP port on 127.0.0.1 that nothing holds now, drawn below the kernel's range of ephemeral
+    ports where the kernel says what that range is (Linux). A port the OS picks for a bind to port 0
+    is one of the ephemeral ones, which any outgoing connection may take as its source port before
+    the caller binds it: under parallel tests and load generators a server then found its port taken.
+    Drawn at random from the system's generator (hypothesis seeds ``random`` alike in every test
+    process); the OS picks one where no free port turns up below the range."""
+    low = _ephemeral_low()
+    if low is not None and low - _FLOOR >= 1024:
+        for _ in range(64):
+            port = _DRAW.randrange(_FLOOR, low)
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:  # held: listening, bound, or in TIME_WAIT
+                    continue
+                return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+#: the lowest port ``free_port`` draws: above the registered services that usually run on a host
+_FLOOR = 20000
+_DRAW = random.SystemRandom()
+
+
+def _ephemeral_low() -> int | None:
+    """The first port of the kernel's ephemeral range, or None where it does not say (not Linux)."""
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text(encoding="ascii")
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 @contextlib.contextmanager
