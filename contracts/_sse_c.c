@@ -125,8 +125,9 @@ make_event(PyTypeObject *cls, const Py_ssize_t offsets[N_FIELDS], PyObject *data
      * no reference cycle, so the cyclic GC is told not to walk it (as CPython does for a tuple of
      * such values). A recorded stream's events were over half the objects the live checker's
      * collections walked. The fields are written nowhere else, and an offset of any other type
-     * (a caller's own list of times) leaves the event tracked. */
-    if (t_ms == Py_None || PyFloat_CheckExact(t_ms) || PyLong_CheckExact(t_ms))
+     * (a caller's own list of times) leaves the event tracked; an instance of a class without the GC
+     * has no GC header to clear. */
+    if (PyType_IS_GC(cls) && (t_ms == Py_None || PyFloat_CheckExact(t_ms) || PyLong_CheckExact(t_ms)))
         PyObject_GC_UnTrack(ev);
     return ev;
 }
