@@ -29,18 +29,21 @@ def test_a_port_that_is_held_is_not_handed_out(monkeypatch: pytest.MonkeyPatch) 
         held.bind(("127.0.0.1", 0))
         held.listen()
         taken = held.getsockname()[1]
-        draws = iter([taken, taken])
+        low = taken + 1
+        drawn: list[int] = []
 
         class Draw:
-            def randrange(self, lo: int, hi: int) -> int:
-                return next(draws, lo + 7)
+            """The held port twice, then the ports from the floor up."""
 
-        monkeypatch.setattr(_serve, "_ephemeral_low", lambda: max(taken + 1, _serve._FLOOR + 2048))
-        monkeypatch.setattr(_serve, "_FLOOR", min(taken, _serve._FLOOR))
+            def randrange(self, lo: int, hi: int) -> int:
+                drawn.append(taken if len(drawn) < 2 else lo + len(drawn))
+                return drawn[-1]
+
+        monkeypatch.setattr(_serve, "_ephemeral_low", lambda: low)
         monkeypatch.setattr(_serve, "_DRAW", Draw())
         port = free_port()
-        assert port != taken
-        assert port == _serve._FLOOR + 7
+        assert drawn[:2] == [taken, taken] and port == drawn[-1] and len(drawn) >= 3
+        assert port != taken and _serve._FLOOR <= port < low
 
 
 @pytest.mark.parametrize("low", [None, 21000])
