@@ -113,8 +113,9 @@ _native = native("wirecheck.record._rows_c")
 
 
 def _whole_us(times_ms: list[float]) -> list[int]:
-    """Each chunk's ``round(round(t_ms, 3) * 1000)`` (``times_ms``: their ``t_ms``): whole microseconds, what the interchange form
-    keeps (t_ms to three places) as an integer, for a response's chunks at once.
+    """Each chunk's ``round(round(t_ms, 3) * 1000)`` (``times_ms``: their ``t_ms``): whole
+    microseconds, what the interchange form keeps (t_ms to three places) as an integer, for a
+    response's chunks at once.
 
     A Python step a chunk (a rounding and its test) was a fifth of the store writer's work, so the
     integers are made by the float unit and read out of the bytes of the sums in C. Each
