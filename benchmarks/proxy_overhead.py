@@ -89,7 +89,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench_output import write_json
+from bench_output import python_build, write_json
 from overhead_load import SHAPES, relay, upstream, viewers
 from overhead_load import level as run_level
 from overhead_report import print_table, row, targets, vs_nginx
@@ -191,6 +191,13 @@ def start_upstream(
     role = [sys.executable, str(Path(__file__).resolve()), "--role", "upstream", "--port", str(port)]
     paced = ["--events", str(events), "--interval-ms", str(interval_ms), "--upstream-shape", shape]
     return subprocess.Popen([*role, *paced], **popen)
+
+
+def _build_of(python: str) -> str:
+    """``bench_output.python_build`` of another interpreter (``--base``): asked of it, here."""
+    code = f"import sys; sys.path.insert(0, {str(HERE)!r}); import bench_output; print(bench_output.python_build())"
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    return done.stdout.strip() or f"not told (exit {done.returncode})"
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes] | None, timeout: float = 30) -> None:
@@ -455,10 +462,13 @@ def main(argv: list[str] | None = None) -> int:
             b.wait(timeout=10)
 
     contended = f"; {args.contend} other process(es) keeping a core busy each" if args.contend else ""
+    base_build = _build_of(args.base) if "wirecheck-base" in proxies and args.base else None
     print(
         f"paced SSE upstream: {args.events} events x {args.interval_ms:g} ms, {args.upstream_shape} streams; "
         f"{'callers keep their connections' if args.keep_alive else 'a connection a stream'}; "
-        f"{args.duration:g} s of load a level; {os.cpu_count()} cores{contended}"
+        f"{args.duration:g} s of load a level; {os.cpu_count()} cores{contended}; "
+        f"Python {platform.python_version()} ({python_build()})"
+        + (f"; wirecheck-base on {args.base} ({base_build})" if base_build is not None else "")
     )
     print_table(rows)
     if viewer_events:
@@ -474,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         {
             "benchmark": "proxy_overhead",
             "python": platform.python_version(),
+            "python_build": python_build(),
             "cpu_count": os.cpu_count(),
             "events": args.events,
             "interval_ms": args.interval_ms,
@@ -484,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
             "workers": args.workers,
             "contend": args.contend,
             "base": args.base if "wirecheck-base" in proxies else None,
+            "base_build": base_build,
             "rows": rows,
             "viewers": viewer_events or None,
             "targets": [{"target": n, "met": ok, "detail": d} for n, ok, d in checks],

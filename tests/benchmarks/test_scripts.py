@@ -7,11 +7,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[2]
 
 
 #: a smoke run of benchmarks/proxy_overhead.py: both targets, short streams of fast events
 _OVERHEAD_SMOKE = ("--proxies", "direct,wirecheck", "--events", "3", "--interval-ms", "5")
+
+
+def _python_build() -> str:
+    """``bench_output.python_build()`` of this interpreter."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from bench_output import python_build
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return python_build()
 
 
 def _bench(script: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -38,6 +50,8 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
     assert res["contend"] == 1 and "keeping a core busy" in proc.stdout  # the run under contention
     assert res["upstream_shape"] == "vllm" and "vllm streams" in proc.stdout
     assert res["keep_alive"] is False and "a connection a stream" in proc.stdout
+    # the interpreter and its build, which move the figures by a few per cent
+    assert res["python_build"] == _python_build() and f"({res['python_build']})" in proc.stdout
     assert {(r["proxy"], r["streams"]) for r in rows} == {
         ("direct", 1),
         ("direct", 4),
@@ -182,6 +196,23 @@ def test_the_256_stream_targets_hold_for_the_deployed_rows_and_not_the_ab_baseli
     }
 
 
+def test_a_result_names_the_interpreter_build_it_was_measured_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    # profile-guided and link-time optimization and a shared library, by CPython's configure options
+    import sysconfig
+
+    cases = {
+        "'--prefix=/opt/py' '--enable-optimizations' '--with-lto'": "pgo+lto",
+        "'--with-lto=full' '--enable-optimizations' '--enable-shared'": "pgo+lto+shared",
+        "'--prefix=/root/.pyenv/versions/3.12.1' '--enable-shared' '--libdir=/x'": "shared",
+        "'--prefix=/usr/local'": "plain",
+        "": "plain",
+        None: "plain",  # an interpreter that keeps no configure line (Windows)
+    }
+    for config_args, build in cases.items():
+        monkeypatch.setattr(sysconfig, "get_config_var", lambda name, v=config_args: v)
+        assert _python_build() == build, config_args
+
+
 def test_proxy_overhead_measures_another_build_beside_this_one(tmp_path: Path) -> None:
     # wirecheck-base is the proxy as another build's interpreter runs it (here this one's again):
     # a row of its own in the same run, and the interpreter named in the JSON
@@ -194,6 +225,7 @@ def test_proxy_overhead_measures_another_build_beside_this_one(tmp_path: Path) -
     assert proc.returncode == 0, proc.stderr
     res = json.loads(out.read_text())
     assert res["base"] == sys.executable
+    assert res["base_build"] == _python_build() and f"wirecheck-base on {sys.executable} (" in proc.stdout
     by = {r["proxy"]: r for r in res["rows"]}
     assert set(by) == {"direct", "wirecheck-base", "wirecheck"}
     assert by["wirecheck-base"]["cpu_us_per_event"] > 0 and by["wirecheck-base"]["failed_streams"] == 0
