@@ -11,17 +11,22 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
-#: the build options that move an interpreter's speed, by the name a result gives them
-_BUILD_OPTIONS = (("--enable-optimizations", "pgo"), ("--with-lto", "lto"), ("--enable-shared", "shared"))
-
 
 def python_build() -> str:
     """How this interpreter was built, as far as its speed goes: ``pgo``, ``lto`` and ``shared``
     joined by ``+`` (profile-guided and link-time optimization, and a shared library), ``plain``
     for none of them. The same Python runs a few per cent apart between such builds (docs/proxy.md),
-    so a result names the one it was measured on."""
-    args = sysconfig.get_config_var("CONFIG_ARGS") or ""
-    return "+".join(name for flag, name in _BUILD_OPTIONS if flag in args) or "plain"
+    so a result names the one it was measured on. Read from the flags the interpreter was compiled
+    with and whether its library is shared, as its ``sysconfig`` keeps them (not from how configure
+    was asked: ``--with-lto=no`` is no LTO). A distribution that builds its executable apart from
+    its shared library (Debian's) keeps the library's, and reads as that build."""
+    cflags = sysconfig.get_config_var("PY_CFLAGS_NODIST") or ""
+    parts = {
+        "pgo": "-fprofile-use" in cflags or "-fprofile-instr-use" in cflags,  # gcc's, clang's
+        "lto": "-flto" in cflags,
+        "shared": bool(sysconfig.get_config_var("Py_ENABLE_SHARED")),
+    }
+    return "+".join(name for name, on in parts.items() if on) or "plain"
 
 
 def machine() -> dict[str, Any]:

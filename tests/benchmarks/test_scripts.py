@@ -197,20 +197,33 @@ def test_the_256_stream_targets_hold_for_the_deployed_rows_and_not_the_ab_baseli
 
 
 def test_a_result_names_the_interpreter_build_it_was_measured_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    # profile-guided and link-time optimization and a shared library, by CPython's configure options
+    # profile-guided and link-time optimization and a shared library, by the flags the interpreter
+    # was compiled with and its sysconfig's Py_ENABLE_SHARED, not by how configure was asked
     import sysconfig
 
-    cases = {
-        "'--prefix=/opt/py' '--enable-optimizations' '--with-lto'": "pgo+lto",
-        "'--with-lto=full' '--enable-optimizations' '--enable-shared'": "pgo+lto+shared",
-        "'--prefix=/root/.pyenv/versions/3.12.1' '--enable-shared' '--libdir=/x'": "shared",
-        "'--prefix=/usr/local'": "plain",
-        "": "plain",
-        None: "plain",  # an interpreter that keeps no configure line (Windows)
-    }
-    for config_args, build in cases.items():
-        monkeypatch.setattr(sysconfig, "get_config_var", lambda name, v=config_args: v)
-        assert _python_build() == build, config_args
+    gcc_pgo_lto = (
+        "-fno-semantic-interposition -flto -fuse-linker-plugin -std=c11 -fprofile-use -fprofile-correction"
+    )
+    clang_pgo_thin_lto = "-flto=thin -std=c11 -fprofile-instr-use=code.profclangd"
+    cases: list[tuple[dict[str, object], str]] = [
+        ({"PY_CFLAGS_NODIST": gcc_pgo_lto, "Py_ENABLE_SHARED": 0}, "pgo+lto"),
+        ({"PY_CFLAGS_NODIST": clang_pgo_thin_lto, "Py_ENABLE_SHARED": 1}, "pgo+lto+shared"),
+        ({"PY_CFLAGS_NODIST": "-std=c11 -fvisibility=hidden", "Py_ENABLE_SHARED": 1}, "shared"),  # pyenv's
+        # asked for and turned off again: the flags say what was built
+        (
+            {
+                "PY_CFLAGS_NODIST": "-std=c11",
+                "Py_ENABLE_SHARED": 0,
+                "CONFIG_ARGS": "'--enable-optimizations=no' '--with-lto=no' '--enable-shared=no'",
+            },
+            "plain",
+        ),
+        ({"PY_CFLAGS_NODIST": "", "Py_ENABLE_SHARED": 0}, "plain"),
+        ({}, "plain"),  # an interpreter that keeps none of them (Windows)
+    ]
+    for config, build in cases:
+        monkeypatch.setattr(sysconfig, "get_config_var", lambda name, c=config: c.get(name))
+        assert _python_build() == build, config
 
 
 def test_proxy_overhead_measures_another_build_beside_this_one(tmp_path: Path) -> None:
