@@ -462,12 +462,13 @@ def main(argv: list[str] | None = None) -> int:
             b.wait(timeout=10)
 
     contended = f"; {args.contend} other process(es) keeping a core busy each" if args.contend else ""
+    build = python_build()
     base_build = _build_of(args.base) if "wirecheck-base" in proxies and args.base else None
     print(
         f"paced SSE upstream: {args.events} events x {args.interval_ms:g} ms, {args.upstream_shape} streams; "
         f"{'callers keep their connections' if args.keep_alive else 'a connection a stream'}; "
         f"{args.duration:g} s of load a level; {os.cpu_count()} cores{contended}; "
-        f"Python {platform.python_version()} ({python_build()})"
+        f"Python {platform.python_version()} ({build})"
         + (f"; wirecheck-base on {args.base} ({base_build})" if base_build is not None else "")
     )
     print_table(rows)
@@ -484,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         {
             "benchmark": "proxy_overhead",
             "python": platform.python_version(),
-            "python_build": python_build(),
+            "python_build": build,
             "cpu_count": os.cpu_count(),
             "events": args.events,
             "interval_ms": args.interval_ms,

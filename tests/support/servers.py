@@ -69,7 +69,7 @@ def wait_up(
             pass
         exited = proc is not None and proc.poll() is not None
         if exited or time.monotonic() > deadline:
-            said = tail(logs) if logs is not None or proc is None or not exited else piped_tail(proc)
+            said = piped_tail(proc) if exited and logs is None and proc is not None else tail(logs)
             state = f"the process exited ({proc.returncode if proc else None})" if exited else "timed out"
             raise AssertionError(f"{what} did not come up: {state}. {said}")
         time.sleep(0.05)
