@@ -193,10 +193,18 @@ def start_upstream(
     return subprocess.Popen([*role, *paced], **popen)
 
 
-def _build_of(python: str) -> str:
-    """``bench_output.python_build`` of another interpreter (``--base``): asked of it, here."""
+def _build_of(python: str, timeout: float = 60.0) -> str:
+    """``bench_output.python_build`` of another interpreter (``--base``): asked of it, here. Asked
+    after the runs, so an interpreter that does not answer is said in the result, not raised."""
     code = f"import sys; sys.path.insert(0, {str(HERE)!r}); import bench_output; print(bench_output.python_build())"
-    done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    try:
+        done = subprocess.run(
+            [python, "-c", code], capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return f"not told (no answer in {timeout:g} s)"
+    except OSError as exc:
+        return f"not told ({exc.strerror or exc})"
     return done.stdout.strip() or f"not told (exit {done.returncode})"
 
 

@@ -226,6 +226,25 @@ def test_a_result_names_the_interpreter_build_it_was_measured_on(monkeypatch: py
         assert _python_build() == build, config
 
 
+def test_an_interpreter_that_does_not_tell_its_build_is_said_so(tmp_path: Path) -> None:
+    # asked after the runs: a failure goes into the result as words, never as an exception
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from proxy_overhead import _build_of
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    assert _build_of(sys.executable) == _python_build()
+    failing = tmp_path / "exits"
+    failing.write_text("#!/bin/sh\nexit 3\n")
+    failing.chmod(0o755)
+    assert _build_of(str(failing)) == "not told (exit 3)"
+    hanging = tmp_path / "hangs"
+    hanging.write_text("#!/bin/sh\nexec sleep 30\n")
+    hanging.chmod(0o755)
+    assert _build_of(str(hanging), timeout=0.5) == "not told (no answer in 0.5 s)"
+    assert _build_of(str(tmp_path / "absent")).startswith("not told (")
+
+
 def test_proxy_overhead_measures_another_build_beside_this_one(tmp_path: Path) -> None:
     # wirecheck-base is the proxy as another build's interpreter runs it (here this one's again):
     # a row of its own in the same run, and the interpreter named in the JSON
