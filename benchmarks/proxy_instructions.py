@@ -18,6 +18,12 @@ process of its own and runs natively).
 
 Two runs of one build agree to about half a per cent. Needs valgrind (Debian: ``valgrind``).
 
+``--split N`` counts both proxies once more with streams of ``N`` events at the same pace (read by
+read as before: a faster pace would join events in one read under callgrind's slowness), and solves the two counts for what an event costs and what an exchange costs (instructions an event is
+``a + b / events``: ``a`` the work of each forwarded read, ``b`` the exchange's own, from its request
+head to its record). Which of the two a change must cut, and by how much, depends on how long the
+streams are; the split says it for any length.
+
 ``--functions N`` runs wirecheck once more with Python's perf trampolines on (``PYTHONPERFSUPPORT``:
 each Python function is entered through a stub of its own, named in ``/tmp/perf-PID.map``) and lists
 the N Python functions with the most instructions per event **inclusive** of what they call (their
@@ -26,7 +32,7 @@ sampling profiler's broken stacks and callgrind's own view by C function do not 
 add about a tenth to the count, so that run gives only the list; the rows come from the plain run.
 
     python benchmarks/proxy_instructions.py [--streams 16] [--duration 15] [--events 20] [--interval-ms 5]
-                                            [--functions 40]
+                                            [--split 200] [--functions 40]
 """
 
 from __future__ import annotations
@@ -200,6 +206,38 @@ def _by_function(profile: Path, perf_map: Path, events: int, top: int) -> list[d
     return [{"function": name, "per_event": count / events} for name, count in ranked]
 
 
+def split(events: tuple[int, int], per_event: tuple[float, float]) -> dict[str, float]:
+    """What an event and what an exchange cost, from the instructions an event counted with streams of
+    ``events[0]`` and of ``events[1]`` events: ``per_event[i] = a + b / events[i]``, solved for the
+    per-event ``a`` and the per-exchange ``b``."""
+    (n1, n2), (y1, y2) = events, per_event
+    if n1 == n2 or n1 <= 0 or n2 <= 0:
+        raise ValueError(f"two different stream lengths are needed, not {n1} and {n2}")
+    exchange = (y1 - y2) / (1 / n1 - 1 / n2)
+    return {"per_event": y1 - exchange / n1, "per_exchange": exchange}
+
+
+def _count_both(
+    args: argparse.Namespace, tmp: Path, events: int, interval_ms: float, functions: int = 0
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """The relay and wirecheck counted against one paced upstream of ``events`` events a stream
+    (and wirecheck's Python functions, with ``functions``)."""
+    rows: dict[str, dict[str, Any]] = {}
+    found: list[dict[str, Any]] = []
+    shape = argparse.Namespace(**{**vars(args), "events": events, "interval_ms": interval_ms})
+    up_port = free_port()
+    up = start_upstream(up_port, events, interval_ms, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for kind in ("relay", "wirecheck"):
+            rows[kind] = _counted(kind, up_port, shape, tmp)
+        if functions:
+            found = _counted("wirecheck", up_port, shape, tmp, functions=functions)["by_function"]
+    finally:
+        up.send_signal(signal.SIGTERM)
+        up.wait(timeout=30)
+    return rows, found
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", type=int, default=16)
@@ -213,27 +251,27 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="also list this many Python functions by inclusive instructions",
     )
+    ap.add_argument(
+        "--split",
+        type=int,
+        default=0,
+        help="also count streams of this many events, and solve for per event and per exchange",
+    )
     ap.add_argument("--out", default=str(HERE / "results" / "proxy_instructions.json"))
     args = ap.parse_args(argv)
+    if args.split and args.split == args.events:
+        ap.error(f"--split needs another stream length than --events ({args.events})")
     if not (shutil.which("valgrind") and shutil.which("callgrind_control")):
         print("proxy_instructions.py needs valgrind (Debian: apt-get install valgrind)", file=sys.stderr)
         return 2
-    rows: dict[str, dict[str, Any]] = {}
-    functions: list[dict[str, Any]] = []
+    other: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
-        up_port = free_port()
-        up = start_upstream(
-            up_port, args.events, args.interval_ms, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        try:
-            for kind in ("relay", "wirecheck"):
-                rows[kind] = _counted(kind, up_port, args, tmp)
-            if args.functions:
-                functions = _counted("wirecheck", up_port, args, tmp, functions=args.functions)["by_function"]
-        finally:
-            up.send_signal(signal.SIGTERM)
-            up.wait(timeout=30)
+        rows, functions = _count_both(args, tmp, args.events, args.interval_ms, args.functions)
+        if args.split:
+            # at the same pace, so that each read still carries one event: the streams last longer
+            longer = argparse.Namespace(**{**vars(args), "stream_s": args.split * args.interval_ms / 1000})
+            other, _ = _count_both(longer, tmp, args.split, args.interval_ms)
     ratio = rows["wirecheck"]["per_event"] / rows["relay"]["per_event"]
     print(
         f"{args.streams} streams of {args.events} events {args.interval_ms:g} ms apart, {args.duration:g} s counted; "
@@ -243,6 +281,18 @@ def main(argv: list[str] | None = None) -> int:
     for kind, r in rows.items():
         x = r["per_event"] / rows["relay"]["per_event"]
         print(f"{kind:12s} {r['events']:8d} {r['instructions']:14d} {r['per_event']:10.0f} {x:8.2f}")
+    parts: dict[str, dict[str, float]] = {}
+    if other:
+        print(f"\nwith {args.split} events a stream at the same pace; the two counts solved:")
+        print(f"{'proxy':12s} {'per event':>10s} {'x relay':>8s} {'per exchange':>13s} {'x relay':>8s}")
+        for kind in rows:
+            parts[kind] = split(
+                (args.events, args.split), (rows[kind]["per_event"], other[kind]["per_event"])
+            )
+        for kind, part in parts.items():
+            ev, exch = part["per_event"], part["per_exchange"]
+            x_ev, x_ex = ev / parts["relay"]["per_event"], exch / parts["relay"]["per_exchange"]
+            print(f"{kind:12s} {ev:10.0f} {x_ev:8.2f} {exch:13.0f} {x_ex:8.2f}")
     if functions:
         print("\nwirecheck's Python functions by instructions per event, inclusive (perf trampolines on):")
         for f in functions:
@@ -258,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
             "rows": rows,
             "ratio": ratio,
             "by_function": functions,
+            "split_events": args.split or None,
+            "split_rows": other,
+            "split": parts,
         },
     )
     print(f"wrote {path}")

@@ -446,20 +446,51 @@ def test_proxy_instructions_smoke(tmp_path: Path) -> None:
         "2",
         "--functions",
         "8",
+        "--split",
+        "60",
         "--out",
         str(out),
-        timeout=300,
+        timeout=420,
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert set(data["rows"]) == {"relay", "wirecheck"}
     assert all(r["events"] > 0 and r["per_event"] > 0 for r in data["rows"].values())
     assert data["ratio"] > 1 and "x relay" in proc.stdout
+    # the second stream length: both proxies counted again, and each cost solved from the two
+    assert data["split_events"] == 60 and set(data["split_rows"]) == {"relay", "wirecheck"}
+    assert all(r["events"] > 0 for r in data["split_rows"].values())
+    # an exchange's own work is spread over fewer events in the shorter streams
+    assert all(data["rows"][k]["per_event"] > data["split_rows"][k]["per_event"] for k in data["rows"])
+    parts = data["split"]
+    assert set(parts) == {"relay", "wirecheck"}
+    assert all(p["per_event"] > 0 and p["per_exchange"] > 0 for p in parts.values())
+    assert parts["wirecheck"]["per_exchange"] > parts["relay"]["per_exchange"]
+    assert "with 60 events a stream" in proc.stdout
     # the Python functions by inclusive instructions: named through the perf map, the largest first,
     # the tap's own exchange among them (a relayed read has no Python frame where the twin is built)
     by = data["by_function"]
     assert len(by) == 8 and [f["per_event"] for f in by] == sorted((f["per_event"] for f in by), reverse=True)
     assert any(f["function"].startswith("ProxyApp.__call__:") for f in by)
+
+
+def test_proxy_instructions_split() -> None:
+    """Per event and per exchange, solved from two stream lengths' counts an event."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from proxy_instructions import split
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    # 4,000 an event and 100,000 an exchange: 9,000 an event in streams of 20, 4,500 in streams of 200
+    got = split((20, 200), (9000.0, 4500.0))
+    assert got["per_event"] == pytest.approx(4000.0) and got["per_exchange"] == pytest.approx(100000.0)
+    # the order of the two lengths does not matter
+    assert split((200, 20), (4500.0, 9000.0)) == pytest.approx(got)
+    # an exchange of no cost of its own: the same count at both lengths
+    assert split((20, 200), (700.0, 700.0)) == pytest.approx({"per_event": 700.0, "per_exchange": 0.0})
+    for lengths in ((20, 20), (0, 20), (20, -1)):
+        with pytest.raises(ValueError, match="two different stream lengths"):
+            split(lengths, (1.0, 2.0))
 
 
 def test_demo_time_smoke(tmp_path: Path) -> None:
