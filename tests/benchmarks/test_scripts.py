@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -16,14 +18,20 @@ ROOT = Path(__file__).parents[2]
 _OVERHEAD_SMOKE = ("--proxies", "direct,wirecheck", "--events", "3", "--interval-ms", "5")
 
 
-def _python_build() -> str:
-    """``bench_output.python_build()`` of this interpreter."""
+def _benchmark(name: str) -> ModuleType:
+    """One of benchmarks/'s modules, imported as its scripts import each other (their folder on the
+    path while it loads)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        from bench_output import python_build
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
-    return python_build()
+
+
+def _python_build() -> str:
+    """``bench_output.python_build()`` of this interpreter."""
+    build: str = _benchmark("bench_output").python_build()
+    return build
 
 
 def _bench(script: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -87,11 +95,7 @@ def test_the_benchmark_upstream_streams_as_vllm_does_or_bare_when_asked() -> Non
     # the upstream's default stream is a conforming one (role chunk, content, a last chunk with the
     # finish_reason): the live checker finds nothing in it, as in a healthy deployment's traffic;
     # ``bare`` leaves the finish_reason out, a finding on every exchange
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from overhead_load import stream_events
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    stream_events = _benchmark("overhead_load").stream_events
     from tests.support.wire import req
     from wirecheck.contracts import CheckConfig, Exchange, HttpRequest, HttpResponse, check_exchanges
 
@@ -115,11 +119,8 @@ def test_the_benchmark_upstream_streams_as_vllm_does_or_bare_when_asked() -> Non
 def test_a_keep_alive_caller_sends_its_streams_on_one_connection() -> None:
     # the benchmark's upstream answers one caller's streams one after another on its connection;
     # a caller without keep-alive opens one a stream
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from overhead_load import Caller, upstream
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    overhead_load = _benchmark("overhead_load")
+    Caller, upstream = overhead_load.Caller, overhead_load.upstream
     import asyncio
     import socket
 
@@ -155,11 +156,8 @@ def test_a_keep_alive_caller_sends_its_streams_on_one_connection() -> None:
 
 
 def test_the_256_stream_targets_hold_for_the_deployed_rows_and_not_the_ab_baseline() -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from overhead_report import targets, vs_nginx
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    overhead_report = _benchmark("overhead_report")
+    targets, vs_nginx = overhead_report.targets, overhead_report.vs_nginx
 
     def row(proxy: str, p50: float, p99: float, ratio: float, cpu: float) -> dict[str, object]:
         return {
@@ -228,11 +226,7 @@ def test_a_result_names_the_interpreter_build_it_was_measured_on(monkeypatch: py
 
 def test_an_interpreter_that_does_not_tell_its_build_is_said_so(tmp_path: Path) -> None:
     # asked after the runs: a failure goes into the result as words, never as an exception
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from proxy_overhead import _build_of
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    _build_of = _benchmark("proxy_overhead")._build_of
     assert _build_of(sys.executable) == _python_build()
     failing = tmp_path / "exits"
     failing.write_text("#!/bin/sh\nexit 3\n")
@@ -414,11 +408,7 @@ def test_live_checker_two_taps_smoke(tmp_path: Path) -> None:
 
 def test_live_checker_correlated_taps_smoke(tmp_path: Path) -> None:
     # both sides of each request carry its correlation id, and each request its own
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from live_checker import recorded
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    recorded = _benchmark("live_checker").recorded
     sides = [recorded(i, 0.0, 20.0, 5, taps=2, correlated=True) for i in range(3)]
     assert all(c.correlation and c.correlation == e.correlation for c, e in sides)
     assert len({c.correlation for c, _ in sides}) == 3
@@ -476,11 +466,7 @@ def test_proxy_instructions_smoke(tmp_path: Path) -> None:
 
 def test_proxy_instructions_split() -> None:
     """Per event and per exchange, solved from two stream lengths' counts an event."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from proxy_instructions import split
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    split = _benchmark("proxy_instructions").split
     # 4,000 an event and 100,000 an exchange: 9,000 an event in streams of 20, 4,500 in streams of 200
     got = split((20, 200), (9000.0, 4500.0))
     assert got["per_event"] == pytest.approx(4000.0) and got["per_exchange"] == pytest.approx(100000.0)
