@@ -19,7 +19,8 @@ process of its own and runs natively).
 Two runs of one build agree to about half a per cent. Needs valgrind (Debian: ``valgrind``).
 
 ``--split N`` counts both proxies once more with streams of ``N`` events at the same pace (read by
-read as before: a faster pace would join events in one read under callgrind's slowness), and solves the two counts for what an event costs and what an exchange costs (instructions an event is
+read as before: a faster pace would join events in one read under callgrind's slowness), and solves
+the two counts for what an event costs and what an exchange costs (instructions an event is
 ``a + b / events``: ``a`` the work of each forwarded read, ``b`` the exchange's own, from its request
 head to its record). Which of the two a change must cut, and by how much, depends on how long the
 streams are; the split says it for any length.
@@ -218,15 +219,18 @@ def split(events: tuple[int, int], per_event: tuple[float, float]) -> dict[str, 
 
 
 def _count_both(
-    args: argparse.Namespace, tmp: Path, events: int, interval_ms: float, functions: int = 0
+    args: argparse.Namespace, tmp: Path, events: int, stream_s: float, functions: int = 0
 ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
-    """The relay and wirecheck counted against one paced upstream of ``events`` events a stream
-    (and wirecheck's Python functions, with ``functions``)."""
+    """The relay and wirecheck counted against one upstream of ``events`` events a stream at
+    ``args``' pace, the callers' starts spread over ``stream_s`` (and wirecheck's Python functions,
+    with ``functions``)."""
     rows: dict[str, dict[str, Any]] = {}
     found: list[dict[str, Any]] = []
-    shape = argparse.Namespace(**{**vars(args), "events": events, "interval_ms": interval_ms})
+    shape = argparse.Namespace(**{**vars(args), "events": events, "stream_s": stream_s})
     up_port = free_port()
-    up = start_upstream(up_port, events, interval_ms, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    up = start_upstream(
+        up_port, events, args.interval_ms, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         for kind in ("relay", "wirecheck"):
             rows[kind] = _counted(kind, up_port, shape, tmp)
@@ -267,11 +271,10 @@ def main(argv: list[str] | None = None) -> int:
     other: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
-        rows, functions = _count_both(args, tmp, args.events, args.interval_ms, args.functions)
+        rows, functions = _count_both(args, tmp, args.events, args.stream_s, args.functions)
         if args.split:
             # at the same pace, so that each read still carries one event: the streams last longer
-            longer = argparse.Namespace(**{**vars(args), "stream_s": args.split * args.interval_ms / 1000})
-            other, _ = _count_both(longer, tmp, args.split, args.interval_ms)
+            other, _ = _count_both(args, tmp, args.split, args.split * args.interval_ms / 1000)
     ratio = rows["wirecheck"]["per_event"] / rows["relay"]["per_event"]
     print(
         f"{args.streams} streams of {args.events} events {args.interval_ms:g} ms apart, {args.duration:g} s counted; "
