@@ -263,8 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", default=str(HERE / "results" / "proxy_instructions.json"))
     args = ap.parse_args(argv)
-    if args.split and args.split == args.events:
-        ap.error(f"--split needs another stream length than --events ({args.events})")
+    if args.split < 0 or (args.split and args.split == args.events):
+        ap.error(f"--split needs another stream length than --events ({args.events}), of one event or more")
     if not (shutil.which("valgrind") and shutil.which("callgrind_control")):
         print("proxy_instructions.py needs valgrind (Debian: apt-get install valgrind)", file=sys.stderr)
         return 2

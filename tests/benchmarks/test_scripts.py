@@ -477,6 +477,10 @@ def test_proxy_instructions_split() -> None:
     for lengths in ((20, 20), (0, 20), (20, -1)):
         with pytest.raises(ValueError, match="two different stream lengths"):
             split(lengths, (1.0, 2.0))
+    # the script refuses such a length before it counts anything (minutes under callgrind)
+    for bad in ("20", "-1"):
+        proc = _bench("proxy_instructions.py", "--events", "20", "--split", bad)
+        assert proc.returncode == 2 and "--split needs another stream length" in proc.stderr, proc.stderr
 
 
 def test_demo_time_smoke(tmp_path: Path) -> None:
