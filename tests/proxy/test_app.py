@@ -23,6 +23,28 @@ from wirecheck.sim import SimConfig, create_app
 pytestmark = pytest.mark.usefixtures("twin_paths")
 
 
+class Lockstep:
+    """Paces an upstream by its caller: each piece goes out only once the caller holds every byte
+    sent before it. Each piece is then its own read at the proxy, however busy the machine is, and a
+    proxy that held a piece back would stall the upstream (and fail at the bound) rather than pass."""
+
+    def __init__(self, bound_s: float = 30.0) -> None:
+        self.bound_s = bound_s
+        self.sent = 0
+        self.received = 0  # the caller's thread adds to it as its bytes come
+
+    def took(self, data: bytes) -> bytes:
+        self.received += len(data)
+        return data
+
+    async def wait(self) -> None:
+        deadline = time.monotonic() + self.bound_s
+        while self.received < self.sent:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the caller holds {self.received} of the {self.sent} bytes sent")
+            await asyncio.sleep(0.001)
+
+
 def raw_upstream(
     pieces: list[bytes],
     *,
@@ -30,8 +52,10 @@ def raw_upstream(
     ctype: bytes = b"text/event-stream",
     fail_after: int | None = None,
     delay: float = 0.0,
+    lockstep: Lockstep | None = None,
 ) -> Any:
-    """An upstream that sends exactly these pieces (and remembers the request it got)."""
+    """An upstream that sends exactly these pieces (and remembers the request it got); ``delay``
+    sleeps before each piece, ``lockstep`` waits for the caller to hold the ones before."""
     seen: dict[str, Any] = {}
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
@@ -51,10 +75,14 @@ def raw_upstream(
             }
         )
         for i, p in enumerate(pieces):
+            if lockstep is not None:
+                await lockstep.wait()
             if fail_after is not None and i == fail_after:
                 raise ConnectionResetError("upstream reset")
             if delay:
                 await asyncio.sleep(delay)
+            if lockstep is not None:
+                lockstep.sent += len(p)
             await send({"type": "http.response.body", "body": p, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.proxy.test_app import raw_upstream, recorded
+from tests.proxy.test_app import Lockstep, raw_upstream, recorded
 from wirecheck.contracts import Chunk
 from wirecheck.proxy import ProxyApp, TapConfig, _app, serve_listener
 from wirecheck.proxy._app import _DirectSink, _new_chunk, _Tee
@@ -83,24 +83,22 @@ PIECES = [b'data: {"n": %d}\n\n' % i for i in range(5)]
 
 
 def test_each_read_goes_to_the_caller_from_the_upstreams_callback(store: Store, spy: dict[str, int]) -> None:
-    with serve(raw_upstream(PIECES, delay=0.05)) as up, tap(up, store) as url, httpx.Client() as c:
-        arrivals = []
-        t0 = time.monotonic()
-        with c.stream("POST", f"{url}/v1/chat/completions", content=b"{}") as r:
-            for piece in r.iter_raw():
-                arrivals.append((time.monotonic() - t0, piece))
+    lock = Lockstep()  # each piece its own read, and held back by the proxy it would stall the upstream
+    with serve(raw_upstream(PIECES, lockstep=lock)) as up, tap(up, store) as url, httpx.Client() as c:
         # kept alive: uvicorn ends each relayed response itself, so the next request on the
         # connection is served as usual, twice more
-        again = [c.post(f"{url}/v1/chat/completions", content=b"{}").content for _ in range(2)]
-    assert b"".join(p for _, p in arrivals) == b"".join(PIECES) == again[0] == again[1]
-    assert arrivals[-1][0] - arrivals[0][0] > 0.15  # each piece when it came, not all at the end
+        got = []
+        for _ in range(3):
+            with c.stream("POST", f"{url}/v1/chat/completions", content=b"{}") as r:
+                got.append(b"".join(lock.took(piece) for piece in r.iter_raw()))
+    assert got == [b"".join(PIECES)] * 3
     assert spy["send"] == 3 * len(PIECES)  # one send per upstream read, all through DirectBody
     exs = asyncio.run(recorded(store, 3))
     for ex in exs:
         assert ex.error is None and ex.response is not None and ex.response.status == 200
         assert [c.data for c in ex.response.chunks or []] == PIECES
         offsets = [c.t_ms for c in ex.response.chunks or []]
-        assert offsets == sorted(offsets) and offsets[-1] - offsets[0] > 150
+        assert offsets == sorted(offsets)
 
 
 def test_a_slow_caller_pauses_the_upstream_and_loses_nothing(store: Store, spy: dict[str, int]) -> None:
@@ -148,7 +146,8 @@ def test_a_slow_caller_pauses_the_upstream_and_loses_nothing(store: Store, spy: 
 
 
 def test_an_upstream_break_mid_relay_breaks_the_callers_connection(store: Store, spy: dict[str, int]) -> None:
-    up_app = raw_upstream([b"data: {}\n\n", b"data: {}\n\n", b"x"], fail_after=2, delay=0.05)
+    lock = Lockstep()
+    up_app = raw_upstream([b"data: {}\n\n", b"data: {}\n\n", b"x"], fail_after=2, lockstep=lock)
     with serve(up_app) as up, tap(up, store) as url:
         got = b""
         with (
@@ -156,7 +155,7 @@ def test_an_upstream_break_mid_relay_breaks_the_callers_connection(store: Store,
             httpx.stream("POST", f"{url}/v1/chat/completions", content=b"{}") as r,
         ):
             for p in r.iter_raw():
-                got += p
+                got += lock.took(p)
     assert got == b"data: {}\n\n" * 2 and spy["send"] == 2
     [ex] = asyncio.run(recorded(store, 1))
     assert ex.error is not None and ex.error.kind == "upstream_reset"
