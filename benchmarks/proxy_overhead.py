@@ -222,19 +222,25 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes] | None, timeout: float =
 
 @contextlib.contextmanager
 def _proxy(
-    kind: str, upstream_port: int, tmp: Path, base_python: str | None = None
+    kind: str,
+    upstream_port: int,
+    tmp: Path,
+    base_python: str | None = None,
+    *,
+    env: dict[str, str] | None = None,
 ) -> Iterator[tuple[int, subprocess.Popen[bytes] | None, int]]:
     """The proxy of ``kind`` on a free port: (its port, its process, its admin port or 0);
-    ``base_python``: the interpreter of ``wirecheck-base``."""
+    ``base_python``: the interpreter of ``wirecheck-base``; ``env``: variables set for it besides
+    this process's."""
     if kind == "direct":
         yield upstream_port, None, 0
         return
     port, admin = free_port(), 0
     up = f"http://127.0.0.1:{upstream_port}"
-    env = None
+    extra = dict(env or {})
     if kind.startswith("wirecheck"):
         if kind == "wirecheck-asgi":  # the same proxy with one ASGI send per piece (an A/B)
-            env = {**os.environ, "WIRECHECK_DIRECT_BODY": "0"}
+            extra["WIRECHECK_DIRECT_BODY"] = "0"
         python = sys.executable
         if kind == "wirecheck-base":  # the same proxy as another build runs it (an A/B of builds)
             assert base_python is not None  # checked with the arguments
@@ -299,7 +305,12 @@ def _proxy(
         ]
     else:
         raise ValueError(kind)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **extra} if extra else None,
+    )
     try:
         _wait_port(port, proc)
         if admin:

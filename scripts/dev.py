@@ -168,7 +168,8 @@ def ensure_venv() -> None:
 def ensure_system_packages() -> None:
     """Real parts from Debian's packages: nginx (a gateway between the taps), Chromium (renders the
     HTML reports and the live view), PostgreSQL (the shared store; the tests start their own cluster),
-    valgrind (benchmarks/proxy_instructions.py counts the forwarding process's instructions)."""
+    valgrind (benchmarks/proxy_instructions.py counts the forwarding process's instructions), perf
+    (benchmarks/proxy_layers.py samples its CPU by layer)."""
     missing = [
         pkg
         for pkg, there in (
@@ -176,6 +177,7 @@ def ensure_system_packages() -> None:
             ("chromium", shutil.which("chromium") or os.path.exists("/usr/bin/chromium")),
             ("postgresql", glob.glob("/usr/lib/postgresql/*/bin/initdb")),
             ("valgrind", shutil.which("callgrind_control")),
+            ("linux-perf", shutil.which("perf")),
         )
         if not there
     ]

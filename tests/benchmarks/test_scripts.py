@@ -491,3 +491,150 @@ def test_demo_time_smoke(tmp_path: Path) -> None:
     assert data["budget_s"] == 90.0 and data["met"] and data["rows"][0]["demo_wall_s"] > 0
     assert data["rows"][0]["verdict"] in ("go", "limited", "rework", "scale-up")
     assert "of budget" in proc.stdout
+
+
+#: samples as ``perf script -F pid,tid,ip,sym,dso`` writes them (frames innermost first): the
+#: forwarding process 100 (its loop thread 100, its store writer 101) and its checker 200
+_PERF_SCRIPT = """\
+ 100/100
+\tffffffff81e74c5a sock_write_iter ([kernel.kallsyms])
+\t           f838f __GI___libc_write (/usr/lib/x86_64-linux-gnu/libc.so.6)
+\t           9ede0 __pyx_f_6uvloop_4loop_8UVStream__try_write (/x/uvloop/loop.cpython-312-x86_64-linux-gnu.so)
+\t          1705df _PyObject_VectorcallTstate (inlined)
+\t          1705df PyObject_VectorcallMethod (/x/libpython3.12.so.1.0)
+\t            33ac sink_relay (/x/proxy/_relay_c.cpython-312-x86_64-linux-gnu.so)
+\t            3db8 reader_data_received (/x/proxy/_relay_c.cpython-312-x86_64-linux-gnu.so)
+\t          13a65d __pyx_f_6uvloop_4loop___uv_stream_on_read (/x/uvloop/loop.cpython-312-x86_64-linux-gnu.so)
+\t          15c178 uv__io_poll (/x/uvloop/loop.cpython-312-x86_64-linux-gnu.so)
+\t    7f246db10000 py::Runner.run:/x/asyncio/runners.py (/tmp/perf-100.map)
+
+ 100/100
+\t          2ad010 find_keyword (inlined)
+\t          2ad010 _PyArg_UnpackKeywords (/x/libpython3.12.so.1.0)
+\t    7f246db167fb py::_Cycle._start:/x/proxy/_http.py (/tmp/perf-100.map)
+
+ 100/100
+\tffffffff81000000 do_epoll_wait ([kernel.kallsyms])
+\t           f9000 epoll_pwait (/usr/lib/x86_64-linux-gnu/libc.so.6)
+\t          15c178 uv__io_poll (/x/uvloop/loop.cpython-312-x86_64-linux-gnu.so)
+\t    7f246db10000 py::Runner.run:/x/asyncio/runners.py (/tmp/perf-100.map)
+
+ 100/100
+\tffffffff81000100 __sys_accept4 ([kernel.kallsyms])
+\t          150000 uv__server_io (/x/uvloop/loop.cpython-312-x86_64-linux-gnu.so)
+\t          15c178 uv__io_poll (/x/uvloop/loop.cpython-312-x86_64-linux-gnu.so)
+\t    7f246db10000 py::Runner.run:/x/asyncio/runners.py (/tmp/perf-100.map)
+
+ 100/101
+\t          a00000 sqlite3VdbeExec (/usr/lib/x86_64-linux-gnu/libsqlite3.so.0.8.6)
+\t    7f246db20000 py::Store._exec:/x/record/_store.py (/tmp/perf-100.map)
+
+ 200/200
+\t          110808 _PyEval_EvalFrameDefault (/x/libpython3.12.so.1.0)
+\t    7f246db30000 py::assemble_stream:/x/contracts/_assembly.py (/tmp/perf-200.map)
+
+ 200/200
+\t          110808 _PyEval_EvalFrameDefault (/x/libpython3.12.so.1.0)
+\t    7f246db30000 py::assemble_stream:/x/contracts/_assembly.py (/tmp/perf-200.map)
+
+ 200/200
+\t          b00000 orjson_loads (/x/orjson.cpython-312-x86_64-linux-gnu.so)
+\t    7f246db40000 py::build_view:/x/contracts/_view.py (/tmp/perf-200.map)
+"""
+
+
+def test_proxy_layers_parts_leaves_and_bound() -> None:
+    """Each sample goes to its part by the first telling frame from the innermost out (the
+    ``asyncio.run`` frames beyond the loop's dispatch tell nothing), and to its leaf by the object
+    it stopped in (an inlined frame's being that of the function it was inlined into)."""
+    pl = _benchmark("proxy_layers")
+    samples = pl.parse_script(_PERF_SCRIPT)
+    assert [(s.pid, s.tid, len(s.frames)) for s in samples] == [
+        (100, 100, 10),
+        (100, 100, 3),
+        (100, 100, 4),
+        (100, 100, 4),
+        (100, 101, 2),
+        (200, 200, 2),
+        (200, 200, 2),
+        (200, 200, 2),
+    ]
+    assert samples[0].frames[3] == ("_PyObject_VectorcallTstate", "inlined")
+    assert pl._loop_pid(samples) == 100
+    assert [pl.part(s, 100) for s in samples] == [
+        "relay",
+        "python",
+        "wait",
+        "loop",
+        "threads",
+        "helpers",
+        "helpers",
+        "helpers",
+    ]
+    assert [pl.leaf(s) for s in samples] == [
+        "kernel",
+        "interpreter",  # find_keyword, inlined into libpython's _PyArg_UnpackKeywords
+        "kernel",
+        "kernel",
+        "native",
+        "interpreter",
+        "interpreter",
+        "native",
+    ]
+    assert pl.python_frame(samples[1]) == "_Cycle._start (_http.py)"
+    assert pl.python_frame(pl.Sample(1, 1, [("uv__io_poll", "loop.so")])) is None
+
+    found = pl.layers(samples, 100)
+    assert found["samples"] == {"forwarding": 5, "helpers": 3}
+    assert found["parts"]["python"] == {"kernel": 0, "interpreter": 1, "native": 0}
+    assert found["parts"]["helpers"] == {"kernel": 0, "interpreter": 2, "native": 1}
+    assert found["functions"]["helpers"] == [
+        ("assemble_stream (_assembly.py)", 2),
+        ("build_view (_view.py)", 1),
+    ]
+    assert found["functions"]["python"] == [("_Cycle._start (_http.py)", 1)]
+
+    # a part's CPU per event: its share of its process's samples times the process's CPU per event
+    us = pl.per_event(found, {"forwarding": 10.0, "helpers": 6.0})
+    assert us["relay"] == {"kernel": 2.0, "interpreter": 0.0, "native": 0.0}
+    assert us["python"]["interpreter"] == pytest.approx(2.0)
+    assert us["helpers"] == pytest.approx({"kernel": 0.0, "interpreter": 4.0, "native": 2.0})
+    assert sum(sum(v.values()) for v in us.values()) == pytest.approx(16.0)
+    # the bound takes the python part's samples out of the kernel only: 16 - 2 = 14
+    b = pl.bound(us, 8.0)
+    assert b == pytest.approx(
+        {
+            "nginx_us_per_event": 8.0,
+            "us_per_event": 16.0,
+            "x_nginx": 2.0,
+            "without_python_us": 14.0,
+            "without_python_x_nginx": 1.75,
+        }
+    )
+
+
+def test_proxy_layers_smoke(tmp_path: Path) -> None:
+    # perf is one of the Debian packages ./dev installs (scripts/dev.py)
+    out, script = tmp_path / "pl.json", tmp_path / "pl.txt"
+    proc = _bench(
+        "proxy_layers.py",
+        *("--streams", "16", "--duration", "4", "--record-s", "1.5", "--events", "5"),
+        *("--interval-ms", "10", "--out", str(out), "--script", str(script)),
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    pl = _benchmark("proxy_layers")
+    assert set(data["parts"]) == set(pl.PARTS) and data["samples"]["forwarding"] > 0
+    # the relay of each read and the exchange's Python steps were both sampled, and the checker
+    assert sum(data["parts"]["relay"].values()) > 0 and sum(data["parts"]["python"].values()) > 0
+    assert data["samples"]["helpers"] > 0
+    # the parts add up to the processes' CPU per event, and the bound is under the whole
+    total = sum(sum(v.values()) for v in data["parts_us"].values())
+    assert total == pytest.approx(data["us_per_event"]["forwarding"] + data["us_per_event"]["helpers"])
+    assert 0 < data["bound"]["without_python_us"] < data["bound"]["us_per_event"] == pytest.approx(total)
+    assert data["nginx_us_per_event"] > 0 and "the bound of a native exchange" in proc.stdout
+    assert len(pl.parse_script(script.read_text())) == sum(data["samples"].values())
+    # a --record-s that does not fit twice in the load's last three quarters is refused at once
+    proc = _bench("proxy_layers.py", "--duration", "4", "--record-s", "2")
+    assert proc.returncode == 2 and "--record-s must be positive" in proc.stderr, proc.stderr
