@@ -2,25 +2,27 @@
 kernel, the interpreter and native code, and so what a change of one layer can buy at most.
 
 The script runs the same paced SSE upstream as ``proxy_overhead.py`` and ``wirecheck proxy`` before
-it at ``--streams`` streams (a connection a stream), and, after a quarter of ``--duration``, samples
-the proxy's processes with ``perf record`` for ``--record-s`` seconds, with DWARF call graphs (the
-interpreter's frames named through its perf map: ``PYTHONPERFSUPPORT=1``). Each sample of the
-forwarding process's loop thread is put in one part:
+it at ``--streams`` streams (a connection a stream) for ``--duration`` seconds, counting its CPU per
+event as ``proxy_overhead.py`` does (all its processes, the live checker's catching up included).
+Then it runs the level again, and after a quarter of it samples the proxy's processes with ``perf
+record`` for ``--record-s`` seconds, with DWARF call graphs (the interpreter's frames named through
+its perf map: ``PYTHONPERFSUPPORT=1``). Each sample of the forwarding process's loop thread is put
+in one part:
 
 - ``relay``: in the compiled relay of a streamed body's reads (``proxy/_relay_c.c``): per event;
 - ``python``: under a Python frame (the exchange's own steps: heads, upstream request, record,
   close; on a build without the compiled relay, the relay's reads as well), named by its
   innermost Python function;
-- ``loop``: the event loop's own work with no Python frame (accepting, closing, timers);
+- ``loop``: the event loop's own work with no Python frame: the sockets' reads before their
+  callbacks (most of it), accepting, closing, timers and the ready queue;
 - ``wait``: the loop asking the kernel for events (``epoll_wait``);
 
 and the forwarding process's other threads (the store writer) make one part, its helper processes
 (the live checker) another. Every part is split again by where its samples stopped: the kernel, the
 interpreter (``libpython``) or other native code (uvloop, the C library, SQLite, the compiled
 twins). A part's CPU per event is its share of its process's samples times that process's CPU per
-event (``/proc``), counted over a window of ``--record-s`` just before the recording (perf's
-sampling costs the sampled process a little: the shares come from the recording, the scale from
-the window before it; events: the load's rate over the level times the window's length).
+event in the first level (perf's sampling costs the sampled processes a little: the shares come
+from the second level, the scale from the first).
 
 nginx (one worker, as in ``proxy_overhead.py``) is measured at the same level, and ``bound`` says
 what wirecheck's CPU per event would be, as a ratio to nginx's, with every sample of the ``python``
@@ -32,7 +34,7 @@ unwinder and the perf map's trampolines): a part is then told by that frame alon
 Needs perf (Debian: ``linux-perf``) allowed to record another process (root, or
 ``kernel.perf_event_paranoid`` at most 1).
 
-    python benchmarks/proxy_layers.py [--streams 256] [--duration 18] [--record-s 6] [--events 20]
+    python benchmarks/proxy_layers.py [--streams 256] [--duration 10] [--record-s 6] [--events 20]
         [--freq 499] [--top 12] [--out benchmarks/results/proxy_layers.json] [--script PATH]
 """
 
@@ -56,7 +58,7 @@ from typing import Any
 
 from bench_output import machine, write_json
 from overhead_load import level as run_level
-from proxy_overhead import _children, _cpu, _proxy, _wait_port, start_upstream
+from proxy_overhead import _catch_up, _children, _cpu, _proxy, _wait_port, start_upstream
 
 from wirecheck.record import free_port
 
@@ -248,40 +250,43 @@ def _load(port: int, streams: int, duration: float, stream_s: float) -> Iterator
 def _measure(
     kind: str, up_port: int, tmp: Path, args: argparse.Namespace, record: Path | None
 ) -> tuple[dict[str, float], dict[str, Any]]:
-    """One proxy under the level: CPU per event of its first process (``forwarding``), of those
-    below it (``helpers``) and of all (``total``), over ``--record-s`` after the first quarter of the
-    load; then, where ``record`` is given, perf's samples of them over as long again."""
+    """One proxy under the level, as ``proxy_overhead.py`` measures it: CPU per event of its first
+    process (``forwarding``), of those below it (``helpers``) and of all (``total``) over the whole
+    level, the live checker's catching up after it included. Then, where ``record`` is given, the
+    level again, perf sampling the processes for ``--record-s`` after its first quarter."""
     stream_s = args.events * args.interval_ms / 1000
     env = {"PYTHONPERFSUPPORT": "1"} if record is not None else None
     with _proxy(kind, up_port, tmp, env=env) as (port, proc, _):
         assert proc is not None
         asyncio.run(run_level(port, 4, stream_s, stream_s, False))  # warm the pools
-        with _load(port, args.streams, args.duration, stream_s) as result:
-            time.sleep(args.duration / 4)
-            pids = _children(proc.pid)
-            before, t0 = _pids_cpu(pids), time.monotonic()
-            time.sleep(args.record_s)
-            after, window = _pids_cpu(pids), time.monotonic() - t0
-            if record is not None:
+        pids = _children(proc.pid)
+        before = _pids_cpu(pids)
+        result = asyncio.run(run_level(port, args.streams, args.duration, stream_s, False))
+        if kind == "wirecheck":
+            _catch_up(tmp / f"{kind}.db")
+        after = _pids_cpu(pids)
+        if record is not None:
+            with _load(port, args.streams, args.duration, stream_s):
+                time.sleep(args.duration / 4)
                 perf = [
                     *("perf", "record", "-q", "-F", str(args.freq), "--call-graph", "dwarf,16384"),
-                    *("-p", ",".join(map(str, pids)), "-o", str(record), "--", "sleep", str(args.record_s)),
+                    *("-p", ",".join(map(str, _children(proc.pid))), "-o", str(record)),
+                    *("--", "sleep", str(args.record_s)),
                 ]
                 subprocess.run(perf, check=True, capture_output=True)
     tick = os.sysconf("SC_CLK_TCK")
-    events = result["events_per_s"] * window
     used = {p: (after[p] - before[p]) / tick for p in pids}
     main = used[proc.pid]
     total = sum(used.values())
     us = {"forwarding": main, "helpers": total - main, "total": total}
-    return {k: v * 1e6 / events for k, v in us.items()}, result
+    return {k: v * 1e6 / max(result["events"], 1) for k, v in us.items()}, result
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", type=int, default=256)
-    ap.add_argument("--duration", type=float, default=18.0, help="seconds of load a proxy")
-    ap.add_argument("--record-s", type=float, default=6.0, help="seconds of it counted, then as long sampled")
+    ap.add_argument("--duration", type=float, default=10.0, help="seconds of load a level")
+    ap.add_argument("--record-s", type=float, default=6.0, help="seconds of the sampled level's load sampled")
     ap.add_argument("--events", type=int, default=20, help="SSE events per stream")
     ap.add_argument("--interval-ms", type=float, default=20.0)
     ap.add_argument("--freq", type=int, default=499, help="samples a second of CPU")
@@ -289,8 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(HERE / "results" / "proxy_layers.json"))
     ap.add_argument("--script", type=Path, help="also keep perf's samples here, as perf script wrote them")
     args = ap.parse_args(argv)
-    if args.record_s <= 0 or args.duration * 3 / 4 < 2 * args.record_s:
-        ap.error("--record-s must be positive, and twice it fit in the last three quarters of --duration")
+    if args.record_s <= 0 or args.duration * 3 / 4 < args.record_s:
+        ap.error("--record-s must be positive and fit in the last three quarters of --duration")
     if why := _perf_usable():
         print(f"proxy_layers.py: {why}", file=sys.stderr)
         return 2

@@ -635,6 +635,6 @@ def test_proxy_layers_smoke(tmp_path: Path) -> None:
     assert 0 < data["bound"]["without_python_us"] < data["bound"]["us_per_event"] == pytest.approx(total)
     assert data["nginx_us_per_event"] > 0 and "the bound of a native exchange" in proc.stdout
     assert len(pl.parse_script(script.read_text())) == sum(data["samples"].values())
-    # a --record-s that does not fit twice in the load's last three quarters is refused at once
-    proc = _bench("proxy_layers.py", "--duration", "4", "--record-s", "2")
+    # a --record-s that does not fit in the load's last three quarters is refused at once
+    proc = _bench("proxy_layers.py", "--duration", "4", "--record-s", "3.5")
     assert proc.returncode == 2 and "--record-s must be positive" in proc.stderr, proc.stderr
