@@ -214,11 +214,23 @@ def _pids_cpu(pids: list[int]) -> dict[int, int]:
     return {p: _cpu(p)[0] for p in pids}
 
 
-def _perf_usable() -> str | None:
-    """Why perf cannot record here, or None."""
+def _perf_usable(paranoid: Path = Path("/proc/sys/kernel/perf_event_paranoid")) -> str | None:
+    """Why perf cannot record here, or None. Where it may record only user space (not root, the
+    kernel's ``perf_event_paranoid`` over 1) it is refused too: every part's kernel share would read
+    as nothing."""
     perf = shutil.which("perf")
     if perf is None:
         return "perf is not installed (Debian: apt-get install linux-perf)"
+    if os.geteuid() != 0:
+        try:
+            level = int(paranoid.read_text())
+        except (OSError, ValueError):
+            return f"cannot read {paranoid}: whether perf may sample the kernel is not known"
+        if level > 1:
+            return (
+                f"perf may not sample the kernel here ({paranoid.name} is {level}): run as root, or "
+                "set kernel.perf_event_paranoid to 1 or less"
+            )
     with tempfile.TemporaryDirectory() as tmp:
         probe = subprocess.run(
             [perf, "record", "-q", "-o", f"{tmp}/probe.data", "--", "true"],
@@ -273,7 +285,9 @@ def _measure(
                     *("-p", ",".join(map(str, _children(proc.pid))), "-o", str(record)),
                     *("--", "sleep", str(args.record_s)),
                 ]
-                subprocess.run(perf, check=True, capture_output=True)
+                done = subprocess.run(perf, capture_output=True, text=True, check=False)
+                if done.returncode != 0:
+                    raise SystemExit(f"proxy_layers.py: perf record failed: {done.stderr.strip()[-300:]}")
     tick = os.sysconf("SC_CLK_TCK")
     used = {p: (after[p] - before[p]) / tick for p in pids}
     main = used[proc.pid]

@@ -613,6 +613,23 @@ def test_proxy_layers_parts_leaves_and_bound() -> None:
     )
 
 
+def test_proxy_layers_refuses_a_perf_that_cannot_sample_the_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not root, and the kernel's perf_event_paranoid over 1: perf would sample user space only and
+    every kernel share read as nothing, so the script says why and stops."""
+    pl = _benchmark("proxy_layers")
+    monkeypatch.setattr(pl.os, "geteuid", lambda: 1000)
+    level = tmp_path / "perf_event_paranoid"
+    level.write_text("2\n")
+    assert "may not sample the kernel here (perf_event_paranoid is 2)" in (pl._perf_usable(level) or "")
+    assert "cannot read" in (pl._perf_usable(tmp_path / "absent") or "")
+    level.write_text("1\n")
+    assert pl._perf_usable(level) is None
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert "perf is not installed" in (pl._perf_usable(level) or "")
+
+
 def test_proxy_layers_smoke(tmp_path: Path) -> None:
     # perf is one of the Debian packages ./dev installs (scripts/dev.py)
     out, script = tmp_path / "pl.json", tmp_path / "pl.txt"
