@@ -58,7 +58,7 @@ from typing import Any
 
 from bench_output import machine, write_json
 from overhead_load import level as run_level
-from proxy_overhead import _catch_up, _children, _cpu, _proxy, _wait_port, start_upstream
+from proxy_overhead import _catch_up, _children, _proxy, _tree_cpu, _used, _wait_port, start_upstream
 
 from wirecheck.record import free_port
 
@@ -210,8 +210,12 @@ def bound(us: dict[str, dict[str, float]], nginx_us: float) -> dict[str, float]:
     }
 
 
-def _pids_cpu(pids: list[int]) -> dict[int, int]:
-    return {p: _cpu(p)[0] for p in pids}
+def _perf(*cmd: str) -> str:
+    """What a perf command printed; where it fails, the script stops with its message in a line."""
+    done = subprocess.run(["perf", *cmd], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"proxy_layers.py: perf {cmd[0]} failed: {done.stderr.strip()[-300:]}")
+    return done.stdout
 
 
 def _perf_usable(paranoid: Path = Path("/proc/sys/kernel/perf_event_paranoid")) -> str | None:
@@ -271,27 +275,22 @@ def _measure(
     with _proxy(kind, up_port, tmp, env=env) as (port, proc, _):
         assert proc is not None
         asyncio.run(run_level(port, 4, stream_s, stream_s, False))  # warm the pools
-        pids = _children(proc.pid)
-        before = _pids_cpu(pids)
+        before = _tree_cpu(proc.pid)
         result = asyncio.run(run_level(port, args.streams, args.duration, stream_s, False))
         if kind == "wirecheck":
             _catch_up(tmp / f"{kind}.db")
-        after = _pids_cpu(pids)
+        after = _tree_cpu(proc.pid)
         if record is not None:
             with _load(port, args.streams, args.duration, stream_s):
                 time.sleep(args.duration / 4)
-                perf = [
-                    *("perf", "record", "-q", "-F", str(args.freq), "--call-graph", "dwarf,16384"),
+                _perf(
+                    *("record", "-q", "-F", str(args.freq), "--call-graph", "dwarf,16384"),
                     *("-p", ",".join(map(str, _children(proc.pid))), "-o", str(record)),
                     *("--", "sleep", str(args.record_s)),
-                ]
-                done = subprocess.run(perf, capture_output=True, text=True, check=False)
-                if done.returncode != 0:
-                    raise SystemExit(f"proxy_layers.py: perf record failed: {done.stderr.strip()[-300:]}")
-    tick = os.sysconf("SC_CLK_TCK")
-    used = {p: (after[p] - before[p]) / tick for p in pids}
-    main = used[proc.pid]
-    total = sum(used.values())
+                )
+    # as proxy_overhead.py counts them: a helper started during the level counts from nothing
+    total = _used(before, after)[0]
+    main = _used({proc.pid: before[proc.pid]}, {proc.pid: after[proc.pid]})[0]
     us = {"forwarding": main, "helpers": total - main, "total": total}
     return {k: v * 1e6 / max(result["events"], 1) for k, v in us.items()}, result
 
@@ -323,12 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             nginx_us, _ = _measure("nginx", up_port, tmp, args, None)
             data = tmp / "perf.data"
             us, result = _measure("wirecheck", up_port, tmp, args, data)
-            script = subprocess.run(
-                ["perf", "script", "-i", str(data), "-F", "pid,tid,ip,sym,dso"],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
+            script = _perf("script", "-i", str(data), "-F", "pid,tid,ip,sym,dso")
     finally:
         up.terminate()
         up.wait(timeout=10)
