@@ -111,6 +111,217 @@ changed:
 
 static PyObject *request_lines(PyObject *self, PyObject *headers) { return lines(headers, 0); }
 
+/* ---------------------------------------------------------------------------------------------- */
+/* parse_request: a whole request of the common shape, read in one go */
+
+/* the methods taken here, and their names as the scope holds them (made when the module loads) */
+static const char *const METHODS[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"};
+#define NMETHODS (sizeof(METHODS) / sizeof(METHODS[0]))
+static PyObject *method_names[NMETHODS];
+static PyObject *version_11, *version_10, *empty_bytes;
+
+/* RFC 9110's token characters */
+static int tchar(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* the characters of an origin-form target taken here: RFC 3986's unreserved, sub-delims, ":", "@",
+ * "/", "?" and "%" (no fragment, and none of the characters a URL parser may refuse or read apart) */
+static int target_char(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c != 0 && strchr("-._~!$&'()*+,;=:@/?%", c) != NULL);
+}
+
+static int ows(unsigned char c) { return c == ' ' || c == '\t'; }
+
+/* whether the value [v, e) is a list of tokens, each "close" or "keep-alive", with optional
+ * whitespace around the commas; *close is set where one is "close" */
+static int connection_tokens(const unsigned char *v, const unsigned char *e, int *close) {
+    const unsigned char *p = v;
+    for (;;) {
+        while (p < e && ows(*p))
+            p++;
+        const unsigned char *t = p;
+        while (p < e && tchar(*p))
+            p++;
+        if (p == t)
+            return 0;
+        if (is_lower((const char *)t, p - t, "close"))
+            *close = 1;
+        else if (!is_lower((const char *)t, p - t, "keep-alive"))
+            return 0;
+        while (p < e && ows(*p))
+            p++;
+        if (p == e)
+            return 1;
+        if (*p != ',')
+            return 0;
+        p++;
+    }
+}
+
+/* parse_request(data, max_head) -> (method, path, query, version, headers, keep_alive, body) | None
+ *
+ * ``data`` when it is exactly one whole request of the shape every SDK sends: a known method, an
+ * origin-form target of plain characters, HTTP/1.1 or 1.0, header lines of a token, a colon and a
+ * value of visible ASCII, spaces and tabs, each ended by CRLF, a body of exactly its content-length
+ * (none without one) and nothing after it. The headers come as the listener's parser callbacks make
+ * them (proxy/_http.py): names in lower case, values without the whitespace around them. None for
+ * anything else (a head not all there, or over ``max_head`` as the listener counts it, a
+ * transfer-encoding, an expect, an upgrade, a connection header of other tokens, a second
+ * content-length, a byte past ASCII, a pipelined request behind it): httptools then parses it, as it
+ * does every request where this module is not built. tests/proxy/test_parse_request.py holds the two
+ * to the same result. */
+static PyObject *parse_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "parse_request() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(args[0]) || !PyLong_CheckExact(args[1]))
+        Py_RETURN_NONE;
+    Py_ssize_t max_head = PyLong_AsSsize_t(args[1]);
+    if (max_head == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    const unsigned char *end = p + PyBytes_GET_SIZE(args[0]);
+    const unsigned char *start = p;
+
+    /* the request line */
+    size_t m = 0;
+    for (; m < NMETHODS; m++) {
+        size_t len = strlen(METHODS[m]);
+        if ((size_t)(end - p) > len && memcmp(p, METHODS[m], len) == 0 && p[len] == ' ') {
+            p += len + 1;
+            break;
+        }
+    }
+    if (m == NMETHODS)
+        Py_RETURN_NONE;
+    const unsigned char *target = p, *question = NULL;
+    if (p >= end || *p != '/')
+        Py_RETURN_NONE;
+    while (p < end && *p != ' ') {
+        if (!target_char(*p))
+            Py_RETURN_NONE;
+        if (*p == '?' && question == NULL)
+            question = p;
+        p++;
+    }
+    const unsigned char *target_end = p;
+    if (end - p < 11 || memcmp(p, " HTTP/1.", 8) != 0 || (p[8] != '1' && p[8] != '0') || p[9] != '\r' ||
+        p[10] != '\n')
+        Py_RETURN_NONE;
+    int http11 = p[8] == '1';
+    p += 11;
+    /* the head as the listener counts it from its parser's callbacks: 16 for the request line's
+     * method, version and line ends, the target, and each header's name and value (as the parser
+     * gives it: without the whitespace before it) and 4 */
+    size_t counted = 16 + (size_t)(target_end - target);
+
+    PyObject *headers = PyList_New(0);
+    if (headers == NULL)
+        return NULL;
+    int close = 0, have_length = 0;
+    size_t length = 0;
+    for (;;) {
+        if (end - p >= 2 && p[0] == '\r' && p[1] == '\n') {
+            p += 2;
+            break;
+        }
+        const unsigned char *name = p;
+        while (p < end && tchar(*p))
+            p++;
+        if (p == name || p >= end || *p != ':')
+            goto decline;
+        const unsigned char *name_end = p++;
+        while (p < end && ows(*p))
+            p++;
+        const unsigned char *value = p;
+        while (p < end && *p != '\r') {
+            if (*p < 0x20 ? *p != '\t' : *p > 0x7e)
+                goto decline;
+            p++;
+        }
+        if (end - p < 2 || p[1] != '\n')
+            goto decline; /* the head is not all here, or a CR without its LF */
+        const unsigned char *line_end = p, *value_end = p;
+        p += 2;
+        while (value_end > value && ows(value_end[-1]))
+            value_end--;
+        counted += (size_t)(name_end - name) + (size_t)(line_end - value) + 4;
+        if (counted > (size_t)max_head)
+            goto decline;
+        Py_ssize_t nlen = name_end - name, vlen = value_end - value;
+        const char *n = (const char *)name;
+        if (is_lower(n, nlen, "content-length")) {
+            if (have_length || vlen == 0 || vlen > 15)
+                goto decline;
+            for (Py_ssize_t i = 0; i < vlen; i++) {
+                if (value[i] < '0' || value[i] > '9')
+                    goto decline;
+                length = length * 10 + (size_t)(value[i] - '0');
+            }
+            have_length = 1;
+        } else if (is_lower(n, nlen, "connection")) {
+            if (!connection_tokens(value, value_end, &close))
+                goto decline;
+        } else if (is_lower(n, nlen, "transfer-encoding") || is_lower(n, nlen, "expect") ||
+                   is_lower(n, nlen, "upgrade")) {
+            goto decline;
+        }
+        PyObject *k = PyBytes_FromStringAndSize(n, nlen);
+        if (k == NULL)
+            goto fail;
+        char *kb = PyBytes_AS_STRING(k);
+        for (Py_ssize_t i = 0; i < nlen; i++)
+            if (kb[i] >= 'A' && kb[i] <= 'Z')
+                kb[i] = (char)(kb[i] - 'A' + 'a');
+        PyObject *v = PyBytes_FromStringAndSize((const char *)value, vlen);
+        if (v == NULL) {
+            Py_DECREF(k);
+            goto fail;
+        }
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL) {
+            Py_DECREF(k);
+            Py_DECREF(v);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(pair, 0, k);
+        PyTuple_SET_ITEM(pair, 1, v);
+        int rc = PyList_Append(headers, pair);
+        Py_DECREF(pair);
+        if (rc < 0)
+            goto fail;
+    }
+    if (p - start > max_head || (size_t)(end - p) != (have_length ? length : 0))
+        goto decline; /* over the bound, a body not all here, or more after it */
+
+    PyObject *path = PyBytes_FromStringAndSize((const char *)target,
+                                               (question ? question : target_end) - target);
+    PyObject *query = question ? PyBytes_FromStringAndSize((const char *)question + 1, target_end - question - 1)
+                               : Py_NewRef(empty_bytes);
+    PyObject *body = PyBytes_FromStringAndSize((const char *)p, end - p);
+    PyObject *out = NULL;
+    if (path != NULL && query != NULL && body != NULL)
+        out = PyTuple_Pack(7, method_names[m], path, query, http11 ? version_11 : version_10, headers,
+                           http11 && !close ? Py_True : Py_False, body);
+    Py_XDECREF(path);
+    Py_XDECREF(query);
+    Py_XDECREF(body);
+    Py_DECREF(headers);
+    return out;
+decline:
+    Py_DECREF(headers);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(headers);
+    return NULL;
+}
+
 static PyObject *response_lines(PyObject *self, PyObject *headers) { return lines(headers, 1); }
 
 static PyMethodDef methods[] = {
@@ -120,6 +331,9 @@ static PyMethodDef methods[] = {
     {"response_lines", response_lines, METH_O,
      "The same with names in lower case, or None where the Python path decides (a character it "
      "refuses, a header of the framing, another shape)."},
+    {"parse_request", (PyCFunction)(void (*)(void))parse_request, METH_FASTCALL,
+     "parse_request(data, max_head): (method, path, query, version, headers, keep_alive, body) "
+     "for one whole request of the common shape in ``data``, else None (httptools decides)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -127,4 +341,19 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_heads_c", "The compiled twin of a message head's header lines.", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__heads_c(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__heads_c(void) {
+    PyObject *mod = PyModule_Create(&module);
+    if (mod == NULL)
+        return NULL;
+    for (size_t i = 0; i < NMETHODS; i++)
+        if (method_names[i] == NULL && (method_names[i] = PyUnicode_InternFromString(METHODS[i])) == NULL)
+            goto fail;
+    if ((version_11 == NULL && (version_11 = PyUnicode_InternFromString("1.1")) == NULL) ||
+        (version_10 == NULL && (version_10 = PyUnicode_InternFromString("1.0")) == NULL) ||
+        (empty_bytes == NULL && (empty_bytes = PyBytes_FromStringAndSize(NULL, 0)) == NULL))
+        goto fail;
+    return mod;
+fail:
+    Py_DECREF(mod);
+    return NULL;
+}

@@ -1,5 +1,9 @@
 """The listeners' HTTP/1.1 server side, one connection at a time: httptools (llhttp, the parser of
 Node and uvicorn) parses each request; this module owns what is around it and serves the ASGI app.
+A request of the common shape that arrives whole in one read (every SDK's, as a rule) is read by
+the compiled twin instead (``_heads_c.parse_request``: one call for what the parser's callbacks did
+in a dozen), which declines anything else; the connection's parser is made at the first request it
+declines, and reads the rest of that connection.
 
 What a server for a proxy needs beyond parsing, and where each is:
 
@@ -73,6 +77,9 @@ DIRECT_BODY_ENV = "WIRECHECK_DIRECT_BODY"
 BODY_HIGH_WATER = 64 * 1024
 
 Message = MutableMapping[str, Any]
+#: a whole request as ``_heads_c.parse_request`` reads it: method, path, query, version, headers,
+#: keep-alive, body
+_Whole = tuple[str, bytes, bytes, str, list[tuple[bytes, bytes]], bool, bytes]
 App = Callable[
     [Message, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]
 ]
@@ -131,9 +138,12 @@ class HttpConnection(asyncio.Protocol):
         self.listener = listener
         self.cfg = listener.config
         self.loop = asyncio.get_running_loop()
-        self.parser = httptools.HttpRequestParser(self)
-        # answer the first of pipelined requests even when it says "connection: close"
-        self.parser.set_dangerous_leniencies(lenient_data_after_close=True)
+        #: made at the first request the compiled twin does not take whole (``_parser``): a connection
+        #: whose requests all come whole in one read each never needs one
+        self.parser: httptools.HttpRequestParser | None = None
+        #: a request taken whole said "connection: close": what follows is ignored, as the parser's
+        #: ``lenient_data_after_close`` ignores it
+        self._after_close = False
         self.transport: asyncio.Transport = None  # type: ignore[assignment]
         self.server: tuple[str, int] | None = None
         self.client: tuple[str, int] | None = None
@@ -189,7 +199,7 @@ class HttpConnection(asyncio.Protocol):
             gone, self.on_gone = self.on_gone, None
             gone()
         self.pipeline.clear()
-        self.parser = None  # type: ignore[assignment]  # it holds this object: no cycle left for the GC
+        self.parser = None  # it holds this object: no cycle left for the GC
 
     def eof_received(self) -> bool | None:
         return None  # the caller closed its side: close ours too
@@ -233,16 +243,31 @@ class HttpConnection(asyncio.Protocol):
             if not self.head_by:
                 self.head_by = self.loop.time() + self.cfg.head_timeout_s
                 self.listener.sweep()
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            pass  # no protocol upgrade here: the request was served as plain HTTP
-        except httptools.HttpParserError:
-            if self._head_over:
-                self._refuse(431, f"request head over {self.cfg.max_head} bytes")
+        parser = self.parser
+        if parser is None and not self._after_close:
+            # a request of the common shape, whole in this read: taken as the parser's callbacks
+            # would take it, in one call (the parser is made for the first one that is not)
+            whole = _twin.parse_request(data, self.cfg.max_head) if _twin is not None else None
+            if whole is None:
+                parser = self.parser = self._parser()
             else:
-                self._refuse(400, "invalid HTTP request")
-            return
+                try:
+                    self._whole(whole)
+                except Exception:  # as a callback's error stops the parser
+                    _log.exception("wirecheck proxy: a request taken whole failed")
+                    self._refuse(400, "invalid HTTP request")
+                    return
+        if parser is not None:
+            try:
+                parser.feed_data(data)
+            except httptools.HttpParserUpgrade:
+                pass  # no protocol upgrade here: the request was served as plain HTTP
+            except httptools.HttpParserError:
+                if self._head_over:
+                    self._refuse(431, f"request head over {self.cfg.max_head} bytes")
+                else:
+                    self._refuse(400, "invalid HTTP request")
+                return
         # counted before parsing and checked after, so a first read that also carries body bytes
         # past a complete head is never taken for a long head
         if self._in_head and self._head_bytes > self.cfg.max_head:
@@ -275,29 +300,76 @@ class HttpConnection(asyncio.Protocol):
         self._in_head = False
         self._head_bytes = 0
         self.head_by = 0.0  # (``_stop_head_timer``, inline)
-        version = self.parser.get_http_version()
+        parser = self.parser
+        assert parser is not None
+        version = parser.get_http_version()
         url = httptools.parse_url(self._url)
-        raw_path = url.path
+        self._request(
+            parser.get_method().decode("ascii"),
+            url.path,
+            url.query or b"",
+            version,
+            self._headers,
+            keep_alive=version != "1.0" and parser.should_keep_alive(),
+            expect_100=self._expect_100,
+            # absolute-form (or asterisk-form)
+            target=None if self._url.startswith(b"/") else bytes(self._url),
+        )
+
+    def _whole(self, whole: _Whole) -> None:
+        """A whole request, as the compiled twin read it (``_heads_c.parse_request``): what the
+        parser's callbacks would have done with it, from its head's end to its message's."""
+        method, raw_path, query, version, headers, keep_alive, body = whole
+        self._in_head = False
+        self._head_bytes = 0
+        self.head_by = 0.0
+        self._request(
+            method, raw_path, query, version, headers, keep_alive=keep_alive, expect_100=False, target=None
+        )
+        if body:
+            self.on_body(body)
+        self.on_message_complete()
+        if not keep_alive:
+            self._after_close = True
+
+    def _parser(self) -> httptools.HttpRequestParser:
+        parser = httptools.HttpRequestParser(self)
+        # answer the first of pipelined requests even when it says "connection: close"
+        parser.set_dangerous_leniencies(lenient_data_after_close=True)
+        return parser
+
+    def _request(
+        self,
+        method: str,
+        raw_path: bytes,
+        query: bytes,
+        version: str,
+        headers: list[tuple[bytes, bytes]],
+        *,
+        keep_alive: bool,
+        expect_100: bool,
+        target: bytes | None,
+    ) -> None:
+        """A request's head has been read: its cycle starts now, or waits behind the one running."""
         path = raw_path.decode("ascii")
         ext: dict[str, Any] = {}
         scope: Message = {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
             "http_version": version,
-            "method": self.parser.get_method().decode("ascii"),
+            "method": method,
             "scheme": "http",
             "path": urllib.parse.unquote(path) if "%" in path else path,
             "raw_path": raw_path,
-            "query_string": url.query or b"",
+            "query_string": query,
             "root_path": "",
-            "headers": self._headers,
+            "headers": headers,
             "server": self.server,
             "client": self.client,
             "state": dict(self.listener.state),
             "extensions": ext,
         }
-        keep_alive = version != "1.0" and self.parser.should_keep_alive()
-        cycle = _Cycle(self, scope, keep_alive=keep_alive, expect_100=self._expect_100)
+        cycle = _Cycle(self, scope, keep_alive=keep_alive, expect_100=expect_100)
         # the app's task has not run yet: it finds the extensions in its scope
         # ``Cut(cycle)`` and ``DirectBody(cycle)`` made without their ``__init__`` (a class's call
         # enters a Python ``__init__`` from C, about 2k instructions on this interpreter): the same
@@ -305,8 +377,8 @@ class HttpConnection(asyncio.Protocol):
         held = weakref.ref(cycle)
         cut = ext[CUT] = _new_cut(Cut)
         cut._cycle = held
-        if not self._url.startswith(b"/"):
-            ext[TARGET] = bytes(self._url)  # absolute-form (or asterisk-form)
+        if target is not None:
+            ext[TARGET] = target
         cfg = self.cfg
         if cfg.direct_body:
             direct = ext[DIRECT_BODY] = _new_direct(DirectBody)

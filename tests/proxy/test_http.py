@@ -184,3 +184,42 @@ def test_a_response_header_http_cannot_carry_is_refused_every_time() -> None:
             assert got.startswith(b"HTTP/1.1 200 OK\r\n") and b"x-fine: 1\r\n" in got, path
         else:  # the app fails once its response began: the connection closes, nothing written
             assert got == b"", path
+
+
+def test_whole_requests_need_no_parser_and_the_rest_of_the_connection_goes_to_it(monkeypatch: Any) -> None:
+    from wirecheck.proxy import _http
+
+    made: list[object] = []
+    real = _http.httptools.HttpRequestParser
+
+    def counted(protocol: object) -> Any:
+        made.append(protocol)
+        return real(protocol)
+
+    monkeypatch.setattr(_http.httptools, "HttpRequestParser", counted)
+    with connected() as s:
+        s.sendall(b"POST /a HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\nhi")
+        assert s.recv(65536).endswith(b"POST /a hi")
+        s.sendall(b"GET /b?q=1 HTTP/1.1\r\nHost: x\r\nX-Pad: \t a \r\n\r\n")
+        assert s.recv(65536).endswith(b"GET /b ")
+        # the compiled twin takes both whole; without it the parser reads every request
+        assert len(made) == (0 if _http._twin is not None else 1)
+        # a chunked body is the parser's, and so is the connection from then on
+        s.sendall(b"POST /c HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n")
+        assert s.recv(65536).endswith(b"POST /c ok")
+        s.sendall(b"POST /d HTTP/1.1\r\nhost: x\r\ncontent-length: 3\r\nconnection: close\r\n\r\nend")
+        got = read_all(s)
+    assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(b"POST /d end")
+    assert len(made) == 1
+
+
+@pytest.mark.parametrize(
+    "after",
+    [b"GET /b HTTP/1.1\r\nhost: x\r\n\r\n", b"NOT HTTP\r\n\r\n"],
+)
+def test_what_follows_a_request_that_says_close_is_ignored(after: bytes) -> None:
+    with connected() as s:
+        s.sendall(b"POST /a HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\nconnection: close\r\n\r\nhi")
+        s.sendall(after)  # in the same read or the next: either way the parser's leniency ignores it
+        got = read_all(s)
+    assert got.count(b"HTTP/1.1 ") == 1 and got.startswith(b"HTTP/1.1 200 ") and got.endswith(b"POST /a hi")
