@@ -161,6 +161,35 @@ static int connection_tokens(const unsigned char *v, const unsigned char *e, int
     }
 }
 
+/* a header line at p: its name [*name, *name_end) and value [*value, *value_end) as llhttp hands them
+ * (the value from its first character that is not a space or tab, to the line's end), p moved past
+ * its CRLF; 0 where it is not of the plain shape (a token, a colon, visible ASCII, spaces and tabs,
+ * CRLF) or not all there */
+static int header_line(const unsigned char **at, const unsigned char *end, const unsigned char **name,
+                       const unsigned char **name_end, const unsigned char **value,
+                       const unsigned char **value_end) {
+    const unsigned char *p = *at;
+    *name = p;
+    while (p < end && tchar(*p))
+        p++;
+    if (p == *name || p >= end || *p != ':')
+        return 0;
+    *name_end = p++;
+    while (p < end && ows(*p))
+        p++;
+    *value = p;
+    while (p < end && *p != '\r') {
+        if (*p < 0x20 ? *p != '\t' : *p > 0x7e)
+            return 0;
+        p++;
+    }
+    if (end - p < 2 || p[1] != '\n')
+        return 0;
+    *value_end = p;
+    *at = p + 2;
+    return 1;
+}
+
 /* parse_request(data, max_head) -> (method, path, query, version, headers, keep_alive, body) | None
  *
  * ``data`` when it is exactly one whole request of the shape every SDK sends: a known method, an
@@ -231,27 +260,12 @@ static PyObject *parse_request(PyObject *self, PyObject *const *args, Py_ssize_t
             p += 2;
             break;
         }
-        const unsigned char *name = p;
-        while (p < end && tchar(*p))
-            p++;
-        if (p == name || p >= end || *p != ':')
-            goto decline;
-        const unsigned char *name_end = p++;
-        while (p < end && ows(*p))
-            p++;
-        const unsigned char *value = p;
-        while (p < end && *p != '\r') {
-            if (*p < 0x20 ? *p != '\t' : *p > 0x7e)
-                goto decline;
-            p++;
-        }
-        if (end - p < 2 || p[1] != '\n')
-            goto decline; /* the head is not all here, or a CR without its LF */
-        const unsigned char *line_end = p, *value_end = p;
-        p += 2;
+        const unsigned char *name, *name_end, *value, *value_end;
+        if (!header_line(&p, end, &name, &name_end, &value, &value_end))
+            goto decline; /* not of the plain shape, or the head is not all here */
+        counted += (size_t)(name_end - name) + (size_t)(value_end - value) + 4;
         while (value_end > value && ows(value_end[-1]))
-            value_end--;
-        counted += (size_t)(name_end - name) + (size_t)(line_end - value) + 4;
+            value_end--; /* the listener's rstrip */
         if (counted > (size_t)max_head)
             goto decline;
         Py_ssize_t nlen = name_end - name, vlen = value_end - value;
@@ -324,6 +338,102 @@ fail:
 
 static PyObject *response_lines(PyObject *self, PyObject *headers) { return lines(headers, 1); }
 
+/* parse_response(data, max_head) -> (status, headers, close, head_len) | None
+ *
+ * The head at the start of ``data`` when it is a whole head of the shape an engine streams with: an
+ * HTTP/1.1 status line of a status from 200 to 599 but 204 and 304, plain header lines (as
+ * parse_request takes them), exactly one transfer-encoding, of ``chunked`` alone, and no
+ * content-length, upgrade or other connection token than close and keep-alive (proxy-connection
+ * counted as connection, as llhttp counts it). ``headers`` are (name, value) as the upstream
+ * connection's parser callbacks make them: the name as sent, the value as llhttp hands it; ``close``:
+ * a connection header says close; ``head_len``: the head's bytes (the body's chunks follow). None for
+ * anything else, a head over ``max_head`` as the connection counts it included: llhttp then parses
+ * it (proxy/_upstream.py, tests/proxy/test_relay_c.py). */
+static PyObject *parse_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "parse_response() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(args[0]) || !PyLong_CheckExact(args[1]))
+        Py_RETURN_NONE;
+    Py_ssize_t max_head = PyLong_AsSsize_t(args[1]);
+    if (max_head == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    const unsigned char *end = p + PyBytes_GET_SIZE(args[0]), *start = p;
+    if (end - p < 13 || memcmp(p, "HTTP/1.1 ", 9) != 0)
+        Py_RETURN_NONE;
+    int status = 0;
+    for (int i = 9; i < 12; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            Py_RETURN_NONE;
+        status = status * 10 + (p[i] - '0');
+    }
+    if (status < 200 || status > 599 || status == 204 || status == 304 || p[12] != ' ')
+        Py_RETURN_NONE;
+    p += 13;
+    while (p < end && *p != '\r') { /* the reason phrase */
+        if (*p < 0x20 ? *p != '\t' : *p > 0x7e)
+            Py_RETURN_NONE;
+        p++;
+    }
+    if (end - p < 2 || p[1] != '\n')
+        Py_RETURN_NONE;
+    p += 2;
+    PyObject *headers = PyList_New(0);
+    if (headers == NULL)
+        return NULL;
+    size_t counted = 0; /* as _Conn.on_header counts the head: each name and value, and 4 */
+    int close = 0, chunked = 0;
+    for (;;) {
+        if (end - p >= 2 && p[0] == '\r' && p[1] == '\n') {
+            p += 2;
+            break;
+        }
+        const unsigned char *name, *name_end, *value, *value_end;
+        if (!header_line(&p, end, &name, &name_end, &value, &value_end))
+            goto decline;
+        Py_ssize_t nlen = name_end - name, vlen = value_end - value;
+        counted += (size_t)nlen + (size_t)vlen + 4;
+        if (counted > (size_t)max_head)
+            goto decline;
+        const char *n = (const char *)name;
+        if (is_lower(n, nlen, "transfer-encoding")) {
+            const unsigned char *v = value, *e = value_end;
+            while (e > v && ows(e[-1]))
+                e--;
+            if (chunked || !is_lower((const char *)v, e - v, "chunked"))
+                goto decline;
+            chunked = 1;
+        } else if (is_lower(n, nlen, "connection") || is_lower(n, nlen, "proxy-connection")) {
+            if (!connection_tokens(value, value_end, &close))
+                goto decline;
+        } else if (is_lower(n, nlen, "content-length") || is_lower(n, nlen, "upgrade")) {
+            goto decline;
+        }
+        PyObject *pair = Py_BuildValue("(y#y#)", n, nlen, (const char *)value, vlen);
+        if (pair == NULL)
+            goto fail;
+        int rc = PyList_Append(headers, pair);
+        Py_DECREF(pair);
+        if (rc < 0)
+            goto fail;
+    }
+    if (!chunked || p - start > max_head)
+        goto decline;
+    PyObject *out = Py_BuildValue("(iOOn)", status, headers, close ? Py_True : Py_False, (Py_ssize_t)(p - start));
+    Py_DECREF(headers);
+    return out;
+decline:
+    Py_DECREF(headers);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(headers);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"request_lines", request_lines, METH_O,
      "Each (name, value) of a list of pairs of bytes as b'name: value\\r\\n', joined; None for "
@@ -334,6 +444,9 @@ static PyMethodDef methods[] = {
     {"parse_request", (PyCFunction)(void (*)(void))parse_request, METH_FASTCALL,
      "parse_request(data, max_head): (method, path, query, version, headers, keep_alive, body) "
      "for one whole request of the common shape in ``data``, else None (httptools decides)."},
+    {"parse_response", (PyCFunction)(void (*)(void))parse_response, METH_FASTCALL,
+     "parse_response(data, max_head): (status, headers, close, head_len) for a whole head of the "
+     "common chunked shape at the start of ``data``, else None (llhttp decides)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -179,6 +179,10 @@ class _Conn(asyncio.Protocol):
         self.error: Exception | None = None
         #: the compiled reader that took the body over from llhttp (``_ConnC``), or None
         self.dechunk: _relay_c.Dechunker | None = None
+        #: a head llhttp has not seen (``_ConnC._whole_head``): what it is fed, its callbacks quiet
+        #: (``priming``), before the compiled reader hands it the rest of the body
+        self.unread_head: bytes | None = None
+        self.priming = False
 
     def usable(self) -> bool:
         return not self.closed and self.transport is not None and not self.transport.is_closing()
@@ -223,6 +227,8 @@ class _Conn(asyncio.Protocol):
             return
         if isinstance(took, tuple):  # llhttp's from here
             self.dechunk = None
+            if self.unread_head is not None:
+                self._prime()
             primer, offset, filler, appended = took
             if self.sink is None:
                 self.buffered += appended
@@ -246,6 +252,8 @@ class _Conn(asyncio.Protocol):
         self.got_bytes = True
         self.stamp = time.monotonic()  # one clock read per socket read, for every piece parsed from it
         if not self.headers_done:
+            if not self.head_bytes and self._whole_head(data):
+                return
             self.head_bytes += len(data)
         self._feed(data)
         # the compiled reader may take over after it
@@ -277,6 +285,22 @@ class _Conn(asyncio.Protocol):
 
     def _take_over(self, data: bytes) -> None:
         """Overridden by ``_ConnC``: nothing to take over here."""
+
+    def _whole_head(self, data: bytes) -> bool:
+        """Overridden by ``_ConnC``: llhttp reads every head here."""
+        return False
+
+    def _prime(self) -> None:
+        """llhttp fed the head it has not seen (``unread_head``), its callbacks quiet: it then reads
+        the rest of the body as it would have after the real one (the same version, framing and
+        connection)."""
+        head, self.unread_head = self.unread_head, None
+        assert head is not None
+        self.priming = True
+        try:
+            self.parser.feed_data(head)
+        finally:
+            self.priming = False
 
     def _feed(self, data: bytes) -> None:
         """``data`` through llhttp; what it means for the connection."""
@@ -334,6 +358,8 @@ class _Conn(asyncio.Protocol):
             raise _Surplus
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self.priming:
+            return
         self.head_parsed += len(name) + len(value) + 4
         if self.head_parsed > _MAX_HEAD:
             raise _HeadTooLarge
@@ -343,6 +369,8 @@ class _Conn(asyncio.Protocol):
             self.framed = True
 
     def on_headers_complete(self) -> None:
+        if self.priming:
+            return
         status = self.parser.get_status_code()
         if 100 <= status < 200 and status != 101:
             self.informational = True  # 100 Continue and friends: the real answer follows
@@ -426,12 +454,42 @@ class _ConnC(_Conn):
                 return False
         return te == 1
 
+    def _whole_head(self, data: bytes) -> bool:
+        """The first read of a response whose head is whole in it and of the shape an engine streams
+        with (``_heads_c.parse_response``): taken as llhttp's callbacks would take it, and the
+        compiled reader has the body from the head's end on, a chunk's boundary. llhttp is fed a
+        head of the same framing only if the reader hands the body back to it (at the last chunk,
+        or at a byte it does not read itself): ``_prime``."""
+        if _twin is None or self.head_only:
+            return False
+        head = _twin.parse_response(data, _MAX_HEAD)
+        if head is None:
+            return False
+        self.status, self.headers, close, size = head
+        self.unread_head = _CLOSING_HEAD if close else _KEPT_HEAD
+        self.framed = self.headers_done = self.chunked = self.boundary = True
+        self.dechunk = dechunk = _Dechunker()
+        rest = data[size:]
+        took = dechunk.feed(rest, self.stamp, self.sink, self.pieces) if rest else 0
+        if took is True:  # relayed whole (as data_received takes it; no sink waits for a head)
+            self._after_read(None)
+        else:
+            self._dechunked(rest, took)
+        return True
+
     def on_chunk_header(self) -> None:
         self.boundary = False
 
     def on_chunk_complete(self) -> None:
         self.boundary = True
 
+
+#: what llhttp is fed in place of a head it did not read (``_ConnC._prime``): what it reads the body
+#: and the connection's end by is the same (HTTP/1.1, chunked, and whether a connection header says
+#: close): ``parse_response`` takes no head that differs from one of these in anything else llhttp
+#: reads
+_KEPT_HEAD = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+_CLOSING_HEAD = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n"
 
 if _native_relay is not None:
     _Dechunker = _native_relay.Dechunker

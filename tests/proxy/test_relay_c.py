@@ -176,6 +176,8 @@ def _drive(path: str, reads: list[bytes], *, close: bool, limit: int, caller: _C
         "events": events,
         "upstream": up.calls,
         "state": (conn.headers_done, conn.complete, conn.keep, conn.reparse, conn.closed, conn.status),
+        "headers": conn.headers,
+        "framed": conn.framed,
         "error": None if conn.error is None else (type(conn.error).__name__, str(conn.error)),
         "left": conn.pieces,
         "buffered": conn.buffered,
@@ -222,6 +224,18 @@ _HEADS = [
     b"HTTP/1.1 500 Oops\r\ntransfer-encoding: chunked\r\n\r\n",
     b"HTTP/1.1 200 OK\r\ncontent-length: 12\r\n\r\n",
     b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n",
+    # an engine's (vLLM's, through uvicorn), which the compiled twin reads whole, and heads near it
+    b"HTTP/1.1 200 OK\r\ndate: Sun, 06 Dec 2026 20:00:00 GMT\r\nserver: uvicorn\r\n"
+    b"content-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n",
+    b"HTTP/1.1 503 Service Unavailable\r\nX-Pad:  a b \t\r\nTransfer-Encoding:chunked \r\n\r\n",
+    b"HTTP/1.1 200 \r\nConnection: keep-alive, Close\r\ntransfer-encoding: chunked\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nproxy-connection: close\r\ntransfer-encoding: chunked\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nconnection: upgrade\r\nupgrade: h2c\r\ntransfer-encoding: chunked\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ntransfer-encoding: chunked\r\n\r\n",
+    b"HTTP/1.1 204 No Content\r\ntransfer-encoding: chunked\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nx: caf\xc3\xa9\r\ntransfer-encoding: chunked\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nx: 1\n\r\n",
 ]
 
 
@@ -444,3 +458,33 @@ def test_a_finalizer_that_empties_the_lists_mid_call_breaks_nothing() -> None:
     finally:
         gc.set_threshold(*old)
         targets.clear()
+
+
+@pytest.mark.skipif(relay_c is None, reason="the twin is not built")
+@pytest.mark.parametrize(
+    "second",
+    [
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",  # whole again
+        b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nabc",  # llhttp's
+        b"HTTP/1.1 200 OK\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
+    ],
+)
+def test_a_kept_connection_reads_its_next_response_after_a_head_read_whole(second: bytes) -> None:
+    """The first response's head is read whole (the compiled paths) and llhttp only primed for its
+    end; the connection, kept, reads the next response as the Python path does."""
+    first = b"HTTP/1.1 200 OK\r\nserver: uvicorn\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n"
+    got = []
+    for path in PATHS:
+        conn = _connection(path)
+        conn.connection_made(_UpTransport())  # type: ignore[arg-type]
+        states = []
+        for reads in ([first, b"0\r\n\r\n"], [second]):
+            conn._begin(head_only=False)
+            for data in reads:
+                conn.data_received(data)
+            body = b"".join(piece for _, piece in conn.pieces)
+            states.append((conn.status, conn.headers, body, conn.complete, conn.keep, conn.closed, conn.error))
+        got.append(states)
+    assert got[1] == got[0]
+    assert got[2] == got[0]
+    assert got[0][0][3:5] == (True, True)  # the first kept, so the second was read on it
