@@ -227,17 +227,20 @@ class _Conn(asyncio.Protocol):
             return
         if isinstance(took, tuple):  # llhttp's from here
             self.dechunk = None
-            if self.unread_head is not None:
-                self._prime()
             primer, offset, filler, appended = took
             if self.sink is None:
                 self.buffered += appended
-            first = len(self.pieces)
-            self._feed(primer + data[offset:])
-            if filler:  # the byte that only put llhttp after a chunk's data
-                del self.pieces[first]
-                if self.sink is None:
-                    self.buffered -= 1
+            if self.unread_head is not None and primer == b"0\r" and data[offset:] == b"\n\r\n":
+                self._plain_end()
+            else:
+                if self.unread_head is not None:
+                    self._prime()
+                first = len(self.pieces)
+                self._feed(primer + data[offset:])
+                if filler:  # the byte that only put llhttp after a chunk's data
+                    del self.pieces[first]
+                    if self.sink is None:
+                        self.buffered -= 1
         elif self.sink is None:  # appended to ``pieces`` (``took`` bytes): nothing relays them yet
             self.buffered += took
         self._after_read(None)
@@ -289,6 +292,14 @@ class _Conn(asyncio.Protocol):
     def _whole_head(self, data: bytes) -> bool:
         """Overridden by ``_ConnC``: llhttp reads every head here."""
         return False
+
+    def _plain_end(self) -> None:
+        """The plain last chunk (``0``, an empty line) of a body whose head llhttp did not read,
+        and nothing after it in the read: the message's end as ``on_message_complete`` takes it.
+        llhttp, which saw none of the message, is where it would be after it: at the next one."""
+        self.keep = self.reparse = self.unread_head is _KEPT_HEAD
+        self.unread_head = None
+        self.complete = True
 
     def _prime(self) -> None:
         """llhttp fed the head it has not seen (``unread_head``), its callbacks quiet: it then reads
@@ -457,9 +468,11 @@ class _ConnC(_Conn):
     def _whole_head(self, data: bytes) -> bool:
         """The first read of a response whose head is whole in it and of the shape an engine streams
         with (``_heads_c.parse_response``): taken as llhttp's callbacks would take it, and the
-        compiled reader has the body from the head's end on, a chunk's boundary. llhttp is fed a
-        head of the same framing only if the reader hands the body back to it (at the last chunk,
-        or at a byte it does not read itself): ``_prime``."""
+        compiled reader has the body from the head's end on, a chunk's boundary. The plain last
+        chunk with nothing after it ends the message without llhttp (``_plain_end``); llhttp is fed
+        a head of the same framing only if the reader hands it anything else (a last chunk with
+        trailers or an extension, bytes after it, a byte the reader does not read itself):
+        ``_prime``."""
         if _twin is None or self.head_only:
             return False
         head = _twin.parse_response(data, _MAX_HEAD)

@@ -483,7 +483,9 @@ def test_a_kept_connection_reads_its_next_response_after_a_head_read_whole(secon
             for data in reads:
                 conn.data_received(data)
             body = b"".join(piece for _, piece in conn.pieces)
-            states.append((conn.status, conn.headers, body, conn.complete, conn.keep, conn.closed, conn.error))
+            states.append(
+                (conn.status, conn.headers, body, conn.complete, conn.keep, conn.closed, conn.error)
+            )
         got.append(states)
     assert got[1] == got[0]
     assert got[2] == got[0]
