@@ -11,7 +11,7 @@ stay the bytes that came, never decoded and encoded again.
 
 from __future__ import annotations
 
-from wirecheck.contracts import REDACTED, Redaction
+from wirecheck.contracts import REDACTED, Redaction, native
 from wirecheck.record import CORRELATION_HEADER
 
 __all__ = ["HOP", "HeaderNames", "RequestHeads"]
@@ -36,6 +36,11 @@ HOP = frozenset(
 #: header names whose meaning a tap keeps (a caller's own names are not bounded: past this many,
 #: a new name is worked out for each header that carries it)
 _NAMES_KEPT = 1024
+#: a kept name's kind, as the compiled twin reads it (proxy/_heads_c.c's K_*)
+_SECRET, _HOP, _LENGTH, _CORR, _CONNECTION = 1, 2, 4, 8, 16
+#: the compiled twin of the pass over the headers of names already kept (proxy/_heads_c.c; None:
+#: off or not built)
+_twin = native("wirecheck.proxy._heads_c")
 
 
 class _Name:
@@ -77,19 +82,35 @@ _new_heads = RequestHeads.__new__
 class HeaderNames:
     """The meaning of each header name a tap has seen, under its redaction policy."""
 
-    __slots__ = ("_names", "_redact")
+    __slots__ = ("_known", "_names", "_redact")
 
     def __init__(self, redact: Redaction) -> None:
         self._redact = redact
         self._names: dict[bytes, _Name] = {}
+        #: each kept name's (text, kind) for the compiled twin, which takes only headers of these
+        self._known: dict[bytes, tuple[str, int]] = {}
 
     def _name(self, raw: bytes) -> _Name:
         name = _Name(raw, self._redact)
         if len(self._names) < _NAMES_KEPT:
             self._names[raw] = name
+            kind = (
+                (_SECRET if name.secret else 0)
+                | (_HOP if name.hop else 0)
+                | (_LENGTH if name.length else 0)
+                | (_CORR if name.corr else 0)
+                | (_CONNECTION if name.low == "connection" else 0)
+            )
+            self._known[raw] = (name.text, kind)
         return name
 
     def request(self, headers: list[tuple[bytes, bytes]], *, keep_ids: bool) -> RequestHeads:
+        heads = _new_heads(RequestHeads)
+        done = _twin.request_heads(self._known, headers, keep_ids, REDACTED) if _twin is not None else None
+        if done is not None:  # every name kept, and no connection header that may say upgrade
+            heads.recorded, heads.forwarded, heads.ids = done
+            heads.upgrade = False
+            return heads
         names = self._names
         recorded: list[tuple[str, str]] = []
         forwarded: list[tuple[bytes, bytes]] = []
@@ -115,7 +136,6 @@ class HeaderNames:
                 forwarded.append((k, v))
         # made without its ``__init__``: a Python ``__init__`` is entered from C, about 2k
         # instructions on this interpreter, where ``__new__`` and four slot stores take a fraction
-        heads = _new_heads(RequestHeads)
         heads.recorded, heads.forwarded, heads.ids = recorded, forwarded, ids
         heads.upgrade = upgrade and connection_upgrade
         return heads
@@ -125,6 +145,11 @@ class HeaderNames:
     ) -> tuple[list[tuple[str, str]], list[tuple[bytes, bytes]]]:
         """A response's headers as the record keeps them (redacted text) and as they go on to the
         caller (the bytes that came, without the hop-by-hop ones)."""
+        done: tuple[list[tuple[str, str]], list[tuple[bytes, bytes]]] | None = (
+            _twin.response_heads(self._known, headers, REDACTED) if _twin is not None else None
+        )
+        if done is not None:  # every name kept
+            return done
         names = self._names
         recorded: list[tuple[str, str]] = []
         forwarded: list[tuple[bytes, bytes]] = []

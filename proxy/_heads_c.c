@@ -434,6 +434,134 @@ fail:
     return NULL;
 }
 
+/* ---------------------------------------------------------------------------------------------- */
+/* request_heads / response_heads: HeaderNames.request and .response (proxy/_heads.py) for headers
+ * whose names the tap has seen */
+
+/* the kinds of a name, as the ``known`` dict's (text, kind) values say them (_heads.py's _KIND_*) */
+#define K_SECRET 1
+#define K_HOP 2
+#define K_LENGTH 4
+#define K_CORR 8
+#define K_CONNECTION 16
+
+/* (text, kind) of a name in ``known``, borrowed; 0 where it is not there as such a pair */
+static int known_name(PyObject *known, PyObject *name, PyObject **text, long *kind) {
+    PyObject *entry = PyDict_GetItemWithError(known, name);
+    if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 2)
+        return 0;
+    *text = PyTuple_GET_ITEM(entry, 0);
+    PyObject *k = PyTuple_GET_ITEM(entry, 1);
+    if (!PyUnicode_CheckExact(*text) || !PyLong_CheckExact(k))
+        return 0;
+    *kind = PyLong_AsLong(k);
+    return *kind != -1 || !PyErr_Occurred();
+}
+
+/* whether ``value`` holds "upgrade" in any case (the Python path then reads its tokens) */
+static int has_upgrade(PyObject *value) {
+    const char *v = PyBytes_AS_STRING(value);
+    Py_ssize_t n = PyBytes_GET_SIZE(value);
+    for (Py_ssize_t i = 0; i + 7 <= n; i++)
+        if (is_lower(v + i, 7, "upgrade"))
+            return 1;
+    return 0;
+}
+
+/* appends (text, redacted if secret else the value as latin-1) to ``recorded``; -1 on error */
+static int record_header(PyObject *recorded, PyObject *text, long kind, PyObject *value, PyObject *redacted) {
+    PyObject *shown = kind & K_SECRET ? Py_NewRef(redacted)
+                                      : PyUnicode_DecodeLatin1(PyBytes_AS_STRING(value),
+                                                               PyBytes_GET_SIZE(value), NULL);
+    if (shown == NULL)
+        return -1;
+    PyObject *pair = PyTuple_Pack(2, text, shown);
+    Py_DECREF(shown);
+    if (pair == NULL)
+        return -1;
+    int rc = PyList_Append(recorded, pair);
+    Py_DECREF(pair);
+    return rc;
+}
+
+/* request_heads(known, headers, keep_ids, redacted) -> (recorded, forwarded, ids) | None
+ * response_heads(known, headers, redacted) -> (recorded, forwarded) | None
+ *
+ * ``known``: raw name -> (text, kind), as HeaderNames keeps it for the names it has seen. What
+ * HeaderNames.request / .response make of ``headers`` (a list of pairs of bytes): the record's
+ * (text, value) pairs, redacted; the pairs that go on (the same tuples); the correlation ids. None
+ * where a name is not known, a pair is not two bytes, or a connection header holds "upgrade" (the
+ * one case where the request may be a protocol upgrade): the Python path then does it all. tests/proxy/test_heads.py holds the two equal. */
+static PyObject *heads(PyObject *known, PyObject *headers, int request, int keep_ids, PyObject *redacted) {
+    if (!PyDict_CheckExact(known) || !PyList_CheckExact(headers) || !PyUnicode_CheckExact(redacted))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(headers);
+    PyObject *recorded = PyList_New(0), *forwarded = PyList_New(0), *ids = request ? PyList_New(0) : NULL;
+    PyObject *out = NULL;
+    if (recorded == NULL || forwarded == NULL || (request && ids == NULL))
+        goto done;
+    /* the list's items are read anew at each step: nothing here runs Python code but the dict's
+     * lookup of an exact bytes key and latin-1 decoding, neither of which can change the list */
+    for (Py_ssize_t i = 0; i < n && i < PyList_GET_SIZE(headers); i++) {
+        PyObject *item = PyList_GET_ITEM(headers, i), *name, *value, *text;
+        long kind;
+        if (!pair_at(headers, i, &name, &value) || !known_name(known, name, &text, &kind)) {
+            if (PyErr_Occurred())
+                goto done;
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (request && (kind & K_CONNECTION) && has_upgrade(value)) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (record_header(recorded, text, kind, value, redacted) < 0)
+            goto done;
+        int on;
+        if (kind & K_HOP) {
+            on = 0;
+        } else if (request && (kind & K_CORR)) {
+            PyObject *id = PyUnicode_DecodeLatin1(PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), NULL);
+            if (id == NULL || PyList_Append(ids, id) < 0) {
+                Py_XDECREF(id);
+                goto done;
+            }
+            Py_DECREF(id);
+            on = keep_ids;
+        } else {
+            on = !(request && (kind & K_LENGTH));
+        }
+        if (on && PyList_Append(forwarded, item) < 0)
+            goto done;
+    }
+    out = request ? PyTuple_Pack(3, recorded, forwarded, ids)
+                  : PyTuple_Pack(2, recorded, forwarded);
+done:
+    Py_XDECREF(recorded);
+    Py_XDECREF(forwarded);
+    Py_XDECREF(ids);
+    return out;
+}
+
+static PyObject *request_heads(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "request_heads() takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    int keep = PyObject_IsTrue(args[2]);
+    if (keep < 0)
+        return NULL;
+    return heads(args[0], args[1], 1, keep, args[3]);
+}
+
+static PyObject *response_heads(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "response_heads() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    return heads(args[0], args[1], 0, 0, args[2]);
+}
+
 static PyMethodDef methods[] = {
     {"request_lines", request_lines, METH_O,
      "Each (name, value) of a list of pairs of bytes as b'name: value\\r\\n', joined; None for "
@@ -447,6 +575,10 @@ static PyMethodDef methods[] = {
     {"parse_response", (PyCFunction)(void (*)(void))parse_response, METH_FASTCALL,
      "parse_response(data, max_head): (status, headers, close, head_len) for a whole head of the "
      "common chunked shape at the start of ``data``, else None (llhttp decides)."},
+    {"request_heads", (PyCFunction)(void (*)(void))request_heads, METH_FASTCALL,
+     "request_heads(known, headers, keep_ids, redacted): HeaderNames.request's parts, or None."},
+    {"response_heads", (PyCFunction)(void (*)(void))response_heads, METH_FASTCALL,
+     "response_heads(known, headers, redacted): HeaderNames.response's parts, or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -8,3 +8,9 @@ def parse_request(
 def parse_response(
     data: bytes, max_head: int, /
 ) -> tuple[int, list[tuple[bytes, bytes]], bool, int] | None: ...
+def request_heads(
+    known: dict[bytes, tuple[str, int]], headers: list[tuple[bytes, bytes]], keep_ids: bool, redacted: str, /
+) -> tuple[list[tuple[str, str]], list[tuple[bytes, bytes]], list[str]] | None: ...
+def response_heads(
+    known: dict[bytes, tuple[str, int]], headers: list[tuple[bytes, bytes]], redacted: str, /
+) -> tuple[list[tuple[str, str]], list[tuple[bytes, bytes]]] | None: ...

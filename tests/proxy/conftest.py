@@ -42,10 +42,10 @@ def twin_paths(request: pytest.FixtureRequest) -> Iterator[str]:
     """A module that asks for it runs once with the forwarding side's compiled twins in use (the
     head lines, proxy/_heads_c.c; a relayed body's reads, proxy/_relay_c.c) and once on the Python
     they stand in for."""
-    from wirecheck.proxy import _app, _http, _upstream
+    from wirecheck.proxy import _app, _heads, _http, _upstream
 
     assert _upstream._native_relay is _app._native_relay
-    swaps = [(_http, "_twin", None), (_upstream, "_twin", None)]
+    swaps = [(_http, "_twin", None), (_upstream, "_twin", None), (_heads, "_twin", None)]
     swaps += [(_upstream, "_native_relay", None), (_app, "_native_relay", None)]
     with on_path(request.param, swaps, ["wirecheck.proxy._heads_c", "wirecheck.proxy._relay_c"]) as path:
         yield path

@@ -14,6 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wirecheck.contracts import DEFAULT_REDACTION, Redaction
+from wirecheck.contracts._native import PURE_PYTHON
+from wirecheck.proxy import _heads
 from wirecheck.proxy._app import ProxyApp, TapConfig, _iso
 from wirecheck.proxy._heads import HOP as _HOP
 from wirecheck.proxy._heads import HeaderNames
@@ -121,6 +123,37 @@ def test_a_response_s_headers_read_once_give_the_record_and_the_hop_filter(
     forwarded = [(k, v) for k, v in raw if k.decode("latin-1").lower() not in _HOP]
     assert names.response(raw) == (recorded, forwarded)
     assert names.response(raw) == (recorded, forwarded)
+
+
+@settings(max_examples=400)
+@given(st.lists(st.tuples(_NAMES, _VALUES), max_size=12), st.booleans(), st.booleans())
+def test_the_compiled_pass_over_kept_names_is_the_pythons(
+    raw: list[tuple[bytes, bytes]], keep_ids: bool, learned: bool
+) -> None:
+    """The compiled twin (proxy/_heads_c.c) gives what the Python pass gives, or leaves it to it:
+    for names all kept (``learned``: read once before) and for names not yet seen."""
+    if _heads._twin is None:
+        assert PURE_PYTHON
+        return
+    names = HeaderNames(DEFAULT_REDACTION.extended(["x-custom"]))
+    if learned:
+        names.request(raw, keep_ids=keep_ids)
+    kept = all(k in names._names for k, _ in raw)
+    twin = _heads._twin
+    got = twin.request_heads(names._known, raw, keep_ids, "[redacted]")
+    back = twin.response_heads(names._known, raw, "[redacted]")
+    _heads._twin = None
+    try:
+        py, py_response = names.request(raw, keep_ids=keep_ids), names.response(raw)
+    finally:
+        _heads._twin = twin
+    if got is not None:
+        assert got == (py.recorded, py.forwarded, py.ids) and not py.upgrade
+        assert back == py_response
+    # taken whenever every name is kept, but for a connection header that may ask an upgrade
+    maybe_upgrade = any(k.lower() == b"connection" and b"upgrade" in v.lower() for k, v in raw)
+    assert (got is not None) == (kept and not maybe_upgrade)
+    assert (back is not None) == kept
 
 
 def test_names_past_the_bound_are_still_read_right() -> None:
