@@ -190,6 +190,26 @@ static int header_line(const unsigned char **at, const unsigned char *end, const
     return 1;
 }
 
+/* parse_request's and parse_response's arguments: 1 with the data's bounds and max_head set; 0 for
+ * arguments of another type (the caller answers None); -1 with TypeError for another count */
+static int head_args(const char *fname, PyObject *const *args, Py_ssize_t nargs, const unsigned char **p,
+                     const unsigned char **end, Py_ssize_t *max_head) {
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (%zd given)", fname, nargs);
+        return -1;
+    }
+    if (!PyBytes_CheckExact(args[0]) || !PyLong_CheckExact(args[1]))
+        return 0;
+    *max_head = PyLong_AsSsize_t(args[1]);
+    if (*max_head == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    *end = *p + PyBytes_GET_SIZE(args[0]);
+    return 1;
+}
+
 /* parse_request(data, max_head) -> (method, path, query, version, headers, keep_alive, body) | None
  *
  * ``data`` when it is exactly one whole request of the shape every SDK sends: a known method, an
@@ -203,19 +223,11 @@ static int header_line(const unsigned char **at, const unsigned char *end, const
  * does every request where this module is not built. tests/proxy/test_parse_request.py holds the two
  * to the same result. */
 static PyObject *parse_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "parse_request() takes 2 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    if (!PyBytes_CheckExact(args[0]) || !PyLong_CheckExact(args[1]))
-        Py_RETURN_NONE;
-    Py_ssize_t max_head = PyLong_AsSsize_t(args[1]);
-    if (max_head == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
-    const unsigned char *end = p + PyBytes_GET_SIZE(args[0]);
+    const unsigned char *p, *end;
+    Py_ssize_t max_head;
+    int ok = head_args("parse_request", args, nargs, &p, &end, &max_head);
+    if (ok <= 0)
+        return ok < 0 ? NULL : Py_NewRef(Py_None);
     const unsigned char *start = p;
 
     /* the request line */
@@ -350,19 +362,12 @@ static PyObject *response_lines(PyObject *self, PyObject *headers) { return line
  * anything else, a head over ``max_head`` as the connection counts it included: llhttp then parses
  * it (proxy/_upstream.py, tests/proxy/test_relay_c.py). */
 static PyObject *parse_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "parse_response() takes 2 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    if (!PyBytes_CheckExact(args[0]) || !PyLong_CheckExact(args[1]))
-        Py_RETURN_NONE;
-    Py_ssize_t max_head = PyLong_AsSsize_t(args[1]);
-    if (max_head == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
-    const unsigned char *end = p + PyBytes_GET_SIZE(args[0]), *start = p;
+    const unsigned char *p, *end;
+    Py_ssize_t max_head;
+    int ok = head_args("parse_response", args, nargs, &p, &end, &max_head);
+    if (ok <= 0)
+        return ok < 0 ? NULL : Py_NewRef(Py_None);
+    const unsigned char *start = p;
     if (end - p < 13 || memcmp(p, "HTTP/1.1 ", 9) != 0)
         Py_RETURN_NONE;
     int status = 0;
