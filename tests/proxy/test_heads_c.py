@@ -138,3 +138,40 @@ def test_the_twin_holds_no_memory_after_a_hundred_thousand_calls() -> None:
     finally:
         tracemalloc.stop()
     assert after - before < 64 * 1024  # a leak of one object a call would be megabytes
+
+
+@needs_twin
+def test_the_head_readers_hold_no_memory_after_a_hundred_thousand_calls() -> None:
+    """``parse_request``, ``parse_response``, ``request_heads`` and ``response_heads``, each taking
+    its input, declining it half way (after it made the first headers) and refusing its type."""
+    assert twin is not None
+    request = b"POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}"
+    declined = b"POST / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    response = b"HTTP/1.1 200 OK\r\nserver: s\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n"
+    odd_response = b"HTTP/1.1 200 OK\r\nserver: s\r\ncontent-length: 3\r\n\r\n"
+    known = {
+        b"Host": ("Host", 2),
+        b"authorization": ("authorization", 1),
+        b"x-wirecheck-id": ("x-wirecheck-id", 8),
+    }
+    headers = [(b"Host", b"h"), (b"authorization", b"Bearer k"), (b"x-wirecheck-id", b"i")]
+    unknown = [*headers, (b"x-new", b"v")]
+
+    def calls() -> None:
+        twin.parse_request(request, 65536), twin.parse_request(declined, 65536)
+        twin.parse_request(bytearray(request), 65536)  # type: ignore[arg-type]
+        twin.parse_response(response, 65536), twin.parse_response(odd_response, 65536)
+        twin.request_heads(known, headers, True, "[redacted]"), twin.request_heads(known, unknown, False, "r")
+        twin.response_heads(known, headers, "[redacted]"), twin.response_heads(known, unknown, "r")
+
+    tracemalloc.start()
+    try:
+        for _ in range(10_000):  # warm up under tracing
+            calls()
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(100_000):
+            calls()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert after - before < 64 * 1024  # a leak of one object a call would be megabytes
