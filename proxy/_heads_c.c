@@ -298,13 +298,14 @@ static PyObject *parse_request(PyObject *self, PyObject *const *args, Py_ssize_t
                    is_lower(n, nlen, "upgrade")) {
             goto decline;
         }
-        PyObject *k = PyBytes_FromStringAndSize(n, nlen);
+        /* made empty and then written: a bytes object made from one character is CPython's shared
+         * one for it, which must never be written to */
+        PyObject *k = PyBytes_FromStringAndSize(NULL, nlen);
         if (k == NULL)
             goto fail;
         char *kb = PyBytes_AS_STRING(k);
         for (Py_ssize_t i = 0; i < nlen; i++)
-            if (kb[i] >= 'A' && kb[i] <= 'Z')
-                kb[i] = (char)(kb[i] - 'A' + 'a');
+            kb[i] = (char)(n[i] >= 'A' && n[i] <= 'Z' ? n[i] - 'A' + 'a' : n[i]);
         PyObject *v = PyBytes_FromStringAndSize((const char *)value, vlen);
         if (v == NULL) {
             Py_DECREF(k);

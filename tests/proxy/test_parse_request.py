@@ -253,3 +253,13 @@ def test_arguments_of_another_type_are_declined() -> None:
     assert twin.parse_request(SDK_REQUESTS[0], "x") is None  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         twin.parse_request(SDK_REQUESTS[0])  # type: ignore[call-arg]
+
+
+@needs_twin
+def test_a_one_letter_name_is_lowered_without_touching_the_interpreters_shared_bytes() -> None:
+    """CPython shares one bytes object per character: a name lowered in place in it would change
+    every ``b"Q"`` of the process (the proxy's and its libraries')."""
+    assert twin is not None
+    got = twin.parse_request(b"GET / HTTP/1.1\r\nQ: 1\r\nN:2\r\n\r\n", 1000)
+    assert got is not None and got[4] == [(b"q", b"1"), (b"n", b"2")]
+    assert bytes((81,)) == b"Q" and bytes((78,)) == b"N" and b"Q".lower() == b"q"
