@@ -135,6 +135,9 @@ static int target_char(unsigned char c) {
 
 static int ows(unsigned char c) { return c == ' ' || c == '\t'; }
 
+/* a character taken in a header value or a reason phrase: visible ASCII, a space or a tab */
+static int field_char(unsigned char c) { return c < 0x20 ? c == '\t' : c <= 0x7e; }
+
 /* whether the value [v, e) is a list of tokens, each "close" or "keep-alive", with optional
  * whitespace around the commas; *close is set where one is "close" */
 static int connection_tokens(const unsigned char *v, const unsigned char *e, int *close) {
@@ -179,7 +182,7 @@ static int header_line(const unsigned char **at, const unsigned char *end, const
         p++;
     *value = p;
     while (p < end && *p != '\r') {
-        if (*p < 0x20 ? *p != '\t' : *p > 0x7e)
+        if (!field_char(*p))
             return 0;
         p++;
     }
@@ -381,7 +384,7 @@ static PyObject *parse_response(PyObject *self, PyObject *const *args, Py_ssize_
         Py_RETURN_NONE;
     p += 13;
     while (p < end && *p != '\r') { /* the reason phrase */
-        if (*p < 0x20 ? *p != '\t' : *p > 0x7e)
+        if (!field_char(*p))
             Py_RETURN_NONE;
         p++;
     }

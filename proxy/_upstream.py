@@ -482,12 +482,10 @@ class _ConnC(_Conn):
         self.unread_head = _CLOSING_HEAD if close else _KEPT_HEAD
         self.framed = self.headers_done = self.chunked = self.boundary = True
         self.dechunk = dechunk = _Dechunker()
+        # what came with the head is parsed into ``pieces`` (no sink: ``_after_read`` relays them
+        # where one is already waiting), so the reader answers bytes or a hand-back, never True
         rest = data[size:]
-        took = dechunk.feed(rest, self.stamp, self.sink, self.pieces) if rest else 0
-        if took is True:  # relayed whole (as data_received takes it; no sink waits for a head)
-            self._after_read(None)
-        else:
-            self._dechunked(rest, took)
+        self._dechunked(rest, dechunk.feed(rest, self.stamp, None, self.pieces) if rest else 0)
         return True
 
     def on_chunk_header(self) -> None:
