@@ -546,7 +546,7 @@ class ProxyApp:
                 # read one record entry and one write, with no task step; this task wakes only when
                 # the caller's buffer is full (to wait for it to drain) and at the end
                 forward = sink.forward if isinstance(sink, _DirectSink) else sink
-                while not await relay(forward):
+                while not await relay(forward, sink.end):
                     if direct.gone():  # a closed connection stays closed: the sink stopped for it, or will
                         raise _DownstreamGone("the caller's connection closed")
                     await direct.drain()
@@ -696,11 +696,13 @@ class _DirectSink(_Tee):
     straight to the caller (``DirectBody.send``): the work of every forwarded event is in that one
     method and the one call it makes to the caller's side."""
 
-    __slots__ = ("_send",)
+    __slots__ = ("_send", "_send_end", "ended")
 
     def __init__(self, chunks: list[Chunk], t0: float, limit: int, added: Any, direct: DirectBody) -> None:
         super().__init__(chunks, t0, limit, added)
-        self._send = direct.send
+        self._send, self._send_end = direct.send, direct.send_end
+        #: the body's end was written (``end``)
+        self.ended = False
 
     def forward(self, batch: Batch) -> bool:
         """Writes the batch on and records it; whether the caller takes more (``BodySink``). A bound
@@ -727,6 +729,20 @@ class _DirectSink(_Tee):
         self.added.observe(time.monotonic() - arrived)
         return more
 
+    def end(self, batch: Batch) -> bool:
+        """``forward`` for the read that completed the body (``BodyEnd``): its pieces, perhaps none,
+        and the body's end in one write (``DirectBody.send_end``), not the end in a write of its own
+        once the exchange's task has woken: one write an exchange fewer."""
+        data = batch[0][1] if len(batch) == 1 else b"".join([piece for _, piece in batch])
+        more = self._send_end(data)
+        if more is None:
+            return False  # the caller is gone: nothing forwarded, nothing recorded
+        self.ended = True
+        if batch:
+            self.keep(batch)
+            self.added.observe(time.monotonic() - batch[0][0])
+        return more
+
 
 def _direct_sink(
     chunks: list[Chunk], t0: float, limit: int, added: Any, direct: DirectBody
@@ -737,7 +753,7 @@ def _direct_sink(
     if _native_relay is None:
         return _DirectSink(chunks, t0, limit, added, direct)
     conn, transport = direct.parts()  # (usable: the cycle runs)
-    made: _relay_c.Sink = _native_relay.Sink(t0, limit, added, conn, transport)
+    made: _relay_c.Sink = _native_relay.Sink(t0, limit, added, conn, transport, direct.ended)
     return made
 
 

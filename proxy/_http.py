@@ -502,6 +502,7 @@ class _Cycle:
         "response_complete",
         "response_started",
         "scope",
+        "terminated",
         "waiting_100",
     )
 
@@ -523,6 +524,9 @@ class _Cycle:
         #: chunked framing (None: not decided yet); ``left``: bytes of a content-length still due
         self.chunked: bool | None = None
         self.left = 0
+        #: the chunked body's end went out with its last read (``DirectBody.ended``): the response's
+        #: end writes nothing more
+        self.terminated = False
 
     def notify(self) -> None:
         """``receive`` has something to say: its wait ends (``asyncio.Event.set``)."""
@@ -668,7 +672,10 @@ class _Cycle:
             self.left = 0
         elif self.chunked:
             out = _chunk(body) if body else b""
-            conn.transport.write(out if more else out + b"0\r\n\r\n")
+            if not more and not self.terminated:
+                out += b"0\r\n\r\n"
+            if out:
+                conn.transport.write(out)
         else:
             if len(body) > self.left:
                 raise RuntimeError("response body longer than its content-length")
@@ -777,6 +784,31 @@ class DirectBody:
             self._transport.write((_SIZE_LINES[n] if n < 1024 else b"%x\r\n" % n) + data + b"\r\n")
         conn = c.conn
         return conn is not None and not conn.write_paused
+
+    def send_end(self, data: bytes) -> bool | None:
+        """``send``, with the body's end (the chunked terminator) in the same write: the last read of
+        a complete body. Then ``ended``."""
+        c = self._cycle()
+        if c is None or c.disconnected or self._transport.is_closing():
+            return None
+        n = len(data)
+        chunk = ((_SIZE_LINES[n] if n < 1024 else b"%x\r\n" % n) + data + b"\r\n") if n else b""
+        self._transport.write(chunk + b"0\r\n\r\n")
+        self.ended()
+        conn = c.conn
+        return conn is not None and not conn.write_paused
+
+    def ended(self) -> None:
+        """The body's end was written with its last read (``send_end``, or the compiled sink's
+        ``end``): the response's end (``end``, or the ASGI ``send``) writes nothing more, and the
+        caller going away from now on aborts nothing (it has the whole response)."""
+        c = self._cycle()
+        if c is None:
+            return
+        c.terminated = True
+        conn = c.conn
+        if conn is not None:
+            conn.on_gone = None
 
     def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> bool:
         """What the ASGI ``send`` of ``http.response.start`` does, as a plain call where that ``send``

@@ -114,6 +114,9 @@ typedef struct {
                             write_paused says whether its transport takes more */
     PyObject *transport; /* the caller's transport. Its methods are called by name: bound once per
                             sink they measured no cheaper (docs/proxy.md) */
+    PyObject *on_end;    /* called once the body's end (the chunked terminator) is written with the
+                            last read (`end`): DirectBody.ended, or None */
+    char ended;          /* that end was written */
     Py_ssize_t counts_at, total_at; /* the series' slots (-1: by name) */
 } SinkObject;
 
@@ -121,6 +124,7 @@ static int sink_traverse(SinkObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->added);
     Py_VISIT(self->conn);
     Py_VISIT(self->transport);
+    Py_VISIT(self->on_end);
     return 0;
 }
 
@@ -128,6 +132,7 @@ static int sink_clear(SinkObject *self) {
     Py_CLEAR(self->added);
     Py_CLEAR(self->conn);
     Py_CLEAR(self->transport);
+    Py_CLEAR(self->on_end);
     return 0;
 }
 
@@ -214,13 +219,17 @@ fail:
 }
 
 static PyObject *sink_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"t0", "limit", "added", "conn", "transport", NULL};
-    PyObject *added, *conn, *transport;
+    static char *kwlist[] = {"t0", "limit", "added", "conn", "transport", "on_end", NULL};
+    PyObject *added, *conn, *transport, *on_end = Py_None;
     double t0;
     Py_ssize_t limit;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "dnOOO:Sink", kwlist, &t0, &limit, &added, &conn,
-                                     &transport))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "dnOOO|O:Sink", kwlist, &t0, &limit, &added, &conn,
+                                     &transport, &on_end))
         return NULL;
+    if (on_end != Py_None && !PyCallable_Check(on_end)) {
+        PyErr_SetString(PyExc_TypeError, "Sink: on_end is a callable or None");
+        return NULL;
+    }
     SinkObject *self = (SinkObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
@@ -236,6 +245,8 @@ static PyObject *sink_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->added = Py_NewRef(added);
     self->conn = Py_NewRef(conn);
     self->transport = Py_NewRef(transport);
+    self->on_end = Py_NewRef(on_end);
+    self->ended = 0;
     self->bounds = NULL;
     self->nbounds = 0;
     self->counts_at = slot_offset(Py_TYPE(added), s_counts);
@@ -356,10 +367,15 @@ static int size_line(char *out, size_t n) {
     return k + 2;
 }
 
+/* the chunked body's end, as the ASGI send of the body's last message writes it */
+static const char TERMINATOR[] = "0\r\n\r\n";
+#define TERMINATOR_LEN 5
+
 /* _DirectSink.forward for pieces already parsed: written to the caller as one chunk, recorded, the
- * oldest piece's wait observed. 1: the caller takes more; 0: stop (its buffer is full, or it is
- * gone: then nothing was written or recorded); -1: error */
-static int sink_relay(SinkObject *self, const Piece *pieces, Py_ssize_t n) {
+ * oldest piece's wait observed. With `last` (_DirectSink.end) the body's end follows the chunk in
+ * the same write, and on_end is called. 1: the caller takes more; 0: stop (its buffer is full, or it
+ * is gone: then nothing was written or recorded); -1: error */
+static int sink_relay(SinkObject *self, const Piece *pieces, Py_ssize_t n, int last) {
     self->calls++;
     int there = sink_caller(self);
     if (there <= 0)
@@ -372,26 +388,41 @@ static int sink_relay(SinkObject *self, const Piece *pieces, Py_ssize_t n) {
         }
         total += pieces[i].len;
     }
-    if (total) {
+    if (total || last) {
         char line[2 * sizeof(size_t) + 2];
-        int ln = size_line(line, (size_t)total);
-        PyObject *out = PyBytes_FromStringAndSize(NULL, ln + total + 2);
+        int ln = total ? size_line(line, (size_t)total) : 0;
+        Py_ssize_t chunk = total ? ln + total + 2 : 0;
+        PyObject *out = PyBytes_FromStringAndSize(NULL, chunk + (last ? TERMINATOR_LEN : 0));
         if (out == NULL)
             return -1;
         char *p = PyBytes_AS_STRING(out);
-        memcpy(p, line, ln);
-        p += ln;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            memcpy(p, pieces[i].buf, pieces[i].len);
-            p += pieces[i].len;
+        if (total) {
+            memcpy(p, line, ln);
+            p += ln;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                memcpy(p, pieces[i].buf, pieces[i].len);
+                p += pieces[i].len;
+            }
+            p[0] = '\r';
+            p[1] = '\n';
+            p += 2;
         }
-        p[0] = '\r';
-        p[1] = '\n';
+        if (last)
+            memcpy(p, TERMINATOR, TERMINATOR_LEN);
         PyObject *r = PyObject_CallMethodOneArg(self->transport, s_write, out);
         Py_DECREF(out);
         if (r == NULL)
             return -1;
         Py_DECREF(r);
+        if (last) {
+            self->ended = 1;
+            if (self->on_end != Py_None) {
+                PyObject *e = PyObject_CallNoArgs(self->on_end);
+                if (e == NULL)
+                    return -1;
+                Py_DECREF(e);
+            }
+        }
     }
     /* the caller's connection's write_paused, read after the write (which may have set it) */
     PyObject *wp = PyObject_GetAttr(self->conn, s_write_paused);
@@ -414,11 +445,13 @@ static int sink_relay(SinkObject *self, const Piece *pieces, Py_ssize_t n) {
     return more;
 }
 
-/* sink(batch): _DirectSink.forward's contract (a list of (stamp, bytes)) */
-static PyObject *sink_call(SinkObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *batch;
-    if (!PyArg_ParseTuple(args, "O!:Sink", &PyList_Type, &batch))
+/* sink(batch) and sink.end(batch): _DirectSink.forward's and _DirectSink.end's contract (a list of
+ * (stamp, bytes)) */
+static PyObject *sink_batch(SinkObject *self, PyObject *batch, int last) {
+    if (!PyList_Check(batch)) {
+        PyErr_SetString(PyExc_TypeError, "a batch is a list of (stamp, bytes) pairs");
         return NULL;
+    }
     /* the batch's items held in a list of our own while they are read and written: the write, and
      * a collection at any allocation (a finalizer), may run Python code that changes the batch */
     PyObject *items = PyList_GetSlice(batch, 0, PY_SSIZE_T_MAX);
@@ -448,7 +481,7 @@ static PyObject *sink_call(SinkObject *self, PyObject *args, PyObject *kwds) {
         pieces[i].len = PyBytes_GET_SIZE(data);
     }
     if (rc == 0)
-        rc = sink_relay(self, pieces, n);
+        rc = sink_relay(self, pieces, n, last);
     Py_DECREF(items);
     if (pieces != &one)
         PyMem_Free(pieces);
@@ -457,8 +490,19 @@ static PyObject *sink_call(SinkObject *self, PyObject *args, PyObject *kwds) {
     return PyBool_FromLong(rc);
 }
 
+static PyObject *sink_call(SinkObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *batch;
+    if (!PyArg_ParseTuple(args, "O!:Sink", &PyList_Type, &batch))
+        return NULL;
+    return sink_batch(self, batch, 0);
+}
+
+/* sink.end(batch): the last read of a complete body, with the body's end in the same write */
+static PyObject *sink_end(SinkObject *self, PyObject *batch) { return sink_batch(self, batch, 1); }
+
 static PyMemberDef sink_members[] = {
     {"size", T_PYSSIZET, offsetof(SinkObject, size), READONLY, "bytes forwarded, recorded or not"},
+    {"ended", T_BOOL, offsetof(SinkObject, ended), READONLY, "the body's end was written (end)"},
     {"calls", T_PYSSIZET, offsetof(SinkObject, calls), READONLY, "reads handed to it"},
     {NULL},
 };
@@ -466,6 +510,8 @@ static PyMemberDef sink_members[] = {
 static PyMethodDef sink_methods[] = {
     {"joined", (PyCFunction)sink_joined, METH_NOARGS,
      "The record so far: (the kept bytes joined, each piece's size, each piece's t_ms)."},
+    {"end", (PyCFunction)sink_end, METH_O,
+     "end(batch): the last read of a complete body, written with the body's end (then on_end())."},
     {NULL},
 };
 
@@ -656,7 +702,7 @@ static PyObject *dechunk_read(DechunkerObject *self, PyObject *data, double stam
             goto done;
         result = Py_BuildValue("(OnOn)", primer, offset, filler ? Py_True : Py_False, bytes);
     } else if (Py_IS_TYPE(sink, &SinkType) && PyList_GET_SIZE(list) == 0) {
-        int rc = n ? sink_relay((SinkObject *)sink, pieces, n) : 1;
+        int rc = n ? sink_relay((SinkObject *)sink, pieces, n, 0) : 1;
         if (rc >= 0)
             result = PyBool_FromLong(rc);
     } else if (append_pieces(list, pieces, n) == 0) {

@@ -12,10 +12,20 @@ class Sink:
     def size(self) -> int: ...
     @property
     def calls(self) -> int: ...
+    @property
+    def ended(self) -> bool: ...
     def __init__(
-        self, t0: float, limit: int, added: Any, conn: Any, transport: asyncio.Transport
+        self,
+        t0: float,
+        limit: int,
+        added: Any,
+        conn: Any,
+        transport: asyncio.Transport,
+        on_end: Callable[[], object] | None = None,
     ) -> None: ...
     def __call__(self, batch: list[tuple[float, bytes]], /) -> bool: ...
+    def end(self, batch: list[tuple[float, bytes]], /) -> bool:
+        """The last read of a complete body: written with the body's end (then ``on_end()``)."""
     def joined(self) -> tuple[bytes, list[int], list[float]]:
         """The record so far: the kept bytes joined, each piece's size and its ``t_ms``."""
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Batch",
+    "BodyEnd",
     "BodySink",
     "Upstream",
     "UpstreamBroken",
@@ -59,6 +60,8 @@ class UpstreamInvalid(UpstreamUnreachable):
 Batch = list[tuple[float, bytes]]
 #: takes a batch the moment it is parsed; False: stop handing on (see ``UpstreamResponse.relay``)
 BodySink = Callable[[Batch], bool]
+#: takes the last batch of a complete body, the body's end with it (see ``UpstreamResponse.relay``)
+BodyEnd = Callable[[Batch], object]
 
 
 @dataclass(slots=True)
@@ -71,12 +74,13 @@ class UpstreamResponse:
     batches: AsyncIterator[Batch]
     aclose: Callable[[], Awaitable[None]]
     #: the body handed on from the upstream's read callback instead (None where not offered):
-    #: ``await relay(sink)`` gives ``sink`` each read's pieces the moment they are parsed, with no
-    #: task step between. ``sink`` returns False to stop (the caller's buffer is full,
+    #: ``await relay(sink, end)`` gives ``sink`` each read's pieces the moment they are parsed, with
+    #: no task step between. ``sink`` returns False to stop (the caller's buffer is full,
     #: or the caller is gone); relay then returns False and reading waits until relay is called
     #: again. It returns True at the body's end and raises the errors ``batches`` raises. Use one of
-    #: the two, not both.
-    relay: Callable[[BodySink], Awaitable[bool]] | None = None
+    #: the two, not both. ``end`` (or None) takes the pieces of the read that completed the body in
+    #: place of ``sink``: the response's end can then go out with them, in one write
+    relay: Callable[[BodySink, BodyEnd | None], Awaitable[bool]] | None = None
 
     @property
     def body(self) -> AsyncIterator[bytes]:
@@ -144,6 +148,8 @@ class _Conn(asyncio.Protocol):
         self.paused = False
         self.waiter: asyncio.Future[None] | None = None
         self.sink: BodySink | None = None
+        #: takes the last pieces of a complete body in place of ``sink`` (``relay``'s ``end``), once
+        self.sink_end: BodyEnd | None = None
         self.halted = False  # the sink said stop
         #: while waiting (``_Raw._wait``): the time the wait ends by (None: ``read_s`` after the
         #: last read's stamp), and whether it ended by timing out
@@ -268,8 +274,11 @@ class _Conn(asyncio.Protocol):
         sink = self.sink
         if sink is not None:
             # relayed: what this read brought goes on now, in this callback; the waiting
-            # task is woken only at the end, on an error, or when the sink says stop
-            if self.pieces:
+            # task is woken only at the end, on an error, or when the sink says stop. The read
+            # that completed the body goes to ``end``, with the body's end
+            if self.complete and self.sink_end is not None and self.error is None:
+                self._end()
+            elif self.pieces:
                 batch, self.pieces = self.pieces, []
                 self.buffered = 0
                 if not sink(batch):
@@ -336,10 +345,22 @@ class _Conn(asyncio.Protocol):
 
     def hand_on(self) -> None:
         assert self.sink is not None
+        if self.complete and self.sink_end is not None and self.error is None:
+            self._end()
+            return
         batch, self.pieces = self.pieces, []
         self.buffered = 0
         if not self.sink(batch):
             self._halt()
+
+    def _end(self) -> None:
+        """The body is complete: its last pieces (perhaps none) to ``sink_end``, once. Whether the
+        caller takes more matters no longer: the task is woken for the body's end."""
+        end, self.sink_end = self.sink_end, None
+        assert end is not None
+        batch, self.pieces = self.pieces, []
+        self.buffered = 0
+        end(batch)
 
     def _halt(self) -> None:
         """The sink said stop: reading waits until it is handed on again."""
@@ -662,8 +683,8 @@ class _Raw(Upstream):
                     conn.close()
                     raise UpstreamTimeout("the upstream stopped sending")
 
-        async def relay(sink: BodySink) -> bool:
-            conn.sink, conn.halted = sink, False
+        async def relay(sink: BodySink, end: BodyEnd | None = None) -> bool:
+            conn.sink, conn.sink_end, conn.halted = sink, end, False
             try:
                 if conn.pieces:
                     conn.hand_on()  # parsed before the relay began (with the head, or while paused)
@@ -686,7 +707,7 @@ class _Raw(Upstream):
                     await self._wait(conn)  # woken by a read's end, an error, a stop, or read_s
                 return False
             finally:
-                conn.sink = None
+                conn.sink = conn.sink_end = None
 
         async def aclose() -> None:
             if state["done"] and conn.keep and not conn.pieces and conn.error is None:

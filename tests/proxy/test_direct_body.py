@@ -5,6 +5,7 @@ callback. Real sockets on both sides, since neither exists in process."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import gc
 import hashlib
@@ -54,9 +55,10 @@ class _Calls(dict[str, int]):
 
 @pytest.fixture
 def spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Counts the writes and waits of every DirectBody."""
+    """Counts the writes and waits of every DirectBody (a read that ends the body, with the body's
+    end written with it, counts as a send)."""
     calls = _Calls(send=0, drain=0)
-    send, drain = DirectBody.send, DirectBody.drain
+    send, send_end, drain = DirectBody.send, DirectBody.send_end, DirectBody.drain
     make = _app._direct_sink
 
     def counted_sink(*args: Any) -> Any:
@@ -69,12 +71,17 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         calls["send"] += 1
         return send(self, data)
 
+    def counted_send_end(self: DirectBody, data: bytes) -> bool | None:
+        calls["send"] += 1
+        return send_end(self, data)
+
     async def counted_drain(self: DirectBody) -> None:
         calls["drain"] += 1
         await drain(self)
 
     monkeypatch.setattr(_app, "_direct_sink", counted_sink)
     monkeypatch.setattr(DirectBody, "send", counted_send)
+    monkeypatch.setattr(DirectBody, "send_end", counted_send_end)
     monkeypatch.setattr(DirectBody, "drain", counted_drain)
     return calls
 
@@ -99,6 +106,81 @@ def test_each_read_goes_to_the_caller_from_the_upstreams_callback(store: Store, 
         assert [c.data for c in ex.response.chunks or []] == PIECES
         offsets = [c.t_ms for c in ex.response.chunks or []]
         assert offsets == sorted(offsets)
+
+
+@contextmanager
+def _engine_like_upstream(pieces: list[bytes]) -> Iterator[str]:
+    """A raw HTTP/1.1 upstream that writes as an engine's server does: the head, each piece a write
+    of its own, and the last piece with the body's end in one write (so one read of the proxy's
+    holds both); kept alive, for any number of requests."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    framed = [b"%x\r\n%s\r\n" % (len(p), p) for p in pieces]
+
+    def one(conn: socket.socket) -> None:
+        with conn:
+            buf = b""
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    more = conn.recv(65536)
+                    if not more:
+                        return
+                    buf += more
+                head_end = buf.index(b"\r\n\r\n") + 4
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in buf[:head_end].split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
+                while len(buf) < head_end + length:
+                    buf += conn.recv(65536)
+                buf = buf[head_end + length :]
+                conn.sendall(head)
+                for f in framed[:-1]:
+                    conn.sendall(f)
+                    time.sleep(0.002)
+                conn.sendall(framed[-1] + b"0\r\n\r\n")
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                threading.Thread(target=one, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+
+
+def test_the_read_that_ends_the_body_goes_out_with_the_bodys_end(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last read of a body, which holds the body's end too, goes to the caller with the end in
+    one write (the sink's ``end``): every response whole, on a connection kept alive from one to the
+    next, every exchange recorded whole and as answered, not as a caller gone."""
+    sinks: list[Any] = []
+    make = _app._direct_sink
+
+    def kept(*args: Any) -> Any:
+        sinks.append(make(*args))
+        return sinks[-1]
+
+    monkeypatch.setattr(_app, "_direct_sink", kept)
+    with _engine_like_upstream(PIECES) as up, tap(up, store) as url, httpx.Client() as c:
+        for _ in range(3):
+            with c.stream("POST", f"{url}/v1/chat/completions", content=b"{}") as r:
+                assert b"".join(r.iter_raw()) == b"".join(PIECES)
+    assert len(sinks) == 3 and all(s.ended for s in sinks)
+    exs = asyncio.run(recorded(store, 3))
+    assert len(exs) == 3
+    for ex in exs:
+        assert ex.error is None and ex.response is not None and ex.response.status == 200
+        assert b"".join(c.data for c in ex.response.chunks or []) == b"".join(PIECES)
 
 
 def test_a_slow_caller_pauses_the_upstream_and_loses_nothing(store: Store, spy: dict[str, int]) -> None:
@@ -296,9 +378,9 @@ def test_a_record_entry_made_without_its_init_is_a_chunk_like_any_other() -> Non
 def test_the_record_keeps_each_piece_up_to_the_limit_whichever_path(
     reads: list[list[bytes]], limit: int
 ) -> None:
-    """Both tees (the ASGI path's ``keep`` and the relay's ``forward``, one piece a read or several)
-    record each piece with its read's offset until ``limit`` bytes are kept, the last one cut, and
-    count every byte forwarded."""
+    """Both tees (the ASGI path's ``keep`` and the relay's ``forward``, one piece a read or several,
+    and ``end`` for the last read) record each piece with its read's offset until ``limit`` bytes are
+    kept, the last one cut, and count every byte forwarded."""
     expected, kept = [], 0
     for i, pieces in enumerate(reads):
         for piece in pieces:
@@ -307,16 +389,17 @@ def test_the_record_keeps_each_piece_up_to_the_limit_whichever_path(
                 kept += len(expected[-1][1])
     total = sum(len(p) for pieces in reads for p in pieces)
     series = _Series((0.001, 0.01))
-    direct = SimpleNamespace(send=lambda data: True)
+    direct = SimpleNamespace(send=lambda data: True, send_end=lambda data: True)
     for tee in (_Tee([], 0.0, limit, series), _DirectSink([], 0.0, limit, series, direct)):  # type: ignore[arg-type]
         for i, pieces in enumerate(reads):
             batch = [(float(i), p) for p in pieces]
             if isinstance(tee, _DirectSink):
-                assert tee.forward(batch) is True
+                assert (tee.end(batch) if i == len(reads) - 1 else tee.forward(batch)) is True
             else:
                 tee.keep(batch)
         assert [(c.t_ms, c.data) for c in tee.chunks] == expected
         assert tee.size == total
+        assert not isinstance(tee, _DirectSink) or tee.ended == bool(reads)
 
 
 class _Transport:
@@ -418,6 +501,37 @@ def test_start_and_end_do_what_the_asgi_send_does_or_nothing(
                 await c.send(m)
 
         assert _outcome(direct, plain_call) == _outcome(by_send, asgi)
+
+
+@pytest.mark.parametrize("paused", [False, True])
+@pytest.mark.parametrize("data", [b"", b"data: [DONE]\n\n"])
+def test_a_body_ended_with_its_last_read_is_ended_once(paused: bool, data: bytes) -> None:
+    """``send_end`` writes the last read and the body's end in one write; the response's end then
+    writes nothing more, as the plain call or (the caller's buffer full) through the ASGI ``send``
+    after a drain, and completes the response as ever. A caller gone after that aborts nothing:
+    its connection's ``on_gone`` is let go of."""
+    cycle = _cycle_in(paused, False, True, False, "POST")
+    cycle.conn.on_gone = "armed"
+    body = DirectBody(cycle)
+    assert body.send_end(data) is (not paused)
+    framed = (b"%x\r\n%s\r\n" % (len(data), data) if data else b"") + b"0\r\n\r\n"
+    assert cycle.conn.transport.out == [framed]
+    assert cycle.terminated and cycle.conn.on_gone is None and not cycle.response_complete
+
+    async def end() -> None:
+        if not body.end():
+            await cycle.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    asyncio.run(end())
+    assert cycle.conn.transport.out == [framed, *([b"<drained>"] if paused else []), b"<complete>"]
+    assert cycle.response_complete
+
+
+def test_a_body_ended_for_a_caller_already_gone_writes_nothing() -> None:
+    cycle = _cycle_in(False, True, True, False, "POST")
+    body = DirectBody(cycle)
+    assert body.send_end(b"x") is None
+    assert cycle.conn.transport.out == [] and not cycle.terminated
 
 
 def test_the_listeners_extensions_and_the_upstream_answer_made_without_init_are_whole() -> None:

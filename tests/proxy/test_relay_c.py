@@ -75,6 +75,9 @@ class _Caller:
     write_paused: bool = False
     disconnected: bool = False
     closing: bool = False
+    #: the body's end went out with its last read (``DirectBody.ended``), and what that let go of
+    terminated: bool = False
+    on_gone: Any = None
 
     @property
     def conn(self) -> _Caller:
@@ -130,14 +133,15 @@ def _drive(path: str, reads: list[bytes], *, close: bool, limit: int, caller: _C
     chunks: list[Chunk] = []
     series = _Series((0.001, 0.01, 1.0))
     cycle = weakref.ref(caller)
+    caller.on_gone = "armed"
+    direct = DirectBody.__new__(DirectBody)
+    direct._cycle, direct._transport = cycle, caller  # type: ignore[assignment]
     sink: Any
     if compiled:
         assert relay_c is not None
-        sink = relay_c.Sink(0.0, limit, series, caller, caller)  # type: ignore[arg-type]
+        sink = relay_c.Sink(0.0, limit, series, caller, caller, direct.ended)  # type: ignore[arg-type]
         forward = sink
     else:
-        direct = DirectBody.__new__(DirectBody)
-        direct._cycle, direct._transport = cycle, caller  # type: ignore[assignment]
         sink = _DirectSink(chunks, 0.0, limit, series, direct)
         forward = sink.forward
     events: list[Any] = []
@@ -150,12 +154,12 @@ def _drive(path: str, reads: list[bytes], *, close: bool, limit: int, caller: _C
         conn.data_received(data)
         if caller.relaying and conn.sink is None and conn.headers_done and (not begun or conn.halted):
             begun = True
-            conn.sink, conn.halted = forward, False  # the relay begins (``_Raw.open``'s relay)
+            conn.sink, conn.sink_end, conn.halted = forward, sink.end, False  # ``_Raw.open``'s relay begins
             if conn.pieces:
                 conn.hand_on()
         if conn.halted and caller.late:  # relay() returned False: no sink until it is called again
             events.append(("stopped", i))
-            conn.sink = None
+            conn.sink = conn.sink_end = None
             caller.write_paused = False
         elif conn.halted:  # the sink said stop: the task drains the caller, then relays again
             events.append(("halted", i))
@@ -181,6 +185,7 @@ def _drive(path: str, reads: list[bytes], *, close: bool, limit: int, caller: _C
         "error": None if conn.error is None else (type(conn.error).__name__, str(conn.error)),
         "left": conn.pieces,
         "buffered": conn.buffered,
+        "ended": (sink.ended, caller.terminated, caller.on_gone),
     }
 
 
@@ -321,13 +326,15 @@ def test_the_compiled_reader_is_made_as_any_python_object() -> None:
 
 def test_a_read_of_whole_chunks_is_taken_over_and_relayed_in_one_call() -> None:
     """The compiled reader takes the body over at the first chunk boundary, and a read of several
-    chunks then goes to the caller as one chunk: the pieces recorded apart, each with the read's stamp."""
+    chunks then goes to the caller as one chunk: the pieces recorded apart, each with the read's stamp.
+    The read that ends the body goes out with the body's end, in one write."""
     assert relay_c is not None
     head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
     reads = [head + b"3\r\nabc\r\n", b"2\r\nde\r\nA\r\n0123456789\r\n", b"1\r\nf\r\n0\r\n\r\n"]
     caller = _Caller(set(), None)
     out = _drive("reader", reads, close=False, limit=100, caller=caller)
-    assert out["caller"] == [b"3\r\nabc\r\n", b"c\r\nde0123456789\r\n", b"1\r\nf\r\n"]
+    assert out["caller"] == [b"3\r\nabc\r\n", b"c\r\nde0123456789\r\n", b"1\r\nf\r\n0\r\n\r\n"]
+    assert out["ended"] == (True, True, None)
     assert [d for _, d in out["chunks"]] == [b"abc", b"de", b"0123456789", b"f"]
     assert out["state"] == (True, True, True, True, False, 200) and out["error"] is None
 
