@@ -11,7 +11,6 @@ NATIVE: list[tuple[str, str]] = [
     ("wirecheck.contracts._markup_c", "contracts/_markup_c.c"),
     ("wirecheck.record._rows_c", "record/_rows_c.c"),
     ("wirecheck.record._window_c", "record/_window_c.c"),
-    ("wirecheck.record._mac_c", "record/_mac_c.c"),
     ("wirecheck.proxy._kin_c", "proxy/_kin_c.c"),
     ("wirecheck.proxy._heads_c", "proxy/_heads_c.c"),
     ("wirecheck.proxy._relay_c", "proxy/_relay_c.c"),

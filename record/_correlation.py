@@ -28,9 +28,7 @@ import secrets
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from typing import Any, Protocol
-
-from wirecheck.contracts import native
+from typing import Protocol
 
 __all__ = ["CORRELATION_HEADER", "SECRET_ENV", "Correlator", "correlation_secret", "mint_correlation"]
 
@@ -59,47 +57,35 @@ _TAP, _CLIENT = "tap", "client"
 
 def _mac(secret: bytes, nonce: str, kind: str) -> str:
     """HMAC-SHA256 of ``kind:nonce`` under ``secret``, in hex, cut to ``_MAC_HEX``."""
+    message = f"{kind}:{nonce}".encode("ascii")
     keyed = _KEYED.get(secret)
     if keyed is None:
         keyed = _keyed(secret)
         if len(_KEYED) < 16:
             _KEYED[secret] = keyed
-    return keyed.mac(kind, nonce)
+    copy = keyed.copy()
+    copy.update(message)
+    return copy.hexdigest()[:_MAC_HEX]
+
+
+def _keyed(secret: bytes) -> _Keyed:
+    """An HMAC-SHA256 keyed with ``secret`` and fed nothing: the OpenSSL HMAC that ``hmac.new``
+    wraps where Python has one (its ``copy``, ``update`` and ``hexdigest`` are then one C call each,
+    not a Python method around the C one: about 4k instructions an id less), else the ``hmac.HMAC``."""
+    made = hmac.new(secret, digestmod="sha256")
+    inner: _Keyed | None = getattr(made, "_hmac", None)
+    return inner if inner is not None else made
 
 
 class _Keyed(Protocol):
-    def mac(self, kind: str, nonce: str, /) -> str: ...
+    def copy(self) -> _Keyed: ...
+    def update(self, message: bytes, /) -> None: ...
+    def hexdigest(self) -> str: ...
 
 
-class _HmacKeyed:
-    """The reference MAC: the stdlib's HMAC-SHA256 keyed with the secret and fed nothing, copied for
-    each id (``hmac.new`` sets OpenSSL's HMAC up, its digest looked up, on every call). Where Python
-    wraps OpenSSL's HMAC, that one is kept (its ``copy``, ``update`` and ``hexdigest`` are then one C
-    call each, not a Python method around the C one)."""
-
-    __slots__ = ("_hmac",)
-
-    def __init__(self, secret: bytes) -> None:
-        made = hmac.new(secret, digestmod="sha256")
-        self._hmac: Any = getattr(made, "_hmac", None) or made
-
-    def mac(self, kind: str, nonce: str, /) -> str:
-        """The first ``_MAC_HEX`` hex digits of the HMAC of ``kind:nonce`` (UnicodeEncodeError where
-        either is not ASCII)."""
-        copy = self._hmac.copy()
-        copy.update(f"{kind}:{nonce}".encode("ascii"))
-        return str(copy.hexdigest()[:_MAC_HEX])
-
-
-#: the compiled twin (``_mac_c.c``): the same MAC with the two keyed SHA-256 states held as plain
-#: structs, about a third of the instructions an id of OpenSSL's HMAC copied, fed and finished
-_C = native("wirecheck.record._mac_c")
-
-#: an HMAC keyed with a secret: ``_keyed(secret).mac(kind, nonce)``
-_keyed: Callable[[bytes], _Keyed] = _C.Keyed if _C is not None else _HmacKeyed
-
-#: secret -> its keyed HMAC (``_keyed``), kept for ``_mac``: keying it costs two SHA-256 blocks and,
-#: through OpenSSL, its digest looked up
+#: secret -> an HMAC keyed with it and fed nothing, copied for each id: ``hmac.new`` sets OpenSSL's
+#: HMAC up (its digest looked up) on every call, a tenth of a tap's own instructions an exchange for
+#: its two ids' MACs
 _KEYED: dict[bytes, _Keyed] = {}
 
 
@@ -161,7 +147,7 @@ class Correlator:
     def __init__(self, secret: bytes) -> None:
         self.secret = secret
         self._seen: OrderedDict[str, None] = OrderedDict()
-        #: the HMAC keyed with ``secret`` (``_keyed``): its MACs of the ids this object mints and verifies
+        #: the HMAC keyed with ``secret`` that the tap's own ids' MACs are copied from (``_mac``'s)
         self._keyed = _keyed(secret)
 
     def mint(self, nonce: str | None = None) -> str:
@@ -171,7 +157,9 @@ class Correlator:
         its correlation id is minted with: one nonce an exchange, not two); a fresh one if None."""
         if nonce is None:
             nonce = _nonce()
-        return f"{nonce}.{self._keyed.mac(_TAP, nonce)}"
+        mac = self._keyed.copy()
+        mac.update(f"{_TAP}:{nonce}".encode("ascii"))
+        return f"{nonce}.{mac.hexdigest()[:_MAC_HEX]}"
 
     @staticmethod
     def nonce() -> str:
@@ -186,7 +174,7 @@ class Correlator:
         nonce, mac = value[:_NONCE_HEX], value[_NONCE_HEX + 1 :]
         for kind in (_TAP, _CLIENT):
             try:
-                expected = self._keyed.mac(kind, nonce)
+                expected = _mac(self.secret, nonce, kind)
             except UnicodeEncodeError:
                 return None
             if hmac.compare_digest(expected, mac):
