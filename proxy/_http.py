@@ -673,7 +673,7 @@ class _Cycle:
         elif self.chunked:
             out = _chunk(body) if body else b""
             if not more and not self.terminated:
-                out += b"0\r\n\r\n"
+                out += _END
             if out:
                 conn.transport.write(out)
         else:
@@ -694,6 +694,10 @@ class _Cycle:
 
 #: the size lines of chunks up to 1 KB (most SSE events): looked up, not formatted, once a chunk
 _SIZE_LINES = [b"%x\r\n" % n for n in range(1024)]
+
+
+#: the chunked body's end (the last chunk, no trailers)
+_END = b"0\r\n\r\n"
 
 
 def _chunk(data: bytes) -> bytes:
@@ -791,9 +795,7 @@ class DirectBody:
         c = self._cycle()
         if c is None or c.disconnected or self._transport.is_closing():
             return None
-        n = len(data)
-        chunk = ((_SIZE_LINES[n] if n < 1024 else b"%x\r\n" % n) + data + b"\r\n") if n else b""
-        self._transport.write(chunk + b"0\r\n\r\n")
+        self._transport.write((_chunk(data) if data else b"") + _END)
         self.ended()
         conn = c.conn
         return conn is not None and not conn.write_paused
