@@ -45,7 +45,15 @@ HERE = Path(__file__).resolve().parent
 
 
 def _record(
-    path: str, exchanges: int, rate: float, events: int, *, taps: int, same_prompt: bool, correlated: bool
+    path: str,
+    exchanges: int,
+    rate: float,
+    events: int,
+    *,
+    taps: int,
+    same_prompt: bool,
+    correlated: bool,
+    thinking: bool = False,
 ) -> None:
     """Record the store, a few hundred exchanges at a time (this process's memory stays small). With
     two taps each request is recorded at the caller tap and, 2 ms later, at the engine tap, with no
@@ -64,7 +72,14 @@ def _record(
                     e
                     for i in range(k, min(exchanges, k + 200))
                     for e in recorded(
-                        i, t0, rate, events, taps=taps, same_prompt=same_prompt, correlated=correlated
+                        i,
+                        t0,
+                        rate,
+                        events,
+                        taps=taps,
+                        same_prompt=same_prompt,
+                        correlated=correlated,
+                        thinking=thinking,
                     )
                 ]
             )
@@ -134,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             taps=args.taps,
             same_prompt=args.same_prompt,
             correlated=args.correlated,
+            thinking=args.thinking,
         )
         return 0
     if args.role == "check":
@@ -147,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             common = ["--store", store, "--exchanges", str(args.exchanges), "--rate", str(args.rate)]
             shape = ["--taps", str(args.taps), *(["--same-prompt"] if args.same_prompt else [])]
             shape += ["--correlated"] if args.correlated else []
+            shape += ["--thinking"] if args.thinking else []
             _child("--role", "record", "--events", str(events), *shape, *common)
             got = json.loads(_child("--role", "check", "--batch", str(args.batch), *common))
             if got["checked"] != args.exchanges * args.taps:
@@ -185,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             "taps": args.taps,
             "same_prompt": args.same_prompt,
             "correlated": args.correlated,
+            "thinking": args.thinking,
             "rows": rows,
             "ratio": ratio,
             "target": args.target,

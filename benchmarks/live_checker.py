@@ -53,7 +53,7 @@ from wirecheck.proxy._live import Recent, check_pending, settle_checker_gc
 from wirecheck.record import Store, open_store
 
 
-def _exchange(i: int, t0: float, rate: float, events: int) -> Exchange:
+def _exchange(i: int, t0: float, rate: float, events: int, thinking: bool = False) -> Exchange:
     def frame(delta: dict[str, Any], finish: str | None) -> bytes:
         obj = {
             "id": f"chatcmpl-{i:016x}",
@@ -65,7 +65,9 @@ def _exchange(i: int, t0: float, rate: float, events: int) -> Exchange:
         return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
     pieces = [frame({"role": "assistant", "content": ""}, None)]
-    pieces += [frame({"content": f"tok{n} "}, None) for n in range(events - 2)]
+    # a thinking model's stream (vllm-wire.md): its reasoning first, the first half of the tokens
+    field = ("reasoning", "content") if thinking else ("content", "content")
+    pieces += [frame({field[2 * n >= events - 2]: f"tok{n} "}, None) for n in range(events - 2)]
     pieces += [frame({}, "stop"), b"data: [DONE]\n\n"]
     body = json.dumps(
         {"model": "bench", "stream": True, "messages": [{"role": "user", "content": f"hi {i}"}]}
@@ -96,13 +98,15 @@ def recorded(
     taps: int = 1,
     same_prompt: bool = False,
     correlated: bool = False,
+    thinking: bool = False,
 ) -> list[Exchange]:
     """Request ``i`` as recorded: at the caller tap, and with two taps also at the engine tap 2 ms
     later, with no correlation id (a gateway that drops ``x-wirecheck-id``): the two pair by
     completion id; ``correlated``: both sides carry the request's correlation id (a gateway that
     passes it on). ``same_prompt``: every request sends one prompt (a load test), so that every
-    exchange may pair with every other of the other tap."""
-    ex = _exchange(i, t0, rate, events)
+    exchange may pair with every other of the other tap. ``thinking``: each stream is a thinking
+    model's, half its tokens ``reasoning`` deltas before the answer's."""
+    ex = _exchange(i, t0, rate, events, thinking)
     if correlated:
         ex.correlation = f"{i:024x}.{'0' * 32}"
     if same_prompt:
@@ -125,7 +129,7 @@ def shape_label(args: argparse.Namespace) -> str:
     label = ""
     if args.taps == 2:
         label = ", at two taps " + ("with" if args.correlated else "without") + " correlation ids"
-    return label + (", one prompt" if args.same_prompt else "")
+    return label + (", one prompt" if args.same_prompt else "") + (", thinking" if args.thinking else "")
 
 
 def shape_args(ap: argparse.ArgumentParser) -> None:
@@ -142,6 +146,9 @@ def shape_args(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument(
         "--same-prompt", action="store_true", help="every request sends one prompt (all of them kin)"
+    )
+    ap.add_argument(
+        "--thinking", action="store_true", help="a thinking model's streams: half the tokens reasoning, first"
     )
 
 
@@ -230,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
                     taps=args.taps,
                     same_prompt=args.same_prompt,
                     correlated=args.correlated,
+                    thinking=args.thinking,
                 )
             ]
             _write(saved, exchanges)
@@ -267,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             "taps": args.taps,
             "same_prompt": args.same_prompt,
             "correlated": args.correlated,
+            "thinking": args.thinking,
             "store": None if args.store is None else str(args.store),
             "baseline_us_per_exchange": base * 1e6,
             "rows": rows,

@@ -169,24 +169,37 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
     model0: Any = _UNSET
     loads, not_json = orjson.loads, orjson.JSONDecodeError
     read = tokens = 0  # frames read here as objects, and those of them folded in with text
-    # the text around the answer's text in its plain chunks, once one was folded in (``_Template``),
-    # held in locals: the text before it and its length, the text after it and its length (never
-    # empty), the shortest chunk of it and the choice it goes to
+    # the text around a text field's string in its plain chunks (``_Template``), one a field (an
+    # answer's content; a thinking model's reasoning before it), each learned from its field's first
+    # such chunk. The one that matched last, ``tpl``, is held in locals (the text before it and its
+    # length, the text after it and its length, never empty, and the shortest chunk of it); the
+    # others wait in ``spare`` (a stream of one text field has none)
     tpl: _Template | None = None
-    learn = plain
+    spare: list[_Template] = []
     before, after, cut, tail, least = "", "", 0, 0, 0
+    learn: set[str] | None = set() if plain else None  # the fields whose template was tried
     # the compiled twin folds a run of template-alike chunks in one call (``_assembly_c.c``): the
     # iterator is then moved past the run, ``at`` counting where it stands
     fold = _C.fold_text if _C is not None and events.__class__ is list else None
     it = iter(events)
     at = 0
     for ev in it:
-        if fold is not None and tpl is not None and not st.done and tpl.choice.finish_reason is None:
-            run = fold(events, at, before, after, least, TEMPLATE_MAX, SSEEvent)
+        if fold is not None and tpl is not None and not st.done:
+            run = None
+            if tpl.choice.finish_reason is None:
+                run = fold(events, at, before, after, least, TEMPLATE_MAX, SSEEvent)
+            if run is None and spare:  # a chunk of another field: its template, if it has one
+                for other in spare:
+                    if other.choice.finish_reason is None:
+                        run = fold(events, at, other.before, other.after, other.least, TEMPLATE_MAX, SSEEvent)
+                        if run is not None:
+                            spare[spare.index(other)] = tpl
+                            tpl = other
+                            before, after, cut, tail, least = tpl.parts()
+                            break
             if run is not None:
-                end, content, count, times = run
-                into = tpl.choice
-                into.content = content if into.content is None else into.content + content
+                end, text, count, times = run
+                _put_text(tpl.choice, tpl.field, text)
                 read += end - at
                 tokens += count
                 if times:
@@ -199,30 +212,39 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
                 continue
         at += 1
         data = ev.data
-        if (
-            tpl is not None
-            and data.startswith(before)
-            and data.endswith(after)
-            and least <= len(data) <= TEMPLATE_MAX
-        ):
-            # the text of the same chunk, but for its text: only that string is read
-            try:
-                content = loads(data[cut:-tail])
-            except not_json:
-                content = None
-            into = tpl.choice
-            if content.__class__ is str and not st.done and into.finish_reason is None:
-                read += 1
-                into.content = content if into.content is None else into.content + content
-                if content:
-                    tokens += 1
-                    t = ev.t_ms
-                    if t is not None:
-                        if st.first_token_ms is None:
-                            st.first_token_ms = t
-                        st.last_token_ms = t
-                        token_times.append(t)
-                continue
+        if tpl is not None:
+            alike = data.startswith(before) and data.endswith(after) and least <= len(data) <= TEMPLATE_MAX
+            if not alike and spare:
+                for other in spare:
+                    if (
+                        data.startswith(other.before)
+                        and data.endswith(other.after)
+                        and other.least <= len(data) <= TEMPLATE_MAX
+                    ):
+                        spare[spare.index(other)] = tpl
+                        tpl = other
+                        before, after, cut, tail, least = tpl.parts()
+                        alike = True
+                        break
+            if alike:
+                # the text of the same chunk, but for its text: only that string is read
+                try:
+                    text = loads(data[cut:-tail])
+                except not_json:
+                    text = None
+                into = tpl.choice
+                if text.__class__ is str and not st.done and into.finish_reason is None:
+                    read += 1
+                    _put_text(into, tpl.field, text)
+                    if text:
+                        tokens += 1
+                        t = ev.t_ms
+                        if t is not None:
+                            if st.first_token_ms is None:
+                                st.first_token_ms = t
+                            st.last_token_ms = t
+                            token_times.append(t)
+                    continue
         if st.done:
             n = ev.index
             if data.strip() == "[DONE]":
@@ -256,8 +278,9 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
                 continue
         choices = obj.get("choices")
         # nearly every chunk of an answer: the stream's id and model, one choice already under
-        # way whose delta is its text only, no finish, usage or fingerprint; folded in as
-        # _take_chunk folds it (no anomaly can arise), without its calls and tests
+        # way whose delta is one text field only (its content, or its reasoning), no finish, usage
+        # or fingerprint; folded in as _take_chunk folds it (no anomaly can arise), without its
+        # calls and tests
         if (
             choices.__class__ is list
             and len(choices) == 1
@@ -271,17 +294,31 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
                 delta = ch.get("delta")
                 idx = ch.get("index", 0)
                 if delta.__class__ is dict and len(delta) == 1 and idx.__class__ is int:
-                    content = delta.get("content")
+                    # its one key, where that is a text field: the answer's, or a thinking model's
+                    # reasoning under either of its names (vllm-wire.md: ``reasoning`` since vLLM
+                    # 0.16, ``reasoning_content`` from other servers and gateways); any other key
+                    # finds no string
+                    field = (
+                        "content"
+                        if "content" in delta
+                        else "reasoning"
+                        if "reasoning" in delta
+                        else "reasoning_content"
+                    )
+                    text = delta.get(field)
                     choice = by_index.get(idx)
-                    if content.__class__ is str and choice is not None and choice.finish_reason is None:
-                        if learn:  # the first such chunk: the others are likely its text but for the text
-                            learn = False
-                            tpl = _template(data, obj, content, choice)
-                            if tpl is not None:
-                                before, after, least = tpl.before, tpl.after, tpl.least
-                                cut, tail = len(before), len(after)
-                        choice.content = content if choice.content is None else choice.content + content
-                        if content:
+                    if text.__class__ is str and choice is not None and choice.finish_reason is None:
+                        if learn is not None and field not in learn:
+                            # the field's first such chunk: the others are likely its text but for the text
+                            learn.add(field)
+                            learned = _template(data, obj, text, choice, field)
+                            if learned is not None:
+                                if tpl is not None:
+                                    spare.append(tpl)
+                                tpl = learned
+                                before, after, cut, tail, least = tpl.parts()
+                        _put_text(choice, field, text)
+                        if text:
                             tokens += 1
                             t = ev.t_ms
                             if t is not None:
@@ -311,18 +348,38 @@ _C = native("wirecheck.contracts._assembly_c")
 TEMPLATE_MAX = 1 << 20
 
 
+def _put_text(choice: AssembledChoice, field: str, text: str) -> None:
+    """A delta of the one text ``field`` folded into its choice, as ``_take_delta`` folds it."""
+    if field == "content":
+        choice.content = text if choice.content is None else choice.content + text
+    else:
+        choice.reasoning_fields.add(field)
+        choice.reasoning = text if choice.reasoning is None else choice.reasoning + text
+
+
 @dataclass(slots=True)
 class _Template:
-    """The text of a stream's plain chunk around its text: a server writes every such chunk of a
-    stream alike (its id, model, time, choice and the rest the same), so a chunk that is this text
-    around one JSON string is that chunk with that string for text. Only the string is read (a
-    tenth of the chunk), and the chunk is folded in as the plain chunk it is."""
+    """The text of a stream's plain chunk around the string of its one text field: a server writes
+    every such chunk of a stream alike (its id, model, time, choice and the rest the same), so a
+    chunk that is this text around one JSON string is that chunk with that string for the field.
+    Only the string is read (a tenth of the chunk), and the chunk is folded in as the plain chunk
+    it is."""
 
     before: str
     after: str
     #: the shortest such chunk (with the string's two quotes)
     least: int
     choice: AssembledChoice
+    #: the delta's field: ``content``, ``reasoning`` or ``reasoning_content``
+    field: str = "content"
+    #: the lengths of ``before`` and ``after``: the string is ``text[cut:-tail]``
+    cut: int = 0
+    tail: int = 0
+
+    def parts(self) -> tuple[str, str, int, int, int]:
+        """``before``, ``after``, ``cut``, ``tail`` and ``least``: what the assembler's loop holds
+        in locals of the template that matched last."""
+        return self.before, self.after, self.cut, self.tail, self.least
 
 
 #: a JSON string, from its opening quote to its closing one
@@ -332,14 +389,17 @@ _PROBE = '"\\u0000\\n\\"probe"'
 _PROBED = orjson.loads(_PROBE)
 
 
-def _template(data: str, obj: dict[str, Any], content: str, choice: AssembledChoice) -> _Template | None:
-    """The template of this plain chunk (``obj`` read from ``data``, ``content`` its text), or None
-    where it cannot be told with certainty: the one ``"content":`` key of the text must be followed
-    by a JSON string, and the text with another string in its place must read as ``obj`` with that
-    string for text (so the string cut out is the delta's text, not an equal one elsewhere)."""
-    if content == _PROBED:  # then the probe would not tell where the text is
+def _template(
+    data: str, obj: dict[str, Any], text: str, choice: AssembledChoice, field: str = "content"
+) -> _Template | None:
+    """The template of this plain chunk (``obj`` read from ``data``, ``text`` its delta's one
+    ``field``), or None where it cannot be told with certainty: the one ``"<field>":`` key of the
+    chunk's text must be followed by a JSON string, and the text with another string in its place
+    must read as ``obj`` with that string for the field (so the string cut out is the delta's, not
+    an equal one elsewhere)."""
+    if text == _PROBED:  # then the probe would not tell where the text is
         return None
-    key = '"content":'
+    key = f'"{field}":'
     at = data.find(key)
     if at < 0 or data.find(key, at + 1) >= 0:
         return None
@@ -359,14 +419,14 @@ def _template(data: str, obj: dict[str, Any], content: str, choice: AssembledCho
     # the probe where the text was, and nowhere else (``obj`` is the caller's: not changed)
     try:
         delta = probe["choices"][0]["delta"]
-        if delta["content"] != _PROBED:
+        if delta[field] != _PROBED:
             return None
-        delta["content"] = content
+        delta[field] = text
     except (KeyError, IndexError, TypeError):
         return None
     if probe != obj:
         return None
-    return _Template(before, after, len(before) + len(after) + 2, choice)
+    return _Template(before, after, len(before) + len(after) + 2, choice, field, len(before), len(after))
 
 
 #: no value a frame may hold (equal to nothing but itself)

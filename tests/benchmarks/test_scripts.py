@@ -335,6 +335,38 @@ def test_live_checker_smoke(tmp_path: Path) -> None:
     assert data["baseline_us_per_exchange"] > 0 and "batches of 60" in proc.stdout
 
 
+def test_live_checker_thinking_smoke(tmp_path: Path) -> None:
+    """``--thinking``: streams of a thinking model, said in the title and kept in the JSON."""
+    out = tmp_path / "lct.json"
+    proc = _bench(
+        "live_checker.py",
+        "--exchanges",
+        "20",
+        "--rate",
+        "20",
+        "--batches",
+        "7",
+        "--thinking",
+        "--out",
+        str(out),
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["thinking"] is True and data["rows"][0]["us_per_exchange"] > 0
+    assert ", thinking," in proc.stdout
+
+
+def test_thinking_streams_are_half_reasoning_then_the_answer() -> None:
+    """What ``--thinking`` records: the role chunk, reasoning deltas, then content deltas, read back
+    by the checker's own assembly as a thinking answer."""
+    from wirecheck.contracts import build_view
+
+    view = build_view(_benchmark("live_checker").recorded(0, 0.0, 20.0, 10, thinking=True)[0])
+    choice = view.choices[0]
+    assert choice.reasoning == "tok0 tok1 tok2 tok3 " and choice.content == "tok4 tok5 tok6 tok7 "
+    assert choice.reasoning_fields == {"reasoning"} and choice.finish_reason == "stop"
+
+
 def test_store_write_smoke(tmp_path: Path) -> None:
     out = tmp_path / "sw.json"
     proc = _bench(

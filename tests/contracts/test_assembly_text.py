@@ -1,8 +1,9 @@
-"""assemble_stream folds the plain chunk of an answer's text (the stream's id and model, one choice
-under way, a delta of its text only) without ``_take_chunk``, and reads a chunk written as the first
-such chunk but for its text through that chunk's template: it must build what ``_take_chunk`` builds
-from every chunk, for any mix of that shape and its near misses (another id or model, usage, a
-fingerprint, a finish, a second choice, an index that is not an int, a delta with more in it, a
+"""assemble_stream folds the plain chunk of an answer's text or of its reasoning (the stream's id and
+model, one choice under way, a delta of one text field only: content, reasoning or
+reasoning_content) without ``_take_chunk``, and reads a chunk written as the field's first such chunk
+but for its text through that chunk's template: it must build what ``_take_chunk`` builds from every
+chunk, for any mix of that shape and its near misses (another id or model, usage, a fingerprint, a
+finish, a second choice, an index that is not an int, a delta with more in it or another key, a
 "content" key elsewhere, a frame that is not JSON, an object or short, texts JSON escapes)."""
 
 from __future__ import annotations
@@ -73,7 +74,13 @@ _deltas = st.one_of(
     _texts.map(lambda t: {"content": t}),
     _texts.map(lambda t: {"content": t}),
     _texts.map(lambda t: {"content": t}),
-    _texts.map(lambda t: {"content": t}),
+    _texts.map(lambda t: {"reasoning": t}),
+    _texts.map(lambda t: {"reasoning": t}),
+    _texts.map(lambda t: {"reasoning_content": t}),
+    st.just({"reasoning": None}),
+    st.just({"reasoning": 5}),
+    st.just({"reasoning": "r", "reasoning_content": "s"}),
+    st.just({"refusal": "no"}),
     st.just({"content": None}),
     st.just({"content": 5}),
     st.just({"role": "assistant", "content": ""}),
@@ -251,3 +258,74 @@ def test_chunks_alike_but_for_their_text_build_what_take_chunk_builds(texts: lis
     assert got == _one_by_one(events)
     assert got.choices[0].content == "".join(["lead", *texts]) + ("after" if finish else "")
     assert got.after_done == 2 and got.done == 2
+
+
+def _thinking_chunk(field: str, text: str, **extra: Any) -> str:
+    """A chunk of a thinking model's stream as vLLM writes it (vllm-wire.md): one text field."""
+    choice = {"index": 0, "delta": {field: text}, "logprobs": None, "finish_reason": None, "token_ids": None}
+    obj = {
+        "id": "c",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{**choice, **extra}],
+    }
+    return json.dumps({**obj, "kv_transfer_params": None}, separators=(",", ":"))
+
+
+@pytest.mark.parametrize("name", ["reasoning", "reasoning_content"])
+def test_a_thinking_stream_folds_its_reasoning_and_its_answer_each_through_its_template(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reasoning, then the answer, then reasoning again (a model that thinks between its words):
+    each field's chunks go through that field's template, and only the role chunk and the finish
+    through ``_take_chunk``; the stream is what ``_take_chunk`` builds from every chunk."""
+    from wirecheck.contracts import _assembly
+
+    role = json.dumps(
+        {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    )
+    thought = [_thinking_chunk(name, f"r{n} ") for n in range(12)]
+    answer = [_thinking_chunk("content", f"c{n} ") for n in range(8)]
+    again = [
+        _thinking_chunk(
+            name,
+            "",
+        ),
+        _thinking_chunk(name, "late"),
+    ]
+    finish = _thinking_chunk("content", "", finish_reason="stop").replace(
+        '"delta":{"content":""}', '"delta":{}'
+    )
+    datas = [role, *thought, *answer, *again, finish, "[DONE]"]
+    events = [SSEEvent(d, index=i, t_ms=float(i)) for i, d in enumerate(datas)]
+    taken: list[int] = []
+
+    def counted(st_: AssembledStream, obj: dict[str, Any], ev: SSEEvent) -> None:
+        taken.append(ev.index)
+        _take_chunk(st_, obj, ev)
+
+    monkeypatch.setattr(_assembly, "_take_chunk", counted)
+    got = assemble_stream(events)
+    assert taken == [0, len(datas) - 2]
+    assert got == _one_by_one(events)
+    choice = got.choices[0]
+    assert choice.reasoning == "".join(f"r{n} " for n in range(12)) + "late"
+    assert choice.content == "".join(f"c{n} " for n in range(8)) and choice.reasoning_fields == {name}
+    # every chunk with text is a token, the role chunk's empty content and the empty reasoning not
+    assert got.token_events == 21 and got.token_times[0] == 1.0 and got.token_times[-1] == 22.0
+    assert got.frames == len(datas) - 1 and not got.anomalies
+
+
+def test_a_reasoning_template_is_told_by_its_own_key() -> None:
+    """``"reasoning":`` is found whole: a chunk of ``reasoning_content`` has no ``reasoning`` key in
+    its text, and a ``reasoning`` key elsewhere in the chunk leaves the delta's untold."""
+    choice = AssembledChoice(0)
+    text = _thinking_chunk("reasoning", 'a "b"')
+    tpl = _template(text, json.loads(text), 'a "b"', choice, "reasoning")
+    assert tpl is not None and tpl.field == "reasoning" and tpl.before.endswith('"reasoning":')
+    assert text == tpl.before + json.dumps('a "b"') + tpl.after
+    other = _thinking_chunk("reasoning_content", "a")
+    assert _template(other, json.loads(other), "a", choice, "reasoning") is None
+    twice = _thinking_chunk("reasoning", "a", logprobs={"reasoning": "a"})
+    assert _template(twice, json.loads(twice), "a", choice, "reasoning") is None
