@@ -193,7 +193,6 @@ def test_a_stream_without_a_model_id_or_role_chunk_takes_the_fold(
 ) -> None:
     """A server or gateway that writes no model, no id or no role chunk: its chunks are as plain as
     any, and after the first (which makes the choice) only the finish goes through _take_chunk."""
-    from wirecheck.contracts import _assembly
 
     def chunk(text: str, **extra: Any) -> str:
         obj = _plain_chunk(text, **extra)
@@ -203,6 +202,18 @@ def test_a_stream_without_a_model_id_or_role_chunk_takes_the_fold(
 
     datas = [chunk(f"tok{n} ") for n in range(20)] + [chunk("", finish_reason="stop"), "[DONE]"]
     events = [SSEEvent(d, index=i, t_ms=float(i)) for i, d in enumerate(datas)]
+    taken = _count_take_chunk(monkeypatch)
+    got = assemble_stream(events)
+    assert taken == [0, 20]
+    assert got == _one_by_one(events)
+    assert got.choices[0].content == "".join(f"tok{n} " for n in range(20))
+    assert got.token_events == 20 and got.frames == 21 and not got.anomalies
+
+
+def _count_take_chunk(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The events ``_take_chunk`` is handed from now on, in order (it still folds each)."""
+    from wirecheck.contracts import _assembly
+
     taken: list[int] = []
 
     def counted(st_: AssembledStream, obj: dict[str, Any], ev: SSEEvent) -> None:
@@ -210,11 +221,7 @@ def test_a_stream_without_a_model_id_or_role_chunk_takes_the_fold(
         _take_chunk(st_, obj, ev)
 
     monkeypatch.setattr(_assembly, "_take_chunk", counted)
-    got = assemble_stream(events)
-    assert taken == [0, 20]
-    assert got == _one_by_one(events)
-    assert got.choices[0].content == "".join(f"tok{n} " for n in range(20))
-    assert got.token_events == 20 and got.frames == 21 and not got.anomalies
+    return taken
 
 
 def _plain_chunk(text: str, **extra: Any) -> dict[str, Any]:
@@ -280,8 +287,6 @@ def test_a_thinking_stream_folds_its_reasoning_and_its_answer_each_through_its_t
     """Reasoning, then the answer, then reasoning again (a model that thinks between its words):
     each field's chunks go through that field's template, and only the role chunk and the finish
     through ``_take_chunk``; the stream is what ``_take_chunk`` builds from every chunk."""
-    from wirecheck.contracts import _assembly
-
     role = json.dumps(
         {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
     )
@@ -299,13 +304,7 @@ def test_a_thinking_stream_folds_its_reasoning_and_its_answer_each_through_its_t
     )
     datas = [role, *thought, *answer, *again, finish, "[DONE]"]
     events = [SSEEvent(d, index=i, t_ms=float(i)) for i, d in enumerate(datas)]
-    taken: list[int] = []
-
-    def counted(st_: AssembledStream, obj: dict[str, Any], ev: SSEEvent) -> None:
-        taken.append(ev.index)
-        _take_chunk(st_, obj, ev)
-
-    monkeypatch.setattr(_assembly, "_take_chunk", counted)
+    taken = _count_take_chunk(monkeypatch)
     got = assemble_stream(events)
     assert taken == [0, len(datas) - 2]
     assert got == _one_by_one(events)
