@@ -53,7 +53,7 @@ def _record(
     taps: int,
     same_prompt: bool,
     correlated: bool,
-    thinking: bool = False,
+    stream: str = "answer",
 ) -> None:
     """Record the store, a few hundred exchanges at a time (this process's memory stays small). With
     two taps each request is recorded at the caller tap and, 2 ms later, at the engine tap, with no
@@ -79,7 +79,7 @@ def _record(
                         taps=taps,
                         same_prompt=same_prompt,
                         correlated=correlated,
-                        thinking=thinking,
+                        stream=stream,
                     )
                 ]
             )
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             taps=args.taps,
             same_prompt=args.same_prompt,
             correlated=args.correlated,
-            thinking=args.thinking,
+            stream=args.stream,
         )
         return 0
     if args.role == "check":
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             common = ["--store", store, "--exchanges", str(args.exchanges), "--rate", str(args.rate)]
             shape = ["--taps", str(args.taps), *(["--same-prompt"] if args.same_prompt else [])]
             shape += ["--correlated"] if args.correlated else []
-            shape += ["--thinking"] if args.thinking else []
+            shape += ["--stream", args.stream]
             _child("--role", "record", "--events", str(events), *shape, *common)
             got = json.loads(_child("--role", "check", "--batch", str(args.batch), *common))
             if got["checked"] != args.exchanges * args.taps:
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             "taps": args.taps,
             "same_prompt": args.same_prompt,
             "correlated": args.correlated,
-            "thinking": args.thinking,
+            "stream": args.stream,
             "rows": rows,
             "ratio": ratio,
             "target": args.target,

@@ -27,10 +27,12 @@ a checker process pays its first-use costs (imports, compiled patterns) once, no
 live checker then judges each batch with its group, ``proxy/_kin.py``); with ``--correlated`` both
 sides carry one (a batch whose exchanges all pair by it loads only their twins from around it);
 ``--same-prompt`` sends one prompt every time (the group is the whole window, loaded within
-``GROUP_BYTES``).
+``GROUP_BYTES``). ``--stream`` says what a stream's tokens are: an answer's text (the default), a
+thinking model's reasoning before its answer (``thinking``: half the tokens, ``reasoning`` deltas),
+or one tool call's arguments, piece by piece (``tool-call``), each as vLLM writes them.
 
     python benchmarks/live_checker.py [--exchanges 12000] [--rate 640] [--batches 40,160,500]
-        [--taps 2 [--correlated]] [--same-prompt] [--store PATH]
+        [--taps 2 [--correlated]] [--same-prompt] [--stream answer|thinking|tool-call] [--store PATH]
 """
 
 from __future__ import annotations
@@ -52,8 +54,12 @@ from wirecheck.contracts import Chunk, Exchange, HttpRequest, HttpResponse, Inpu
 from wirecheck.proxy._live import Recent, check_pending, settle_checker_gc
 from wirecheck.record import Store, open_store
 
+#: what a stream's tokens are (``--stream``): an answer's text; a thinking model's reasoning, the first
+#: half of them, before its answer; a tool call's arguments, piece by piece (vllm-wire.md)
+STREAMS = ("answer", "thinking", "tool-call")
 
-def _exchange(i: int, t0: float, rate: float, events: int, thinking: bool = False) -> Exchange:
+
+def _exchange(i: int, t0: float, rate: float, events: int, stream: str = "answer") -> Exchange:
     def frame(delta: dict[str, Any], finish: str | None) -> bytes:
         obj = {
             "id": f"chatcmpl-{i:016x}",
@@ -65,10 +71,19 @@ def _exchange(i: int, t0: float, rate: float, events: int, thinking: bool = Fals
         return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
     pieces = [frame({"role": "assistant", "content": ""}, None)]
-    # a thinking model's stream (vllm-wire.md): its reasoning first, the first half of the tokens
-    field = ("reasoning", "content") if thinking else ("content", "content")
-    pieces += [frame({field[2 * n >= events - 2]: f"tok{n} "}, None) for n in range(events - 2)]
-    pieces += [frame({}, "stop"), b"data: [DONE]\n\n"]
+    tokens = [f"tok{n} " for n in range(events - 2)]
+    if stream == "tool-call":
+        begin = {"id": f"functions.search:{i}", "type": "function", "index": 0}
+        pieces.append(
+            frame({"tool_calls": [{**begin, "function": {"name": "search", "arguments": "{"}}]}, None)
+        )
+        pieces += [
+            frame({"tool_calls": [{"index": 0, "function": {"arguments": t}}]}, None) for t in tokens[1:]
+        ]
+    else:
+        field = ("reasoning", "content") if stream == "thinking" else ("content", "content")
+        pieces += [frame({field[2 * n >= len(tokens)]: t}, None) for n, t in enumerate(tokens)]
+    pieces += [frame({}, "tool_calls" if stream == "tool-call" else "stop"), b"data: [DONE]\n\n"]
     body = json.dumps(
         {"model": "bench", "stream": True, "messages": [{"role": "user", "content": f"hi {i}"}]}
     )
@@ -98,15 +113,15 @@ def recorded(
     taps: int = 1,
     same_prompt: bool = False,
     correlated: bool = False,
-    thinking: bool = False,
+    stream: str = "answer",
 ) -> list[Exchange]:
     """Request ``i`` as recorded: at the caller tap, and with two taps also at the engine tap 2 ms
     later, with no correlation id (a gateway that drops ``x-wirecheck-id``): the two pair by
     completion id; ``correlated``: both sides carry the request's correlation id (a gateway that
     passes it on). ``same_prompt``: every request sends one prompt (a load test), so that every
-    exchange may pair with every other of the other tap. ``thinking``: each stream is a thinking
-    model's, half its tokens ``reasoning`` deltas before the answer's."""
-    ex = _exchange(i, t0, rate, events, thinking)
+    exchange may pair with every other of the other tap. ``stream``: what the stream's tokens are
+    (``STREAMS``)."""
+    ex = _exchange(i, t0, rate, events, stream)
     if correlated:
         ex.correlation = f"{i:024x}.{'0' * 32}"
     if same_prompt:
@@ -129,7 +144,11 @@ def shape_label(args: argparse.Namespace) -> str:
     label = ""
     if args.taps == 2:
         label = ", at two taps " + ("with" if args.correlated else "without") + " correlation ids"
-    return label + (", one prompt" if args.same_prompt else "") + (", thinking" if args.thinking else "")
+    return (
+        label
+        + (", one prompt" if args.same_prompt else "")
+        + ("" if args.stream == "answer" else f", {args.stream} streams")
+    )
 
 
 def shape_args(ap: argparse.ArgumentParser) -> None:
@@ -148,7 +167,11 @@ def shape_args(ap: argparse.ArgumentParser) -> None:
         "--same-prompt", action="store_true", help="every request sends one prompt (all of them kin)"
     )
     ap.add_argument(
-        "--thinking", action="store_true", help="a thinking model's streams: half the tokens reasoning, first"
+        "--stream",
+        choices=STREAMS,
+        default="answer",
+        help="what each stream's tokens are: an answer, a thinking model's reasoning (half of them) "
+        "before its answer, or a tool call's arguments",
     )
 
 
@@ -237,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                     taps=args.taps,
                     same_prompt=args.same_prompt,
                     correlated=args.correlated,
-                    thinking=args.thinking,
+                    stream=args.stream,
                 )
             ]
             _write(saved, exchanges)
@@ -275,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
             "taps": args.taps,
             "same_prompt": args.same_prompt,
             "correlated": args.correlated,
-            "thinking": args.thinking,
+            "stream": args.stream,
             "store": None if args.store is None else str(args.store),
             "baseline_us_per_exchange": base * 1e6,
             "rows": rows,

@@ -186,11 +186,11 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
     for ev in it:
         if fold is not None and tpl is not None and not st.done:
             run = None
-            if tpl.choice.finish_reason is None:
+            if tpl.usable():
                 run = fold(events, at, before, after, least, TEMPLATE_MAX, SSEEvent)
             if run is None and spare:  # a chunk of another field: its template, if it has one
                 for other in spare:
-                    if other.choice.finish_reason is None:
+                    if other.usable():
                         run = fold(events, at, other.before, other.after, other.least, TEMPLATE_MAX, SSEEvent)
                         if run is not None:
                             spare[spare.index(other)] = tpl
@@ -199,7 +199,13 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
                             break
             if run is not None:
                 end, text, count, times = run
-                _put_text(tpl.choice, tpl.field, text)
+                if tpl.call is None:
+                    _put_text(tpl.choice, tpl.field, text)
+                else:
+                    _put_arguments(tpl.call, text, end - at)
+                    if count != end - at:  # each chunk of a call's arguments is a token, an empty one too
+                        count = end - at
+                        times = [t for e in events[at:end] if (t := e.t_ms) is not None]
                 read += end - at
                 tokens += count
                 if times:
@@ -232,18 +238,15 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
                     text = loads(data[cut:-tail])
                 except not_json:
                     text = None
-                into = tpl.choice
-                if text.__class__ is str and not st.done and into.finish_reason is None:
+                if text.__class__ is str and not st.done and tpl.usable():
                     read += 1
-                    _put_text(into, tpl.field, text)
-                    if text:
+                    if tpl.call is None:
+                        _put_text(tpl.choice, tpl.field, text)
+                    else:
+                        _put_arguments(tpl.call, text, 1)
+                    if text or tpl.call is not None:
                         tokens += 1
-                        t = ev.t_ms
-                        if t is not None:
-                            if st.first_token_ms is None:
-                                st.first_token_ms = t
-                            st.last_token_ms = t
-                            token_times.append(t)
+                        _stamp(st, ev.t_ms)
                     continue
         if st.done:
             n = ev.index
@@ -278,9 +281,9 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
                 continue
         choices = obj.get("choices")
         # nearly every chunk of an answer: the stream's id and model, one choice already under
-        # way whose delta is one text field only (its content, or its reasoning), no finish, usage
-        # or fingerprint; folded in as _take_chunk folds it (no anomaly can arise), without its
-        # calls and tests
+        # way whose delta is one text field only (its content, or its reasoning) or one piece of a
+        # begun call's arguments, no finish, usage or fingerprint; folded in as _take_chunk folds it
+        # (no anomaly can arise), without its calls and tests
         if (
             choices.__class__ is list
             and len(choices) == 1
@@ -293,39 +296,57 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
             if ch.__class__ is dict and ch.get("finish_reason") is None:
                 delta = ch.get("delta")
                 idx = ch.get("index", 0)
-                if delta.__class__ is dict and len(delta) == 1 and idx.__class__ is int:
-                    # its one key, where that is a text field: the answer's, or a thinking model's
-                    # reasoning under either of its names (vllm-wire.md: ``reasoning`` since vLLM
-                    # 0.16, ``reasoning_content`` from other servers and gateways); any other key
-                    # finds no string
-                    field = (
-                        "content"
-                        if "content" in delta
-                        else "reasoning"
-                        if "reasoning" in delta
-                        else "reasoning_content"
-                    )
-                    text = delta.get(field)
-                    choice = by_index.get(idx)
-                    if text.__class__ is str and choice is not None and choice.finish_reason is None:
-                        if learn is not None and field not in learn:
-                            # the field's first such chunk: the others are likely its text but for the text
-                            learn.add(field)
-                            learned = _template(data, obj, text, choice, field)
+                choice = by_index.get(idx) if idx.__class__ is int else None
+                if (
+                    delta.__class__ is dict
+                    and len(delta) == 1
+                    and choice is not None
+                    and choice.finish_reason is None
+                ):
+                    tcs = delta.get("tool_calls")
+                    if tcs is None:
+                        # its one key, where that is a text field: the answer's, or a thinking
+                        # model's reasoning under either of its names (vllm-wire.md: ``reasoning``
+                        # since vLLM 0.16, ``reasoning_content`` from other servers and gateways);
+                        # any other key finds no string
+                        field = (
+                            "content"
+                            if "content" in delta
+                            else "reasoning"
+                            if "reasoning" in delta
+                            else "reasoning_content"
+                        )
+                        text = delta.get(field)
+                        if text.__class__ is str:
+                            if learn is not None and field not in learn:
+                                # the field's first such chunk: the others are likely its text but for the text
+                                learn.add(field)
+                                learned = _template(data, obj, text, choice, field=field)
+                                if learned is not None:
+                                    if tpl is not None:
+                                        spare.append(tpl)
+                                    tpl = learned
+                                    before, after, cut, tail, least = tpl.parts()
+                            _put_text(choice, field, text)
+                            if text:
+                                tokens += 1
+                                _stamp(st, ev.t_ms)
+                            continue
+                    elif (call := _arguments_call(choice, tcs)) is not None:
+                        # a piece of a begun call's arguments, and nothing else (vLLM's every
+                        # chunk of a call after its first)
+                        text = tcs[0]["function"]["arguments"]
+                        if learn is not None and (key := f"arguments:{call.index}") not in learn:
+                            learn.add(key)
+                            learned = _template(data, obj, text, choice, field="arguments", call=call)
                             if learned is not None:
                                 if tpl is not None:
                                     spare.append(tpl)
                                 tpl = learned
                                 before, after, cut, tail, least = tpl.parts()
-                        _put_text(choice, field, text)
-                        if text:
-                            tokens += 1
-                            t = ev.t_ms
-                            if t is not None:
-                                if st.first_token_ms is None:
-                                    st.first_token_ms = t
-                                st.last_token_ms = t
-                                token_times.append(t)
+                        _put_arguments(call, text, 1)
+                        tokens += 1
+                        _stamp(st, ev.t_ms)
                         continue
         elif choices is None and "error" in obj and "choices" not in obj:
             st.error_frames.append((ev.index, obj["error"]))
@@ -346,6 +367,40 @@ _C = native("wirecheck.contracts._assembly_c")
 
 #: the longest chunk read through its template: bounded loads reads anything longer (``MAX_BYTES``)
 TEMPLATE_MAX = 1 << 20
+
+
+def _stamp(st: AssembledStream, t: float | None) -> None:
+    """A token's chunk arrived at ``t`` (its arrival offset, where it has one)."""
+    if t is not None:
+        if st.first_token_ms is None:
+            st.first_token_ms = t
+        st.last_token_ms = t
+        st.token_times.append(t)
+
+
+def _arguments_call(choice: AssembledChoice, tcs: Any) -> AssembledCall | None:
+    """The begun call a ``tool_calls`` delta goes to where it is one piece of that call's arguments
+    and nothing else (``[{"index": i, "function": {"arguments": "..."}}]``), else None: such a piece
+    changes nothing but the call's arguments and its count of deltas (``_take_tool_delta``)."""
+    if tcs.__class__ is not list or len(tcs) != 1:
+        return None
+    tc = tcs[0]
+    if tc.__class__ is not dict or len(tc) != 2:
+        return None
+    i, fn = tc.get("index"), tc.get("function")
+    if i.__class__ is not int or fn.__class__ is not dict or len(fn) != 1:
+        return None
+    if fn.get("arguments").__class__ is not str:
+        return None
+    return choice._by_index.get(i)
+
+
+def _put_arguments(call: AssembledCall, text: str, pieces: int) -> None:
+    """``pieces`` deltas of a call's arguments alone, their strings joined ``text``, folded into
+    the call as ``_take_tool_delta`` folds them."""
+    call.arguments += text
+    call.deltas += pieces
+    call.has_arguments_key = True
 
 
 def _put_text(choice: AssembledChoice, field: str, text: str) -> None:
@@ -370,11 +425,23 @@ class _Template:
     #: the shortest such chunk (with the string's two quotes)
     least: int
     choice: AssembledChoice
-    #: the delta's field: ``content``, ``reasoning`` or ``reasoning_content``
+    #: the delta's field: ``content``, ``reasoning`` or ``reasoning_content``; ``arguments`` for a
+    #: piece of a call's arguments
     field: str = "content"
     #: the lengths of ``before`` and ``after``: the string is ``text[cut:-tail]``
     cut: int = 0
     tail: int = 0
+    #: the call whose arguments the string is a piece of (``field`` is then ``arguments``), or None
+    call: AssembledCall | None = None
+
+    def usable(self) -> bool:
+        """Whether a chunk alike may be folded in now: its choice is under way and, for a call's
+        arguments, its index still holds that call (a second call sent at one index takes it)."""
+        choice = self.choice
+        if choice.finish_reason is not None:
+            return False
+        call = self.call
+        return call is None or choice._by_index.get(call.index) is call
 
     def parts(self) -> tuple[str, str, int, int, int]:
         """``before``, ``after``, ``cut``, ``tail`` and ``least``: what the assembler's loop holds
@@ -390,13 +457,20 @@ _PROBED = orjson.loads(_PROBE)
 
 
 def _template(
-    data: str, obj: dict[str, Any], text: str, choice: AssembledChoice, field: str = "content"
+    data: str,
+    obj: dict[str, Any],
+    text: str,
+    choice: AssembledChoice,
+    *,
+    field: str = "content",
+    call: AssembledCall | None = None,
 ) -> _Template | None:
     """The template of this plain chunk (``obj`` read from ``data``, ``text`` its delta's one
-    ``field``), or None where it cannot be told with certainty: the one ``"<field>":`` key of the
-    chunk's text must be followed by a JSON string, and the text with another string in its place
-    must read as ``obj`` with that string for the field (so the string cut out is the delta's, not
-    an equal one elsewhere)."""
+    ``field``, or with ``call`` the one piece of that call's ``arguments`` its delta holds), or None
+    where it cannot be told with certainty: the one ``"<field>":`` key of the chunk's text must be
+    followed by a JSON string, and the text with another string in its place must read as ``obj``
+    with that string for the field (so the string cut out is the delta's, not an equal one
+    elsewhere)."""
     if text == _PROBED:  # then the probe would not tell where the text is
         return None
     key = f'"{field}":'
@@ -418,15 +492,18 @@ def _template(
         return None
     # the probe where the text was, and nowhere else (``obj`` is the caller's: not changed)
     try:
-        delta = probe["choices"][0]["delta"]
-        if delta[field] != _PROBED:
+        holder = probe["choices"][0]["delta"]
+        if call is not None:
+            holder = holder["tool_calls"][0]["function"]
+        if holder[field] != _PROBED:
             return None
-        delta[field] = text
+        holder[field] = text
     except (KeyError, IndexError, TypeError):
         return None
     if probe != obj:
         return None
-    return _Template(before, after, len(before) + len(after) + 2, choice, field, len(before), len(after))
+    cut, tail = len(before), len(after)
+    return _Template(before, after, cut + tail + 2, choice, field, cut, tail, call)
 
 
 #: no value a frame may hold (equal to nothing but itself)

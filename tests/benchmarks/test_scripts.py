@@ -335,8 +335,8 @@ def test_live_checker_smoke(tmp_path: Path) -> None:
     assert data["baseline_us_per_exchange"] > 0 and "batches of 60" in proc.stdout
 
 
-def test_live_checker_thinking_smoke(tmp_path: Path) -> None:
-    """``--thinking``: streams of a thinking model, said in the title and kept in the JSON."""
+def test_live_checker_stream_smoke(tmp_path: Path) -> None:
+    """``--stream``: what the streams' tokens are, said in the title and kept in the JSON."""
     out = tmp_path / "lct.json"
     proc = _bench(
         "live_checker.py",
@@ -346,25 +346,31 @@ def test_live_checker_thinking_smoke(tmp_path: Path) -> None:
         "20",
         "--batches",
         "7",
-        "--thinking",
+        "--stream",
+        "tool-call",
         "--out",
         str(out),
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
-    assert data["thinking"] is True and data["rows"][0]["us_per_exchange"] > 0
-    assert ", thinking," in proc.stdout
+    assert data["stream"] == "tool-call" and data["rows"][0]["us_per_exchange"] > 0
+    assert ", tool-call streams," in proc.stdout
 
 
-def test_thinking_streams_are_half_reasoning_then_the_answer() -> None:
-    """What ``--thinking`` records: the role chunk, reasoning deltas, then content deltas, read back
-    by the checker's own assembly as a thinking answer."""
+def test_the_benchmarks_streams_read_as_their_kind() -> None:
+    """What ``--stream`` records, read back by the checker's own assembly: a thinking model's
+    reasoning then its answer, and a tool call's arguments piece by piece."""
     from wirecheck.contracts import build_view
 
-    view = build_view(_benchmark("live_checker").recorded(0, 0.0, 20.0, 10, thinking=True)[0])
-    choice = view.choices[0]
-    assert choice.reasoning == "tok0 tok1 tok2 tok3 " and choice.content == "tok4 tok5 tok6 tok7 "
-    assert choice.reasoning_fields == {"reasoning"} and choice.finish_reason == "stop"
+    recorded = _benchmark("live_checker").recorded
+    thinking = build_view(recorded(0, 0.0, 20.0, 10, stream="thinking")[0]).choices[0]
+    assert thinking.reasoning == "tok0 tok1 tok2 tok3 " and thinking.content == "tok4 tok5 tok6 tok7 "
+    assert thinking.reasoning_fields == {"reasoning"} and thinking.finish_reason == "stop"
+    called = build_view(recorded(0, 0.0, 20.0, 10, stream="tool-call")[0]).choices[0]
+    assert called.content == "" and called.finish_reason == "tool_calls"
+    assert [(c.name, c.arguments, c.deltas) for c in called.calls] == [
+        ("search", "{tok1 tok2 tok3 tok4 tok5 tok6 tok7 ", 8)
+    ]
 
 
 def test_store_write_smoke(tmp_path: Path) -> None:

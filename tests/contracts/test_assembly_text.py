@@ -1,10 +1,12 @@
 """assemble_stream folds the plain chunk of an answer's text or of its reasoning (the stream's id and
 model, one choice under way, a delta of one text field only: content, reasoning or
-reasoning_content) without ``_take_chunk``, and reads a chunk written as the field's first such chunk
-but for its text through that chunk's template: it must build what ``_take_chunk`` builds from every
-chunk, for any mix of that shape and its near misses (another id or model, usage, a fingerprint, a
-finish, a second choice, an index that is not an int, a delta with more in it or another key, a
-"content" key elsewhere, a frame that is not JSON, an object or short, texts JSON escapes)."""
+reasoning_content, or one piece of a begun call's arguments) without ``_take_chunk``, and reads a
+chunk written as the field's first such chunk but for its text through that chunk's template: it
+must build what ``_take_chunk`` builds from every chunk, for any mix of that shape and its near
+misses (another id or model, usage, a fingerprint, a finish, a second choice, an index that is not
+an int, a delta with more in it or another key, a call's piece with more than its arguments or of
+a call not begun, a "content" key elsewhere, a frame that is not JSON, an object or short, texts
+JSON escapes)."""
 
 from __future__ import annotations
 
@@ -88,6 +90,25 @@ _deltas = st.one_of(
     st.just({}),
     st.just("text"),
     st.just({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{}"}}]}),
+    # pieces of a begun call's arguments, and their near misses: another index, one not begun, a
+    # bool, a type or name sent again, arguments that are not a string, a second call at index 0
+    # (which takes the index from the first), a call begun at index 1
+    _texts.map(lambda t: {"tool_calls": [{"index": 0, "function": {"arguments": t}}]}),
+    _texts.map(lambda t: {"tool_calls": [{"index": 0, "function": {"arguments": t}}]}),
+    _texts.map(lambda t: {"tool_calls": [{"index": 1, "function": {"arguments": t}}]}),
+    st.sampled_from(
+        [
+            {"tool_calls": [{"index": True, "function": {"arguments": "x"}}]},
+            {"tool_calls": [{"index": 0, "type": "function", "function": {"arguments": "x"}}]},
+            {"tool_calls": [{"index": 0, "function": {"arguments": "x", "name": "g"}}]},
+            {"tool_calls": [{"index": 0, "function": {"arguments": {"a": 1}}}]},
+            {"tool_calls": [{"index": 0, "function": {"arguments": "x"}}, {"index": 1, "function": {}}]},
+            {"tool_calls": [{"index": 0, "id": "d", "function": {"name": "g", "arguments": "y"}}]},
+            {"tool_calls": [{"index": 1, "id": "e", "function": {"name": "h", "arguments": ""}}]},
+            {"tool_calls": [{"index": [0], "function": {"arguments": "x"}}]},
+            {"tool_calls": {"index": 0}},
+        ]
+    ),
 )
 
 
@@ -321,10 +342,68 @@ def test_a_reasoning_template_is_told_by_its_own_key() -> None:
     its text, and a ``reasoning`` key elsewhere in the chunk leaves the delta's untold."""
     choice = AssembledChoice(0)
     text = _thinking_chunk("reasoning", 'a "b"')
-    tpl = _template(text, json.loads(text), 'a "b"', choice, "reasoning")
+    tpl = _template(text, json.loads(text), 'a "b"', choice, field="reasoning")
     assert tpl is not None and tpl.field == "reasoning" and tpl.before.endswith('"reasoning":')
     assert text == tpl.before + json.dumps('a "b"') + tpl.after
     other = _thinking_chunk("reasoning_content", "a")
-    assert _template(other, json.loads(other), "a", choice, "reasoning") is None
+    assert _template(other, json.loads(other), "a", choice, field="reasoning") is None
     twice = _thinking_chunk("reasoning", "a", logprobs={"reasoning": "a"})
-    assert _template(twice, json.loads(twice), "a", choice, "reasoning") is None
+    assert _template(twice, json.loads(twice), "a", choice, field="reasoning") is None
+
+
+def _call_chunk(index: int, arguments: str, **begin: str) -> str:
+    """A chunk of a call as vLLM streams it (vllm-wire.md): the first with the call's id, type and
+    name (``begin``), each after it one piece of its arguments."""
+    tc: dict[str, Any] = {"index": index, "function": {"arguments": arguments}}
+    if begin:
+        tc = {
+            "id": begin["id"],
+            "type": "function",
+            **tc,
+            "function": {"name": begin["name"], "arguments": arguments},
+        }
+    return _thinking_chunk("tool_calls", "").replace(
+        '"tool_calls":""', '"tool_calls":' + json.dumps([tc], separators=(",", ":"))
+    )
+
+
+def test_an_agents_calls_fold_their_arguments_through_a_template_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two calls streamed piece by piece, empty pieces among them, then a second call sent at index
+    0 (a client would merge it into the first: the assembler keeps it apart and says so): each
+    call's pieces fold through that call's template, and the template of a call no longer at its
+    index folds nothing more; the stream is what ``_take_chunk`` builds from every chunk."""
+    role = json.dumps(
+        {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    )
+    datas = [role, _thinking_chunk("reasoning", "let me look")]
+    datas += [_call_chunk(0, '{"', id="functions.search:0", name="search")]
+    datas += [_call_chunk(0, piece) for piece in ("q", "", '": "', "tokyo", "", '"}')]
+    datas += [_call_chunk(1, "", id="functions.open:1", name="open")]
+    datas += [_call_chunk(1, piece) for piece in ('{"path"', ': "a"}')]
+    datas += [
+        _call_chunk(0, "x"),
+        _call_chunk(0, '{"', id="functions.other:0", name="other"),
+        _call_chunk(0, "}"),
+    ]
+    finish = _thinking_chunk("content", "", finish_reason="tool_calls").replace(
+        '"delta":{"content":""}', '"delta":{}'
+    )
+    datas += [finish, _call_chunk(1, "late"), "[DONE]"]
+    events = [SSEEvent(d, index=i, t_ms=float(i)) for i, d in enumerate(datas)]
+    taken = _count_take_chunk(monkeypatch)
+    got = assemble_stream(events)
+    assert got == _one_by_one(events)
+    # through _take_chunk: the role chunk, each call's first chunk, the second call at index 0, the
+    # finish and the piece after it (the piece of the second call at index 0 is read whole: the
+    # index's template, learned once, is of the first)
+    assert taken == [0, 2, 9, 13, 15, 16]
+    calls = got.choices[0].calls
+    assert [c.name for c in calls] == ["search", "open", "other"]
+    assert calls[0].arguments == '{"q": "tokyo"}x' and calls[0].deltas == 8
+    assert calls[1].arguments == '{"path": "a"}late' and calls[1].deltas == 4
+    assert calls[2].arguments == '{"}' and calls[2].deltas == 2
+    assert [a.kind for a in got.anomalies] == ["tool-index-reuse", "output-after-finish"]
+    # every chunk of a call is a token, its empty pieces too
+    assert got.token_events == 15 and got.token_times == [float(i) for i in range(1, 15)] + [16.0]
