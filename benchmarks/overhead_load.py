@@ -23,8 +23,22 @@ from typing import Any, cast
 #: (shared/reference/vllm-wire.md: a role chunk first, content chunks, a last chunk with an empty delta
 #: and the finish_reason; what a conforming engine sends, which the live checker finds nothing in);
 #: ``bare``, content chunks only and no finish_reason, which every exchange gets an error finding for
-#: (``finish-reason-missing``): the live checker's path for a finding, on every exchange
-SHAPES = ("vllm", "bare")
+#: (``finish-reason-missing``): the live checker's path for a finding, on every exchange;
+#: ``thinking``, a thinking model's answer (the first half of its chunks ``reasoning``, then the
+#: content); ``tool-call``, one call streamed as vLLM streams it (its id, type and name with the
+#: first piece of its arguments, then a piece a chunk, finish_reason ``tool_calls``) to a tool the
+#: request declares (``request_body``), its arguments valid against the tool's schema. The last
+#: two are conforming too: nothing to find
+SHAPES = ("vllm", "bare", "thinking", "tool-call")
+
+#: the tool the ``tool-call`` shape's requests declare and its streams call
+_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+    },
+}
 
 
 def _frame(delta: str, finish: str = "null") -> bytes:
@@ -42,7 +56,31 @@ def stream_events(events: int, shape: str = "vllm") -> list[bytes]:
     token = _frame('{"content":"tok"}')
     if shape == "bare" or events < 2:
         return [token] * events
+    if shape == "tool-call" and events >= 4:
+        piece = _frame('{"tool_calls":[{"index":0,"function":{"arguments":"tok "}}]}')
+        first = '{"tool_calls":[{"id":"functions.search:0","type":"function","index":0,"function":{"name":"search","arguments":"{\\"q\\": \\""}}]}'
+        last = _frame('{"tool_calls":[{"index":0,"function":{"arguments":"\\"}"}}]}')
+        return [
+            _frame('{"role":"assistant","content":""}'),
+            _frame(first),
+            *[piece] * (events - 4),
+            last,
+            _frame("{}", '"tool_calls"'),
+        ]
+    if shape == "thinking":
+        thought = (events - 2) // 2
+        tokens = [_frame('{"reasoning":"tok"}')] * thought + [token] * (events - 2 - thought)
+        return [_frame('{"role":"assistant","content":""}'), *tokens, _frame("{}", '"stop"')]
     return [_frame('{"role":"assistant","content":""}'), *[token] * (events - 2), _frame("{}", '"stop"')]
+
+
+def request_body(shape: str = "vllm") -> bytes:
+    """The request the callers send for streams of this shape: one short prompt, streamed; the
+    ``tool-call`` shape's declares the tool its streams call."""
+    req: dict[str, Any] = {"model": "bench", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    if shape == "tool-call":
+        req["tools"] = [_TOOL]
+    return json.dumps(req).encode()
 
 
 async def upstream(port: int, events: int, interval_ms: float, shape: str = "vllm") -> None:
@@ -249,14 +287,19 @@ class Caller:
 
 
 async def level(
-    port: int, streams: int, duration_s: float, stream_s: float, keep_alive: bool = False
+    port: int,
+    streams: int,
+    duration_s: float,
+    stream_s: float,
+    keep_alive: bool = False,
+    *,
+    shape: str = "vllm",
 ) -> dict[str, Any]:
     """``streams`` workers keep one stream each in flight for ``duration_s``, back to back, their
     starts spread over one stream's length (as independent callers are, not in lockstep); with
-    ``keep_alive`` each worker keeps its connection from one stream to the next (``Caller``)."""
-    body = json.dumps(
-        {"model": "bench", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-    ).encode()
+    ``keep_alive`` each worker keeps its connection from one stream to the next (``Caller``); each
+    sends the request of the upstream's ``shape`` (``request_body``)."""
+    body = request_body(shape)
     ttft: list[float] = []
     gaps: list[float] = []
     events = 0

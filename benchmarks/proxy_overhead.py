@@ -3,7 +3,9 @@
 Each run starts one paced SSE upstream (a raw asyncio HTTP/1.1 server: N events, one every
 ``--interval-ms``, streamed as vLLM streams a chat completion: a role chunk, content, a last chunk
 with the finish_reason; ``--upstream-shape bare`` leaves the finish_reason out, so that the live
-checker has a finding to judge and store on every exchange), then, for each proxy, the proxy in its
+checker has a finding to judge and store on every exchange; ``thinking`` streams a thinking model's
+reasoning before its answer, ``tool-call`` a call of the tool the callers' request declares, its
+arguments piece by piece: an agent's traffic, as conforming as the default), then, for each proxy, the proxy in its
 own process in front of it, and drives ``level`` concurrent streams through it (each caller starts
 its next stream when one ends, their starts spread out, for ``--duration`` seconds; on a connection
 of its own each, or with ``--keep-alive`` on the caller's one connection, as an SDK's pool keeps it)
@@ -362,7 +364,9 @@ def main(argv: list[str] | None = None) -> int:
         "--upstream-shape",
         choices=SHAPES,
         default="vllm",
-        help="vllm: streams as vLLM sends them (nothing to find); bare: no finish_reason (a finding each)",
+        help="vllm: streams as vLLM sends them (nothing to find); bare: no finish_reason (a finding each); "
+        "thinking: a thinking model's, reasoning first; tool-call: one declared tool called, its arguments "
+        "piece by piece",
     )
     ap.add_argument(
         "--keep-alive",
@@ -396,7 +400,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.role == "client":
         t = time.process_time()
-        r = asyncio.run(run_level(args.port, args.streams, args.duration, args.stream_s, args.keep_alive))
+        r = asyncio.run(
+            run_level(
+                args.port,
+                args.streams,
+                args.duration,
+                args.stream_s,
+                args.keep_alive,
+                shape=args.upstream_shape,
+            )
+        )
         r["cpu_s"] = time.process_time() - t
         print(json.dumps(r), flush=True)
         return 0
@@ -457,7 +470,16 @@ def main(argv: list[str] | None = None) -> int:
                     for level in levels_of(kind):
                         stream_s = args.events * args.interval_ms / 1000
                         # warm the pools
-                        asyncio.run(run_level(port, min(level, 4), stream_s, stream_s, args.keep_alive))
+                        asyncio.run(
+                            run_level(
+                                port,
+                                min(level, 4),
+                                stream_s,
+                                stream_s,
+                                args.keep_alive,
+                                shape=args.upstream_shape,
+                            )
+                        )
                         pid = proc.pid if proc else None
                         tree0, (main0, _) = _tree_cpu(pid), _cpu(pid)
                         result = asyncio.run(_measure(port, level, args, stream_s, pid))
@@ -535,11 +557,19 @@ async def _measure(
     t0, cpu0 = time.perf_counter(), time.process_time()
     if args.clients <= 1:
         task: asyncio.Future[Any] = asyncio.ensure_future(
-            run_level(port, level, args.duration, stream_s, args.keep_alive)
+            run_level(port, level, args.duration, stream_s, args.keep_alive, shape=args.upstream_shape)
         )
     else:
         task = asyncio.ensure_future(
-            _clients(port, level, args.clients, args.duration, stream_s, keep_alive=args.keep_alive)
+            _clients(
+                port,
+                level,
+                args.clients,
+                args.duration,
+                stream_s,
+                keep_alive=args.keep_alive,
+                shape=args.upstream_shape,
+            )
         )
     while not task.done():
         rss = max(rss, _rss_mb(pids))
@@ -553,7 +583,7 @@ async def _measure(
 
 
 async def _clients(
-    port: int, level: int, n: int, duration_s: float, stream_s: float, *, keep_alive: bool
+    port: int, level: int, n: int, duration_s: float, stream_s: float, *, keep_alive: bool, shape: str
 ) -> dict[str, Any]:
     """``level`` streams over ``n`` client processes (each runs ``overhead_load.level`` on its share)."""
     shares = [level // n + (1 if i < level % n else 0) for i in range(n)]
@@ -572,6 +602,8 @@ async def _clients(
             "--stream-s",
             str(stream_s),
             *(["--keep-alive"] if keep_alive else []),
+            "--upstream-shape",
+            shape,
             stdout=asyncio.subprocess.PIPE,
         )
         for share in shares

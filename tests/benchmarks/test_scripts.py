@@ -94,26 +94,45 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
 def test_the_benchmark_upstream_streams_as_vllm_does_or_bare_when_asked() -> None:
     # the upstream's default stream is a conforming one (role chunk, content, a last chunk with the
     # finish_reason): the live checker finds nothing in it, as in a healthy deployment's traffic;
-    # ``bare`` leaves the finish_reason out, a finding on every exchange
-    stream_events = _benchmark("overhead_load").stream_events
-    from tests.support.wire import req
-    from wirecheck.contracts import CheckConfig, Exchange, HttpRequest, HttpResponse, check_exchanges
+    # ``bare`` leaves the finish_reason out, a finding on every exchange; a thinking model's answer
+    # and a declared tool's call, each with the request the callers send for it, conform too
+    overhead_load = _benchmark("overhead_load")
+    from wirecheck.contracts import (
+        CheckConfig,
+        Exchange,
+        HttpRequest,
+        HttpResponse,
+        build_view,
+        check_exchanges,
+    )
 
-    def checked(shape: str) -> list[str]:
-        frames = stream_events(20, shape)
+    def recorded(shape: str) -> Exchange:
+        frames = overhead_load.stream_events(20, shape)
         assert len(frames) == 20 and all(f.startswith(b"data: {") and f.endswith(b"\n\n") for f in frames)
-        ex = Exchange(
+        return Exchange(
             id=f"x-{shape}",
             tap="caller",
-            request=HttpRequest(body=json.dumps(req(stream=True)).encode()),
+            request=HttpRequest(body=overhead_load.request_body(shape)),
             response=HttpResponse(
                 200, [("content-type", "text/event-stream")], b"".join(frames) + b"data: [DONE]\n\n"
             ),
         )
-        return [f.rule for f in check_exchanges([ex], CheckConfig()).findings]
 
+    def checked(shape: str) -> list[str]:
+        return [f.rule for f in check_exchanges([recorded(shape)], CheckConfig()).findings]
+
+    assert overhead_load.SHAPES == ("vllm", "bare", "thinking", "tool-call")
     assert checked("vllm") == []
     assert checked("bare") == ["finish-reason-missing"]
+    assert checked("thinking") == [] and checked("tool-call") == []
+    thinking = build_view(recorded("thinking")).choices[0]
+    assert thinking.reasoning == "tok" * 9 and thinking.content == "tok" * 9
+    (call,) = build_view(recorded("tool-call")).choices[0].calls
+    assert call.name == "search" and json.loads(call.arguments) == {"q": "tok " * 16} and call.deltas == 18
+    assert (
+        b'"tools"' in overhead_load.request_body("tool-call")
+        and b'"tools"' not in overhead_load.request_body()
+    )
 
 
 def test_a_keep_alive_caller_sends_its_streams_on_one_connection() -> None:
