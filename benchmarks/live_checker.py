@@ -55,8 +55,17 @@ from wirecheck.proxy._live import Recent, check_pending, settle_checker_gc
 from wirecheck.record import Store, open_store
 
 #: what a stream's tokens are (``--stream``): an answer's text; a thinking model's reasoning, the first
-#: half of them, before its answer; a tool call's arguments, piece by piece (vllm-wire.md)
+#: half of them, before its answer; a call of the tool the request declares, its arguments piece by
+#: piece (vllm-wire.md). Each conforms: the checker finds nothing in it
 STREAMS = ("answer", "thinking", "tool-call")
+#: the tool a ``tool-call`` stream's request declares and its stream calls
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+    },
+}
 
 
 def _exchange(i: int, t0: float, rate: float, events: int, stream: str = "answer") -> Exchange:
@@ -72,21 +81,30 @@ def _exchange(i: int, t0: float, rate: float, events: int, stream: str = "answer
 
     pieces = [frame({"role": "assistant", "content": ""}, None)]
     tokens = [f"tok{n} " for n in range(events - 2)]
+    req: dict[str, Any] = {
+        "model": "bench",
+        "stream": True,
+        "messages": [{"role": "user", "content": f"hi {i}"}],
+    }
     if stream == "tool-call":
+        # a call of the tool the request declares, its arguments valid against the tool's schema:
+        # the first piece with its id, type and name, the last one closing the object
+        req["tools"] = [TOOL]
         begin = {"id": f"functions.search:{i}", "type": "function", "index": 0}
+        arguments = ['{"q": "', *tokens[2:], '"}']
         pieces.append(
-            frame({"tool_calls": [{**begin, "function": {"name": "search", "arguments": "{"}}]}, None)
+            frame(
+                {"tool_calls": [{**begin, "function": {"name": "search", "arguments": arguments[0]}}]}, None
+            )
         )
         pieces += [
-            frame({"tool_calls": [{"index": 0, "function": {"arguments": t}}]}, None) for t in tokens[1:]
+            frame({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}, None) for a in arguments[1:]
         ]
     else:
         field = ("reasoning", "content") if stream == "thinking" else ("content", "content")
         pieces += [frame({field[2 * n >= len(tokens)]: t}, None) for n, t in enumerate(tokens)]
     pieces += [frame({}, "tool_calls" if stream == "tool-call" else "stop"), b"data: [DONE]\n\n"]
-    body = json.dumps(
-        {"model": "bench", "stream": True, "messages": [{"role": "user", "content": f"hi {i}"}]}
-    )
+    body = json.dumps(req)
     return Exchange(
         id=f"caller-{i:08d}",
         tap="caller",

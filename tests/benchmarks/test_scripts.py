@@ -385,11 +385,18 @@ def test_the_benchmarks_streams_read_as_their_kind() -> None:
     thinking = build_view(recorded(0, 0.0, 20.0, 10, stream="thinking")[0]).choices[0]
     assert thinking.reasoning == "tok0 tok1 tok2 tok3 " and thinking.content == "tok4 tok5 tok6 tok7 "
     assert thinking.reasoning_fields == {"reasoning"} and thinking.finish_reason == "stop"
-    called = build_view(recorded(0, 0.0, 20.0, 10, stream="tool-call")[0]).choices[0]
-    assert called.content == "" and called.finish_reason == "tool_calls"
-    assert [(c.name, c.arguments, c.deltas) for c in called.calls] == [
-        ("search", "{tok1 tok2 tok3 tok4 tok5 tok6 tok7 ", 8)
+    from wirecheck.contracts import CheckConfig, check_exchanges
+
+    exchanges = [
+        recorded(n, 0.0, 20.0, 10, stream=kind)[0] for n, kind in enumerate(("thinking", "tool-call"))
     ]
+    called = build_view(exchanges[1]).choices[0]
+    assert called.content == "" and called.finish_reason == "tool_calls"
+    (call,) = called.calls
+    assert call.name == "search" and json.loads(call.arguments) == {"q": "tok2 tok3 tok4 tok5 tok6 tok7 "}
+    assert call.deltas == 8
+    # both conform: the request declares the tool, the arguments fit its schema
+    assert check_exchanges(exchanges, CheckConfig()).findings == []
 
 
 def test_store_write_smoke(tmp_path: Path) -> None:
