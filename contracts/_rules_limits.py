@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ._json import JsonLimitError
-from ._json import loads as bounded_loads
 from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, hit, rule
+from ._rules_message import read_arguments
 from ._view import ExchangeView
 
 __all__ = ["CHECK_CRASHED", "LIVE_CHECK_SKIPPED", "RECORDS", "STORE_GAP"]
@@ -41,13 +41,10 @@ def _json_limit(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         return
     for ch in view.choices:
         for pos, c in enumerate(ch.calls):
-            try:
-                bounded_loads(c.arguments)
-            except JsonLimitError as exc:
+            exc = read_arguments(view, c)[1]
+            if isinstance(exc, JsonLimitError):  # another refusal: not JSON at all, tool-call-args-json's
                 ptr = f"/choices/{ch.index}/message/tool_calls/{pos}/function/arguments"
                 yield hit(f"{c.name}: arguments: {exc}", ptr, event=c.first_event, fault=Fault.MODEL)
-            except ValueError:
-                continue  # not JSON at all: tool-call-args-json
 
 
 #: Findings the checker makes about itself, not rules over an exchange: listed in the catalogue

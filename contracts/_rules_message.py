@@ -104,11 +104,29 @@ def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
-def _parse_args(call: AssembledCall) -> tuple[bool, Any]:
+def read_arguments(view: ExchangeView, call: AssembledCall) -> tuple[Any, ValueError | None]:
+    """A call's arguments as bounded loads reads them: (the value, None), or (None, why not: a
+    ``JsonLimitError`` past the bounds, a ``json.JSONDecodeError`` where they are not JSON). Read
+    once a view: half a dozen rules judge them, and an agent's arguments run to kilobytes."""
+    memo: dict[int, tuple[str, Any, ValueError | None]] | None = view.memo.get("arguments")
+    if memo is None:
+        memo = view.memo["arguments"] = {}
+    text = call.arguments
+    held = memo.get(id(call))  # the view holds its calls: an id is never another call's while it lives
+    if held is not None and held[0] is text:
+        return held[1], held[2]
     try:
-        return True, bounded_loads(call.arguments)
-    except ValueError:
-        return False, None
+        value, err = bounded_loads(text), None
+    except ValueError as exc:
+        # kept without its traceback, whose frames would hold this memo (a cycle for the GC)
+        value, err = None, exc.with_traceback(None)
+    memo[id(call)] = (text, value, err)
+    return value, err
+
+
+def _parse_args(view: ExchangeView, call: AssembledCall) -> tuple[bool, Any]:
+    value, err = read_arguments(view, call)
+    return err is None, value
 
 
 def family_of(view: ExchangeView, ctx: CheckConfig) -> str:
@@ -290,11 +308,10 @@ def _args_json(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     for ch, c in _calls(view):
         if not c.name or _stopped_by_length(ch, view):
             continue
-        try:
-            bounded_loads(c.arguments)
-        except JsonLimitError:
-            continue  # reported by json-limit
-        except json.JSONDecodeError as exc:
+        exc = read_arguments(view, c)[1]
+        if exc is None or isinstance(exc, JsonLimitError):
+            continue  # JSON, or past the bounds: reported by json-limit
+        if isinstance(exc, json.JSONDecodeError):
             where = "/function/arguments"
             if not c.arguments:
                 yield _call_hit(view, ch, c, where, f"{c.name}: empty arguments")
@@ -304,6 +321,8 @@ def _args_json(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             else:
                 message = f"{c.name}: arguments are not JSON ({exc.msg} at {exc.pos})"
                 yield _call_hit(view, ch, c, where, message, excerpt=c.arguments)
+        else:
+            raise exc  # any other refusal of bounded loads: as it raised before it was read once
     yield from _aborted_args(view)
 
 
@@ -324,13 +343,13 @@ def _aborted_args(view: ExchangeView) -> Iterator[Hit]:
         for c in ch.calls:
             if not c.name or not c.arguments or _cut_json(c.arguments) or _OPEN_TAIL.search(c.arguments):
                 continue
-            try:
-                bounded_loads(c.arguments)
-            except JsonLimitError:
+            exc = read_arguments(view, c)[1]
+            if exc is None or isinstance(exc, JsonLimitError):
                 continue
-            except json.JSONDecodeError as exc:
-                message = f"{c.name}: arguments are not JSON ({exc.msg} at {exc.pos}); the caller closed the stream there"
-                yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments)
+            if not isinstance(exc, json.JSONDecodeError):
+                raise exc
+            message = f"{c.name}: arguments are not JSON ({exc.msg} at {exc.pos}); the caller closed the stream there"
+            yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments)
 
 
 @rule(
@@ -348,7 +367,7 @@ def _args_truncated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     judged incomplete when its arguments do not parse, are not an object, or break the schema (vLLM
     0.32 closes a cut call with ``{}``)."""
     for ch, c in _calls(view):
-        ok, value = _parse_args(c)
+        ok, value = _parse_args(view, c)
         incomplete = not ok or (
             _cut_call(view, ch, c)
             and (
@@ -369,7 +388,7 @@ def _args_object(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 
     Function arguments are a JSON object. A JSON *string* holding an object is double encoding."""
     for ch, c in _calls(view):
-        ok, value = _parse_args(c)
+        ok, value = _parse_args(view, c)
         if ok and not isinstance(value, dict) and not _cut_call(view, ch, c):
             extra = ""
             if isinstance(value, str):
@@ -390,7 +409,7 @@ def _args_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     for ch, c in _calls(view):
         if c.name not in view.tools or _cut_call(view, ch, c):
             continue
-        ok, value = _parse_args(c)
+        ok, value = _parse_args(view, c)
         if not ok or not isinstance(value, dict):
             continue
         try:
