@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import json.scanner
+import re
 from typing import Any, cast
 
 import orjson
@@ -26,6 +27,8 @@ __all__ = [
     "JsonLimitError",
     "depth_exceeds",
     "json_loads",
+    "key_text",
+    "key_value",
     "loads",
     "plain_number_bytes",
     "plain_numbers",
@@ -39,6 +42,33 @@ MAX_BYTES = 64 * 1024 * 1024
 
 class JsonLimitError(ValueError):
     """A JSON document over the depth or size bound: valid or not, it is not parsed."""
+
+
+#: a null value in orjson's compact text (after a colon, a bracket or a comma: one inside a string
+#: only looks like it, and costs that value the slower writer)
+_NULL_VALUE = re.compile(rb"[:\[,]null")
+
+
+def key_text(value: Any, *, sort_keys: bool = False) -> bytes:
+    """A parsed JSON value's text as a cache key: one key, one document (with ``sort_keys`` one
+    for every order of an object's keys). orjson writes it in a tenth of json's time where it takes
+    the value (not an integer past 64 bits, a lone surrogate or nesting past its bound) and the text
+    has no null value (orjson writes NaN and the infinities as null); json writes the rest. The
+    first byte says which wrote it, so the two writers' keys never meet; :func:`key_value` reads a
+    key back. A rule's cache keyed by ``json.dumps`` of an agent's tools spent milliseconds an
+    exchange on writing the keys alone."""
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else None)
+    except TypeError:  # orjson.JSONEncodeError: what it does not write
+        text = b""
+    if text and text != b"null" and not _NULL_VALUE.search(text):
+        return b"o" + text
+    return b"j" + json.dumps(value, sort_keys=sort_keys).encode()
+
+
+def key_value(key: bytes) -> Any:
+    """The value :func:`key_text` wrote (json reads either writer's text)."""
+    return json.loads(key[1:])
 
 
 def depth_exceeds(value: Any, max_depth: int = MAX_DEPTH) -> bool:

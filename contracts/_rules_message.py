@@ -15,7 +15,7 @@ from jsonschema.exceptions import SchemaError
 
 from ._assembly import AssembledCall, AssembledChoice
 from ._families import FAMILIES, detect_family
-from ._json import JsonLimitError
+from ._json import JsonLimitError, key_text, key_value
 from ._json import loads as bounded_loads
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP, find_markup
 from ._registry import ALL_ENDPOINTS, ANOMALY, CALLS, CheckConfig, Fault, Hit, Severity, hit, rule
@@ -26,8 +26,8 @@ from ._view import ExchangeView
 
 
 @lru_cache(maxsize=512)
-def _validator(schema_json: str) -> Draft202012Validator | None:
-    schema = json.loads(schema_json)
+def _validator(schema_key: bytes) -> Draft202012Validator | None:
+    schema = key_value(schema_key)
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError:
@@ -42,7 +42,7 @@ def schema_validator(schema: Any) -> Draft202012Validator | None:
     """A cached 2020-12 validator, or None when ``schema`` is not a valid JSON Schema."""
     if not isinstance(schema, dict | bool):
         return None
-    return _validator(json.dumps(schema, sort_keys=True))
+    return _validator(key_text(schema, sort_keys=True))
 
 
 def schema_errors(schema: Any, value: Any, limit: int = 3) -> list[str]:

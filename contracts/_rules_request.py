@@ -12,6 +12,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
+from ._json import key_text, key_value
 from ._registry import ALL_ENDPOINTS, CHAT, CheckConfig, Fault, Hit, Severity, hit, rule
 from ._view import ExchangeView
 from ._wire import ChatMessage, ChatRequest
@@ -164,10 +165,10 @@ def _tool_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         if not isinstance(params, dict):
             yield hit(f"{name}: parameters is not an object", "/request/body/tools")
             continue
-        text = json.dumps(params)
-        problem = _schema_problem(text)
+        problem = _schema_problem(key_text(params))
         if problem is None:
             continue
+        text = json.dumps(params)
         too_deep, message = problem
         if too_deep:
             yield hit(f"{name}: {message}", "/request/body/tools")
@@ -176,13 +177,14 @@ def _tool_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 
 
 @lru_cache(maxsize=512)
-def _schema_problem(params_json: str) -> tuple[bool, str] | None:
-    """Why these tool parameters (as JSON, in their own key order) are not a valid JSON Schema:
-    (too deep to follow, message), or None. The meta-schema check is the costliest step of checking
-    an exchange with tools (a quarter of benchmarks/check_throughput.py), and an agent sends the same
-    tools with every request: each distinct schema is checked once."""
+def _schema_problem(params_key: bytes) -> tuple[bool, str] | None:
+    """Why these tool parameters (``key_text``: in their own key order, as the first error found
+    may depend on it) are not a valid JSON Schema: (too deep to follow, message), or None. The
+    meta-schema check is the costliest step of checking an exchange with tools (a quarter of
+    benchmarks/check_throughput.py), and an agent sends the same tools with every request: each
+    distinct schema is checked once."""
     try:
-        Draft202012Validator.check_schema(json.loads(params_json))
+        Draft202012Validator.check_schema(key_value(params_key))
     except SchemaError as exc:
         return False, str(exc.message)
     except RecursionError:  # the meta-schema validation recurses per level

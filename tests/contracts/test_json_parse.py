@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wirecheck.contracts import JsonLimitError, bounded_loads
-from wirecheck.contracts._json import PLAIN_MAX, plain_numbers
+from wirecheck.contracts._json import PLAIN_MAX, key_text, key_value, plain_numbers
 
 TEXTS = [
     '{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":"tok"},"finish_reason":null}]}',
@@ -124,3 +124,40 @@ def test_a_long_run_in_any_text_makes_them_not_plain() -> None:
     assert plain_numbers(["1234567890", "123456789"])
     # past the bound they are asked one by one (no copies of a huge stream)
     assert not plain_numbers(['{"a": 1}', " " * PLAIN_MAX])
+
+
+# every value a JSON document parses to, and what json (not orjson) reads besides: NaN and the
+# infinities, integers past 64 bits, lone surrogates, strings that hold "null"
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text()
+    | st.sampled_from(["null", "a:null", ",null", "\ud800"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _document(value: Any, sort_keys: bool) -> str:
+    """The document a value is, as json writes it (NaN and the infinities by name)."""
+    return json.dumps(value, sort_keys=sort_keys)
+
+
+@given(_json_values, _json_values, st.booleans())
+def test_a_key_is_one_document(a: Any, b: Any, sort_keys: bool) -> None:
+    """Two values share a key only when they are one document (in one order of keys, unless
+    sorted), and a key reads back as its document."""
+    key_a, key_b = key_text(a, sort_keys=sort_keys), key_text(b, sort_keys=sort_keys)
+    assert (key_a == key_b) == (_document(a, sort_keys) == _document(b, sort_keys))
+    assert _document(key_value(key_a), sort_keys) == _document(a, sort_keys)
+
+
+def test_orjson_writes_the_keys_it_can_write_alike_and_json_the_rest() -> None:
+    assert key_text({"type": ["string", "null"], "b": 1}) == b'o{"type":["string","null"],"b":1}'
+    assert key_text({"b": 1, "a": 2}, sort_keys=True) == b'o{"a":2,"b":1}'
+    # a null value, NaN (orjson would write it as null), an integer past 64 bits, a lone surrogate
+    for value in ({"d": None}, {"d": float("nan")}, [2**64], "\ud800", None):
+        assert key_text(value).startswith(b"j")
+    assert key_text({"d": None}) != key_text({"d": float("nan")})
