@@ -9,6 +9,7 @@ NATIVE: list[tuple[str, str]] = [
     ("wirecheck.contracts._sse_c", "contracts/_sse_c.c"),
     ("wirecheck.contracts._assembly_c", "contracts/_assembly_c.c"),
     ("wirecheck.contracts._markup_c", "contracts/_markup_c.c"),
+    ("wirecheck.contracts._json_c", "contracts/_json_c.c"),
     ("wirecheck.record._rows_c", "record/_rows_c.c"),
     ("wirecheck.record._window_c", "record/_window_c.c"),
     ("wirecheck.proxy._kin_c", "proxy/_kin_c.c"),

@@ -21,6 +21,8 @@ from typing import Any, cast
 
 import orjson
 
+from ._native import native
+
 __all__ = [
     "MAX_BYTES",
     "MAX_DEPTH",
@@ -179,6 +181,15 @@ def loads(
         opens = text.count("[") + text.count("{")
     else:
         opens = text.count(b"[") + text.count(b"{")
-    if opens > max_depth and depth_exceeds(value, max_depth):
-        raise JsonLimitError(f"JSON nested deeper than the limit of {max_depth} levels")
+    if opens > max_depth:
+        # the text's nesting is the value's: its compiled twin reads it off the text in one pass
+        deep = _C.deeper(text, max_depth) if _C is not None else None
+        if deep is None:
+            deep = depth_exceeds(value, max_depth)
+        if deep:
+            raise JsonLimitError(f"JSON nested deeper than the limit of {max_depth} levels")
     return value
+
+
+#: the compiled twin of :func:`depth_exceeds` read off a document's text (``_json_c.c``), or None
+_C = native("wirecheck.contracts._json_c")

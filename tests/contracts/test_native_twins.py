@@ -1,6 +1,7 @@
 """The checker's compiled twins against their pure-Python references, on any input: the plain SSE
-cut (``_sse_c.cut_plain`` in ``decode_joined``) and the fold of template-alike text chunks
-(``_assembly_c.fold_text`` in ``assemble_stream``). Each twin hands back what it does not read
+cut (``_sse_c.cut_plain`` in ``decode_joined``), the fold of template-alike text chunks
+(``_assembly_c.fold_text`` in ``assemble_stream``), the markup search and the depth bound of a
+parsed document (``_json_c.deeper`` in bounded loads). Each twin hands back what it does not read
 exactly as the reference does, so the reference's answer is the twin's on every input."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wirecheck.contracts import _assembly, _markup, _sse
+from wirecheck.contracts import _assembly, _json, _markup, _sse
 from wirecheck.contracts._assembly import TEMPLATE_MAX, _template
 from wirecheck.contracts._assembly import AssembledChoice as Choice
 from wirecheck.contracts._native import PURE_PYTHON, native
@@ -34,9 +35,11 @@ def test_the_twins_are_built_and_in_use() -> None:
         "wirecheck.contracts._sse_c",
         "wirecheck.contracts._assembly_c",
         "wirecheck.contracts._markup_c",
+        "wirecheck.contracts._json_c",
     ):
         assert native(name) is not None, name
     assert _sse._C is not None and _assembly._C is not None and _markup._C is not None
+    assert _json._C is not None
     assert _markup.find_markup is not _markup._find_markup
 
 
@@ -431,3 +434,43 @@ def test_a_finalizer_that_empties_the_lists_mid_call_breaks_nothing() -> None:
     finally:
         gc.set_threshold(*old)
         targets.clear()
+
+
+# documents whose strings hold what the depth scan must step over: brackets, quotes, escapes of
+# each kind, a backslash before a quote, text past ASCII
+_strings = st.sampled_from(["", "[", "{", "]", '"', "\\", '\\"', "\u00e9[", "a]b}", "\u2028", "x" * 40])
+_documents = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False) | _strings,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_strings, inner, max_size=3),
+    max_leaves=30,
+)
+
+
+@given(_documents, st.integers(min_value=0, max_value=12), st.sampled_from(["str", "bytes", "bytearray"]))
+def test_the_depth_read_off_a_text_is_the_walk_of_its_value(doc: Any, bound: int, form: str) -> None:
+    """For any document bounded loads reads, the text's nesting counted outside its strings is the
+    depth the walk of the value finds, as text, bytes or a bytearray, written spaced or compact."""
+    twin = native("wirecheck.contracts._json_c")
+    assert twin is not None
+    for text in (json.dumps(doc), json.dumps(doc, indent=1, ensure_ascii=False), orjson.dumps(doc).decode()):
+        given_text: Any = (
+            text if form == "str" else text.encode() if form == "bytes" else bytearray(text.encode())
+        )
+        assert twin.deeper(given_text, bound) is _json.depth_exceeds(json.loads(text), bound)
+
+
+def test_the_depth_scan_hands_back_what_its_text_cannot_tell() -> None:
+    """Bytes with a NUL (UTF-16 or UTF-32, which json reads) and texts of other types: None, and
+    bounded loads walks the value; a bound that is not an int is refused."""
+    twin = native("wirecheck.contracts._json_c")
+    assert twin is not None
+    deep = "[" * 200 + "]" * 200
+    assert twin.deeper(deep, 128) is True and twin.deeper(deep, 200) is False
+    assert twin.deeper(deep.encode("utf-16"), 128) is None and twin.deeper(memoryview(b"[]"), 0) is None
+    with pytest.raises(_json.JsonLimitError, match="deeper than the limit"):
+        _json.loads(deep.encode("utf-16"))
+    with pytest.raises(_json.JsonLimitError, match="deeper than the limit"):
+        _json.loads('{"a": "' + "[" * 300 + '", "b": ' + deep + "}")
+    assert _json.loads('["' + "[" * 300 + '"]') == ["[" * 300]
+    with pytest.raises(TypeError):
+        twin.deeper("[]", 1.5)
