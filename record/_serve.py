@@ -25,20 +25,47 @@ def free_port() -> int:
     is one of the ephemeral ones, which any outgoing connection may take as its source port before
     the caller binds it: under parallel tests and load generators a server then found its port taken.
     Drawn at random from the system's generator (hypothesis seeds ``random`` alike in every test
-    process); the OS picks one where no free port turns up below the range."""
+    process); the OS picks one where no free port turns up below the range. Another process may
+    still take it before the caller binds it: a server of this process is given a socket bound at
+    the draw instead (``serve``)."""
+    with _drawn() as s:
+        return int(s.getsockname()[1])
+
+
+def _drawn() -> socket.socket:
+    """A socket bound on 127.0.0.1 to a port drawn as ``free_port`` says, held from the draw on."""
     low = _ephemeral_low()
     if low is not None and low - _FLOOR >= 1024:
         for _ in range(64):
-            port = _DRAW.randrange(_FLOOR, low)
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:  # held: listening, bound, or in TIME_WAIT
-                    continue
-                return port
-    with socket.socket() as s:
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", _DRAW.randrange(_FLOOR, low)))
+            except OSError:  # held: listening, bound, or in TIME_WAIT
+                s.close()
+                continue
+            return s
+    s = socket.socket()
+    try:
         s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    except OSError:
+        s.close()
+        raise
+    return s
+
+
+def _bound(port: int | None) -> socket.socket:
+    """The socket a server of this process listens on: bound to ``port`` (which may be in TIME_WAIT
+    from a server before, as uvicorn's own bind allows), or to a drawn one."""
+    if port is None:
+        return _drawn()
+    s = socket.socket()
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        raise
+    return s
 
 
 #: the lowest port ``free_port`` draws: above the registered services that usually run on a host
@@ -58,22 +85,28 @@ def _ephemeral_low() -> int | None:
 @contextlib.contextmanager
 def serve(app: Any, port: int | None = None, *, log_level: str = "warning") -> Iterator[str]:
     """Run ``app`` on ``127.0.0.1:port`` (a free one when None) until the block ends; yields its URL.
+    The socket is bound here, before uvicorn starts, and handed to it: a port drawn here is held
+    from the draw on, so no other process takes it in between (a parallel test's server once did).
     (A proxy tap is served as ``wirecheck proxy`` serves it with ``wirecheck.proxy.serve_listener``.)"""
-    port = port or free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level, lifespan="auto")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError(f"uvicorn did not start on port {port}")
-        time.sleep(0.01)
+    sock = _bound(port or None)
+    port = int(sock.getsockname()[1])
     try:
-        yield f"http://127.0.0.1:{port}"
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level, lifespan="auto")
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError(f"uvicorn did not start on port {port}")
+            time.sleep(0.01)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+            thread.join(timeout=10)
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+        sock.close()
 
 
 async def read_body(receive: Callable[[], Awaitable[MutableMapping[str, Any]]]) -> bytes:

@@ -18,7 +18,7 @@ from wirecheck.contracts import DEFAULT_REDACTION, Chunk, Exchange, HttpRequest,
 
 from ._client import HOP_HEADERS, error_of, record_async
 from ._correlation import CORRELATION_HEADER, Correlator, correlation_secret
-from ._serve import free_port, read_body, serve
+from ._serve import read_body, serve
 from ._sink import MemorySink, Sink
 
 __all__ = ["RecordingTransport", "TapApp", "dual_taps"]
@@ -191,6 +191,6 @@ def dual_taps(gateway: str, engine: str, engine_port: int) -> Iterator[tuple[str
     caller_app = TapApp(gateway, "caller", sink, caller=True)
     with (
         serve(engine_app, engine_port, log_level="error"),
-        serve(caller_app, free_port(), log_level="error") as url,
+        serve(caller_app, log_level="error") as url,
     ):
         yield url, sink

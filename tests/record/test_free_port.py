@@ -53,3 +53,41 @@ def test_without_room_below_the_range_the_os_picks(monkeypatch: pytest.MonkeyPat
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+async def _ok(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+def test_a_served_app_holds_its_drawn_port_from_the_draw_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve`` binds the socket it draws and hands that socket to the server: between the draw
+    and the server's start no other process can take the port (a parallel test's server once did,
+    and the server then never started). The app answers on it, and the port is free again after."""
+    import httpx
+
+    given: list[socket.socket] = []
+    drawn = _serve._drawn
+
+    def drawing() -> socket.socket:
+        sock = drawn()
+        given.append(sock)
+        with socket.socket() as other, pytest.raises(OSError):
+            other.bind(sock.getsockname())  # held already, before uvicorn runs
+        return sock
+
+    monkeypatch.setattr(_serve, "_drawn", drawing)
+    with _serve.serve(_ok, log_level="error") as url:
+        assert url == f"http://127.0.0.1:{given[0].getsockname()[1]}"
+        assert httpx.get(url).text == "ok"
+    assert given[0].fileno() == -1  # closed with the server
+
+
+def test_a_port_asked_for_that_is_held_is_a_clear_error_at_once() -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        with pytest.raises(OSError), _serve.serve(_ok, held.getsockname()[1], log_level="error"):
+            pytest.fail("served on a port another socket listens on")
