@@ -199,13 +199,11 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
                             break
             if run is not None:
                 end, text, count, times = run
-                if tpl.call is None:
-                    _put_text(tpl.choice, tpl.field, text)
-                else:
-                    _put_arguments(tpl.call, text, end - at)
-                    if count != end - at:  # each chunk of a call's arguments is a token, an empty one too
-                        count = end - at
-                        times = [t for e in events[at:end] if (t := e.t_ms) is not None]
+                _put(tpl.choice, tpl.field, tpl.call, text, end - at)
+                if tpl.call is not None and count != end - at:
+                    # each chunk of a call's arguments is a token, an empty one too
+                    count = end - at
+                    times = [t for e in events[at:end] if (t := e.t_ms) is not None]
                 read += end - at
                 tokens += count
                 if times:
@@ -240,10 +238,7 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
                     text = None
                 if text.__class__ is str and not st.done and tpl.usable():
                     read += 1
-                    if tpl.call is None:
-                        _put_text(tpl.choice, tpl.field, text)
-                    else:
-                        _put_arguments(tpl.call, text, 1)
+                    _put(tpl.choice, tpl.field, tpl.call, text, 1)
                     if text or tpl.call is not None:
                         tokens += 1
                         _stamp(st, ev.t_ms)
@@ -303,12 +298,14 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
                     and choice is not None
                     and choice.finish_reason is None
                 ):
+                    # its one key, where that is a text field: the answer's, or a thinking model's
+                    # reasoning under either of its names (vllm-wire.md: ``reasoning`` since vLLM
+                    # 0.16, ``reasoning_content`` from other servers and gateways); or a piece of a
+                    # begun call's arguments and nothing else (vLLM's every chunk of a call after
+                    # its first). Any other key finds no string
                     tcs = delta.get("tool_calls")
+                    call: AssembledCall | None = None
                     if tcs is None:
-                        # its one key, where that is a text field: the answer's, or a thinking
-                        # model's reasoning under either of its names (vllm-wire.md: ``reasoning``
-                        # since vLLM 0.16, ``reasoning_content`` from other servers and gateways);
-                        # any other key finds no string
                         field = (
                             "content"
                             if "content" in delta
@@ -317,36 +314,26 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
                             else "reasoning_content"
                         )
                         text = delta.get(field)
-                        if text.__class__ is str:
-                            if learn is not None and field not in learn:
-                                # the field's first such chunk: the others are likely its text but for the text
-                                learn.add(field)
-                                learned = _template(data, obj, text, choice, field=field)
-                                if learned is not None:
-                                    if tpl is not None:
-                                        spare.append(tpl)
-                                    tpl = learned
-                                    before, after, cut, tail, least = tpl.parts()
-                            _put_text(choice, field, text)
-                            if text:
-                                tokens += 1
-                                _stamp(st, ev.t_ms)
-                            continue
                     elif (call := _arguments_call(choice, tcs)) is not None:
-                        # a piece of a begun call's arguments, and nothing else (vLLM's every
-                        # chunk of a call after its first)
-                        text = tcs[0]["function"]["arguments"]
-                        if learn is not None and (key := f"arguments:{call.index}") not in learn:
+                        field, text = "arguments", tcs[0]["function"]["arguments"]
+                    else:
+                        text = None
+                    if text.__class__ is str:
+                        # the first such chunk of the field (of the call): the others are likely its
+                        # text but for the text
+                        key = field if call is None else f"arguments:{call.index}"
+                        if learn is not None and key not in learn:
                             learn.add(key)
-                            learned = _template(data, obj, text, choice, field="arguments", call=call)
+                            learned = _template(data, obj, text, choice, field=field, call=call)
                             if learned is not None:
                                 if tpl is not None:
                                     spare.append(tpl)
                                 tpl = learned
                                 before, after, cut, tail, least = tpl.parts()
-                        _put_arguments(call, text, 1)
-                        tokens += 1
-                        _stamp(st, ev.t_ms)
+                        _put(choice, field, call, text, 1)
+                        if text or call is not None:
+                            tokens += 1
+                            _stamp(st, ev.t_ms)
                         continue
         elif choices is None and "error" in obj and "choices" not in obj:
             st.error_frames.append((ev.index, obj["error"]))
@@ -395,17 +382,15 @@ def _arguments_call(choice: AssembledChoice, tcs: Any) -> AssembledCall | None:
     return choice._by_index.get(i)
 
 
-def _put_arguments(call: AssembledCall, text: str, pieces: int) -> None:
-    """``pieces`` deltas of a call's arguments alone, their strings joined ``text``, folded into
-    the call as ``_take_tool_delta`` folds them."""
-    call.arguments += text
-    call.deltas += pieces
-    call.has_arguments_key = True
-
-
-def _put_text(choice: AssembledChoice, field: str, text: str) -> None:
-    """A delta of the one text ``field`` folded into its choice, as ``_take_delta`` folds it."""
-    if field == "content":
+def _put(choice: AssembledChoice, field: str, call: AssembledCall | None, text: str, pieces: int) -> None:
+    """``pieces`` deltas of one text ``field`` alone, their strings joined ``text``, folded into
+    their choice as ``_take_delta`` folds them; with ``call``, pieces of that call's arguments,
+    folded into it as ``_take_tool_delta`` folds them."""
+    if call is not None:
+        call.arguments += text
+        call.deltas += pieces
+        call.has_arguments_key = True
+    elif field == "content":
         choice.content = text if choice.content is None else choice.content + text
     else:
         choice.reasoning_fields.add(field)

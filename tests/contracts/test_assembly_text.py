@@ -288,9 +288,9 @@ def test_chunks_alike_but_for_their_text_build_what_take_chunk_builds(texts: lis
     assert got.after_done == 2 and got.done == 2
 
 
-def _thinking_chunk(field: str, text: str, **extra: Any) -> str:
-    """A chunk of a thinking model's stream as vLLM writes it (vllm-wire.md): one text field."""
-    choice = {"index": 0, "delta": {field: text}, "logprobs": None, "finish_reason": None, "token_ids": None}
+def _vllm_chunk(delta: dict[str, Any], **extra: Any) -> str:
+    """A chunk of a chat stream as vLLM writes it (vllm-wire.md), with this delta."""
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None, "token_ids": None}
     obj = {
         "id": "c",
         "object": "chat.completion.chunk",
@@ -299,6 +299,11 @@ def _thinking_chunk(field: str, text: str, **extra: Any) -> str:
         "choices": [{**choice, **extra}],
     }
     return json.dumps({**obj, "kv_transfer_params": None}, separators=(",", ":"))
+
+
+def _thinking_chunk(field: str, text: str, **extra: Any) -> str:
+    """A chunk of a thinking model's stream: one text field."""
+    return _vllm_chunk({field: text}, **extra)
 
 
 @pytest.mark.parametrize("name", ["reasoning", "reasoning_content"])
@@ -320,9 +325,7 @@ def test_a_thinking_stream_folds_its_reasoning_and_its_answer_each_through_its_t
         ),
         _thinking_chunk(name, "late"),
     ]
-    finish = _thinking_chunk("content", "", finish_reason="stop").replace(
-        '"delta":{"content":""}', '"delta":{}'
-    )
+    finish = _vllm_chunk({}, finish_reason="stop")
     datas = [role, *thought, *answer, *again, finish, "[DONE]"]
     events = [SSEEvent(d, index=i, t_ms=float(i)) for i, d in enumerate(datas)]
     taken = _count_take_chunk(monkeypatch)
@@ -362,9 +365,7 @@ def _call_chunk(index: int, arguments: str, **begin: str) -> str:
             **tc,
             "function": {"name": begin["name"], "arguments": arguments},
         }
-    return _thinking_chunk("tool_calls", "").replace(
-        '"tool_calls":""', '"tool_calls":' + json.dumps([tc], separators=(",", ":"))
-    )
+    return _vllm_chunk({"tool_calls": [tc]})
 
 
 def test_an_agents_calls_fold_their_arguments_through_a_template_each(
@@ -387,9 +388,7 @@ def test_an_agents_calls_fold_their_arguments_through_a_template_each(
         _call_chunk(0, '{"', id="functions.other:0", name="other"),
         _call_chunk(0, "}"),
     ]
-    finish = _thinking_chunk("content", "", finish_reason="tool_calls").replace(
-        '"delta":{"content":""}', '"delta":{}'
-    )
+    finish = _vllm_chunk({}, finish_reason="tool_calls")
     datas += [finish, _call_chunk(1, "late"), "[DONE]"]
     events = [SSEEvent(d, index=i, t_ms=float(i)) for i, d in enumerate(datas)]
     taken = _count_take_chunk(monkeypatch)
