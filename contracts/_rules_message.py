@@ -129,6 +129,17 @@ def _parse_args(view: ExchangeView, call: AssembledCall) -> tuple[bool, Any]:
     return err is None, value
 
 
+def _not_json(view: ExchangeView, call: AssembledCall) -> json.JSONDecodeError | None:
+    """Why a call's arguments are not JSON, or None: JSON, or past the bounds (``json-limit``'s).
+    Any other refusal of bounded loads is raised, as bounded loads raised it."""
+    err = read_arguments(view, call)[1]
+    if err is None or isinstance(err, JsonLimitError):
+        return None
+    if not isinstance(err, json.JSONDecodeError):
+        raise err
+    return err
+
+
 def family_of(view: ExchangeView, ctx: CheckConfig) -> str:
     """The family to judge this exchange against: the configured one, else the one detector's."""
     if ctx.family != "auto":
@@ -308,21 +319,18 @@ def _args_json(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     for ch, c in _calls(view):
         if not c.name or _stopped_by_length(ch, view):
             continue
-        exc = read_arguments(view, c)[1]
-        if exc is None or isinstance(exc, JsonLimitError):
-            continue  # JSON, or past the bounds: reported by json-limit
-        if isinstance(exc, json.JSONDecodeError):
-            where = "/function/arguments"
-            if not c.arguments:
-                yield _call_hit(view, ch, c, where, f"{c.name}: empty arguments")
-            elif exc.pos >= len(c.arguments.rstrip()) or _cut_json(c.arguments):
-                message = f"{c.name}: arguments end mid-document ({exc.msg}): cut short by the parser"
-                yield _call_hit(view, ch, c, where, message, excerpt=c.arguments, fault=Fault.PARSER)
-            else:
-                message = f"{c.name}: arguments are not JSON ({exc.msg} at {exc.pos})"
-                yield _call_hit(view, ch, c, where, message, excerpt=c.arguments)
+        exc = _not_json(view, c)
+        if exc is None:
+            continue
+        where = "/function/arguments"
+        if not c.arguments:
+            yield _call_hit(view, ch, c, where, f"{c.name}: empty arguments")
+        elif exc.pos >= len(c.arguments.rstrip()) or _cut_json(c.arguments):
+            message = f"{c.name}: arguments end mid-document ({exc.msg}): cut short by the parser"
+            yield _call_hit(view, ch, c, where, message, excerpt=c.arguments, fault=Fault.PARSER)
         else:
-            raise exc  # any other refusal of bounded loads: as it raised before it was read once
+            message = f"{c.name}: arguments are not JSON ({exc.msg} at {exc.pos})"
+            yield _call_hit(view, ch, c, where, message, excerpt=c.arguments)
     yield from _aborted_args(view)
 
 
@@ -343,11 +351,9 @@ def _aborted_args(view: ExchangeView) -> Iterator[Hit]:
         for c in ch.calls:
             if not c.name or not c.arguments or _cut_json(c.arguments) or _OPEN_TAIL.search(c.arguments):
                 continue
-            exc = read_arguments(view, c)[1]
-            if exc is None or isinstance(exc, JsonLimitError):
+            exc = _not_json(view, c)
+            if exc is None:
                 continue
-            if not isinstance(exc, json.JSONDecodeError):
-                raise exc
             message = f"{c.name}: arguments are not JSON ({exc.msg} at {exc.pos}); the caller closed the stream there"
             yield _call_hit(view, ch, c, "/function/arguments", message, excerpt=c.arguments)
 
