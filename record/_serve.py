@@ -37,30 +37,26 @@ def _drawn() -> socket.socket:
     low = _ephemeral_low()
     if low is not None and low - _FLOOR >= 1024:
         for _ in range(64):
-            s = socket.socket()
             try:
-                s.bind(("127.0.0.1", _DRAW.randrange(_FLOOR, low)))
+                return _bound_to(_DRAW.randrange(_FLOOR, low))
             except OSError:  # held: listening, bound, or in TIME_WAIT
-                s.close()
                 continue
-            return s
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", 0))
-    except OSError:
-        s.close()
-        raise
-    return s
+    return _bound_to(0)
 
 
 def _bound(port: int | None) -> socket.socket:
     """The socket a server of this process listens on: bound to ``port`` (which may be in TIME_WAIT
     from a server before, as uvicorn's own bind allows), or to a drawn one."""
-    if port is None:
-        return _drawn()
+    return _drawn() if port is None else _bound_to(port, reuse=True)
+
+
+def _bound_to(port: int, *, reuse: bool = False) -> socket.socket:
+    """A socket bound on 127.0.0.1 to ``port`` (``reuse``: with SO_REUSEADDR); where the bind
+    fails, the socket is closed and the OSError raised."""
     s = socket.socket()
     try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))
     except OSError:
         s.close()
