@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_output import machine, write_json
+from overhead_load import TOOL
 
 from wirecheck.contracts import Chunk, Exchange, HttpRequest, HttpResponse, InputError
 from wirecheck.proxy._live import Recent, check_pending, settle_checker_gc
@@ -58,14 +59,6 @@ from wirecheck.record import Store, open_store
 #: half of them, before its answer; a call of the tool the request declares, its arguments piece by
 #: piece (vllm-wire.md). Each conforms: the checker finds nothing in it
 STREAMS = ("answer", "thinking", "tool-call")
-#: the tool a ``tool-call`` stream's request declares and its stream calls
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "search",
-        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
-    },
-}
 
 
 def _exchange(i: int, t0: float, rate: float, events: int, stream: str = "answer") -> Exchange:

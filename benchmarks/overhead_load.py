@@ -31,8 +31,9 @@ from typing import Any, cast
 #: two are conforming too: nothing to find
 SHAPES = ("vllm", "bare", "thinking", "tool-call")
 
-#: the tool the ``tool-call`` shape's requests declare and its streams call
-_TOOL = {
+#: the tool the ``tool-call`` shape's requests declare and its streams call (``live_checker.py``'s
+#: tool-call streams too)
+TOOL = {
     "type": "function",
     "function": {
         "name": "search",
@@ -79,7 +80,7 @@ def request_body(shape: str = "vllm") -> bytes:
     ``tool-call`` shape's declares the tool its streams call."""
     req: dict[str, Any] = {"model": "bench", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
     if shape == "tool-call":
-        req["tools"] = [_TOOL]
+        req["tools"] = [TOOL]
     return json.dumps(req).encode()
 
 

@@ -379,14 +379,12 @@ def test_live_checker_stream_smoke(tmp_path: Path) -> None:
 def test_the_benchmarks_streams_read_as_their_kind() -> None:
     """What ``--stream`` records, read back by the checker's own assembly: a thinking model's
     reasoning then its answer, and a tool call's arguments piece by piece."""
-    from wirecheck.contracts import build_view
+    from wirecheck.contracts import CheckConfig, build_view, check_exchanges
 
     recorded = _benchmark("live_checker").recorded
     thinking = build_view(recorded(0, 0.0, 20.0, 10, stream="thinking")[0]).choices[0]
     assert thinking.reasoning == "tok0 tok1 tok2 tok3 " and thinking.content == "tok4 tok5 tok6 tok7 "
     assert thinking.reasoning_fields == {"reasoning"} and thinking.finish_reason == "stop"
-    from wirecheck.contracts import CheckConfig, check_exchanges
-
     exchanges = [
         recorded(n, 0.0, 20.0, 10, stream=kind)[0] for n, kind in enumerate(("thinking", "tool-call"))
     ]
