@@ -55,7 +55,7 @@ from ._report_html import render_html
 from ._sse import SSEAnomaly, SSEDecoder, SSEEvent, decode_sse
 from ._stream_check import WINDOW, check_stream, exchange_bytes
 from ._text import printable
-from ._view import ExchangeView, build_view
+from ._view import ExchangeView, build_view, build_views
 from ._wire import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -134,6 +134,7 @@ __all__ = [
     "assemble_stream",
     "bounded_loads",
     "build_view",
+    "build_views",
     "check_exchanges",
     "check_stream",
     "check_view",

@@ -40,6 +40,7 @@ from wirecheck.contracts import (
     Severity,
     TapSet,
     build_view,
+    build_views,
     check_exchanges,
     may_pair,
     rules,
@@ -182,7 +183,23 @@ class Recent:
         held = self._views.get(ex.id)
         if held is not None and held[2].ex is ex:
             return held[2]
-        view = build_view(ex)
+        return self._keep_view(ex, build_view(ex))
+
+    def prepare(self, exchanges: list[Exchange]) -> None:
+        """Build the views of those of these exchanges whose view is not kept, all at once
+        (``build_views``: a tenth less CPU than one at a time), and keep them as :meth:`view` would;
+        where one's view raised, :meth:`view` builds it again when asked (and raises)."""
+        views = self._views
+        todo = [ex for ex in exchanges if (held := views.get(ex.id)) is None or held[2].ex is not ex]
+        if len(todo) < 2:
+            return
+        for ex, view in zip(todo, build_views(todo), strict=True):
+            if view is not None:
+                self._keep_view(ex, view)
+
+    def _keep_view(self, ex: Exchange, view: ExchangeView) -> ExchangeView:
+        """Keep the view just built of ``ex`` (with its start, row version and size), within the
+        limits; returns it."""
         start = ex.started_epoch
         version = self._read.pop(ex.id, None)
         twin = self._twins.get(ex.id)
@@ -426,6 +443,7 @@ def _check_batch(
     # at several taps without the correlation id, the batch's group is judged whole: an exchange
     # of it may move a pairing between two judged before it (the fingerprint pairs first with first)
     focus = wanted if rest is None else wanted | {ex.id for ex in around}
+    recent.prepare(exchanges)
     result = check_exchanges(
         exchanges, config or CheckConfig(), focus=focus, view_of=recent.view, around=rest
     )
@@ -498,6 +516,7 @@ def _neighbours(store: Store, batch: list[Exchange], times: list[float], recent:
     unknown = recent.unknown(rows, have)
     loose: dict[str, tuple[TwinKey | None, bool]] = {}
     for got in _paged(store, unknown, recent):
+        recent.prepare(got)
         for ex in got:
             loose[ex.id] = recent.twin(ex)
             taps.add(ex.tap)
@@ -544,6 +563,7 @@ def _twins_around(
     nothing). ``loose``: the twins of the window's rows that ``recent`` did not keep, read for this
     batch; ``window``: id -> version of the window's rows but the batch's, where already made."""
     kinds: dict[TwinKey, set[bool]] = {}
+    recent.prepare(batch)
     for ex in batch:
         key, streamed = recent.twin(ex)
         if key is not None:
@@ -612,6 +632,7 @@ def _group(
     index = KinIndex(_window_kin(store, rows, recent))
     agent_taps: set[str] = set()
     wanted: list[int] = []
+    recent.prepare(batch)
     for ex in batch:
         try:
             view = recent.view(ex)
@@ -641,6 +662,7 @@ def _window_kin(store: Store, rows: list[tuple[str, Any]], recent: Recent) -> li
     kept = recent._kin
     held = {r[0]: k for r in rows if (k := kept.get(r[0])) is not None and k.row[1] == r[1]}
     for got in _paged(store, [r for r in rows if r[0] not in held], recent):
+        recent.prepare(got)
         for ex in got:
             try:
                 one = kin_of(recent.view(ex), versions[ex.id], recent.size(ex))

@@ -17,11 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import wirecheck.proxy._live as live
+from tests.contracts.test_build_views import unreadable_exchange
 from tests.contracts.test_focus import dual_tap_capture
 from tests.support import wire
 from tests.support.orders import written_in_batches
 from tests.support.wire import call, completion, message, tool_req
-from wirecheck.contracts import CheckConfig, CheckResult, Exchange, check_exchanges
+from wirecheck.contracts import CheckConfig, CheckResult, Exchange, build_view, check_exchanges
 from wirecheck.proxy import check_pending
 from wirecheck.proxy._live import CHECKER_NICE, CHECKER_NICE_ENV, Recent, start_checker
 from wirecheck.record import Store
@@ -368,3 +369,25 @@ def test_small_pieces_and_a_small_byte_budget_give_the_same_findings(
     finally:
         store.close()
     assert got == sorted((f.exchange_id, f.rule, str(f.fault), f.message) for f in whole.findings)
+
+
+def test_views_prepared_at_once_are_kept_and_one_that_raises_raises_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    recent = Recent()
+    exs = dual_tap_capture()
+    bad = unreadable_exchange()
+    recent.prepare([*exs, bad])
+    built: list[str] = []
+
+    def one(ex: Exchange) -> Any:
+        built.append(ex.id)
+        return build_view(ex)
+
+    monkeypatch.setattr(live, "build_view", one)
+    for ex in exs:
+        assert recent.view(ex) == build_view(ex)
+    assert built == []  # every readable view was kept when prepared
+    with pytest.raises(TypeError):
+        recent.view(bad)
+    assert built == [bad.id]
