@@ -85,6 +85,10 @@ PIECE_BYTES = 8 * 1024 * 1024
 #: up to this many (the store's statement) or to ``PIECE_BYTES`` of exchanges the size of the last
 #: page's; the checker keeps the size from batch to batch (``Recent.page``)
 NEIGHBOUR_PAGE = 500
+#: views built at once (``Recent.prepare``): at most this many exchanges, or this many of their
+#: recorded bytes (a run's views are held until asked)
+PREPARE_MAX = 100
+PREPARE_BYTES = 1024 * 1024
 NEIGHBOUR_FIRST_PAGE = 8
 #: the recorded bytes of the exchanges around a piece of a batch of several taps loaded with it (its
 #: group, ``_kin``) beyond the piece's own: the other tap's side of each of its exchanges fits (a
@@ -148,6 +152,11 @@ class Recent:
         #: how many exchanges around a batch are read at once (see ``NEIGHBOUR_PAGE``)
         self.page = NEIGHBOUR_FIRST_PAGE
         self._read: dict[str, Any] = {}  # id -> version of the exchanges read, views not built yet
+        #: the exchanges announced by ``prepare`` (kept alive while any is not yet built: their ids
+        #: key the two dicts), the position of each not yet built, and the views built not yet asked
+        self._queue: list[Exchange] = []
+        self._pending: dict[int, int] = {}
+        self._ready: dict[int, ExchangeView] = {}
         #: id -> (start, version, tap, twin key, streamed) of the exchanges whose twin is known
         self._twins: dict[str, tuple[float, Any, str, TwinKey | None, bool]] = {}
         #: id -> version of the same exchanges: (id, version) pairs, for a set difference with a window's
@@ -183,19 +192,41 @@ class Recent:
         held = self._views.get(ex.id)
         if held is not None and held[2].ex is ex:
             return held[2]
-        return self._keep_view(ex, build_view(ex))
+        return self._keep_view(ex, self._built(ex))
 
     def prepare(self, exchanges: list[Exchange]) -> None:
-        """Build the views of those of these exchanges whose view is not kept, all at once
-        (``build_views``: a tenth less CPU than one at a time), and keep them as :meth:`view` would;
-        where one's view raised, :meth:`view` builds it again when asked (and raises)."""
-        views = self._views
-        todo = [ex for ex in exchanges if (held := views.get(ex.id)) is None or held[2].ex is not ex]
-        if len(todo) < 2:
-            return
-        for ex, view in zip(todo, build_views(todo), strict=True):
-            if view is not None:
-                self._keep_view(ex, view)
+        """The exchanges the caller is about to ask :meth:`view` (or :meth:`twin`) of, in that order:
+        their views are built a run at a time (``build_views``, at most ``PREPARE_MAX`` exchanges
+        or ``PREPARE_BYTES`` of them), as the first of each run is asked, and each is kept when it is
+        asked, as :meth:`view` keeps one it builds then (a run's views kept at once would push each
+        other out of the bytes kept). Replaces what an earlier call left unasked."""
+        self._queue = exchanges
+        self._pending = {id(ex): k for k, ex in enumerate(exchanges)}
+        self._ready = {}
+
+    def _built(self, ex: Exchange) -> ExchangeView:
+        """A new view of ``ex``: from the run :meth:`prepare` announced it in, else built alone (as
+        is one whose view raised in its run: then it raises here)."""
+        at = self._pending.pop(id(ex), None)
+        if at is not None and self._queue[at] is ex:
+            run, size = [ex], recorded_bytes(ex)
+            for other in self._queue[at + 1 :]:
+                if len(run) >= PREPARE_MAX or size >= PREPARE_BYTES:
+                    break
+                if self._pending.pop(id(other), None) is None:
+                    continue  # asked already
+                held = self._views.get(other.id)
+                if held is not None and held[2].ex is other:
+                    continue  # kept from before: asked, it is there
+                run.append(other)
+                size += recorded_bytes(other)
+            for other, made in zip(run, build_views(run), strict=True):
+                if made is not None:
+                    self._ready[id(other)] = made
+            if not self._pending:  # every one announced is built: the list is let go
+                self._queue = []
+        made = self._ready.pop(id(ex), None)
+        return made if made is not None and made.ex is ex else build_view(ex)
 
     def _keep_view(self, ex: Exchange, view: ExchangeView) -> ExchangeView:
         """Keep the view just built of ``ex`` (with its start, row version and size), within the
@@ -348,6 +379,7 @@ class Recent:
         while kin and ((earliest := next(iter(kin.values()))).start or 0.0) < t:
             del kin[earliest.row[0]]
         self._read.clear()
+        self.prepare([])  # what a batch's callers left unasked
 
 
 def _load(store: Store, rows: list[tuple[str, Any]], recent: Recent) -> list[Exchange]:

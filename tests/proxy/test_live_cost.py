@@ -22,7 +22,7 @@ from tests.contracts.test_focus import dual_tap_capture
 from tests.support import wire
 from tests.support.orders import written_in_batches
 from tests.support.wire import call, completion, message, tool_req
-from wirecheck.contracts import CheckConfig, CheckResult, Exchange, build_view, check_exchanges
+from wirecheck.contracts import CheckConfig, CheckResult, Exchange, build_view, build_views, check_exchanges
 from wirecheck.proxy import check_pending
 from wirecheck.proxy._live import CHECKER_NICE, CHECKER_NICE_ENV, Recent, start_checker
 from wirecheck.record import Store
@@ -371,23 +371,52 @@ def test_small_pieces_and_a_small_byte_budget_give_the_same_findings(
     assert got == sorted((f.exchange_id, f.rule, str(f.fault), f.message) for f in whole.findings)
 
 
-def test_views_prepared_at_once_are_kept_and_one_that_raises_raises_when_asked(
+def _counting(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
+    """The ids whose views ``Recent`` builds in runs (``build_views``) and alone (``build_view``)."""
+    in_runs: list[str] = []
+    alone: list[str] = []
+
+    def runs(exs: list[Exchange]) -> Any:
+        in_runs.extend(ex.id for ex in exs)
+        return build_views(exs)
+
+    def one(ex: Exchange) -> Any:
+        alone.append(ex.id)
+        return build_view(ex)
+
+    monkeypatch.setattr(live, "build_views", runs)
+    monkeypatch.setattr(live, "build_view", one)
+    return in_runs, alone
+
+
+def test_views_announced_are_built_in_runs_and_one_that_raises_raises_when_asked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     recent = Recent()
     exs = dual_tap_capture()
     bad = unreadable_exchange()
+    in_runs, alone = _counting(monkeypatch)
     recent.prepare([*exs, bad])
-    built: list[str] = []
-
-    def one(ex: Exchange) -> Any:
-        built.append(ex.id)
-        return build_view(ex)
-
-    monkeypatch.setattr(live, "build_view", one)
+    assert in_runs == []  # nothing is built before it is asked
     for ex in exs:
         assert recent.view(ex) == build_view(ex)
-    assert built == []  # every readable view was kept when prepared
+    assert in_runs == [ex.id for ex in [*exs, bad]] and alone == []
     with pytest.raises(TypeError):
         recent.view(bad)
-    assert built == [bad.id]
+    assert alone == [bad.id]
+    assert [recent.view(ex) for ex in exs] == [build_view(ex) for ex in exs]  # kept: built no more
+    assert in_runs == [ex.id for ex in [*exs, bad]]
+
+
+def test_views_announced_are_built_once_however_few_bytes_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a run's views kept all at once pushed each other out of a full budget, and were built again
+    # when asked: 10x the checker's CPU for streams of 400 frames (benchmarks/checker_memory.py)
+    exs = dual_tap_capture()
+    recent = Recent(limit_bytes=1)
+    in_runs, alone = _counting(monkeypatch)
+    recent.prepare(exs)
+    for ex in exs:
+        recent.twin(ex)
+        assert recent.exchange(ex.id) is ex  # the one just asked is kept, whatever the budget
+    assert sorted(in_runs) == sorted(ex.id for ex in exs) and alone == []
+    assert len(recent) == 1
