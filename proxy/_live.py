@@ -86,9 +86,13 @@ PIECE_BYTES = 8 * 1024 * 1024
 #: page's; the checker keeps the size from batch to batch (``Recent.page``)
 NEIGHBOUR_PAGE = 500
 #: views built at once (``Recent.prepare``): at most this many exchanges, or this many of their
-#: recorded bytes (a run's views are held until asked)
+#: recorded bytes (a run's views are held until asked); an exchange over ``RUN_EXCHANGE_BYTES`` is
+#: built alone. A long stream's view costs its frames far more than the steps' caches, and a run of
+#: them, interleaved in memory with the views kept, held a fifth more of the checker's memory at
+#: 400 frames with two taps (``benchmarks/checker_memory.py --taps 2``)
 PREPARE_MAX = 100
-PREPARE_BYTES = 1024 * 1024
+PREPARE_BYTES = 256 * 1024
+RUN_EXCHANGE_BYTES = 32 * 1024
 NEIGHBOUR_FIRST_PAGE = 8
 #: the recorded bytes of the exchanges around a piece of a batch of several taps loaded with it (its
 #: group, ``_kin``) beyond the piece's own: the other tap's side of each of its exchanges fits (a
@@ -200,31 +204,37 @@ class Recent:
         or ``PREPARE_BYTES`` of them), as the first of each run is asked, and each is kept when it is
         asked, as :meth:`view` keeps one it builds then (a run's views kept at once would push each
         other out of the bytes kept). Replaces what an earlier call left unasked."""
-        self._queue = exchanges
-        self._pending = {id(ex): k for k, ex in enumerate(exchanges)}
+        self._queue = list(exchanges)  # the caller's list may change: the positions are this one's
+        self._pending = {id(ex): k for k, ex in enumerate(self._queue)}
         self._ready = {}
 
     def _built(self, ex: Exchange) -> ExchangeView:
         """A new view of ``ex``: from the run :meth:`prepare` announced it in, else built alone (as
-        is one whose view raised in its run: then it raises here)."""
-        at = self._pending.pop(id(ex), None)
-        if at is not None and self._queue[at] is ex:
-            run, size = [ex], recorded_bytes(ex)
+        is a long exchange, and one whose view raised in its run: then it raises here)."""
+        pending = self._pending
+        at = pending.pop(id(ex), None)
+        if at is not None and self._queue[at] is ex and (size := recorded_bytes(ex)) <= RUN_EXCHANGE_BYTES:
+            run = [ex]
             for other in self._queue[at + 1 :]:
                 if len(run) >= PREPARE_MAX or size >= PREPARE_BYTES:
                     break
-                if self._pending.pop(id(other), None) is None:
+                if id(other) not in pending:
                     continue  # asked already
                 held = self._views.get(other.id)
                 if held is not None and held[2].ex is other:
-                    continue  # kept from before: asked, it is there
+                    del pending[id(other)]  # kept from before: asked, it is there
+                    continue
+                more = recorded_bytes(other)
+                if more > RUN_EXCHANGE_BYTES:
+                    continue  # built alone when asked
+                del pending[id(other)]
                 run.append(other)
-                size += recorded_bytes(other)
+                size += more
             for other, made in zip(run, build_views(run), strict=True):
                 if made is not None:
                     self._ready[id(other)] = made
-            if not self._pending:  # every one announced is built: the list is let go
-                self._queue = []
+        if not pending:  # every one announced is built: the list is let go
+            self._queue = []
         made = self._ready.pop(id(ex), None)
         return made if made is not None and made.ex is ex else build_view(ex)
 

@@ -420,3 +420,16 @@ def test_views_announced_are_built_once_however_few_bytes_are_kept(monkeypatch: 
         assert recent.exchange(ex.id) is ex  # the one just asked is kept, whatever the budget
     assert sorted(in_runs) == sorted(ex.id for ex in exs) and alone == []
     assert len(recent) == 1
+
+
+def test_long_exchanges_are_built_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    exs = dual_tap_capture()
+    sizes = sorted(live.recorded_bytes(ex) for ex in exs)
+    monkeypatch.setattr(live, "RUN_EXCHANGE_BYTES", sizes[len(sizes) // 2])
+    long = {ex.id for ex in exs if live.recorded_bytes(ex) > live.RUN_EXCHANGE_BYTES}
+    assert 0 < len(long) < len(exs)
+    recent = Recent()
+    in_runs, alone = _counting(monkeypatch)
+    recent.prepare(exs)
+    assert [recent.view(ex) for ex in exs] == [build_view(ex) for ex in exs]
+    assert set(alone) == long and set(in_runs) == {ex.id for ex in exs} - long
