@@ -181,7 +181,7 @@ def build_views(exchanges: list[Exchange]) -> list[ExchangeView | None]:
     (:func:`build_view` of it alone raises the same). The views are those :func:`build_view` makes;
     what differs is the order of the work: each step's code runs over the whole list while it is
     in the CPU's caches, where one exchange after another went through all of them in turn (the live
-    checker builds a page of views at once: about a tenth of its CPU an exchange)."""
+    checker builds its views a run at a time so: about a tenth of its CPU an exchange)."""
     views: list[ExchangeView | None] = []
     for ex in exchanges:
         try:

@@ -85,6 +85,7 @@ PIECE_BYTES = 8 * 1024 * 1024
 #: up to this many (the store's statement) or to ``PIECE_BYTES`` of exchanges the size of the last
 #: page's; the checker keeps the size from batch to batch (``Recent.page``)
 NEIGHBOUR_PAGE = 500
+NEIGHBOUR_FIRST_PAGE = 8
 #: views built at once (``Recent.prepare``): at most this many exchanges, or this many of their
 #: recorded bytes (a run's views are held until asked); an exchange over ``RUN_EXCHANGE_BYTES`` is
 #: built alone. A long stream's view costs its frames far more than the steps' caches, and a run of
@@ -93,7 +94,6 @@ NEIGHBOUR_PAGE = 500
 PREPARE_MAX = 100
 PREPARE_BYTES = 256 * 1024
 RUN_EXCHANGE_BYTES = 32 * 1024
-NEIGHBOUR_FIRST_PAGE = 8
 #: the recorded bytes of the exchanges around a piece of a batch of several taps loaded with it (its
 #: group, ``_kin``) beyond the piece's own: the other tap's side of each of its exchanges fits (a
 #: gateway's few bytes more included) where a batch's claim split a request's two sides, whatever
