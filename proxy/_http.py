@@ -121,6 +121,10 @@ class ListenerConfig:
     head_timeout_s: float = 30.0
     #: an idle connection (kept alive, or never used) is closed after this long
     idle_timeout_s: float = 75.0
+    #: after an answer that ends its connection, how long (seconds) and how much (bytes) of what the
+    #: caller still sends is read and dropped before the socket is closed (``HttpConnection.linger``)
+    linger_s: float = 5.0
+    linger_bytes: int = 16 * 1024 * 1024
     #: offer ``DirectBody`` (the taps; on unless ``WIRECHECK_DIRECT_BODY=0``)
     direct_body: bool = field(default_factory=_direct_body_default)
     #: offer ``Handoff`` (the admin listener, whose live view connections move)
@@ -169,6 +173,9 @@ class HttpConnection(asyncio.Protocol):
         self.idle_by = 0.0
         #: called once when the connection is lost (``DirectBody.on_gone``: the running app's)
         self.on_gone: Callable[[], None] | None = None
+        #: the answer is written and this side shut (``linger``): what the caller sends is dropped
+        self.lingering = False
+        self._lingered = 0
 
     # --- the transport's side ---------------------------------------------------------------------
 
@@ -237,6 +244,11 @@ class HttpConnection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
+        if self.lingering:
+            self._lingered += len(data)
+            if self._lingered > self.cfg.linger_bytes:
+                self.transport.close()
+            return
         self.idle_by = 0.0  # (``_disarm_idle``, inline: once a read)
         if self._in_head:
             self._head_bytes += len(data)
@@ -423,8 +435,8 @@ class HttpConnection(asyncio.Protocol):
 
     def response_complete(self) -> None:
         """The running request's response has ended: the next pipelined one starts, or the
-        connection waits, idle, for the next request."""
-        if self.transport.is_closing():
+        connection waits, idle, for the next request (none after an answer that ends it)."""
+        if self.lingering or self.transport.is_closing():
             return
         self.resume_reading()
         if self.pipeline:
@@ -438,6 +450,31 @@ class HttpConnection(asyncio.Protocol):
             self.transport.close()
         else:
             self.cycle.keep_alive = False
+
+    def linger(self) -> None:
+        """End the connection after an answer: its bytes are written, then this side is shut, and
+        what the caller still sends is read and dropped until it closes its side, for at most
+        ``linger_s`` and ``linger_bytes`` (then the socket is closed). Closing at once with the
+        caller's bytes unread (a pipelined request after "connection: close", a body past a refusal)
+        makes the kernel answer with a reset, which can take the answer from a caller that has not
+        read it yet. A transport that cannot shut one side (TLS) is closed as before."""
+        transport = self.transport
+        if self.lingering or transport.is_closing():
+            return
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        self.lingering = True
+        self.pipeline.clear()
+        self._stop_head_timer()
+        try:
+            transport.write_eof()  # after what is buffered has been written
+        except (OSError, RuntimeError):
+            transport.close()
+            return
+        self.idle_by = self.loop.time() + self.cfg.linger_s  # (the sweep closes it: ``overdue``)
+        self.listener.sweep()
+        self.resume_reading()
 
     # --- bounds -----------------------------------------------------------------------------------
 
@@ -472,7 +509,7 @@ class HttpConnection(asyncio.Protocol):
     def _refuse(self, status: int, message: str) -> None:
         """Answer ``status`` in plain text when no response is under way, then close."""
         self._stop_head_timer()
-        if self.transport.is_closing():
+        if self.lingering or self.transport.is_closing():
             return
         if self.cycle is None or self.cycle.response_complete:
             body = f"wirecheck proxy: {message}\n".encode()
@@ -481,6 +518,9 @@ class HttpConnection(asyncio.Protocol):
                 b"content-length: %d\r\nconnection: close\r\nx-wirecheck-proxy: error\r\n\r\n%s"
                 % (len(body), body)
             )
+            _log.warning("wirecheck proxy: refused a caller with %d: %s", status, message)
+            self.linger()
+            return
         _log.warning("wirecheck proxy: refused a caller with %d: %s", status, message)
         self.transport.close()
 
@@ -688,7 +728,7 @@ class _Cycle:
         self.response_complete = True
         self.notify()
         if not self.keep_alive:
-            conn.transport.close()
+            conn.linger()
         conn.response_complete()
 
 

@@ -115,7 +115,7 @@ def test_a_bad_head_is_a_400_and_a_head_past_the_bound_a_431_and_the_connection_
         with connected(max_head=4096) as s:
             for piece in pieces:
                 s.sendall(piece)
-            got = s.recv(65536)  # then the connection is closed, unread bytes and all (a reset)
+            got = s.recv(65536)  # then the proxy shuts its side (see the lingering tests below)
         assert got.startswith(b"HTTP/1.1 431 ") and b"connection: close" in got
 
 
@@ -223,3 +223,55 @@ def test_what_follows_a_request_that_says_close_is_ignored(after: bytes) -> None
         s.sendall(after)  # in the same read or the next: either way the parser's leniency ignores it
         got = read_all(s)
     assert got.count(b"HTTP/1.1 ") == 1 and got.startswith(b"HTTP/1.1 200 ") and got.endswith(b"POST /a hi")
+
+
+CLOSING = b"POST /a HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\nconnection: close\r\n\r\nhi"
+
+
+def test_a_caller_that_keeps_sending_after_close_still_gets_the_whole_answer_then_its_end() -> None:
+    # what the caller sends after an answer that ends the connection is read and dropped: closed with
+    # it unread, the socket would answer with a reset, which can take the answer from the caller
+    with connected() as s:
+        s.sendall(CLOSING)
+        for _ in range(64):
+            s.sendall(b"x" * 4096)
+        got = read_all(s)  # the end comes while this side is still open: the proxy shut its own
+    assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(b"POST /a hi") and got.count(b"HTTP/1.1 ") == 1
+    # a refusal too: the 400's answer, whole, whatever follows the bad head
+    with connected() as s:
+        s.sendall(b"NOT HTTP\r\n\r\n")
+        for _ in range(64):
+            s.sendall(b"y" * 4096)
+        got = read_all(s)
+    assert got.startswith(b"HTTP/1.1 400 ") and got.endswith(b"invalid HTTP request\n")
+
+
+def _ends_within(s: socket.socket, piece: bytes, seconds: float) -> bool:
+    """Whether the proxy ends the connection (a send refused) while ``piece`` is sent again and again
+    for up to ``seconds`` after the answer."""
+    import time
+
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        try:
+            s.sendall(piece)
+        except OSError:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.mark.parametrize(
+    ("cfg", "piece"),
+    [
+        ({"linger_bytes": 8192}, b"z" * 4096),  # the bytes' bound, long before the time's
+        ({"linger_s": 0.05, "head_timeout_s": 0.2}, b"z"),  # the time's: a byte at a time
+    ],
+    ids=["bytes", "time"],
+)
+def test_lingering_after_an_answer_is_bounded(cfg: dict[str, Any], piece: bytes) -> None:
+    with connected(**cfg) as s:
+        s.sendall(CLOSING)
+        got = read_all(s)
+        assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(b"POST /a hi")
+        assert _ends_within(s, piece, 20.0)
