@@ -27,7 +27,7 @@ from wirecheck.contracts import (
     native,
 )
 from wirecheck.contracts._native import PURE_PYTHON
-from wirecheck.record._rows import _VERDICTS, encode, row_text, row_text_py
+from wirecheck.record._rows import _VERDICTS, chunk_columns, encode, row_text, row_text_py
 
 #: the store's path runs with the twins in use and on their Python reference
 pytestmark = pytest.mark.usefixtures("both_paths")
@@ -190,6 +190,55 @@ def test_the_twin_answers_for_what_the_proxy_records() -> None:
     assert got is not None and got == row_text_py(ex)
     held = _held_joined(ex)  # as the compiled relay records it
     assert _twin(held) == got
+
+
+def _stamped(t0_ns: int, offsets_ns: list[int]) -> list[float]:
+    """Offsets in ms as the compiled relay records them: monotonic stamps read to the nanosecond
+    (seconds as a float), less the exchange's start, times 1000."""
+    t0 = t0_ns / 1e9
+    return [((t0_ns + k) / 1e9 - t0) * 1000.0 for k in offsets_ns]
+
+
+@needs_twin
+@given(
+    st.integers(10**12, 10**15),
+    st.lists(st.integers(0, 10**11) | st.integers(0, 10**8).map(lambda k: k * 1000 + 500), max_size=30),
+)
+def test_the_twin_writes_offsets_stamped_to_the_nanosecond(t0_ns: int, offsets_ns: list[int]) -> None:
+    # about one such offset in a thousand lies on a half microsecond, where the two roundings of
+    # the fast path cannot tell and the decimal way decides: the twin takes that step itself
+    ex = _proxy_exchange(3)
+    row_text_py(ex)  # the names tested by the policy
+    times = sorted(_stamped(t0_ns, offsets_ns))
+    held = ex.with_parts(
+        ex.request,
+        JoinedResponse(
+            200, [("content-type", "text/event-stream")], b"", (b"x" * len(times), [1] * len(times), times)
+        ),
+    )
+    got = _twin(held)
+    assert got is not None and got == row_text_py(held)
+    # the same, recorded as chunks (the Python sink's record)
+    chunks = [Chunk(t, b"x") for t in times]
+    as_chunks = HttpResponse(200, [("content-type", "text/event-stream")], b"", chunks)
+    assert _twin(ex.with_parts(ex.request, as_chunks)) == got
+    assert twin is not None and twin.chunk_columns(chunks) == chunk_columns(chunks)
+
+
+@needs_twin
+def test_the_twin_answers_for_offsets_on_a_half_microsecond() -> None:
+    # offsets the proxy recorded (to the nanosecond: about one in a thousand lies on a half
+    # microsecond); each once made its whole row go to the reference, a stream of 20 chunks in fifty
+    ex = _proxy_exchange(4)
+    row_text_py(ex)
+    times = [0.0005, 5.448500000056811, 10.743388993432745, 66.38050000037765, 113.3685000022524]
+    held = ex.with_parts(
+        ex.request,
+        JoinedResponse(200, [("content-type", "text/event-stream")], b"", (b"abcde", [1] * 5, times)),
+    )
+    got = _twin(held)
+    assert got is not None and got == row_text_py(held)
+    assert '"t_us":[1,5449,10743,66381,113369]' in got[0]
 
 
 @needs_twin
