@@ -98,6 +98,9 @@ class Listener:
         deadline = None if grace_s is None else loop.time() + grace_s
         while (self.connections or self.tasks) and (deadline is None or loop.time() < deadline):
             await asyncio.sleep(0.05)
+            for conn in list(self.connections):
+                if conn.lingering:  # its answer is written: no wait for a caller that keeps it open
+                    conn.transport.close()
         for conn in list(self.connections):
             conn.transport.abort()
         for task in list(self.tasks):

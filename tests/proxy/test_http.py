@@ -275,3 +275,40 @@ def test_lingering_after_an_answer_is_bounded(cfg: dict[str, Any], piece: bytes)
         got = read_all(s)
         assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(b"POST /a hi")
         assert _ends_within(s, piece, 20.0)
+
+
+def test_a_listener_that_stops_does_not_wait_out_a_caller_holding_a_lingering_connection() -> None:
+    # the answer under way when the listener stops ends its connection (and lingers); a caller that
+    # keeps the connection open after reading it must not hold the stop until the linger bound
+    import asyncio
+
+    from wirecheck.proxy._loop import run_loop
+    from wirecheck.proxy._server import Listener
+
+    async def main() -> bytes:
+        release = asyncio.Event()
+
+        async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            if scope["type"] != "http":
+                return
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await release.wait()
+            await send({"type": "http.response.body", "body": b"done"})
+
+        listener = Listener(app, ListenerConfig(linger_s=3600.0), lifespan=False)
+        await listener.start("127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        try:
+            writer.write(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+            await reader.readuntil(b"\r\n\r\n")  # the answer has begun
+            stopping = asyncio.ensure_future(listener.stop())  # no grace bound: it waits for all
+            await asyncio.sleep(0.1)
+            release.set()
+            got = await asyncio.wait_for(reader.read(), 30)  # the answer's rest, then the end
+            await asyncio.wait_for(stopping, 30)
+            return got
+        finally:
+            writer.close()
+
+    got = run_loop(main())
+    assert got.endswith(b"4\r\ndone\r\n0\r\n\r\n")
