@@ -205,7 +205,9 @@ class WirecheckUser(User):
         if isinstance(runner, WorkerRunner):
             runner.send_message("wirecheck_samples", {"samples": [s.to_raw()]})
         elif _STANDALONE["out"] is not None:
+            # flushed each time, as the master's are: a run stopped hard keeps what it measured
             _STANDALONE["out"].write(json.dumps(s.to_raw()) + "\n")
+            _STANDALONE["out"].flush()
 
 
 # --- the master that ``wirecheck accept --load-engine locust`` drives --------------------------------

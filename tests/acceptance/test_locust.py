@@ -171,7 +171,8 @@ def test_the_locustfile_runs_under_a_plain_locust_and_writes_raw_measurements(tm
         )
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) >= 4 and all(r["ok"] for r in rows)
+    # Locust's own summary (requests, failures, times) says what happened where no row came
+    assert len(rows) >= 4 and all(r["ok"] for r in rows), (proc.stdout + proc.stderr)[-3000:]
     assert all(r["ttft_s"] is not None and 0 < r["ttft_s"] <= r["e2e_s"] for r in rows)
     assert "agent sample" in proc.stdout + proc.stderr  # Locust's own statistics name the requests
 
