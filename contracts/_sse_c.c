@@ -99,28 +99,33 @@ slot_offsets(PyTypeObject *cls, Py_ssize_t offsets[N_FIELDS])
  * _sse._event sets them. NULL with an error set on failure. */
 static PyObject *
 make_event(PyTypeObject *cls, const Py_ssize_t offsets[N_FIELDS], PyObject *data, Py_ssize_t index,
-           PyObject *t_ms)
+           PyObject *t_ms, PyObject *name, long lines)
 {
+    /* ``name``: a new reference (consumed either way), or NULL for an event without one (None) */
+    if (name == NULL)
+        name = Py_NewRef(Py_None);
     PyObject *idx = PyLong_FromSsize_t(index);
     if (idx == NULL) {
         Py_DECREF(data);
         Py_DECREF(t_ms);
+        Py_DECREF(name);
         return NULL;
     }
     PyObject *ev = cls->tp_alloc(cls, 0);
     if (ev == NULL) {
         Py_DECREF(data);
         Py_DECREF(t_ms);
+        Py_DECREF(name);
         Py_DECREF(idx);
         return NULL;
     }
     /* tp_alloc zeroed the slots, so a collection before they are all written sees NULLs, which a
      * slot's traverse skips */
-    PyObject *values[N_FIELDS] = {data, Py_NewRef(Py_None), Py_NewRef(Py_None), Py_NewRef(Py_None), idx,
-                                  t_ms, PyLong_FromLong(1)};
+    PyObject *values[N_FIELDS] = {data, name, Py_NewRef(Py_None), Py_NewRef(Py_None), idx,
+                                  t_ms, PyLong_FromLong(lines)};
     for (int f = 0; f < N_FIELDS; f++)
         *(PyObject **)((char *)ev + offsets[f]) = values[f];
-    /* PyLong_FromLong(1) is a cached small int and cannot fail. With an arrival offset that is a
+    /* PyLong_FromLong of 1 or 2 is a cached small int and cannot fail. With an arrival offset that is a
      * float, an int or None, every field holds a value that refers to nothing: the event can be in
      * no reference cycle, so the cyclic GC is told not to walk it (as CPython does for a tuple of
      * such values). A recorded stream's events were over half the objects the live checker's
@@ -217,7 +222,7 @@ cut_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             PyErr_Clear();
             goto fallback;
         }
-        PyObject *ev = make_event(cls, offsets, data, k, t_ms);
+        PyObject *ev = make_event(cls, offsets, data, k, t_ms, NULL, 1);
         if (ev == NULL)
             goto error;
         PyList_SET_ITEM(events, k, ev);
@@ -238,16 +243,151 @@ error:
     return NULL;
 }
 
+/* A text of the stream as a str: its bytes copied where the stream is ASCII, else decoded (NULL
+ * with UnicodeDecodeError for bytes that are not UTF-8) */
+static PyObject *
+text_of(const char *s, Py_ssize_t len, int ascii)
+{
+    if (!ascii)
+        return PyUnicode_DecodeUTF8(s, len, "strict");
+    PyObject *text = PyUnicode_New(len, 127);
+    if (text != NULL)
+        memcpy(PyUnicode_DATA(text), s, (size_t)len);
+    return text;
+}
+
+/* cut_named(raw, sizes, times, cls) -> (events, has_digit_run, data_chars) | None
+ *
+ * _sse._cut_named's cut of the named framing of /v1/responses and /v1/messages streams: every event
+ * an ``event: NAME`` line, a ``data: X`` line and a blank line, LF only, UTF-8. Each event is made as
+ * the fed decoder makes it (its name, its data, 2 lines); has_digit_run says whether an event's data
+ * holds a run of 19 ASCII digits, data_chars how many characters the data hold in all (what
+ * _json.plain_numbers asks of them). A name seen for the event before is the same str again. None
+ * for anything else, which the reference decides. */
+static PyObject *
+cut_named(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "cut_named takes raw, sizes, times and the event class");
+        return NULL;
+    }
+    PyObject *raw_obj = args[0], *sizes = args[1], *times = args[2], *cls_obj = args[3];
+    if (!PyBytes_CheckExact(raw_obj) || !PyList_CheckExact(sizes) || !PyList_CheckExact(times) ||
+        !PyType_Check(cls_obj))
+        Py_RETURN_NONE;
+    PyTypeObject *cls = (PyTypeObject *)cls_obj;
+    Py_ssize_t offsets[N_FIELDS];
+    if (cls->tp_alloc == NULL || slot_offsets(cls, offsets) < 0)
+        Py_RETURN_NONE;
+    const char *raw = PyBytes_AS_STRING(raw_obj);
+    Py_ssize_t len = PyBytes_GET_SIZE(raw_obj);
+    if (len < 16 || memcmp(raw, "event: ", 7) != 0 || raw[len - 2] != '\n' || raw[len - 1] != '\n' ||
+        memchr(raw, '\r', (size_t)len) != NULL)
+        Py_RETURN_NONE;
+
+    /* The frame, checked whole before anything is made: at each event's start "event: ", its
+     * name to the first LF, then "data: ", its text to the next LF, then the blank line's LF. */
+    Py_ssize_t n = 0;
+    for (Py_ssize_t at = 0; at < len; n++) {
+        if (len - at < 7 || memcmp(raw + at, "event: ", 7) != 0)
+            Py_RETURN_NONE;
+        const char *nl = memchr(raw + at + 7, '\n', (size_t)(len - at - 7));
+        if (nl == NULL || raw + len - nl < 8 || memcmp(nl + 1, "data: ", 6) != 0)
+            Py_RETURN_NONE;
+        const char *end = memchr(nl + 7, '\n', (size_t)(raw + len - nl - 7));
+        if (end == NULL || end + 1 >= raw + len || end[1] != '\n')
+            Py_RETURN_NONE;
+        at = end + 2 - raw;
+    }
+    if (PyList_GET_SIZE(sizes) == 0 || PyList_GET_SIZE(times) < PyList_GET_SIZE(sizes))
+        Py_RETURN_NONE;
+    int ascii = is_ascii(raw, len), digits = 0;
+    Py_ssize_t chars = 0;
+    PyObject *events = PyList_New(n);
+    if (events == NULL)
+        return NULL;
+    PyObject *last_name = NULL; /* the last event's name, and its bytes */
+    const char *last_at = NULL;
+    Py_ssize_t last_len = -1;
+    Py_ssize_t at = 0, piece = 0, end_of_piece = -1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        const char *name = raw + at + 7;
+        const char *nl = memchr(name, '\n', (size_t)(len - at - 7));
+        const char *text = nl + 7;
+        const char *stop = memchr(text, '\n', (size_t)(raw + len - text));
+        Py_ssize_t name_len = nl - name, text_len = stop - text;
+        at = stop + 2 - raw; /* past the blank line: the byte that dispatches the event is at - 1 */
+        while (end_of_piece < at) {
+            if (end_of_piece >= 0)
+                piece++;
+            /* the lists' lengths asked again at each read: an allocation below may collect
+             * garbage, and a finalizer run then could change them */
+            if (piece >= PyList_GET_SIZE(sizes))
+                goto fallback;
+            Py_ssize_t size = PyLong_CheckExact(PyList_GET_ITEM(sizes, piece))
+                                  ? PyLong_AsSsize_t(PyList_GET_ITEM(sizes, piece))
+                                  : -1;
+            if (size < 0) {
+                PyErr_Clear();
+                goto fallback;
+            }
+            end_of_piece = (end_of_piece < 0 ? 0 : end_of_piece) + size;
+        }
+        if (piece >= PyList_GET_SIZE(times))
+            goto fallback;
+        PyObject *t_ms = Py_NewRef(PyList_GET_ITEM(times, piece)); /* held across the allocations */
+        if (last_name == NULL || name_len != last_len || memcmp(name, last_at, (size_t)name_len) != 0) {
+            PyObject *made = text_of(name, name_len, ascii);
+            if (made == NULL) {
+                Py_DECREF(t_ms);
+                goto decode_failed;
+            }
+            Py_XSETREF(last_name, made);
+            last_at = name;
+            last_len = name_len;
+        }
+        PyObject *data = text_of(text, text_len, ascii);
+        if (data == NULL) {
+            Py_DECREF(t_ms);
+            goto decode_failed;
+        }
+        chars += PyUnicode_GET_LENGTH(data);
+        if (!digits && has_long_run(text, text_len))
+            digits = 1;
+        PyObject *ev = make_event(cls, offsets, data, k, t_ms, Py_NewRef(last_name), 2);
+        if (ev == NULL)
+            goto error;
+        PyList_SET_ITEM(events, k, ev);
+    }
+    Py_XDECREF(last_name);
+    return Py_BuildValue("(NOn)", events, digits ? Py_True : Py_False, chars);
+
+decode_failed:
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        goto error;
+    PyErr_Clear();
+fallback:
+    Py_XDECREF(last_name);
+    Py_DECREF(events);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(last_name);
+    Py_DECREF(events);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"cut_plain", (PyCFunction)(void (*)(void))cut_plain, METH_FASTCALL,
      "cut_plain(raw, sizes, times, cls) -> (events, has_digit_run) | None"},
+    {"cut_named", (PyCFunction)(void (*)(void))cut_named, METH_FASTCALL,
+     "cut_named(raw, sizes, times, cls) -> (events, has_digit_run, data_chars) | None"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_sse_c",
-    .m_doc = "The plain SSE framing cut at once (contracts/_sse.py).",
+    .m_doc = "The plain and the named SSE framings cut at once (contracts/_sse.py).",
     .m_size = 0,
     .m_methods = methods,
 };

@@ -76,11 +76,23 @@ _heads = st.sampled_from(
 )
 
 
+#: the named framing of /v1/responses and /v1/messages streams (``_sse_c.cut_named``): mostly its own
+#: heads, sometimes a near miss
+_named_heads = st.sampled_from(
+    ["event: response.output_text.delta\ndata: ", "event: content_block_delta\ndata: ", "event: e\ndata: "]
+    * 3
+    + ["event: \ndata: ", "event:  x\ndata: ", "event: 東\ndata: ", "event: a:b\ndata: "]
+    + ["event:e\ndata: ", "event: e\ndata:", "event: e\n\ndata: ", "event: e\ndata: a\ndata: ", "data: "]
+    + ["event: e\nid: 1\ndata: ", "event: e\r\ndata: ", "event: 1234567890123456789\ndata: "]
+)
+
+
 @st.composite
 def streams(draw: st.DrawFn) -> tuple[bytes, list[Any], list[Any]]:
     written = []
+    heads = _named_heads if draw(st.booleans()) else _heads
     for _ in range(draw(st.integers(0, 7))):
-        text = draw(_heads) + draw(_texts) + draw(_ends)
+        text = draw(heads) + draw(_texts) + draw(_ends)
         written.append(text.encode("utf-8", "surrogatepass"))
     raw = b"".join(written)
     if draw(st.integers(0, 5)) == 0:  # not UTF-8, or cut mid-character
@@ -141,6 +153,52 @@ def test_the_plain_cut_takes_the_plain_framing_and_hands_back_the_rest() -> None
     assert cut(raw, [len(raw)], [None], SSEDecoder) is None
     assert cut(raw, (len(raw),), [None], SSEEvent) is None
     assert cut(bytearray(raw), [len(raw)], [None], SSEEvent) is None
+
+
+def test_the_named_cut_takes_the_named_framing_and_hands_back_the_rest() -> None:
+    cut = _sse._C.cut_named  # type: ignore[union-attr]
+    raw = (
+        b'event: response.created\ndata: {"n": 12345678901234567890}\n\n'
+        b'event: response.output_text.delta\ndata: {"d": "\xc3\xa9"}\n\n'
+        b"event: response.output_text.delta\ndata: \n\n"
+    )
+    events, digits, chars = cut(raw, [60, len(raw) - 60], [1.0, 2.0], SSEEvent)
+    assert [(e.data, e.event, e.id, e.retry, e.index, e.t_ms, e.lines) for e in events] == [
+        ('{"n": 12345678901234567890}', "response.created", None, None, 0, 1.0, 2),
+        ('{"d": "\u00e9"}', "response.output_text.delta", None, None, 1, 2.0, 2),
+        ("", "response.output_text.delta", None, None, 2, 2.0, 2),
+    ]
+    assert digits is True and chars == sum(len(e.data) for e in events)
+    assert events[1].event is events[2].event  # a name repeated is one str
+    for other in (
+        b"event: a\r\ndata: b\n\n",
+        b"event: a\ndata: b\n",
+        b"event: a\ndata: b\n\n\n",
+        b"event: a\n\ndata: b\n\n",
+        b"event: a\ndata: b\ndata: c\n\n",
+        b"event: a\ndata: b\n\ndata: c\n\n",
+        b"event: a\ndata: \xff\n\n",
+        b"event: \xff\ndata: b\n\n",
+        b"event:a\ndata: b\n\n",
+        b"data: b\n\n",
+        b"",
+    ):
+        assert cut(other, [len(other)], [None], SSEEvent) is None, other
+    assert cut(raw, [len(raw)], [None], SSEDecoder) is None
+    assert cut(raw, (len(raw),), [None], SSEEvent) is None
+    assert cut(raw, [len(raw) - 1], [None], SSEEvent) is None  # sizes short of the stream
+    events, _, _ = cut(raw, [len(raw)], [4.0], SSEEvent)
+    assert [gc.is_tracked(e) for e in events] == [False] * 3
+
+
+def test_a_huge_named_stream_is_cut_as_the_reference_cuts_it() -> None:
+    # the digit test's bound counts the texts' characters: past it in bytes only, then in both
+    for per_frame, plain in ((2500, True), (5000, False)):
+        frame = b'event: response.output_text.delta\ndata: {"delta":"' + "é".encode() * per_frame + b'"}\n\n'
+        raw = frame * 300
+        sizes, times = [len(frame)] * 300, [float(i) for i in range(300)]
+        assert _decoded(raw, sizes, times, twin=True) == _decoded(raw, sizes, times, twin=False)
+        assert _decoded(raw, sizes, times, twin=True)[4] is plain
 
 
 def test_the_plain_cut_leaves_the_cyclic_gc_only_events_that_can_hold_a_container() -> None:

@@ -153,12 +153,24 @@ _frame = st.one_of(
 )
 
 
+_name = st.one_of(
+    st.sampled_from(["response.output_text.delta", "content_block_delta", "", " x", "a:b"]),
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=8),
+)
+
+
 @st.composite
 def recorded_streams(draw: st.DrawFn) -> list[tuple[bytes, float | None]]:
     """Mostly the plain framing (``data: X`` and a blank line), sometimes anything the decoder
     reads; cut into pieces anywhere (mid-character too), each with an arrival offset."""
-    if draw(st.booleans()):  # the plain framing throughout
+    framing = draw(st.integers(0, 2))
+    if framing == 0:  # the plain framing throughout
         frames, ends = _frame.filter(lambda f: f.startswith("data: ")), st.just("\n\n")
+    elif framing == 1:  # the named framing of /v1/responses and /v1/messages throughout
+        frames = st.tuples(_name, _frame.filter(lambda f: f.startswith("data: "))).map(
+            lambda p: f"event: {p[0]}\n{p[1]}"
+        )
+        ends = st.just("\n\n")
     else:
         frames, ends = _frame, st.sampled_from(["\n\n", "\n\n", "\n", "\r\n\r\n", "\n\n\n", ""])
     written = [(draw(frames) + draw(ends)).encode() for _ in range(draw(st.integers(0, 6)))]
