@@ -412,6 +412,11 @@ def _int(value: Any) -> int | None:
 def _messages_stream_usage(view: ExchangeView) -> dict[str, Any] | None:
     merged: dict[str, Any] = {}
     for ev in view.events:
+        data = ev.data
+        if "message_" not in data and "\\" not in data:
+            # no type of message_start or message_delta can be in it, not even escaped: not read
+            # again (a stream's text deltas are nearly all its events)
+            continue
         try:
             obj = bounded_loads(ev.data)
         except ValueError:

@@ -138,3 +138,26 @@ def test_arguments_a_caller_closed_the_stream_on_are_judged() -> None:
     ok = msg_stream(aw.messages_events(args_pieces=('{"city": "Osa',))[:-3])
     ok.error = ExchangeError("client_abort", "the caller disconnected mid-response", 40.0)
     assert "tool-call-args-invalid-json" not in rules_of(ok)
+
+
+def test_a_messages_streams_usage_is_read_from_its_start_and_delta_events_however_written() -> None:
+    from wirecheck.contracts import Chunk, build_view
+    from wirecheck.contracts._translate import usage_meaning
+
+    ev = aw.messages_events()
+    want = usage_meaning(build_view(msg_stream(ev)))
+    assert want is not None and want.completion is not None and want.prompt
+    # the same events with every type written with an escape ("message_\u0073tart"): the text
+    # deltas, which no type of a usage event can be in, are not read again; these still are
+    ex = msg_stream(ev)
+    assert ex.response is not None and ex.response.chunks is not None
+    ex.response.chunks = [
+        Chunk(c.t_ms, c.data.replace(b'"type":"message_', b'"type":"message\\u005f'))
+        for c in ex.response.chunks
+    ]
+    assert b"message\\u005fdelta" in b"".join(c.data for c in ex.response.chunks)
+    assert usage_meaning(build_view(ex)) == want
+    # and a stream whose usage events are gone has none
+    assert (
+        usage_meaning(build_view(msg_stream([e for e in ev if not e["type"].startswith("message_")]))) is None
+    )
