@@ -324,7 +324,7 @@ def _cut_named(
         names.append(name[7:])
         texts.append(data)
     framed = [len(b) + 2 for b in blocks] if len(text) == len(raw) else [len(b.encode()) + 2 for b in blocks]
-    events = list(map(_named_event, texts, names, range(len(blocks)), _arrivals(framed, sizes, times)))
+    events = list(map(_event, texts, range(len(blocks)), _arrivals(framed, sizes, times), names, repeat(2)))
     return events, _cut_decoder(len(blocks), plain_numbers(texts))
 
 
@@ -338,25 +338,17 @@ def _cut_decoder(events: int, plain_numbers: bool) -> SSEDecoder:
     return decoder
 
 
-def _event(data: str, index: int, t_ms: float | None, _new: Any = object.__new__) -> SSEEvent:
-    """``SSEEvent(data, index=index, t_ms=t_ms)``, its fields set here: the class's own ``__init__``,
-    entered from C for each event, cost a fifth more (``tests/contracts/test_sse.py`` holds the two
-    equal)."""
-    ev: SSEEvent = _new(SSEEvent)
-    ev.data = data
-    ev.event = None
-    ev.id = None
-    ev.retry = None
-    ev.index = index
-    ev.t_ms = t_ms
-    ev.lines = 1
-    return ev
-
-
-def _named_event(
-    data: str, name: str, index: int, t_ms: float | None, _new: Any = object.__new__
+def _event(
+    data: str,
+    index: int,
+    t_ms: float | None,
+    name: str | None = None,
+    lines: int = 1,
+    _new: Any = object.__new__,
 ) -> SSEEvent:
-    """``SSEEvent(data, event=name, index=index, t_ms=t_ms, lines=2)``, as :func:`_event` makes one."""
+    """``SSEEvent(data, event=name, index=index, t_ms=t_ms, lines=lines)``, its fields set here: the
+    class's own ``__init__``, entered from C for each event, cost a fifth more
+    (``tests/contracts/test_sse.py`` holds the two equal)."""
     ev: SSEEvent = _new(SSEEvent)
     ev.data = data
     ev.event = name
@@ -364,7 +356,7 @@ def _named_event(
     ev.retry = None
     ev.index = index
     ev.t_ms = t_ms
-    ev.lines = 2
+    ev.lines = lines
     return ev
 
 

@@ -137,24 +137,88 @@ make_event(PyTypeObject *cls, const Py_ssize_t offsets[N_FIELDS], PyObject *data
     return ev;
 }
 
+/* A text of the stream as a str: its bytes copied where the stream is ASCII, else decoded (NULL
+ * with UnicodeDecodeError for bytes that are not UTF-8) */
+static PyObject *
+text_of(const char *s, Py_ssize_t len, int ascii)
+{
+    if (!ascii)
+        return PyUnicode_DecodeUTF8(s, len, "strict");
+    PyObject *text = PyUnicode_New(len, 127);
+    if (text != NULL)
+        memcpy(PyUnicode_DATA(text), s, (size_t)len);
+    return text;
+}
+
+/* The arguments both cuts take: (raw, sizes, times, cls). 1 with the fields set; 0 where the
+ * reference decides (arguments of another type, a class whose slots are not SSEEvent's); -1 with
+ * an error set (a wrong count of arguments). */
+typedef struct {
+    const char *raw;
+    Py_ssize_t len;
+    PyObject *sizes, *times;
+    PyTypeObject *cls;
+    Py_ssize_t offsets[N_FIELDS];
+} CutArgs;
+
+static int
+cut_args(PyObject *const *args, Py_ssize_t nargs, const char *name, CutArgs *a)
+{
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "%s takes raw, sizes, times and the event class", name);
+        return -1;
+    }
+    if (!PyBytes_CheckExact(args[0]) || !PyList_CheckExact(args[1]) || !PyList_CheckExact(args[2]) ||
+        !PyType_Check(args[3]))
+        return 0;
+    a->cls = (PyTypeObject *)args[3];
+    if (a->cls->tp_alloc == NULL || slot_offsets(a->cls, a->offsets) < 0)
+        return 0;
+    a->raw = PyBytes_AS_STRING(args[0]);
+    a->len = PyBytes_GET_SIZE(args[0]);
+    a->sizes = args[1];
+    a->times = args[2];
+    /* sizes for the pieces, and an arrival for each */
+    if (PyList_GET_SIZE(a->sizes) == 0 || PyList_GET_SIZE(a->times) < PyList_GET_SIZE(a->sizes))
+        return 0;
+    return 1;
+}
+
+/* The arrival of the piece holding byte ``pos - 1`` (the end of an event's blank line: the piece
+ * whose arrival dispatched it), the pieces walked on from ``*piece`` whose bytes end at ``*end``
+ * (-1 before the first): a new reference, or NULL (no error set) where the sizes are not ints that
+ * cover the stream, the reference's case. The lists' lengths are asked again at each read: an
+ * allocation between two calls may collect garbage, and a finalizer run then could change them. */
+static PyObject *
+arrival(const CutArgs *a, Py_ssize_t pos, Py_ssize_t *piece, Py_ssize_t *end)
+{
+    while (*end < pos) {
+        if (*end >= 0)
+            (*piece)++;
+        if (*piece >= PyList_GET_SIZE(a->sizes))
+            return NULL;
+        PyObject *item = PyList_GET_ITEM(a->sizes, *piece);
+        Py_ssize_t size = PyLong_CheckExact(item) ? PyLong_AsSsize_t(item) : -1;
+        if (size < 0) {
+            PyErr_Clear();
+            return NULL;
+        }
+        *end = (*end < 0 ? 0 : *end) + size;
+    }
+    if (*piece >= PyList_GET_SIZE(a->times))
+        return NULL;
+    return Py_NewRef(PyList_GET_ITEM(a->times, *piece));
+}
+
 static PyObject *
 cut_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "cut_plain takes raw, sizes, times and the event class");
-        return NULL;
-    }
-    PyObject *raw_obj = args[0], *sizes = args[1], *times = args[2], *cls_obj = args[3];
-    if (!PyBytes_CheckExact(raw_obj) || !PyList_CheckExact(sizes) || !PyList_CheckExact(times) ||
-        !PyType_Check(cls_obj))
-        Py_RETURN_NONE;
-    PyTypeObject *cls = (PyTypeObject *)cls_obj;
-    Py_ssize_t offsets[N_FIELDS];
-    if (cls->tp_alloc == NULL || slot_offsets(cls, offsets) < 0)
-        Py_RETURN_NONE;
-
-    const char *raw = PyBytes_AS_STRING(raw_obj);
-    Py_ssize_t len = PyBytes_GET_SIZE(raw_obj);
+    CutArgs a;
+    int took = cut_args(args, nargs, "cut_plain", &a);
+    if (took <= 0)
+        return took < 0 ? NULL : Py_NewRef(Py_None);
+    const char *raw = a.raw;
+    Py_ssize_t len = a.len;
     /* starts with "data: " and ends with a blank line (the two cannot overlap) */
     if (len < 8 || memcmp(raw, "data: ", 6) != 0 || raw[len - 2] != '\n' || raw[len - 1] != '\n')
         Py_RETURN_NONE;
@@ -175,8 +239,6 @@ cut_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 
     /* Each event's bytes with its "data: " and blank line, against the pieces it arrived in: where
      * its blank line ends is the piece whose arrival dispatched it. */
-    if (PyList_GET_SIZE(sizes) == 0 || PyList_GET_SIZE(times) < PyList_GET_SIZE(sizes))
-        Py_RETURN_NONE;
     int ascii = is_ascii(raw, len);
     PyObject *events = PyList_New(n);
     if (events == NULL)
@@ -187,34 +249,10 @@ cut_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         const char *nl = memchr(raw + start, '\n', (size_t)(len - start));
         Py_ssize_t stop = nl == NULL ? len : nl - raw; /* never NULL: the stream ends in LF */
         pos += stop - start + 8;
-        /* the piece holding byte pos - 1 (sizes as ints; anything else is the reference's case) */
-        while (end < pos) {
-            if (end >= 0)
-                piece++;
-            /* the lists' lengths asked again at each read: an allocation below may collect
-             * garbage, and a finalizer run then could change them */
-            if (piece >= PyList_GET_SIZE(sizes))
-                goto fallback;
-            Py_ssize_t size = PyLong_CheckExact(PyList_GET_ITEM(sizes, piece))
-                                  ? PyLong_AsSsize_t(PyList_GET_ITEM(sizes, piece))
-                                  : -1;
-            if (size < 0) {
-                PyErr_Clear();
-                goto fallback;
-            }
-            end = (end < 0 ? 0 : end) + size;
-        }
-        if (piece >= PyList_GET_SIZE(times))
+        PyObject *t_ms = arrival(&a, pos, &piece, &end); /* held across the allocations */
+        if (t_ms == NULL)
             goto fallback;
-        PyObject *t_ms = Py_NewRef(PyList_GET_ITEM(times, piece)); /* held across the allocations */
-        PyObject *data;
-        if (ascii) {
-            data = PyUnicode_New(stop - start, 127);
-            if (data != NULL)
-                memcpy(PyUnicode_DATA(data), raw + start, (size_t)(stop - start));
-        }
-        else
-            data = PyUnicode_DecodeUTF8(raw + start, stop - start, "strict");
+        PyObject *data = text_of(raw + start, stop - start, ascii);
         if (data == NULL) {
             Py_DECREF(t_ms);
             if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
@@ -222,7 +260,7 @@ cut_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             PyErr_Clear();
             goto fallback;
         }
-        PyObject *ev = make_event(cls, offsets, data, k, t_ms, NULL, 1);
+        PyObject *ev = make_event(a.cls, a.offsets, data, k, t_ms, NULL, 1);
         if (ev == NULL)
             goto error;
         PyList_SET_ITEM(events, k, ev);
@@ -243,19 +281,6 @@ error:
     return NULL;
 }
 
-/* A text of the stream as a str: its bytes copied where the stream is ASCII, else decoded (NULL
- * with UnicodeDecodeError for bytes that are not UTF-8) */
-static PyObject *
-text_of(const char *s, Py_ssize_t len, int ascii)
-{
-    if (!ascii)
-        return PyUnicode_DecodeUTF8(s, len, "strict");
-    PyObject *text = PyUnicode_New(len, 127);
-    if (text != NULL)
-        memcpy(PyUnicode_DATA(text), s, (size_t)len);
-    return text;
-}
-
 /* cut_named(raw, sizes, times, cls) -> (events, has_digit_run, data_chars) | None
  *
  * _sse._cut_named's cut of the named framing of /v1/responses and /v1/messages streams: every event
@@ -267,20 +292,12 @@ text_of(const char *s, Py_ssize_t len, int ascii)
 static PyObject *
 cut_named(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "cut_named takes raw, sizes, times and the event class");
-        return NULL;
-    }
-    PyObject *raw_obj = args[0], *sizes = args[1], *times = args[2], *cls_obj = args[3];
-    if (!PyBytes_CheckExact(raw_obj) || !PyList_CheckExact(sizes) || !PyList_CheckExact(times) ||
-        !PyType_Check(cls_obj))
-        Py_RETURN_NONE;
-    PyTypeObject *cls = (PyTypeObject *)cls_obj;
-    Py_ssize_t offsets[N_FIELDS];
-    if (cls->tp_alloc == NULL || slot_offsets(cls, offsets) < 0)
-        Py_RETURN_NONE;
-    const char *raw = PyBytes_AS_STRING(raw_obj);
-    Py_ssize_t len = PyBytes_GET_SIZE(raw_obj);
+    CutArgs a;
+    int took = cut_args(args, nargs, "cut_named", &a);
+    if (took <= 0)
+        return took < 0 ? NULL : Py_NewRef(Py_None);
+    const char *raw = a.raw;
+    Py_ssize_t len = a.len;
     if (len < 16 || memcmp(raw, "event: ", 7) != 0 || raw[len - 2] != '\n' || raw[len - 1] != '\n' ||
         memchr(raw, '\r', (size_t)len) != NULL)
         Py_RETURN_NONE;
@@ -299,8 +316,6 @@ cut_named(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             Py_RETURN_NONE;
         at = end + 2 - raw;
     }
-    if (PyList_GET_SIZE(sizes) == 0 || PyList_GET_SIZE(times) < PyList_GET_SIZE(sizes))
-        Py_RETURN_NONE;
     int ascii = is_ascii(raw, len), digits = 0;
     Py_ssize_t chars = 0;
     PyObject *events = PyList_New(n);
@@ -317,25 +332,9 @@ cut_named(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         const char *stop = memchr(text, '\n', (size_t)(raw + len - text));
         Py_ssize_t name_len = nl - name, text_len = stop - text;
         at = stop + 2 - raw; /* past the blank line: the byte that dispatches the event is at - 1 */
-        while (end_of_piece < at) {
-            if (end_of_piece >= 0)
-                piece++;
-            /* the lists' lengths asked again at each read: an allocation below may collect
-             * garbage, and a finalizer run then could change them */
-            if (piece >= PyList_GET_SIZE(sizes))
-                goto fallback;
-            Py_ssize_t size = PyLong_CheckExact(PyList_GET_ITEM(sizes, piece))
-                                  ? PyLong_AsSsize_t(PyList_GET_ITEM(sizes, piece))
-                                  : -1;
-            if (size < 0) {
-                PyErr_Clear();
-                goto fallback;
-            }
-            end_of_piece = (end_of_piece < 0 ? 0 : end_of_piece) + size;
-        }
-        if (piece >= PyList_GET_SIZE(times))
+        PyObject *t_ms = arrival(&a, at, &piece, &end_of_piece); /* held across the allocations */
+        if (t_ms == NULL)
             goto fallback;
-        PyObject *t_ms = Py_NewRef(PyList_GET_ITEM(times, piece)); /* held across the allocations */
         if (last_name == NULL || name_len != last_len || memcmp(name, last_at, (size_t)name_len) != 0) {
             PyObject *made = text_of(name, name_len, ascii);
             if (made == NULL) {
@@ -354,7 +353,7 @@ cut_named(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         chars += PyUnicode_GET_LENGTH(data);
         if (!digits && has_long_run(text, text_len))
             digits = 1;
-        PyObject *ev = make_event(cls, offsets, data, k, t_ms, Py_NewRef(last_name), 2);
+        PyObject *ev = make_event(a.cls, a.offsets, data, k, t_ms, Py_NewRef(last_name), 2);
         if (ev == NULL)
             goto error;
         PyList_SET_ITEM(events, k, ev);
