@@ -308,7 +308,12 @@ class _ResponsesStream:
         self.n = 0
 
     def ev(self, event_type: str, **fields: Any) -> bytes:
-        obj = {"type": event_type, "sequence_number": self.seq, **fields}
+        # as vLLM writes the openai event models (model_dump_json): their declared fields in their
+        # order (by name, which puts the type last), then a field of vLLM's own (the name of
+        # function_call_arguments.done)
+        extra = {"name": fields.pop("name")} if "name" in fields else {}
+        fields["sequence_number"] = self.seq
+        obj = {**dict(sorted(fields.items())), "type": event_type, **extra}
         self.seq += 1
         return _sse(event_type, obj)
 

@@ -61,6 +61,13 @@ async def test_responses_wire_shapes(sim_client: Callable[..., Any]) -> None:
     seqs = [json.loads(f.split("\ndata: ", 1)[1])["sequence_number"] for f in frames]
     assert seqs == list(range(len(frames)))
     assert "response.function_call_arguments.delta" in types and "response.reasoning_text.delta" in types
+    # each event's keys in the order vLLM writes them: the openai model's fields (by name, the type
+    # last), then vLLM's own (function_call_arguments.done's name)
+    for f in frames:
+        keys = list(json.loads(f.split("\ndata: ", 1)[1]))
+        declared = keys[: keys.index("type") + 1]
+        assert declared == [*sorted(declared[:-1]), "type"], keys
+        assert keys[len(declared) :] in ([], ["name"]), keys
 
 
 async def test_messages_wire_shapes(sim_client: Callable[..., Any]) -> None:
