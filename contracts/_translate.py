@@ -418,7 +418,7 @@ def _messages_stream_usage(view: ExchangeView) -> dict[str, Any] | None:
             # again (a stream's text deltas are nearly all its events)
             continue
         try:
-            obj = bounded_loads(ev.data)
+            obj = bounded_loads(data)
         except ValueError:
             continue
         if not isinstance(obj, dict):

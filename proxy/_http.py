@@ -511,18 +511,17 @@ class HttpConnection(asyncio.Protocol):
         self._stop_head_timer()
         if self.lingering or self.transport.is_closing():
             return
-        if self.cycle is None or self.cycle.response_complete:
-            body = f"wirecheck proxy: {message}\n".encode()
-            self.transport.write(
-                _STATUS[status] + b"content-type: text/plain; charset=utf-8\r\n"
-                b"content-length: %d\r\nconnection: close\r\nx-wirecheck-proxy: error\r\n\r\n%s"
-                % (len(body), body)
-            )
-            _log.warning("wirecheck proxy: refused a caller with %d: %s", status, message)
-            self.linger()
-            return
         _log.warning("wirecheck proxy: refused a caller with %d: %s", status, message)
-        self.transport.close()
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.transport.close()  # an answer under way: it breaks off
+            return
+        body = f"wirecheck proxy: {message}\n".encode()
+        self.transport.write(
+            _STATUS[status] + b"content-type: text/plain; charset=utf-8\r\n"
+            b"content-length: %d\r\nconnection: close\r\nx-wirecheck-proxy: error\r\n\r\n%s"
+            % (len(body), body)
+        )
+        self.linger()
 
 
 class _Cycle:

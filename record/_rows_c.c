@@ -629,10 +629,10 @@ static int put_chunks(Buf *b, PyObject *chunks, PyObject **body) {
             return BACK;
         PyObject *t = *(PyObject **)((char *)chunk + t_ms_offset);
         PyObject *data = *(PyObject **)((char *)chunk + data_offset);
-        if (t == NULL || data == NULL || !PyFloat_CheckExact(t) || !PyBytes_CheckExact(data))
+        if (t == NULL || data == NULL || !PyBytes_CheckExact(data))
             return BACK;
         long long us = 0;
-        int took = us_of(t, &us); /* (only the float's own methods run: the list stays as it is) */
+        int took = us_of(t, &us); /* (a float's own methods at most: the list stays as it is) */
         if (took < 0)
             return ERR;
         if (took == 0 || PyBytes_GET_SIZE(data) > PY_SSIZE_T_MAX - total)
