@@ -116,6 +116,17 @@ def _sse(text: str) -> list[tuple[str | None, Any]]:
     return out
 
 
+def _key_order(obj: Any) -> str:
+    """How a Responses event's keys are ordered on the wire: ``model`` as vLLM's ``model_dump_json``
+    of the openai event models writes them (the declared fields by name, which puts the type last,
+    then vLLM's own), else the keys as they came."""
+    keys = list(obj) if isinstance(obj, dict) else []
+    if "type" not in keys:
+        return f"{keys}"
+    declared, own = keys[: keys.index("type") + 1], keys[keys.index("type") + 1 :]
+    return "model" if declared == [*sorted(declared[:-1]), "type"] and own in ([], ["name"]) else f"{keys}"
+
+
 def _id_kind(value: Any) -> str:
     for name, pat in _ID_PATTERNS:
         if isinstance(value, str) and pat.match(value):
@@ -162,6 +173,8 @@ def wire_facts(api: str, r: httpx.Response, *, stream: bool) -> set[str]:
                 out |= {f"delta-key:{k}" for k in ch["delta"] if ch["delta"][k] not in (None, "")}
         else:
             out.add(f"event:{event}")
+            if api == "responses":
+                out.add(f"key-order:{event}:{_key_order(data)}")
             if api == "messages" and event == "message_delta":
                 out.add(f"stop:{data['delta'].get('stop_reason')}")
     return out

@@ -183,7 +183,12 @@ WIRE_KNOWN: dict[tuple[str, str, str, bool], tuple[set[str], set[str]]] = {
     ("hermes", "chat", "tool", True): (set(), {"delta-key:content"}),
     ("hermes", "responses", "tool", True): (
         set(),
-        {"event:response.output_text.delta", "event:response.output_text.done"},
+        {
+            "event:response.output_text.delta",
+            "event:response.output_text.done",
+            "key-order:response.output_text.delta:model",
+            "key-order:response.output_text.done:model",
+        },
     ),
 }
 
