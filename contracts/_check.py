@@ -39,9 +39,15 @@ from ._registry import (
     ANOMALY,
     CALLS,
     CONSTRAINT,
+    ERROR_FRAMES,
+    ERROR_STATUS,
+    EXCHANGE_ERROR,
+    LIMITS,
     MESSAGES,
+    REASONING,
     REGISTRY,
     TOOL_TURNS,
+    TOOLS,
     CheckConfig,
     Fault,
     Finding,
@@ -247,14 +253,28 @@ def view_facts(view: ExchangeView) -> frozenset[str] | None:
     out fails (a view of hostile shapes: then each rule meets it as it would)."""
     try:
         facts: set[str] = set()
-        if any(ch.calls for ch in view.choices):
+        choices = view.choices
+        if any(ch.calls for ch in choices):
             facts.add(CALLS)
-        if output_constraint(view.req) is not None:
+        if any(ch.reasoning for ch in choices):
+            facts.add(REASONING)
+        req = view.req
+        if output_constraint(req) is not None:
             facts.add(CONSTRAINT)
+        if view.tools or req.get("tools") is not None or req.get("tool_choice") is not None:
+            facts.add(TOOLS)
+        if view.status is not None and view.status >= 400:
+            facts.add(ERROR_STATUS)
+        if view.ex.error is not None:
+            facts.add(EXCHANGE_ERROR)
+        if view.stream is not None and view.stream.error_frames:
+            facts.add(ERROR_FRAMES)
+        if view.limits:
+            facts.add(LIMITS)
         if view.endpoint == MESSAGES:
             facts.add(TOOL_TURNS)  # the history rules read its blocks as sent
         else:
-            msgs = view.req.get("messages")
+            msgs = req.get("messages")
             if isinstance(msgs, list) and any(
                 isinstance(m, dict) and ("tool_calls" in m or m.get("role") == "tool") for m in msgs
             ):

@@ -347,11 +347,14 @@ def _family_by_name(name: str) -> str | None:
 
 def detect_family(model: str | None, call_ids: Iterable[str | None] = ()) -> str:
     """The family of a served model: by its name, else by the shape of ids only one family writes,
-    else :data:`GENERIC`. The one detector: the rules, the CLI and acceptance all call this."""
-    family = _family_by_name((model or "").lower())
+    else :data:`GENERIC`. The one detector: the rules, the CLI and acceptance all call this. A
+    model or an id that is not a string (a hostile answer's) tells nothing."""
+    family = _family_by_name(model.lower()) if isinstance(model, str) else None
     if family is not None:
         return family
     for call_id in call_ids:
+        if not isinstance(call_id, str):
+            continue
         for pattern, family in _id_patterns():
             if call_id and pattern.match(call_id):
                 return family

@@ -212,12 +212,23 @@ _SCOPES = ("exchange", "taps", "twins", "set")
 #: what a rule may need of a view (``needs``; ``_check.view_facts`` works them out): a tool call in
 #: any choice of the answer; an output constraint (``output_constraint``: response_format,
 #: structured_outputs); a history turn with tool calls or a tool result (and every /v1/messages
-#: request, whose blocks the history rules read as sent); and ``anomaly:KIND``, an anomaly of that
-#: kind among the view's or its stream's
+#: request, whose blocks the history rules read as sent); tools or a tool_choice in the request
+#: (``tools``, or a declared tool in the view); reasoning text in any choice; an HTTP status of 400
+#: or more; a transport error recorded on the exchange; an error frame inside the stream; a body
+#: past the JSON bounds (``ExchangeView.limits``); and ``anomaly:KIND``, an anomaly of that kind
+#: among the view's or its stream's
 CALLS = "calls"
 CONSTRAINT = "constraint"
 TOOL_TURNS = "tool-turns"
-FACTS = frozenset({CALLS, CONSTRAINT, TOOL_TURNS})
+TOOLS = "tools"
+REASONING = "reasoning"
+ERROR_STATUS = "error-status"
+EXCHANGE_ERROR = "exchange-error"
+ERROR_FRAMES = "error-frames"
+LIMITS = "limits"
+FACTS = frozenset(
+    {CALLS, CONSTRAINT, TOOL_TURNS, TOOLS, REASONING, ERROR_STATUS, EXCHANGE_ERROR, ERROR_FRAMES, LIMITS}
+)
 ANOMALY = "anomaly:"
 
 

@@ -15,6 +15,7 @@ from ._json import loads as bounded_loads
 from ._markup import REASONING_MARKUP, find_markup
 from ._registry import (
     ALL_ENDPOINTS,
+    ANOMALY,
     CHAT,
     CONSTRAINT,
     MESSAGES,
@@ -237,7 +238,13 @@ def _reasoning_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("reasoning-shape", fault=Fault.PARSER, area="reasoning", endpoints=ALL_ENDPOINTS)
+@rule(
+    "reasoning-shape",
+    fault=Fault.PARSER,
+    area="reasoning",
+    endpoints=ALL_ENDPOINTS,
+    needs=(ANOMALY + "reasoning-not-string", ANOMALY + "reasoning-conflict"),
+)
 def _reasoning_shape(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Reasoning is not a string, or reasoning and reasoning_content disagree.
 

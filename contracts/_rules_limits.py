@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ._json import JsonLimitError
-from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, hit, rule
+from ._registry import ALL_ENDPOINTS, ANOMALY, CALLS, LIMITS, CheckConfig, Fault, Hit, hit, rule
 from ._rules_message import read_arguments
 from ._view import ExchangeView
 
@@ -22,7 +22,13 @@ LIVE_CHECK_SKIPPED = "live-check-skipped"
 STORE_GAP = "store-gap"
 
 
-@rule("json-limit", fault=Fault.UNKNOWN, area="http", endpoints=ALL_ENDPOINTS)
+@rule(
+    "json-limit",
+    fault=Fault.UNKNOWN,
+    area="http",
+    endpoints=ALL_ENDPOINTS,
+    needs=(LIMITS, ANOMALY + "json-limit", CALLS),
+)
 def _json_limit(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A JSON document (body, SSE data, tool arguments) nests deeper or is larger than the checker parses.
 

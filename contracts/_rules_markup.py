@@ -19,7 +19,7 @@ from typing import Any
 from ._json import JsonLimitError
 from ._json import loads as bounded_loads
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP, find_markup
-from ._registry import ALL_ENDPOINTS, CheckConfig, Fault, Hit, hit, rule
+from ._registry import ALL_ENDPOINTS, REASONING, CheckConfig, Fault, Hit, hit, rule
 from ._rules_content import thinking_off
 from ._view import ExchangeView, output_constraint
 
@@ -79,7 +79,9 @@ def _tool_markup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("tool-call-in-reasoning", fault=Fault.PARSER, area="markup", endpoints=ALL_ENDPOINTS)
+@rule(
+    "tool-call-in-reasoning", fault=Fault.PARSER, area="markup", endpoints=ALL_ENDPOINTS, needs=(REASONING,)
+)
 def _tool_in_reasoning(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Tool-call markup inside reasoning: the reasoning parser did not hand the call to the tool parser.
 

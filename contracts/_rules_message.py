@@ -18,7 +18,7 @@ from ._families import FAMILIES, detect_family
 from ._json import JsonLimitError, key_text, key_value
 from ._json import loads as bounded_loads
 from ._markup import REASONING_MARKUP, SPECIAL_TOKENS, TOOL_MARKUP, find_markup
-from ._registry import ALL_ENDPOINTS, ANOMALY, CALLS, CheckConfig, Fault, Hit, Severity, hit, rule
+from ._registry import ALL_ENDPOINTS, ANOMALY, CALLS, TOOLS, CheckConfig, Fault, Hit, Severity, hit, rule
 from ._translate import usage_meaning
 from ._view import ExchangeView
 
@@ -454,7 +454,12 @@ def _id_dup(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
 
 
 @rule(
-    "tool-call-id-format", fault=Fault.MODEL, severity=Severity.WARNING, area="tools", endpoints=ALL_ENDPOINTS
+    "tool-call-id-format",
+    fault=Fault.MODEL,
+    severity=Severity.WARNING,
+    area="tools",
+    endpoints=ALL_ENDPOINTS,
+    needs=(CALLS,),
 )
 def _id_format(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool call id the model writes itself (Kimi K2: functions.NAME:IDX) has another shape, or disagrees with the name.
@@ -481,7 +486,7 @@ def _id_format(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             yield _call_hit(view, ch, c, "/id", message, excerpt=c.id, fault=Fault.PARSER)
 
 
-@rule("tool-choice-violated", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS)
+@rule("tool-choice-violated", fault=Fault.MODEL, area="tools", endpoints=ALL_ENDPOINTS, needs=(TOOLS,))
 def _tool_choice(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The response ignores tool_choice none, required or a named function.
 

@@ -13,7 +13,19 @@ from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
 from ._json import key_text, key_value
-from ._registry import ALL_ENDPOINTS, CHAT, CheckConfig, Fault, Hit, Severity, hit, rule
+from ._registry import (
+    ALL_ENDPOINTS,
+    CHAT,
+    ERROR_STATUS,
+    EXCHANGE_ERROR,
+    TOOLS,
+    CheckConfig,
+    Fault,
+    Hit,
+    Severity,
+    hit,
+    rule,
+)
 from ._view import ExchangeView
 from ._wire import ChatMessage, ChatRequest
 
@@ -119,7 +131,7 @@ def _guided(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
             )
 
 
-@rule("request-empty-tools", fault=Fault.CALLER, area="request", endpoints=ALL_ENDPOINTS)
+@rule("request-empty-tools", fault=Fault.CALLER, area="request", endpoints=ALL_ENDPOINTS, needs=(TOOLS,))
 def _empty_tools(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """tools is an empty list where the endpoint rejects one, or tool_choice asks for a call without tools.
 
@@ -154,6 +166,7 @@ def _named(tc: Any) -> bool:
     severity=Severity.WARNING,
     area="request",
     endpoints=ALL_ENDPOINTS,
+    needs=(TOOLS,),
 )
 def _tool_schema(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """A tool's parameters are not a valid JSON Schema.
@@ -192,7 +205,7 @@ def _schema_problem(params_key: bytes) -> tuple[bool, str] | None:
     return None
 
 
-@rule("http-server-error", fault=Fault.ENGINE, area="http", endpoints=ALL_ENDPOINTS)
+@rule("http-server-error", fault=Fault.ENGINE, area="http", endpoints=ALL_ENDPOINTS, needs=(ERROR_STATUS,))
 def _server_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """HTTP 5xx from the upstream.
 
@@ -202,7 +215,7 @@ def _server_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit(f"HTTP {view.status}: {_error_message(view)}", "/response/status", view.status)
 
 
-@rule("http-client-error", fault=Fault.CALLER, area="http", endpoints=ALL_ENDPOINTS)
+@rule("http-client-error", fault=Fault.CALLER, area="http", endpoints=ALL_ENDPOINTS, needs=(ERROR_STATUS,))
 def _client_error(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """HTTP 4xx: the request broke the server's contract.
 
@@ -308,7 +321,14 @@ _JSON_ERROR = re.compile(
 )
 
 
-@rule("error-body-shape", fault=Fault.ENGINE, severity=Severity.WARNING, area="http", endpoints=ALL_ENDPOINTS)
+@rule(
+    "error-body-shape",
+    fault=Fault.ENGINE,
+    severity=Severity.WARNING,
+    area="http",
+    endpoints=ALL_ENDPOINTS,
+    needs=(ERROR_STATUS,),
+)
 def _error_body(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """An error response whose body is not {"error": {"message", ...}}.
 
@@ -355,7 +375,7 @@ _TRANSPORT_FAULT = {
 }
 
 
-@rule("transport-error", fault=Fault.ENGINE, area="http", endpoints=ALL_ENDPOINTS)
+@rule("transport-error", fault=Fault.ENGINE, area="http", endpoints=ALL_ENDPOINTS, needs=(EXCHANGE_ERROR,))
 def _transport(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """The exchange broke on the transport: refused, reset mid-stream, timeout, client abort.
 

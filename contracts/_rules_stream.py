@@ -10,7 +10,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ._assembly import AssembledStream, StreamAnomaly
-from ._registry import ALL_ENDPOINTS, ANOMALY, CHAT, RESPONSES, CheckConfig, Fault, Hit, Severity, hit, rule
+from ._registry import (
+    ALL_ENDPOINTS,
+    ANOMALY,
+    CHAT,
+    ERROR_FRAMES,
+    RESPONSES,
+    CheckConfig,
+    Fault,
+    Hit,
+    Severity,
+    hit,
+    rule,
+)
 from ._view import ExchangeView
 
 _FRAMING = {
@@ -86,7 +98,13 @@ def _done_missing(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit("no data: [DONE] at the end of the stream", f"/events/{st.events}")
 
 
-@rule("stream-done-repeated", fault=Fault.ENGINE, area="stream", endpoints=(CHAT,))
+@rule(
+    "stream-done-repeated",
+    fault=Fault.ENGINE,
+    area="stream",
+    endpoints=(CHAT,),
+    needs=(ANOMALY + "done-repeated",),
+)
 def _done_repeated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """data: [DONE] sent more than once.
 
@@ -97,7 +115,13 @@ def _done_repeated(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         yield hit(f"[DONE] sent {st.done} times", f"/events/{first.event}", event=first.event)
 
 
-@rule("stream-data-after-done", fault=Fault.ENGINE, area="stream", endpoints=(CHAT,))
+@rule(
+    "stream-data-after-done",
+    fault=Fault.ENGINE,
+    area="stream",
+    endpoints=(CHAT,),
+    needs=(ANOMALY + "data-after-done",),
+)
 def _after_done(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """Events after data: [DONE].
 
@@ -113,7 +137,7 @@ def _after_done(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
         )
 
 
-@rule("stream-error-frame", fault=Fault.ENGINE, area="stream", endpoints=ALL_ENDPOINTS)
+@rule("stream-error-frame", fault=Fault.ENGINE, area="stream", endpoints=ALL_ENDPOINTS, needs=(ERROR_FRAMES,))
 def _error_frame(view: ExchangeView, ctx: CheckConfig) -> Iterator[Hit]:
     """An in-band error frame data: {"error": ...} inside a 200 stream.
 

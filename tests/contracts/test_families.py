@@ -152,6 +152,17 @@ def test_one_detector_for_the_rules_the_cli_and_acceptance(model: str, family: s
     assert AcceptOptions(target="http://x", reviewer="r", out=tmp_path).family_of(model) == family
 
 
+def test_a_model_or_an_id_that_is_not_a_string_tells_no_family() -> None:
+    # a hostile answer's: the detector reads past it, where it raised and the rules that asked it
+    # left a check-crashed finding instead of judging
+    assert detect_family(5) == GENERIC  # type: ignore[arg-type]
+    assert detect_family(None, [7, None, "functions.search:0"]) == "kimi_k2"  # type: ignore[list-item]
+    body = wire.completion(wire.message(None, tool_calls=[wire.call(id="functions.search:0")]), "tool_calls")
+    body["model"] = 5
+    found = check_exchanges([wire.exchange(wire.tool_req(model=5), body)], CheckConfig(direct=True)).findings
+    assert "check-crashed" not in [f.rule for f in found]
+
+
 def test_an_unknown_model_is_judged_generic_with_a_note(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -37,12 +37,16 @@ pytestmark = pytest.mark.usefixtures("both_paths")
 
 def _hostile() -> list[Exchange]:
     """Shapes the facts or the rules may trip on: a model that is not a string and no model in the
-    answer, messages that are not objects, a tool turn without an id, a format that is not JSON."""
+    answer, messages that are not objects, a tool turn without an id, a format that is not JSON,
+    bodies and frames past the JSON bounds, two reasoning fields that disagree."""
     odd = req(messages=[5, {"role": "tool"}, {"role": "assistant", "tool_calls": "x"}])
     odd["model"] = 5
     body = completion()
     body.pop("model", None)
     formats = req(response_format={"type": "json_object"}, structured_outputs={"json": "{"})
+    deep: Any = "x"
+    for _ in range(200):  # past the JSON bounds (``json-limit``)
+        deep = [deep]
     whole = {
         "index": 0,
         "id": "call_1",
@@ -60,6 +64,11 @@ def _hostile() -> list[Exchange]:
         exchange(odd, body),
         exchange(req(messages="hi"), completion()),
         exchange(formats, completion(message("not json"))),
+        exchange(req(extra=deep), completion()),
+        streamed(req(), [role_chunk(), {**chunk({"content": "a"}), "extra": deep}, chunk({}, "stop")]),
+        streamed(
+            req(), [role_chunk(), chunk({"reasoning": "a", "reasoning_content": "b"}), chunk({}, "stop")]
+        ),
         streamed(tool_req(), [role_chunk(), chunk({"tool_calls": [{"index": "a"}]})]),
         exchange(tool_req(), completion(message(None, tool_calls=[call(), call(idx=1)]), "tool_calls")),
     ]
@@ -141,7 +150,7 @@ def test_a_rule_left_out_finds_nothing_there() -> None:
 
 def test_a_need_is_one_the_facts_know() -> None:
     with pytest.raises(ValueError, match="unknown need"):
-        rule("needs-something-odd", fault=Fault.MODEL, needs=("tools",))
+        rule("needs-something-odd", fault=Fault.MODEL, needs=("tool-list",))
     assert "needs-something-odd" not in REGISTRY
     assert all(n in FACTS or n.startswith(ANOMALY) for r in rules() for n in r.needs)
 
