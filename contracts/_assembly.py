@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import orjson
@@ -150,10 +151,26 @@ def assemble_stream(events: list[SSEEvent], *, plain: bool | None = None) -> Ass
     frame is read by orjson before it is searched for a ``[DONE]`` with spaces about it (an object
     never is one), the frames read so are counted at the end, and the first event's time is taken
     once."""
-    st = AssembledStream()
-    st.events = len(events)
     if plain is None:
         plain = frames_plain(events)
+    if plain and _WHOLE is not None and events.__class__ is list:
+        # the whole stream at once where it is plain (``_assembly_c.assemble_plain``), else here
+        whole = _WHOLE(
+            events,
+            SSEEvent,
+            AssembledStream,
+            AssembledChoice,
+            orjson.loads,
+            _BOUNDED,
+            2 * MAX_DEPTH,
+            TEMPLATE_MAX,
+            _PROBE,
+            _PROBED,
+        )
+        if whole is not None:
+            return whole  # type: ignore[no-any-return]
+    st = AssembledStream()
+    st.events = len(events)
     # a frame this short goes to orjson here, as bounded loads sends it (it cannot nest past the
     # bound): the calls between cost as much as orjson's read; anything else goes the long way
     short = 2 * MAX_DEPTH if plain else -1
@@ -354,6 +371,12 @@ _C = native("wirecheck.contracts._assembly_c")
 
 #: the longest chunk read through its template: bounded loads reads anything longer (``MAX_BYTES``)
 TEMPLATE_MAX = 1 << 20
+
+#: how a frame of a plain stream past ``2 * MAX_DEPTH`` characters is read (``frame_object``'s read)
+_BOUNDED = partial(bounded_loads, plain=True)
+
+#: the compiled assembly of a plain stream whole (``_assembly_c.assemble_plain``), or None
+_WHOLE = None if _C is None else _C.assemble_plain
 
 
 def _stamp(st: AssembledStream, t: float | None) -> None:

@@ -15,7 +15,7 @@ from wirecheck.contracts import _assembly, _json, _markup, _sse
 
 @pytest.fixture(scope="module", params=PATHS)
 def both_paths(request: pytest.FixtureRequest) -> Iterator[str]:
-    swaps = [(_sse, "_C", None), (_assembly, "_C", None), (_json, "_C", None)]
+    swaps = [(_sse, "_C", None), (_assembly, "_C", None), (_assembly, "_WHOLE", None), (_json, "_C", None)]
     # find_markup is the twin itself where built, imported by name by the rules' modules
     swaps += [
         (module, "find_markup", _markup._find_markup)

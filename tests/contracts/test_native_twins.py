@@ -1,6 +1,7 @@
 """The checker's compiled twins against their pure-Python references, on any input: the plain SSE
 cut (``_sse_c.cut_plain`` in ``decode_joined``), the fold of template-alike text chunks
-(``_assembly_c.fold_text`` in ``assemble_stream``), the markup search and the depth bound of a
+(``_assembly_c.fold_text`` in ``assemble_stream``), the assembly of a plain stream whole
+(``_assembly_c.assemble_plain``), the markup search and the depth bound of a
 parsed document (``_json_c.deeper`` in bounded loads). Each twin hands back what it does not read
 exactly as the reference does, so the reference's answer is the twin's on every input."""
 
@@ -39,6 +40,7 @@ def test_the_twins_are_built_and_in_use() -> None:
     ):
         assert native(name) is not None, name
     assert _sse._C is not None and _assembly._C is not None and _markup._C is not None
+    assert _assembly._WHOLE is not None
     assert _json._C is not None
     assert _markup.find_markup is not _markup._find_markup
 
@@ -396,6 +398,267 @@ def test_a_long_string_with_escapes_folds_as_orjson_reads_it() -> None:
     events = [SSEEvent(before + text + after, t_ms=3.0)]
     got = _assembly._C.fold_text(events, 0, before, after, 1, TEMPLATE_MAX, SSEEvent)  # type: ignore[union-attr]
     assert got == (1, orjson.loads(text), 1, [3.0])
+
+
+# --- a plain stream whole ------------------------------------------------------------------------
+
+
+#: a delta's text: short, any code point, the escapes orjson reads, the template's own probe
+_piece = st.one_of(
+    st.text(max_size=5),
+    st.sampled_from(["", "tok ", '"', "\\", "\n", "東", "\U0001f600", orjson.loads(_assembly._PROBE)]),
+)
+
+
+@st.composite
+def _deltas(draw: st.DrawFn) -> Any:
+    text = draw(_piece)
+    return draw(
+        st.sampled_from(
+            [
+                {"content": text},
+                {"content": text},
+                {"reasoning": text},
+                {"reasoning_content": text},
+                {"role": "assistant", "content": ""},
+                {"role": "assistant"},
+                {},
+                {"content": None},
+                {"reasoning": text, "reasoning_content": text},
+                {"reasoning": "a", "reasoning_content": "b"},
+                {"reasoning": None},
+                {"content": text, "reasoning": "r"},
+                {"role": 5, "content": text},
+                {"content": 5},
+                {"reasoning": ["x"]},
+                {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]},
+                {"tool_calls": None, "content": text},
+                {"refusal": "no"},
+                {"audio": None},
+                {"own": 1},
+                None,
+                [],
+            ]
+        )
+    )
+
+
+@st.composite
+def _chunk_frames(draw: st.DrawFn) -> str:
+    kind = draw(st.integers(0, 24))
+    if kind == 0:
+        return draw(
+            st.sampled_from(["[DONE]", " [DONE]", "not json", "[1]", "5", "", '{"error": {"message": "x"}}'])
+        )
+    choice: dict[str, Any] = {"index": draw(st.sampled_from([0, 0, 0, 0, 1, True, "0", -1]))}
+    if draw(st.integers(0, 9)) == 0:
+        del choice["index"]
+    delta = draw(_deltas())
+    if delta is not None or draw(st.booleans()):
+        choice["delta"] = delta
+    choice["logprobs"] = None
+    choice["finish_reason"] = draw(st.sampled_from([None] * 6 + ["stop", "length", 5]))
+    if draw(st.integers(0, 4)) == 0:
+        choice["stop_reason"] = draw(st.sampled_from([None, "</s>", 7]))
+    chunk: dict[str, Any] = {
+        "id": draw(st.sampled_from(["chatcmpl-1"] * 6 + ["chatcmpl-2", 5])),
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": draw(st.sampled_from(["m"] * 6 + ["other", None])),
+    }
+    for key in ("id", "model"):
+        if draw(st.integers(0, 12)) == 0:
+            del chunk[key]
+    many = draw(st.integers(0, 12))
+    chunk["choices"] = [] if many == 0 else [choice, {**choice, "index": 1}] if many == 1 else [choice]
+    if many == 2:
+        chunk["choices"] = {"0": choice}
+    usage = draw(st.integers(0, 10))
+    if usage == 0:
+        chunk["usage"] = {"prompt_tokens": 1, "completion_tokens": 2}
+    elif usage == 1:
+        chunk["usage"] = None
+    elif usage == 2:
+        chunk["usage"] = 5
+    if draw(st.integers(0, 10)) == 0:
+        chunk["system_fingerprint"] = draw(st.sampled_from(["fp", None, 3]))
+    if draw(st.integers(0, 15)) == 0:  # past the short read: the bounded one
+        chunk["pad"] = "x" * 300
+    text = json.dumps(chunk, separators=draw(st.sampled_from([(",", ":"), (", ", ": ")])))
+    return text if draw(st.integers(0, 30)) else text[:-1]
+
+
+def _plain_stream(frames: list[str], times: list[float | None]) -> list[SSEEvent]:
+    return [SSEEvent(f, index=i, t_ms=t) for i, (f, t) in enumerate(zip(frames, times, strict=True))]
+
+
+def _whole(events: list[SSEEvent]) -> Any:
+    return _assembly._C.assemble_plain(  # type: ignore[union-attr]
+        events,
+        SSEEvent,
+        _assembly.AssembledStream,
+        Choice,
+        orjson.loads,
+        _assembly._BOUNDED,
+        2 * _json.MAX_DEPTH,
+        TEMPLATE_MAX,
+        _assembly._PROBE,
+        orjson.loads(_assembly._PROBE),
+    )
+
+
+@st.composite
+def _served(draw: st.DrawFn) -> list[str]:
+    """A stream as a server writes one (its role, text chunks of its fields, the finish, perhaps
+    usage, [DONE]), with a frame of any shape put in or in place of one now and then."""
+    n = draw(st.sampled_from([1, 1, 1, 2]))
+    sep = draw(st.sampled_from([(",", ":"), (", ", ": ")]))
+
+    def one(delta: dict[str, Any], fr: Any = None, **more: Any) -> str:
+        choices = [
+            {"index": i, "delta": delta, "logprobs": None, "finish_reason": fr, **more} for i in range(n)
+        ]
+        body = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
+            "choices": choices,
+        }
+        return json.dumps(body, separators=sep)
+
+    fields = st.sampled_from(["content", "content", "reasoning", "reasoning_content"])
+    frames = [one({"role": "assistant", "content": ""})]
+    frames += [one({draw(fields): draw(_piece)}) for _ in range(draw(st.integers(0, 6)))]
+    end = draw(st.sampled_from([{}, {}, {"content": ""}, {"reasoning": "last"}, {"content": "x"}]))
+    stop = draw(st.sampled_from([{}, {"stop_reason": 9}]))
+    frames.append(one(end, draw(st.sampled_from(["stop", "length"])), **stop))
+    if draw(st.booleans()):
+        usage = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
+            "choices": [],
+        }
+        frames.append(json.dumps({**usage, "usage": {"completion_tokens": 2}}, separators=sep))
+    frames.append("[DONE]")
+    odd = draw(st.integers(0, 3))
+    if odd:
+        at = draw(st.integers(0, len(frames)))
+        frames[at : at + (odd == 1)] = [draw(_chunk_frames())]
+    return frames
+
+
+@settings(max_examples=2500, deadline=None)
+@given(st.one_of(_served(), st.lists(_chunk_frames(), max_size=9)), st.data())
+def test_a_plain_stream_whole_is_the_stream_the_reference_assembles(
+    frames: list[str], data: st.DataObject
+) -> None:
+    times = [data.draw(st.sampled_from([None, float(i), i * 2.5])) for i in range(len(frames))]
+    events = _plain_stream(frames, times)
+    if not _assembly.frames_plain(events):
+        return
+    want = _outcome(lambda: _assembly.assemble_stream(tuple(events), plain=True))  # type: ignore[arg-type]
+    got = _outcome(lambda: _whole(events))
+    if got == ("ok", None):
+        return  # handed back: the reference reads it
+    assert got == want
+    assert _outcome(lambda: _assembly.assemble_stream(events, plain=True)) == want
+
+
+def _vllm(*deltas: dict[str, Any], finish: str = "stop", n: int = 1, usage: bool = False) -> list[str]:
+    def one(delta: dict[str, Any], fr: str | None = None) -> str:
+        choices = [{"index": i, "delta": delta, "logprobs": None, "finish_reason": fr} for i in range(n)]
+        body = {
+            "id": "chatcmpl-9",
+            "object": "chat.completion.chunk",
+            "created": 7,
+            "model": "k",
+            "choices": choices,
+        }
+        return json.dumps(body, separators=(",", ":"))
+
+    frames = [one({"role": "assistant", "content": ""}), *(one(d) for d in deltas), one({}, finish)]
+    if usage:
+        tail = {
+            "id": "chatcmpl-9",
+            "object": "chat.completion.chunk",
+            "created": 7,
+            "model": "k",
+            "choices": [],
+        }
+        frames.append(json.dumps({**tail, "usage": {"prompt_tokens": 3, "completion_tokens": 4}}))
+    return [*frames, "[DONE]"]
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        _vllm(*({"content": f"tok{i} "} for i in range(18))),
+        _vllm({"reasoning": "think "}, {"reasoning": "more"}, {"content": "answer"}, {"content": "!"}),
+        _vllm({"reasoning_content": "a"}, {"reasoning_content": "b"}, {"content": "c"}),
+        _vllm({"content": "a"}, {"content": ""}, {"content": "b"}, n=2),
+        _vllm({"content": "x" * 400}, {"content": "y" * 400}, usage=True),
+        _vllm({"content": "a\\u00e9\\n"}, {"content": '"q"'}, finish="length"),
+        _vllm(),
+        ["[DONE]"],
+        [],
+    ],
+)
+def test_the_streams_servers_send_are_assembled_whole_as_the_reference_does(frames: list[str]) -> None:
+    events = _plain_stream(frames, [float(i) for i in range(len(frames))])
+    got = _whole(events)
+    assert got is not None
+    assert got == _assembly.assemble_stream(tuple(events), plain=True)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        [*_vllm({"content": "a"}), "data after"],  # after [DONE]
+        [*_vllm({"content": "a"}), "[DONE]"],  # [DONE] twice
+        _vllm({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "f", "arguments": ""}}]}),
+        [*_vllm({"content": "a", "reasoning": "b"}, {"content": "c"})[:2], '{"error": {"message": "x"}}'],
+        _vllm({"reasoning": "a", "reasoning_content": "b"}),
+        [*_vllm({"content": "a"})[:2], _vllm({"content": "b"})[1].replace("chatcmpl-9", "chatcmpl-8")],
+        [*_vllm({"content": "a"})[:-1], _vllm({"content": "late"})[1]],  # output after the finish
+        _vllm({"refusal": "no"}),
+        ["not json"],
+    ],
+)
+def test_a_stream_with_anything_else_in_it_is_handed_back(frames: list[str]) -> None:
+    assert _whole(_plain_stream(frames, [None] * len(frames))) is None
+
+
+def test_the_whole_stream_hands_back_what_it_cannot_take() -> None:
+    events = _plain_stream(_vllm({"content": "a"}), [1.0, 2.0, 3.0, 4.0])
+    args: list[Any] = [
+        events,
+        SSEEvent,
+        _assembly.AssembledStream,
+        Choice,
+        orjson.loads,
+        _assembly._BOUNDED,
+        2 * _json.MAX_DEPTH,
+        TEMPLATE_MAX,
+        _assembly._PROBE,
+        orjson.loads(_assembly._PROBE),
+    ]
+    whole = _assembly._C.assemble_plain  # type: ignore[union-attr]
+    assert whole(*args) is not None
+    assert whole(tuple(events), *args[1:]) is None  # not a list
+    assert whole(*args[:1], SSEDecoder, *args[2:]) is None  # not the event class
+    assert whole([*events, object()], *args[1:]) is None
+    assert whole([SSEEvent(b"x")], *args[1:]) is None  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        whole(*args[:9])
+    # a read that raises, at any frame: handed back, as the reference says what it is
+    assert whole(events, *args[1:4], _raises, *args[5:]) is None
+
+
+def _raises(text: str) -> Any:
+    raise RuntimeError(text)
 
 
 # --- the markup search ----------------------------------------------------------------------------
