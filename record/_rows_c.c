@@ -933,12 +933,224 @@ done:
     return result;
 }
 
+/* ---- reading a row: the compiled twin of record/_rows.py's ``_plain_row_py``.
+
+A row's document, parsed, in the plain shape the store writes (every value of the type the
+interchange form asks, no error, no keys of its own) made into the exchange at once: its objects
+allocated by their classes and their slots written, as the reference writes them. Anything this does
+not take answers None, and the reference reads that document (and says whether it is plain): so this
+never decides a row is not plain, and what it makes is what the reference makes. */
+
+static PyObject *k_v, *k_id, *k_tap, *k_correlation, *k_started, *k_request, *k_response, *k_method,
+    *k_path, *k_headers, *k_body_text, *k_status, *k_stored, *k_t_us, *k_sizes, *k_upper, *d_caller,
+    *d_post, *d_chat_path, *d_empty;
+static PyObject *plain_top, *plain_request, *plain_streamed, *plain_answer;
+static Py_ssize_t jchunks_off = -1;
+
+/* 1 where every key of ``d`` is one of ``allowed``, 0 where one is not, -1 with an error set */
+static int keys_within(PyObject *d, PyObject *allowed) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &key, &value)) {
+        int in = PySet_Contains(allowed, key);
+        if (in <= 0)
+            return in;
+    }
+    return 1;
+}
+
+/* d.get(key, dflt), borrowed; NULL only with an error set */
+static PyObject *get_or(PyObject *d, PyObject *key, PyObject *dflt) {
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    return v != NULL || PyErr_Occurred() ? v : dflt;
+}
+
+/* ``_plain_headers``: a new list of (name, value) tuples, or NULL (an error set, or not plain) */
+static PyObject *plain_headers(PyObject *value) {
+    if (value == NULL || value == Py_None)
+        return PyList_New(0);
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    if (PyDict_CheckExact(value)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(value, &pos, &k, &v)) {
+            if (!PyUnicode_CheckExact(k) || !PyUnicode_CheckExact(v))
+                goto not_plain;
+            PyObject *pair = PyTuple_Pack(2, k, v);
+            if (pair == NULL || PyList_Append(out, pair) < 0) {
+                Py_XDECREF(pair);
+                goto fail;
+            }
+            Py_DECREF(pair);
+        }
+        return out;
+    }
+    if (!PyList_CheckExact(value))
+        goto not_plain;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); i++) {
+        PyObject *item = PyList_GET_ITEM(value, i);
+        if (!PyList_CheckExact(item) || PyList_GET_SIZE(item) != 2 ||
+            !PyUnicode_CheckExact(PyList_GET_ITEM(item, 0)) || !PyUnicode_CheckExact(PyList_GET_ITEM(item, 1)))
+            goto not_plain;
+        PyObject *pair = PyTuple_Pack(2, PyList_GET_ITEM(item, 0), PyList_GET_ITEM(item, 1));
+        if (pair == NULL || PyList_Append(out, pair) < 0) {
+            Py_XDECREF(pair);
+            goto fail;
+        }
+        Py_DECREF(pair);
+    }
+    return out;
+not_plain:
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* a new instance of a checked slotted class, its slots unset */
+static PyObject *bare(PyTypeObject *type) {
+    return type->tp_alloc(type, 0);
+}
+
+/* writes ``value`` (stolen) into a bare object's slot */
+static void put_slot(PyObject *obj, Py_ssize_t offset, PyObject *value) {
+    PyObject **at = (PyObject **)((char *)obj + offset);
+    Py_XSETREF(*at, value);
+}
+
+static PyObject *encoded(PyObject *text) {
+    return PyUnicode_AsEncodedString(text, "utf-8", "surrogateescape");
+}
+
+/* plain_row(obj, body) -> Exchange | None */
+static PyObject *plain_row(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "plain_row() takes two arguments: the document and the body");
+        return NULL;
+    }
+    PyObject *obj = args[0], *body = args[1];
+    if (exchange_type == NULL || joined_off < 0 || jchunks_off < 0 || !PyDict_CheckExact(obj) ||
+        (body != Py_None && !PyBytes_CheckExact(body)))
+        Py_RETURN_NONE;
+    int in = keys_within(obj, plain_top);
+    if (in <= 0)
+        return in < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *v = get_or(obj, k_v, NULL), *ex_id = get_or(obj, k_id, Py_None), *tap = get_or(obj, k_tap, d_caller),
+             *req = get_or(obj, k_request, Py_None), *resp = get_or(obj, k_response, Py_None),
+             *corr = get_or(obj, k_correlation, Py_None), *started = get_or(obj, k_started, Py_None);
+    if (PyErr_Occurred())
+        return NULL;
+    if (v != NULL) { /* obj.get("v", 1) is exactly the int 1 */
+        int overflow = 0;
+        if (!PyLong_CheckExact(v) || PyLong_AsLongAndOverflow(v, &overflow) != 1 || overflow)
+            Py_RETURN_NONE;
+    }
+    if (!PyUnicode_CheckExact(ex_id) || !PyUnicode_CheckExact(tap) || PyUnicode_GET_LENGTH(tap) == 0 ||
+        !PyDict_CheckExact(req) || (corr != Py_None && !PyUnicode_CheckExact(corr)) ||
+        (started != Py_None && !PyUnicode_CheckExact(started)))
+        Py_RETURN_NONE;
+    if ((in = keys_within(req, plain_request)) <= 0)
+        return in < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *method = get_or(req, k_method, d_post), *path = get_or(req, k_path, d_chat_path),
+             *text = get_or(req, k_body_text, d_empty);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyUnicode_CheckExact(method) || PyUnicode_GET_LENGTH(method) == 0 || !PyUnicode_CheckExact(path) ||
+        PyUnicode_GET_LENGTH(path) == 0 || !PyUnicode_CheckExact(text))
+        Py_RETURN_NONE;
+    PyObject *request = NULL, *response = NULL, *headers = NULL, *got = NULL, *joined = NULL;
+    PyObject *req_headers = get_or(req, k_headers, Py_None);
+    if (req_headers == NULL || (headers = plain_headers(req_headers)) == NULL)
+        goto out;
+    if ((request = bare(request_type)) == NULL)
+        goto out;
+    put_slot(request, q_off[Q_HEADERS], headers);
+    headers = NULL;
+    PyObject *upper = PyObject_CallMethodNoArgs(method, k_upper);
+    if (upper == NULL)
+        goto out;
+    put_slot(request, q_off[Q_METHOD], upper);
+    put_slot(request, q_off[Q_PATH], Py_NewRef(path));
+    PyObject *req_body = encoded(text);
+    if (req_body == NULL)
+        goto out;
+    put_slot(request, q_off[Q_BODY], req_body);
+    if (resp != Py_None) {
+        PyObject *status = PyDict_CheckExact(resp) ? get_or(resp, k_status, Py_None) : Py_None;
+        if (status == NULL || !PyLong_CheckExact(status))
+            goto out;
+        PyObject *resp_headers = get_or(resp, k_headers, Py_None);
+        if (resp_headers == NULL || (headers = plain_headers(resp_headers)) == NULL)
+            goto out;
+        if (body == Py_None) {
+            if ((in = keys_within(resp, plain_answer)) <= 0)
+                goto out;
+            PyObject *answer = get_or(resp, k_body_text, d_empty);
+            if (answer == NULL || !PyUnicode_CheckExact(answer) || (response = bare(response_type)) == NULL)
+                goto out;
+            PyObject *resp_body = encoded(answer);
+            if (resp_body == NULL)
+                goto out;
+            put_slot(response, r_off[R_BODY], resp_body);
+            put_slot(response, r_off[R_CHUNKS], Py_NewRef(Py_None));
+        } else {
+            if ((in = keys_within(resp, plain_streamed)) <= 0)
+                goto out;
+            PyObject *stored = get_or(resp, k_stored, Py_None);
+            if (stored == NULL || !PyDict_CheckExact(stored))
+                goto out;
+            PyObject *times = get_or(stored, k_t_us, NULL), *sizes = get_or(stored, k_sizes, NULL);
+            if (times == NULL || sizes == NULL)
+                goto out;
+            PyObject *three[3] = {times, sizes, body};
+            if ((joined = rows_joined(NULL, three, 3)) == NULL || joined == Py_None)
+                goto out;
+            if ((response = bare(joined_type)) == NULL)
+                goto out;
+            put_slot(response, r_off[R_BODY], PyBytes_FromStringAndSize(NULL, 0));
+            put_slot(response, jchunks_off, Py_NewRef(Py_None));
+            put_slot(response, joined_off, joined);
+            joined = NULL;
+        }
+        put_slot(response, r_off[R_STATUS], Py_NewRef(status));
+        put_slot(response, r_off[R_HEADERS], headers);
+        headers = NULL;
+    } else if (body != Py_None)
+        goto out;
+    PyObject *extra = PyDict_New();
+    if (extra == NULL || (got = bare(exchange_type)) == NULL) {
+        Py_XDECREF(extra);
+        goto out;
+    }
+    put_slot(got, x_off[X_ID], Py_NewRef(ex_id));
+    put_slot(got, x_off[X_TAP], Py_NewRef(tap));
+    put_slot(got, x_off[X_REQUEST], Py_NewRef(request));
+    put_slot(got, x_off[X_RESPONSE], Py_NewRef(response == NULL ? Py_None : response));
+    put_slot(got, x_off[X_CORRELATION], Py_NewRef(corr));
+    put_slot(got, x_off[X_STARTED], Py_NewRef(started));
+    put_slot(got, x_off[X_ERROR], Py_NewRef(Py_None));
+    put_slot(got, x_off[X_EXTRA], extra);
+out:
+    Py_XDECREF(request);
+    Py_XDECREF(response);
+    Py_XDECREF(headers);
+    Py_XDECREF(joined);
+    if (got != NULL)
+        return got;
+    return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+}
+
 static PyMethodDef methods[] = {
     {"chunk_columns", chunk_columns, METH_O,
      "A response's chunks as a row keeps them: (whole microseconds, sizes, bytes joined), or None "
      "where the Python reference decides (record/_rows.py)."},
     {"joined", (PyCFunction)(void (*)(void))rows_joined, METH_FASTCALL,
      "joined(times, sizes, data): (data, sizes, times / 1000.0) where they are plainly right, else None"},
+    {"plain_row", (PyCFunction)(void (*)(void))plain_row, METH_FASTCALL,
+     "plain_row(document, body): the exchange of a document of the plain shape, or None where the Python "
+     "reference reads it (record/_rows.py)"},
     {"row_text", (PyCFunction)(void (*)(void))row_text, METH_FASTCALL,
      "row_text(ex, verdicts, target, dumps): (the row's document text, its body, the redacted path), "
      "or None where the Python reference writes the row (record/_rows.py)"},
@@ -984,6 +1196,33 @@ static int row_classes(PyObject *contracts) {
     if (PyType_Check(joined) && PyType_IsSubtype((PyTypeObject *)joined, response_type))
         joined_off = slot_offset(joined, "_joined");
     joined_type = (PyTypeObject *)joined; /* kept for the module's life */
+    if (joined_off >= 0)
+        jchunks_off = slot_offset(joined, "_chunks");
+    struct {
+        PyObject **at;
+        const char *text;
+    } const keys[] = {
+        {&k_v, "v"}, {&k_id, "id"}, {&k_tap, "tap"}, {&k_correlation, "correlation"}, {&k_started, "started_at"},
+        {&k_request, "request"}, {&k_response, "response"}, {&k_method, "method"}, {&k_path, "path"},
+        {&k_headers, "headers"}, {&k_body_text, "body_text"}, {&k_status, "status"}, {&k_stored, "stored_chunks"},
+        {&k_t_us, "t_us"}, {&k_sizes, "sizes"}, {&k_upper, "upper"}, {&d_caller, "caller"}, {&d_post, "POST"},
+        {&d_chat_path, "/v1/chat/completions"}, {&d_empty, ""},
+    };
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if ((*keys[i].at = PyUnicode_InternFromString(keys[i].text)) == NULL)
+            return -1;
+    plain_top = Py_BuildValue("(OOOOOOO)", k_v, k_id, k_tap, k_correlation, k_started, k_request, k_response);
+    plain_request = Py_BuildValue("(OOOO)", k_method, k_path, k_headers, k_body_text);
+    plain_streamed = Py_BuildValue("(OOO)", k_status, k_headers, k_stored);
+    plain_answer = Py_BuildValue("(OOO)", k_status, k_headers, k_body_text);
+    PyObject **sets[4] = {&plain_top, &plain_request, &plain_streamed, &plain_answer};
+    for (int i = 0; i < 4; i++) {
+        if (*sets[i] == NULL)
+            return -1;
+        Py_SETREF(*sets[i], PyFrozenSet_New(*sets[i]));
+        if (*sets[i] == NULL)
+            return -1;
+    }
     return 0;
 }
 

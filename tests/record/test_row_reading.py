@@ -1,6 +1,6 @@
 """Reading a store row back: the plain shape the store writes is read without ``load_exchange``'s
-checks (``_plain_row``), and a streamed response's stored chunks by a compiled twin
-(``record/_rows_c.c``). Both are held to the general reading, which stays the reference, for
+checks (``_plain_row``, the plainest of it by a compiled twin), and a streamed response's stored
+chunks by a compiled twin (``record/_rows_c.c``). Both are held to the general reading, which stays the reference, for
 documents as the store writes them and for every near miss of them."""
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from wirecheck.record._rows import (
     _joined,
     _joined_py,
     _plain_row,
+    _plain_row_py,
     _read_row,
     plain_row_text,
     row_document,
@@ -267,5 +268,72 @@ def test_the_twin_holds_no_memory_across_calls() -> None:
         for _ in range(20_000):
             for times, sizes, data in cases:
                 twin.joined(times, sizes, data)
+
+    assert grown_by(run) < 64 * 1024
+
+
+@pytest.mark.skipif(native(_TWIN) is None, reason="the compiled twin is not built here")
+@given(_rows_written())
+@example(({"v": 1, "id": "e", "tap": "caller", "request": {"method": "post\u00df"}}, None))
+def test_a_plain_row_is_made_by_the_twin_as_by_the_reference(row: tuple[Any, bytes | None]) -> None:
+    """What the twin makes of a document is what the reference makes of it, slot for slot; what
+    it does not take (None) the reference reads."""
+    twin = native(_TWIN)
+    assert twin is not None
+    doc, body = row
+    got = twin.plain_row(copy.deepcopy(doc), body)
+    if got is None:
+        return
+    want = _plain_row_py(copy.deepcopy(doc), body)
+    assert want is not None, "the twin took a document the reference does not"
+    assert _slots(got) == _slots(want) and type(got.response) is type(want.response)
+    if got.response is not None and want.response is not None:
+        assert got.response.joined() == want.response.joined()
+        assert got.response.content == want.response.content
+    assert got == want and got.extra == {} and got.extra is not want.extra
+
+
+@pytest.mark.skipif(native(_TWIN) is None, reason="the compiled twin is not built here")
+def test_the_twin_takes_the_rows_the_store_writes() -> None:
+    streamed = Exchange(
+        "e1",
+        "caller",
+        HttpRequest("POST", "/v1/chat/completions", [("content-type", "application/json")], b"{}"),
+        HttpResponse(200, [("content-type", "text/event-stream")], b"", [Chunk(1.5, b"data: x\n\n")]),
+        "c1",
+        "2026-12-07T10:00:00.000001+00:00",
+    )
+    answered = Exchange("e2", "engine", HttpRequest(), HttpResponse(200, [], b'{"a": 1}'))
+    twin = native(_TWIN)
+    assert twin is not None
+    for ex in (streamed, answered, Exchange("e3", "caller", HttpRequest())):
+        doc, body = row_document(ex)
+        got = twin.plain_row(copy.deepcopy(doc), body)
+        assert got is not None and got == ex == _plain_row_py(doc, body)
+    assert twin.plain_row([], None) is None
+    assert twin.plain_row({"id": "e"}, bytearray(b"x")) is None
+    with pytest.raises(TypeError):
+        twin.plain_row({})
+
+
+@pytest.mark.skipif(native(_TWIN) is None, reason="the compiled twin is not built here")
+def test_the_row_twin_holds_no_memory_across_calls() -> None:
+    twin = native(_TWIN)
+    assert twin is not None
+    ex = Exchange(
+        "e1",
+        "caller",
+        HttpRequest("POST", "/v1/chat/completions", [("a", "b")], b"{}"),
+        HttpResponse(200, [("c", "d")], b"", [Chunk(1.5, b"xy"), Chunk(2.0, b"z")]),
+    )
+    doc, body = row_document(ex)
+    bad = copy.deepcopy(doc)
+    bad["response"]["headers"] = [["a", 1]]
+    cases = [(doc, body), (bad, body), (doc, None), ({**doc, "v": 2}, body)]
+
+    def run() -> None:
+        for _ in range(20_000):
+            for d, b in cases:
+                twin.plain_row(d, b)
 
     assert grown_by(run) < 64 * 1024
