@@ -492,8 +492,9 @@ def _plain_stream(frames: list[str], times: list[float | None]) -> list[SSEEvent
     return [SSEEvent(f, index=i, t_ms=t) for i, (f, t) in enumerate(zip(frames, times, strict=True))]
 
 
-def _whole(events: list[SSEEvent]) -> Any:
-    return _assembly._C.assemble_plain(  # type: ignore[union-attr]
+def _whole_args(events: Any) -> list[Any]:
+    """``assemble_plain``'s arguments as ``assemble_stream`` passes them."""
+    return [
         events,
         SSEEvent,
         _assembly.AssembledStream,
@@ -504,7 +505,11 @@ def _whole(events: list[SSEEvent]) -> Any:
         TEMPLATE_MAX,
         _assembly._PROBE,
         orjson.loads(_assembly._PROBE),
-    )
+    ]
+
+
+def _whole(events: list[SSEEvent]) -> Any:
+    return _assembly._C.assemble_plain(*_whole_args(events))  # type: ignore[union-attr]
 
 
 @st.composite
@@ -633,18 +638,7 @@ def test_a_stream_with_anything_else_in_it_is_handed_back(frames: list[str]) -> 
 
 def test_the_whole_stream_hands_back_what_it_cannot_take() -> None:
     events = _plain_stream(_vllm({"content": "a"}), [1.0, 2.0, 3.0, 4.0])
-    args: list[Any] = [
-        events,
-        SSEEvent,
-        _assembly.AssembledStream,
-        Choice,
-        orjson.loads,
-        _assembly._BOUNDED,
-        2 * _json.MAX_DEPTH,
-        TEMPLATE_MAX,
-        _assembly._PROBE,
-        orjson.loads(_assembly._PROBE),
-    ]
+    args = _whole_args(events)
     whole = _assembly._C.assemble_plain  # type: ignore[union-attr]
     assert whole(*args) is not None
     assert whole(tuple(events), *args[1:]) is None  # not a list
