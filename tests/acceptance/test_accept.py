@@ -302,9 +302,15 @@ def test_the_cli_gives_exit_codes_and_clear_errors(tmp_path: Path) -> None:
 def test_one_running_sequence_makes_requests_queue_with_room_in_the_kv_cache(tmp_path: Path) -> None:
     """What the queueing verdict is judged from, measured: with one running sequence, requests wait
     while the KV cache has room and nothing is preempted. The verdict on such a step (limited, with a
-    suggested rate limit) is test_verdicts.py's, on recorded times."""
-    cfg = SimConfig(**FAST, max_num_seqs=1)  # type: ignore[arg-type]
-    res = run_accept(tmp_path, cfg, phases=("capacity",))
+    suggested rate limit) is test_verdicts.py's, on recorded times.
+
+    The waiting gauge is sampled, so the queue must outlast the samples' spacing by far: at the
+    fast time scale the widest step lasted about 0.13 s and the 50 ms sampler took one reading inside
+    it, which on a busy machine could fall where the queue had drained (every step then read 0).
+    Simulated requests 2.5 times as slow and a reading every 10 ms put dozens of readings in it."""
+    cfg = SimConfig(**{**FAST, "time_scale": 0.05}, max_num_seqs=1)  # type: ignore[arg-type]
+    plan = small_plan(sample_interval_s=0.01, soak_requests=4)
+    res = run_accept(tmp_path, cfg, phases=("capacity",), plan=plan)
     ramp = res.phases[0].data["ramp"]
     queued = [r for r in ramp if (r["waiting_max"] or 0) > 0]
     assert queued, [(r["label"], r["waiting_max"]) for r in ramp]
