@@ -331,6 +331,21 @@ plain_clear(Plain *p)
     Py_XDECREF(p->times);
 }
 
+/* Whether two str are equal (``b`` exact): what _PyUnicode_Equal says, which Python 3.13 no longer
+ * exports. Equal strings are held in the same kind, so their bytes compare. */
+static int
+str_equal(PyObject *a, PyObject *b)
+{
+    if (a == b)
+        return 1;
+    if (!PyUnicode_Check(a))
+        return 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    int kind = PyUnicode_KIND(a);
+    return n == PyUnicode_GET_LENGTH(b) && kind == PyUnicode_KIND(b) &&
+           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * (size_t)kind) == 0;
+}
+
 /* Appends ``text`` to the pieces at *list (made on the first): 0, or -1 with an error set. */
 static int
 add_piece(PyObject **list, PyObject *text)
@@ -401,8 +416,8 @@ take_delta(Choice *c, PyObject *delta)
     while (PyDict_Next(delta, &pos, &key, &value)) {
         if (!PyUnicode_CheckExact(key))
             return BAIL + 1;
-        if (!_PyUnicode_Equal(key, s_role) && !_PyUnicode_Equal(key, s_content) &&
-            !_PyUnicode_Equal(key, s_reasoning) && !_PyUnicode_Equal(key, s_reasoning_content))
+        if (!str_equal(key, s_role) && !str_equal(key, s_content) &&
+            !str_equal(key, s_reasoning) && !str_equal(key, s_reasoning_content))
             return BAIL + 1; /* a call, a refusal, audio or a key of its own: the reference's */
     }
     int after_finish = c->finish != NULL, token = 0;
@@ -540,9 +555,9 @@ take_chunk(Plain *p, PyObject *obj, PyObject *n, PyObject *t, int *single, int *
             PyObject *key, *value;
             Py_ssize_t pos = 0;
             if (PyDict_Next(delta, &pos, &key, &value) && PyUnicode_CheckExact(value)) {
-                f = _PyUnicode_Equal(key, s_content)             ? F_CONTENT
-                    : _PyUnicode_Equal(key, s_reasoning)         ? F_REASONING
-                    : _PyUnicode_Equal(key, s_reasoning_content) ? F_REASONING_CONTENT
+                f = str_equal(key, s_content)             ? F_CONTENT
+                    : str_equal(key, s_reasoning)         ? F_REASONING
+                    : str_equal(key, s_reasoning_content) ? F_REASONING_CONTENT
                                                                  : -1;
             }
         }
@@ -892,7 +907,7 @@ assemble_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
             rc = -1;
             goto next;
         }
-        if (_PyUnicode_Equal(data, s_done_text)) {
+        if (str_equal(data, s_done_text)) {
             p.done = 1;
             p.done_event = Py_NewRef(n);
             goto next;
