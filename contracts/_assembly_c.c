@@ -949,6 +949,8 @@ assemble_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
         Py_DECREF(ev);
     }
     PyObject *result = NULL;
+    if (rc == 0 && PyList_GET_SIZE(events) != size)
+        rc = BAIL; /* the list changed while a read ran code: the reference reads what it holds now */
     if (rc == 0)
         result = made(&p, size, stream_cls, choice_cls);
     else if (rc == BAIL)

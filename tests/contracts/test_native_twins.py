@@ -649,6 +649,15 @@ def test_the_whole_stream_hands_back_what_it_cannot_take() -> None:
         whole(*args[:9])
     # a read that raises, at any frame: handed back, as the reference says what it is
     assert whole(events, *args[1:4], _raises, *args[5:]) is None
+    # a read that changes the list it is reading: handed back, and nothing crashes
+    changing = list(events)
+
+    def shrinks(text: str) -> Any:
+        if len(changing) > 2:
+            changing.pop()
+        return orjson.loads(text)
+
+    assert whole(changing, *args[1:4], shrinks, *args[5:]) is None
 
 
 def _raises(text: str) -> Any:
