@@ -149,8 +149,10 @@ class HttpConnection(asyncio.Protocol):
         #: ``lenient_data_after_close`` ignores it
         self._after_close = False
         self.transport: asyncio.Transport = None  # type: ignore[assignment]
+        #: this end's address, read at the first request (``address``); ``adopted``: accepted
+        #: elsewhere and handed over (``Listener.adopt``), so not the listener's own address
         self.server: tuple[str, int] | None = None
-        self.client: tuple[str, int] | None = None
+        self.adopted = False
         #: the newest request parsed; ``pipeline``: parsed ones waiting for the one before to end
         self.cycle: _Cycle | None = None
         self.pipeline: deque[_Cycle] = deque()
@@ -189,8 +191,6 @@ class HttpConnection(asyncio.Protocol):
             if sock is not None:
                 with contextlib.suppress(OSError):
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.cfg.send_buffer)
-        self.server = _address(transport.get_extra_info("sockname"))
-        self.client = _address(transport.get_extra_info("peername"))
         self._arm_idle()  # a connection that never says anything is idle too
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -285,6 +285,14 @@ class HttpConnection(asyncio.Protocol):
         if self._in_head and self._head_bytes > self.cfg.max_head:
             self._refuse(431, f"request head over {self.cfg.max_head} bytes")
 
+    def address(self) -> tuple[str, int] | None:
+        """This end's address (ASGI's ``server``): the listener's, when it listens on one address
+        and the connection came through it (the same for every connection it accepts), else the
+        socket's own (a system call), read once."""
+        bound = None if self.adopted else self.listener.bound
+        self.server = bound or _address(self.transport.get_extra_info("sockname"))
+        return self.server
+
     # --- the parser's callbacks -------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
@@ -376,8 +384,10 @@ class HttpConnection(asyncio.Protocol):
             "query_string": query,
             "root_path": "",
             "headers": headers,
-            "server": self.server,
-            "client": self.client,
+            "server": self.server or self.address(),
+            # the peer's address is a system call a connection that no app of wirecheck reads:
+            # not asked (ASGI lets a server leave it out)
+            "client": None,
             "state": dict(self.listener.state),
             "extensions": ext,
         }

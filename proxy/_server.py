@@ -8,13 +8,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import ipaddress
 import logging
 import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
 
-from ._http import App, HttpConnection, ListenerConfig, Message
+from ._http import App, HttpConnection, ListenerConfig, Message, _address
 from ._loop import run_loop
 
 __all__ = ["Listener", "serve_listener", "settle_gc"]
@@ -43,6 +44,9 @@ class Listener:
         cfg = self.config
         self._tick_s = min(1.0, max(min(cfg.head_timeout_s, cfg.idle_timeout_s) / 20, 0.001))
         self._sweeping: asyncio.TimerHandle | None = None
+        #: the one address this listener listens on, when it is one (not a wildcard): every
+        #: connection it accepts has it as its own end's address (``HttpConnection.address``)
+        self.bound: tuple[str, int] | None = None
 
     def _connection(self) -> HttpConnection:
         return HttpConnection(self)
@@ -76,6 +80,7 @@ class Listener:
             self._server = await loop.create_server(
                 self._connection, host, port, backlog=2048, reuse_address=True
             )
+        self.bound = _bound(self._server.sockets)
 
     @property
     def port(self) -> int:
@@ -87,6 +92,7 @@ class Listener:
         head ``head`` was already read from it."""
         loop = asyncio.get_running_loop()
         _, conn = await loop.connect_accepted_socket(self._connection, sock)
+        conn.adopted = True  # its own end's address may be another listener's
         conn.data_received(head)
 
     async def stop(self, grace_s: float | None = None) -> None:
@@ -113,6 +119,16 @@ class Listener:
             self._sweeping = None
         if self._lifespan is not None:
             await self._lifespan.shutdown()
+
+
+def _bound(sockets: Any) -> tuple[str, int] | None:
+    """The one specific address ``sockets`` listen on, or None (several sockets, or a wildcard)."""
+    if len(sockets) != 1:
+        return None
+    address = _address(sockets[0].getsockname())
+    if address is None or ipaddress.ip_address(address[0].split("%")[0]).is_unspecified:
+        return None
+    return address
 
 
 class _Lifespan:

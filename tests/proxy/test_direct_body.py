@@ -552,7 +552,12 @@ def test_the_listeners_extensions_and_the_upstream_answer_made_without_init_are_
     ]
     assert not hasattr(UpstreamResponse, "__post_init__")
     lst = SimpleNamespace(
-        config=ListenerConfig(direct_body=True), connections=set(), tasks=set(), state={}, sweep=lambda: None
+        config=ListenerConfig(direct_body=True),
+        connections=set(),
+        tasks=set(),
+        state={},
+        sweep=lambda: None,
+        bound=None,
     )
 
     async def run() -> None:

@@ -312,3 +312,80 @@ def test_a_listener_that_stops_does_not_wait_out_a_caller_holding_a_lingering_co
 
     got = run_loop(main())
     assert got.endswith(b"4\r\ndone\r\n0\r\n\r\n")
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_the_scope_names_this_end_of_the_connection_and_leaves_the_peer_out(host: str) -> None:
+    # a listener on one address gives that address without asking each socket; one on a wildcard
+    # asks the socket, which names the address the caller reached. The peer's address is not
+    # asked for at all: no app of wirecheck reads it
+    import asyncio
+
+    from wirecheck.proxy._loop import run_loop
+    from wirecheck.proxy._server import Listener
+
+    seen: list[dict[str, Any]] = []
+
+    async def main() -> tuple[Listener, int]:
+        async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            if scope["type"] != "http":
+                return
+            seen.append(scope)
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+        listener = Listener(app, ListenerConfig(), lifespan=False)
+        await listener.start(host, 0)
+        port = listener.port
+        try:
+            for _ in range(2):  # the same on each connection
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+                assert (await asyncio.wait_for(reader.read(), 30)).endswith(b"0\r\n\r\n")
+                writer.close()
+        finally:
+            await listener.stop()
+        return listener, port
+
+    listener, port = run_loop(main())
+    assert listener.bound == (None if host == "0.0.0.0" else ("127.0.0.1", port))
+    assert [s["server"] for s in seen] == [("127.0.0.1", port)] * 2
+    assert [s["client"] for s in seen] == [None, None]
+
+
+def test_a_tap_takes_an_absolute_target_that_names_its_own_listener() -> None:
+    # the address the tap compares an absolute-form target with is its listener's own
+    from wirecheck.proxy import ProxyApp, TapConfig
+
+    with _upstream_echo() as upstream, serve_listener(ProxyApp(TapConfig(upstream=upstream))) as url:
+        port = int(url.rsplit(":", 1)[1])
+        for name, status in ((f"127.0.0.1:{port}", b"200"), ("evil.example", b"403")):
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+                s.sendall(
+                    f"GET http://{name}/v1/models HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n".encode()
+                )
+                got = b""
+                while chunk := s.recv(65536):
+                    got += chunk
+            assert got.split(b" ", 2)[1] == status, got[:200]
+
+
+@contextmanager
+def _upstream_echo() -> Iterator[str]:
+    """An upstream that answers every request with a small JSON body."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        body = b'{"ok": true}'
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    with serve_listener(app) as url:
+        yield url
