@@ -227,16 +227,17 @@ class ProxyApp:
             # keyword matching, and the extras made whole
             # the exchange's id and the correlation id the caller tap mints for it share one nonce
             nonce = self._corr.nonce()
-            ex = Exchange(
-                f"{cfg.tap}-{nonce}",
-                cfg.tap,
-                HttpRequest(method, self._recorded_path(scope), heads.recorded, b""),
-                None,
-                None,
-                started,
-                None,
-                {"_t0_mono": t0},
+            # made without the dataclasses' ``__init__`` (see ``_new_chunk``): every field stored
+            request = _new_request(HttpRequest)
+            request.method, request.path, request.headers, request.body = (
+                method,
+                self._recorded_path(scope),
+                heads.recorded,
+                b"",
             )
+            ex = _new_exchange(Exchange)
+            ex.id, ex.tap, ex.request, ex.response = f"{cfg.tap}-{nonce}", cfg.tap, request, None
+            ex.correlation, ex.started_at, ex.error, ex.extra = None, started, None, {"_t0_mono": t0}
             self._stalls.watch()
             ext: dict[str, Any] | None = scope.get("extensions")
             target = self._target(scope, ext)
@@ -657,6 +658,10 @@ class _Gone:
 _new_chunk = Chunk.__new__
 #: the same for the disconnect's ``_Gone``, once an exchange
 _new_gone = _Gone.__new__
+#: and for the exchange and its request, once an exchange (the tests hold their fields to the ones
+#: stored)
+_new_exchange = Exchange.__new__
+_new_request = HttpRequest.__new__
 
 
 class _Tee:

@@ -391,7 +391,7 @@ class HttpConnection(asyncio.Protocol):
             "state": dict(self.listener.state),
             "extensions": ext,
         }
-        cycle = _Cycle(self, scope, keep_alive=keep_alive, expect_100=expect_100)
+        cycle = _Cycle.made(self, scope, keep_alive=keep_alive, expect_100=expect_100)
         # the app's task has not run yet: it finds the extensions in its scope
         # ``Cut(cycle)`` and ``DirectBody(cycle)`` made without their ``__init__`` (a class's call
         # enters a Python ``__init__`` from C, about 2k instructions on this interpreter): the same
@@ -555,8 +555,27 @@ class _Cycle:
         "waiting_100",
     )
 
-    def __init__(self, conn: HttpConnection, scope: Message, *, keep_alive: bool, expect_100: bool) -> None:
-        self.conn: HttpConnection | None = conn  # let go of when the app returns (no cycle for the GC)
+    conn: HttpConnection | None
+    scope: Message
+    keep_alive: bool
+    waiting_100: bool
+    disconnected: bool
+    body: bytearray
+    more_body: bool
+    message: bool
+    message_event: asyncio.Event | None
+    response_started: bool
+    response_complete: bool
+    chunked: bool | None
+    left: int
+    terminated: bool
+
+    @staticmethod
+    def made(conn: HttpConnection, scope: Message, *, keep_alive: bool, expect_100: bool) -> _Cycle:
+        """A cycle for one request: made by ``__new__`` and its slots' stores, without an
+        ``__init__`` (which a class's call enters from C: about 2k instructions a request more)."""
+        self = _new_cycle(_Cycle)
+        self.conn = conn  # let go of when the app returns (no cycle for the GC)
         self.scope = scope
         self.keep_alive = keep_alive
         self.waiting_100 = expect_100
@@ -568,14 +587,15 @@ class _Cycle:
         #: waits (the taps take a body that came with its head without one: an Event and its sets
         #: were 4-5k instructions a request)
         self.message = False
-        self.message_event: asyncio.Event | None = None
+        self.message_event = None
         self.response_started = self.response_complete = False
         #: chunked framing (None: not decided yet); ``left``: bytes of a content-length still due
-        self.chunked: bool | None = None
+        self.chunked = None
         self.left = 0
         #: the chunked body's end went out with its last read (``DirectBody.ended``): the response's
         #: end writes nothing more
         self.terminated = False
+        return self
 
     def notify(self) -> None:
         """``receive`` has something to say: its wait ends (``asyncio.Event.set``)."""
@@ -923,6 +943,7 @@ class DirectBody:
 
 _new_cut = Cut.__new__
 _new_direct = DirectBody.__new__
+_new_cycle = _Cycle.__new__
 
 
 class Handoff:

@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.proxy.test_app import Lockstep, raw_upstream, recorded
-from wirecheck.contracts import Chunk
+from wirecheck.contracts import Chunk, Exchange, HttpRequest
 from wirecheck.proxy import ProxyApp, TapConfig, _app, serve_listener
 from wirecheck.proxy._app import _DirectSink, _new_chunk, _Tee
 from wirecheck.proxy._histogram import _Series
@@ -438,7 +438,7 @@ def _cycle_in(paused: bool, disconnected: bool, started: bool, complete: bool, m
         drain=drain,
         response_complete=lambda: transport.out.append(b"<complete>"),
     )
-    cycle = _Cycle(conn, {"method": method}, keep_alive=True, expect_100=False)  # type: ignore[arg-type]
+    cycle = _Cycle.made(conn, {"method": method}, keep_alive=True, expect_100=False)  # type: ignore[arg-type]
     cycle.disconnected, cycle.response_started, cycle.response_complete = disconnected, started, complete
     if started:
         cycle.chunked = True
@@ -577,8 +577,33 @@ def test_the_listeners_extensions_and_the_upstream_answer_made_without_init_are_
         assert direct._cycle() is by_init_direct._cycle() is cycle
         assert direct._transport is by_init_direct._transport is conn.transport
         assert direct.body_arrived() and direct.whole_body() == b"{}"
+        # the cycle is made by ``_Cycle.made`` without ``__init__``: every slot stored
+        assert all(hasattr(cycle, name) for name in _Cycle.__slots__ if name != "__weakref__")
 
     asyncio.run(run())
+
+
+def test_the_exchange_and_its_request_made_without_init_have_every_field() -> None:
+    """The tap makes each exchange and its request with ``__new__`` and a store to each field: a
+    field added to the dataclasses and not stored there would be missing (an AttributeError where
+    it is read), not defaulted."""
+    kept: list[Exchange] = []
+
+    class Keep:
+        def put(self, ex: Exchange) -> bool:
+            kept.append(ex)
+            return True
+
+    with (
+        serve(raw_upstream([b"data: {}\n\n"])) as up,
+        serve_listener(ProxyApp(TapConfig(upstream=up), Keep())) as url,
+    ):
+        assert httpx.post(f"{url}/v1/chat/completions", content=b"{}", timeout=30).status_code == 200
+    (ex,) = kept
+    for obj, kind in ((ex, Exchange), (ex.request, HttpRequest)):
+        values = {f.name: getattr(obj, f.name) for f in dataclasses.fields(kind)}  # none missing
+        assert kind(**values) == obj
+    assert ex.request.body == b"{}" and ex.tap == "caller" and ex.id.startswith("caller-")
 
 
 def test_the_parts_the_compiled_sink_holds_are_the_running_cycles() -> None:

@@ -65,7 +65,7 @@ def _start(status: int, headers: Any, method: str, keep_alive: bool, use_twin: b
     """What ``_Cycle._start`` writes and leaves, or the error it raises."""
     written: list[bytes] = []
     conn: Any = SimpleNamespace(transport=SimpleNamespace(write=written.append))
-    cycle = _Cycle(conn, {"method": method}, keep_alive=keep_alive, expect_100=False)
+    cycle = _Cycle.made(conn, {"method": method}, keep_alive=keep_alive, expect_100=False)
     held = _http._twin
     _http._twin = twin if use_twin else None
     try:
