@@ -24,7 +24,7 @@ checker loads the batch's group only (``proxy/_kin.py``), within ``GROUP_BYTES``
 sends one prompt every time, which makes the group the whole window: the columns ``cut checked`` and
 ``left out`` say how many exchanges were checked with part of it, and how many were left out.
 
-    python benchmarks/checker_memory.py [--events 20,400] [--exchanges 3000] [--rate 640] [--batch 500]
+    python benchmarks/checker_memory.py [--events 20,400] [--exchanges 3000] [--rate 640] [--batch 1000]
         [--taps 2] [--same-prompt]
 """
 
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", default="20,400", help="frames a stream, one run each ([DONE] besides)")
     ap.add_argument("--exchanges", type=int, default=3000)
     ap.add_argument("--rate", type=float, default=640.0, help="exchanges a second of recorded time")
-    ap.add_argument("--batch", type=int, default=500, help="exchanges claimed at once (a lagging checker's)")
+    ap.add_argument("--batch", type=int, default=1000, help="exchanges claimed at once (a lagging checker's)")
     shape_args(ap)
     ap.add_argument(
         "--target", type=float, default=3.0, help="longest streams' peak over shortest's, at most"

@@ -14,8 +14,8 @@ its CPU time (this process, one core):
   rules, pairing with the window around it, its findings and the mark), and as a ratio to the
   baseline's per exchange.
 
-The worker checks batches of up to 500 when it lags (load) and of what a second brought when it
-keeps up (``BUSY_INTERVAL_S``): 640 at 640 a second; a quarter second's worth was 160.
+The worker checks batches of up to 1000 when it lags and of what a second brought when it keeps up
+under load (``BUSY_INTERVAL_S``): 640 at 640 a second; a quarter second's worth was 160.
 
 ``--store PATH`` checks a copy of a store recorded elsewhere instead (for one recorded by
 ``wirecheck proxy --no-live-checks`` under ``proxy_overhead.py``'s load: the traffic the live checker
@@ -31,7 +31,7 @@ sides carry one (a batch whose exchanges all pair by it loads only their twins f
 thinking model's reasoning before its answer (``thinking``: half the tokens, ``reasoning`` deltas),
 or one tool call's arguments, piece by piece (``tool-call``), each as vLLM writes them.
 
-    python benchmarks/live_checker.py [--exchanges 12000] [--rate 640] [--batches 40,160,500]
+    python benchmarks/live_checker.py [--exchanges 12000] [--rate 640] [--batches 160,640,1000]
         [--taps 2 [--correlated]] [--same-prompt] [--stream answer|thinking|tool-call] [--store PATH]
 """
 
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exchanges", type=int, default=12_000)
     ap.add_argument("--rate", type=float, default=640.0, help="exchanges a second of recorded time")
     ap.add_argument("--events", type=int, default=20, help="frames a stream, [DONE] besides")
-    ap.add_argument("--batches", default="40,160,500")
+    ap.add_argument("--batches", default="160,640,1000")
     shape_args(ap)
     ap.add_argument("--store", type=Path, help="check a copy of this store (SQLite, not yet checked) instead")
     ap.add_argument("--out", default="benchmarks/results/live_checker.json")

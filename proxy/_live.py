@@ -67,8 +67,12 @@ NEIGHBOUR_S = 5.0
 #: was killed (tests/hostile/test_orphans.py), and the gain could not be shown beyond noise
 CHECKER_NICE_ENV = "WIRECHECK_CHECKER_NICE"
 CHECKER_NICE = 0
-#: exchanges claimed at once at the most
-BATCH = 500
+#: exchanges claimed at once at the most. Under load a batch is what the last second brought (the
+#: checker waits ``BUSY_INTERVAL_S`` after a batch smaller than this): at 500, 640 a second came as a
+#: batch of 500 and one of 140, the second paying its window's walk for a fifth as many exchanges
+#: (``benchmarks/live_checker.py``: 87.9 us an exchange in batches of 500, 84.4 in batches of 1000).
+#: The memory held does not grow with it: a batch is checked in pieces of ``PIECE_BYTES``
+BATCH = 1000
 #: views the checker keeps between batches at the most (see :class:`Recent`)
 RECENT_MAX = 20_000
 #: and the most of their exchanges' recorded bytes (bodies and chunks): a view takes about four times
