@@ -163,10 +163,6 @@ _DATA = attrgetter("data")
 _T_MS = attrgetter("t_ms")
 
 
-def _is_sse(content_type: str) -> bool:
-    return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
-
-
 def build_view(ex: Exchange) -> ExchangeView:
     view = _begin(ex)
     pending = _read_response(view)
@@ -229,7 +225,7 @@ def _read_response(view: ExchangeView) -> tuple[list[SSEEvent], SSEDecoder] | No
     # Judge by the Content-Type; a stream asked for and served under another non-JSON type is still
     # decoded as one (stream-content-type reports the header).
     ctype = view.content_type.split(";", 1)[0].strip().lower()
-    raw_stream = _is_sse(ctype) or (view.wants_stream and not ctype.endswith("json"))
+    raw_stream = ctype == "text/event-stream" or (view.wants_stream and not ctype.endswith("json"))
     if 200 <= resp.status < 300 and raw_stream:
         view.kind = "stream"
         inflate = _inflater(resp)

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from wirecheck.contracts import (
@@ -140,3 +140,19 @@ def test_with_parts_copies_every_other_field() -> None:
     copy = ex.with_parts(request, response)
     assert copy == dataclasses.replace(ex, request=request, response=response)
     assert copy.request is request and copy.response is None and copy.extra is ex.extra
+
+
+_NAME_CHARS = st.sampled_from(list("content-typeCONTENT-TYPExXkK\u212a\u0130i\u0307\u00e9\u00c9\u1e9e\u00df"))
+
+
+@example([("\u0130x", "v")], "i\u0307x")  # the name longer than the header's own when lowered
+@example([("\u212a", "v")], "K")  # the Kelvin sign lowers to ASCII
+@given(
+    st.lists(st.tuples(st.text(_NAME_CHARS, max_size=14), st.text(max_size=3)), max_size=6),
+    st.sampled_from(["content-type", "Content-Encoding", "x", "K", "\u0130x", "i\u0307x", "\u00c9tag", ""]),
+)
+def test_a_header_is_found_by_its_name_in_any_case(headers: list[tuple[str, str]], name: str) -> None:
+    # what a scan lowering every name finds: the first whose lower case is the name's, whatever
+    # characters change their length when lowered (U+0130) or lower to ASCII (the Kelvin sign)
+    want = next((v for k, v in headers if k.lower() == name.lower()), None)
+    assert HttpRequest(headers=headers).header(name) == want
