@@ -223,11 +223,10 @@ class ProxyApp:
         method: str = scope["method"]
         heads = self._names.request(scope.get("headers", []), keep_ids=not cfg.inject_correlation)
         try:
-            # by position (id, tap, request, response, correlation, started_at, error, extra): no
-            # keyword matching, and the extras made whole
             # the exchange's id and the correlation id the caller tap mints for it share one nonce
             nonce = self._corr.nonce()
-            # made without the dataclasses' ``__init__`` (see ``_new_chunk``): every field stored
+            # made without the dataclasses' ``__init__`` (see ``_new_chunk``): every field stored,
+            # the extras made whole
             request = _new_request(HttpRequest)
             request.method, request.path, request.headers, request.body = (
                 method,

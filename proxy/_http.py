@@ -289,8 +289,9 @@ class HttpConnection(asyncio.Protocol):
         """This end's address (ASGI's ``server``): the listener's, when it listens on one address
         and the connection came through it (the same for every connection it accepts), else the
         socket's own (a system call), read once."""
-        bound = None if self.adopted else self.listener.bound
-        self.server = bound or _address(self.transport.get_extra_info("sockname"))
+        if self.server is None:
+            bound = None if self.adopted else self.listener.bound
+            self.server = bound or _address(self.transport.get_extra_info("sockname"))
         return self.server
 
     # --- the parser's callbacks -------------------------------------------------------------------
@@ -384,9 +385,9 @@ class HttpConnection(asyncio.Protocol):
             "query_string": query,
             "root_path": "",
             "headers": headers,
-            "server": self.server or self.address(),
-            # the peer's address is a system call a connection that no app of wirecheck reads:
-            # not asked (ASGI lets a server leave it out)
+            "server": self.address(),
+            # the peer's address would be a system call a connection, and no app of wirecheck reads
+            # it: not asked (ASGI lets a server leave it out)
             "client": None,
             "state": dict(self.listener.state),
             "extensions": ext,

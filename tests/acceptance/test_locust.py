@@ -165,7 +165,7 @@ def test_the_locustfile_runs_under_a_plain_locust_and_writes_raw_measurements(tm
                 "--wirecheck-out",
                 str(out),
                 "--json-file",
-                str(stats.with_suffix("")),
+                str(stats.with_suffix("")),  # Locust adds the ".json"
                 "--only-summary",
                 "--loglevel",
                 "ERROR",
