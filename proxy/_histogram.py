@@ -13,6 +13,7 @@ between scrapes anyway, and a counter one increment behind.
 from __future__ import annotations
 
 import time
+from array import array
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 
@@ -25,17 +26,25 @@ __all__ = ["LoopCounter", "LoopHistogram"]
 
 
 class _Series:
-    __slots__ = ("bounds", "counts", "created", "total")
+    """One label value's buckets and sum. They are arrays, not a list and a float: the compiled relay
+    (proxy/_relay_c.c) holds them and adds to them in place, with no object made per observation,
+    and a new array is never swapped in (the relay would go on adding to the old one)."""
+
+    __slots__ = ("bounds", "counts", "created", "sums")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
         self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)  # the last: above every bound (+Inf)
-        self.total = 0.0
+        self.counts = array("q", bytes(8 * (len(bounds) + 1)))  # the last: above every bound (+Inf)
+        self.sums = array("d", [0.0])  # the sum of the values observed, the one item
         self.created = time.time()
+
+    @property
+    def total(self) -> float:
+        return self.sums[0]
 
     def observe(self, value: float) -> None:
         self.counts[bisect_left(self.bounds, value)] += 1  # the first bucket whose bound is >= value
-        self.total += value
+        self.sums[0] += value
 
 
 class LoopHistogram(Collector):

@@ -11,7 +11,9 @@ import dataclasses
 import gc
 import itertools
 import resource
+import time
 import weakref
+from array import array
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -427,17 +429,66 @@ def test_the_compiled_sink_takes_any_series_and_keeps_its_record_joined() -> Non
     assert sink.joined() == (b"abc", [2, 1], [500.0, 1000.0])
 
 
+def test_the_compiled_sink_adds_to_the_series_buckets_in_place_and_lets_them_go() -> None:
+    """A _Series' buckets and sum are arrays the sink holds while it lives and adds to in place:
+    each write observes its oldest piece's wait, into the bucket ``_Series.observe`` would choose.
+    Stamps far from now make the waits land in known buckets whatever the machine is doing."""
+    assert relay_c is not None
+    caller = _Caller(set(), None)
+    series, reference = _Series((0.001, 0.01, 1.0)), _Series((0.001, 0.01, 1.0))
+    counts, sums = series.counts, series.sums
+    sink = relay_c.Sink(0.0, 100, series, caller, caller)  # type: ignore[arg-type]
+    now = time.monotonic()
+    for stamp in (now + 100.0, now - 100.0, now - 100.0, now - 0.5):
+        assert sink([(stamp, b"ab")]) is True
+        reference.observe(now - stamp)
+    assert list(series.counts) == list(reference.counts) == [1, 0, 1, 2]
+    assert series.total == pytest.approx(reference.total, abs=1.0)  # the sink read the clock later
+    assert series.counts is counts and series.sums is sums  # the same arrays, added to in place
+    with pytest.raises(BufferError):
+        counts.append(0)  # held: the sink's view of them cannot move
+    del sink
+    gc.collect()
+    counts.append(0)  # let go with the sink
+    assert len(counts) == 5
+
+
+def test_a_series_kept_otherwise_is_observed_through_its_method() -> None:
+    """A series whose buckets are not arrays of the right shape (a list, a wrong length) gets each
+    wait through ``observe``, as any object with that method does."""
+    assert relay_c is not None
+
+    class Listed:
+        bounds = (0.001, 0.01)
+
+        def __init__(self, counts: Any) -> None:
+            self.counts, self.sums = counts, array("d", [0.0])
+            self.seen: list[float] = []
+
+        def observe(self, value: float) -> None:
+            self.seen.append(value)
+
+    caller = _Caller(set(), None)
+    for counts in ([0, 0, 0], array("q", [0, 0]), array("d", [0.0, 0.0, 0.0])):
+        series, before = Listed(counts), list(counts)
+        sink = relay_c.Sink(0.0, 100, series, caller, caller)  # type: ignore[arg-type]
+        assert sink([(time.monotonic(), b"x")]) is True
+        assert len(series.seen) == 1 and list(series.counts) == before and series.sums[0] == 0.0, counts
+
+
 def test_a_finalizer_that_empties_the_lists_mid_call_breaks_nothing() -> None:
     """A collection may run at any allocation inside the twin, and a finalizer then run any code:
-    one that empties the batch, the record, the pieces and the histogram's buckets leaves the twin
-    with an answer or an error, never a read past a list's end."""
+    one that empties the batch, the record, the pieces and the histogram's buckets (which the sink
+    holds, so they stay) leaves the twin with an answer or an error, never a read past a list's end."""
     assert relay_c is not None
     targets: list[list[Any]] = []
 
     class Bomb:
         def __del__(self) -> None:
             for target in targets:
-                target.clear()
+                # the sink holds the series' buckets (an exported buffer): they cannot shrink
+                with contextlib.suppress(BufferError):
+                    del target[:]
 
     caller = _Caller(set(), None)
     old = gc.get_threshold()
