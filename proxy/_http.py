@@ -138,38 +138,6 @@ class ListenerConfig:
 class HttpConnection(asyncio.Protocol):
     """One caller connection: parses requests, runs the app for each in turn, writes its answers."""
 
-    # slots: the compiled relay reads ``write_paused`` on every write to the caller, through its
-    # slot (a dictionary attribute was a generic look-up, about 210 instructions a read)
-    __slots__ = (
-        "__weakref__",
-        "_after_close",
-        "_expect_100",
-        "_head_bytes",
-        "_head_over",
-        "_headers",
-        "_in_head",
-        "_lingered",
-        "_parsed_head",
-        "_url",
-        "_writable",
-        "adopted",
-        "cfg",
-        "cycle",
-        "head_by",
-        "idle_by",
-        "lingering",
-        "listener",
-        "loop",
-        "on_gone",
-        "parser",
-        "pipeline",
-        "read_paused",
-        "server",
-        "transport",
-        "writable",
-        "write_paused",
-    )
-
     def __init__(self, listener: Listener) -> None:
         self.listener = listener
         self.cfg = listener.config
