@@ -249,6 +249,9 @@ def _proxy(
             python = base_python
         cmd = [
             python,
+            # -P: not the working directory first on the path, where ``-m`` would import this
+            # tree's ``wirecheck`` package into the other build's process
+            "-P",
             "-m",
             "wirecheck",
             "proxy",
