@@ -15,9 +15,14 @@ from tests.proxy.test_liveview import _ask, _events, watched
 from wirecheck.proxy import _viewproc
 from wirecheck.record import Store
 
+#: a bound to fail by, not a speed asked for: the admin listener answers at once, but the suite's
+#: workers, the real vLLM servers starting beside them and their installs can leave its thread
+#: without a core for seconds (one answer of 401 took over 10 s in a clean-clone run)
+WITHIN_S = 60
+
 
 def _state(admin: str, headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.get(f"{admin}/wirecheck/state", headers=headers, timeout=10)
+    return httpx.get(f"{admin}/wirecheck/state", headers=headers, timeout=WITHIN_S)
 
 
 def _raw(admin: str, data: bytes, *, until: int, timeout: float = 30) -> bytes:
