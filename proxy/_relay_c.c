@@ -40,36 +40,6 @@ static double monotonic_now(void) {
     return (double)ns / 1e9;
 }
 
-/* Where a __slots__ field of an exact type lies: its member descriptor's offset, or -1 where `name`
- * is not such a field (then the generic attribute protocol is used). A slot read is what Python's
- * own `obj.name` does for such a field, without looking the name up each time (a generic
- * PyObject_GetAttr of an instance's attribute was about 210 instructions a read). */
-static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
-    PyObject *d = PyObject_GetAttr((PyObject *)type, name);
-    if (d == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
-    Py_ssize_t off = -1;
-    if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type == T_OBJECT_EX && !(m->flags & READONLY) && ((PyDescrObject *)d)->d_type == type)
-            off = m->offset;
-    }
-    Py_DECREF(d);
-    return off;
-}
-
-/* obj.name (a new reference) through its slot where known and set */
-static PyObject *slot_get(PyObject *obj, Py_ssize_t off, PyObject *name) {
-    if (off >= 0) {
-        PyObject *v = *(PyObject **)((char *)obj + off);
-        if (v != NULL)
-            return Py_NewRef(v);
-    }
-    return PyObject_GetAttr(obj, name);
-}
-
 /* one piece of a batch: its bytes (a span of a read, or a bytes object of the batch) and the stamp
  * of the read it came in */
 typedef struct {
@@ -107,7 +77,6 @@ typedef struct {
     char counted;        /* both buffers are held */
     PyObject *conn;      /* the caller's connection (proxy/_http.py's HttpConnection): its
                             write_paused says whether its transport takes more */
-    Py_ssize_t paused_at; /* that field's slot in the connection's type (-1: by name) */
     PyObject *transport; /* the caller's transport. Its methods are called by name: bound once per
                             sink they measured no cheaper (docs/proxy.md) */
     PyObject *on_end;    /* called once the body's end (the chunked terminator) is written with the
@@ -288,7 +257,6 @@ static PyObject *sink_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->bounds = NULL;
     self->nbounds = 0;
     self->counted = 0;
-    self->paused_at = slot_offset(Py_TYPE(conn), s_write_paused);
     /* a series with float bounds and its buckets and sum in arrays is observed here, as
      * _Series.observe does; anything else through its observe method */
     PyObject *bounds = PyObject_GetAttr(added, s_bounds);
@@ -435,7 +403,7 @@ static int sink_relay(SinkObject *self, const Piece *pieces, Py_ssize_t n, int l
         }
     }
     /* the caller's connection's write_paused, read after the write (which may have set it) */
-    PyObject *wp = slot_get(self->conn, self->paused_at, s_write_paused);
+    PyObject *wp = PyObject_GetAttr(self->conn, s_write_paused);
     int paused = wp == NULL ? -1 : PyObject_IsTrue(wp);
     Py_XDECREF(wp);
     if (paused < 0)
