@@ -1,8 +1,10 @@
-"""scripts/dev.py's test tiers: how many pytest-xdist workers each runs."""
+"""scripts/dev.py: how many pytest-xdist workers each test tier runs, and where bytecode goes."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -46,3 +48,26 @@ def test_each_parallel_tier_asks_xdist_for_that_many_and_the_real_vllm_tier_for_
     unit = next(t for t in dev.TIERS if t.name == "unit")
     args = dev.tier_args(unit)
     assert args[args.index("-n") + 1] == "1"
+
+
+def test_the_processes_dev_starts_keep_their_bytecode_in_one_ignored_folder(dev: ModuleType) -> None:
+    environ = {"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin"}
+    dev.keep_bytecode(environ)
+    assert environ == {"PATH": "/usr/bin", "PYTHONPYCACHEPREFIX": str(ROOT / ".pycache")}
+    assert ".pycache/" in (ROOT / ".gitignore").read_text().split("\n")
+    mine = {"PYTHONPYCACHEPREFIX": "/somewhere/else"}
+    dev.keep_bytecode(mine)
+    assert mine == {"PYTHONPYCACHEPREFIX": "/somewhere/else"}
+
+
+def test_a_child_under_those_settings_writes_bytecode_there_and_not_beside_the_source(
+    dev: ModuleType, tmp_path: Path
+) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/kept.py").write_text("X = 1\n")
+    environ = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    dev.keep_bytecode(environ)
+    environ["PYTHONPYCACHEPREFIX"] = str(tmp_path / "cache")
+    subprocess.run([sys.executable, "-c", "import kept"], cwd=tmp_path / "src", env=environ, check=True)
+    assert list((tmp_path / "cache").rglob("kept.*.pyc"))
+    assert not (tmp_path / "src/__pycache__").exists()
