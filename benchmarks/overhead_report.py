@@ -48,6 +48,10 @@ def row(kind: str, level: int, r: dict[str, Any], d: dict[str, Any]) -> dict[str
         "main_cpu_us_per_event": (
             r["main_cpu_s"] * 1e6 / max(r["events"], 1) if _one_process(kind) and "main_cpu_s" in r else None
         ),
+        # of which the thread that runs its event loop: the rest is its store writer's thread
+        "loop_cpu_us_per_event": (
+            r["loop_cpu_s"] * 1e6 / max(r["events"], 1) if _one_process(kind) and "loop_cpu_s" in r else None
+        ),
         "events": r["events"],
         # the load generator's busiest process, in percent of one core
         "loadgen_cpu_pct": r["loadgen_cpu_pct"],
@@ -78,14 +82,14 @@ def _us(value: float | None) -> str:
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     """The rows as a table, and a note where the load generator, not the proxy, was the bottleneck."""
-    head = f"{'proxy':12} {'streams':>7} {'+TTFT p50':>10} {'+TTFT p99':>10} {'gap p50':>8} {'gap p99':>8} {'thru x':>7} {'RSS MB':>7} {'cpu/str':>8} {'cpu/ev':>8} {'x nginx':>7} {'sys/ev':>8} {'main/ev':>8} {'catch-up':>8} {'gen cpu':>7} {'failed':>6}"
+    head = f"{'proxy':12} {'streams':>7} {'+TTFT p50':>10} {'+TTFT p99':>10} {'gap p50':>8} {'gap p99':>8} {'thru x':>7} {'RSS MB':>7} {'cpu/str':>8} {'cpu/ev':>8} {'x nginx':>7} {'sys/ev':>8} {'main/ev':>8} {'loop/ev':>8} {'catch-up':>8} {'gen cpu':>7} {'failed':>6}"
     print(head)
     for r in rows:
         ratio = "-" if r.get("cpu_vs_nginx") is None else f"{r['cpu_vs_nginx']:.2f}"
         print(
             f"{r['proxy']:12} {r['streams']:7d} {r['added_ttft_p50_ms']:9.2f}ms {r['added_ttft_p99_ms']:9.2f}ms "
             f"{r['gap_p50_ms']:7.1f}ms {r['gap_p99_ms']:7.1f}ms {r['throughput_ratio']:7.2f} {r['rss_mb']:7.1f} "
-            f"{r['cpu_ms_per_stream']:6.2f}ms {r['cpu_us_per_event']:6.1f}us {ratio:>7} {_us(r['sys_us_per_event']):>8} {_us(r['main_cpu_us_per_event']):>8} "
+            f"{r['cpu_ms_per_stream']:6.2f}ms {r['cpu_us_per_event']:6.1f}us {ratio:>7} {_us(r['sys_us_per_event']):>8} {_us(r['main_cpu_us_per_event']):>8} {_us(r['loop_cpu_us_per_event']):>8} "
             f"{r.get('catchup_s', 0.0):7.1f}s {r['loadgen_cpu_pct']:6.0f}% {r['failed_streams']:6d}"
         )
     bound = [f"{r['proxy']}@{r['streams']}" for r in rows if r["loadgen_bound"]]

@@ -24,7 +24,9 @@ event (``\\n\\n``) arrives. Reported per proxy and level, all measured in the sa
   at the same level in the same run; ``sys/ev`` is the part of ``cpu/ev`` spent in the kernel
   (system time: the sockets' reads and writes every proxy pays, and the store's writes); ``main/ev`` is the same for the proxy's top process alone,
   during the load (for wirecheck without ``--workers``: the forwarding process, without its live
-  checker and live view);
+  checker and live view); ``loop/ev`` that process's first thread alone, the one that runs the event
+  loop (``/proc/PID/task/PID/stat``): ``main/ev`` less ``loop/ev`` is its other threads (the store
+  writer's), ``cpu/ev`` less ``main/ev`` its helper processes and the catch-up;
 - the load generator's own CPU (percent of one core): near 100 % the generator, not the proxy, is
   the bottleneck, and the row says so.
 
@@ -115,16 +117,18 @@ def _rss_mb(pids: list[int]) -> float:
     return total / 1024
 
 
-def _cpu(pid: int | None) -> tuple[int, int]:
+def _cpu(pid: int | None, *, thread: bool = False) -> tuple[int, int]:
     """Clock ticks of CPU the process has used so far: user + system, and system alone, from one
     reading (two readings a tick apart can show more system time than the total). The cost of the
     proxy's own event loop, which contention on a busy host does not inflate the way it inflates
     latency. System time is the kernel's work for it: mostly the sockets' reads and writes, which
-    every proxy pays per event, so it says how much of a proxy's CPU no user-space code can cut."""
+    every proxy pays per event, so it says how much of a proxy's CPU no user-space code can cut.
+    ``thread``: the process's first thread alone (its id is the process's), not all its threads."""
     if pid is None:
         return 0, 0
     with contextlib.suppress(OSError):
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        path = f"/proc/{pid}/task/{pid}/stat" if thread else f"/proc/{pid}/stat"
+        fields = Path(path).read_text().rsplit(")", 1)[1].split()
         return int(fields[11]) + int(fields[12]), int(fields[12])
     return 0, 0
 
@@ -484,10 +488,15 @@ def main(argv: list[str] | None = None) -> int:
                             )
                         )
                         pid = proc.pid if proc else None
+                        # the process before its first thread, and after it at the end: so the
+                        # thread's ticks never come out above its process's
                         tree0, (main0, _) = _tree_cpu(pid), _cpu(pid)
+                        loop0 = _cpu(pid, thread=True)[0]
                         result = asyncio.run(_measure(port, level, args, stream_s, pid))
                         result["cpu_load_s"] = _used(tree0, _tree_cpu(pid))[0]
-                        result["main_cpu_s"] = (_cpu(pid)[0] - main0) / os.sysconf("SC_CLK_TCK")
+                        tick = os.sysconf("SC_CLK_TCK")
+                        result["loop_cpu_s"] = (_cpu(pid, thread=True)[0] - loop0) / tick
+                        result["main_cpu_s"] = (_cpu(pid)[0] - main0) / tick
                         # what was left to check when the load ended is part of the level's cost
                         result["catchup_s"] = (
                             _catch_up(tmp / f"{kind}.db") if kind.startswith("wirecheck") else 0.0

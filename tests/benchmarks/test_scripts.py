@@ -89,6 +89,18 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
     w = by[("wirecheck", 4)]
     assert w["catchup_s"] > 0 and w["cpu_us_per_event"] >= w["cpu_load_us_per_event"] > 0
     assert w["cpu_vs_nginx"] is None  # no nginx in this run
+    # of it, the forwarding process alone, and of that its event loop's thread (the rest: the store
+    # writer's); for a proxy whose top process is not the one that forwards, neither
+    assert "main/ev" in proc.stdout and "loop/ev" in proc.stdout
+    for kind in ("wirecheck", "wirecheck-asgi"):
+        for level in (1, 4):
+            r = by[(kind, level)]
+            assert 0 <= r["loop_cpu_us_per_event"] <= r["main_cpu_us_per_event"] <= r["cpu_us_per_event"]
+    # counted in 10 ms ticks, like sys/ev: over the four rows, some
+    assert (
+        sum(by[(k, n)]["loop_cpu_us_per_event"] for k in ("wirecheck", "wirecheck-asgi") for n in (1, 4)) > 0
+    )
+    assert all(by[(k, n)]["loop_cpu_us_per_event"] is None for k in ("direct", "relay") for n in (1, 4))
 
 
 def test_the_benchmark_upstream_streams_as_vllm_does_or_bare_when_asked() -> None:
