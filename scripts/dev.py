@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -448,7 +448,7 @@ def test(args: list[str]) -> int:
 # --- the commands ---------------------------------------------------------------------------------
 
 
-def keep_bytecode(environ: dict[str, str] | os._Environ[str]) -> None:
+def keep_bytecode(environ: MutableMapping[str, str]) -> None:
     """Every process ``./dev`` starts keeps the bytecode it compiles, in ``PYCACHE``. Where
     ``PYTHONDONTWRITEBYTECODE`` is set (this machine kind sets it), each Python start compiles every
     module it imports again: ``wirecheck --help`` took 2.5 s of CPU so, 0.7 s from kept bytecode, and
