@@ -25,8 +25,9 @@ event (``\\n\\n``) arrives. Reported per proxy and level, all measured in the sa
   (system time: the sockets' reads and writes every proxy pays, and the store's writes); ``main/ev`` is the same for the proxy's top process alone,
   during the load (for wirecheck without ``--workers``: the forwarding process, without its live
   checker and live view); ``loop/ev`` that process's first thread alone, the one that runs the event
-  loop (``/proc/PID/task/PID/stat``): ``main/ev`` less ``loop/ev`` is its other threads (the store
-  writer's), ``cpu/ev`` less ``main/ev`` its helper processes and the catch-up;
+  loop (``/proc/PID/task/PID/stat``, to a clock tick of its process's figure): ``main/ev`` less
+  ``loop/ev`` is its other threads (the store writer's), ``cpu/ev`` less ``main/ev`` its helper
+  processes and the catch-up;
 - the load generator's own CPU (percent of one core): near 100 % the generator, not the proxy, is
   the bottleneck, and the row says so.
 
@@ -488,8 +489,8 @@ def main(argv: list[str] | None = None) -> int:
                             )
                         )
                         pid = proc.pid if proc else None
-                        # the process before its first thread, and after it at the end: so the
-                        # thread's ticks never come out above its process's
+                        # the kernel scales and truncates a thread's ticks and its process's each
+                        # on its own: over a level the thread's can come out a tick above
                         tree0, (main0, _) = _tree_cpu(pid), _cpu(pid)
                         loop0 = _cpu(pid, thread=True)[0]
                         result = asyncio.run(_measure(port, level, args, stream_s, pid))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -90,12 +91,17 @@ def test_proxy_overhead_smoke(tmp_path: Path) -> None:
     assert w["catchup_s"] > 0 and w["cpu_us_per_event"] >= w["cpu_load_us_per_event"] > 0
     assert w["cpu_vs_nginx"] is None  # no nginx in this run
     # of it, the forwarding process alone, and of that its event loop's thread (the rest: the store
-    # writer's); for a proxy whose top process is not the one that forwards, neither
+    # writer's); for a proxy whose top process is not the one that forwards, neither. The kernel
+    # scales and truncates a thread's ticks and its process's each on its own: the thread's can
+    # come out one clock tick above (seen: 10 ms over a level of 108 events)
     assert "main/ev" in proc.stdout and "loop/ev" in proc.stdout
+    tick_s = 1 / os.sysconf("SC_CLK_TCK")
     for kind in ("wirecheck", "wirecheck-asgi"):
         for level in (1, 4):
             r = by[(kind, level)]
-            assert 0 <= r["loop_cpu_us_per_event"] <= r["main_cpu_us_per_event"] <= r["cpu_us_per_event"]
+            one_tick = tick_s * 1e6 / r["events"]
+            assert 0 <= r["loop_cpu_us_per_event"] <= r["main_cpu_us_per_event"] + one_tick
+            assert r["main_cpu_us_per_event"] <= r["cpu_us_per_event"]
     # counted in 10 ms ticks, like sys/ev: over the four rows, some
     assert (
         sum(by[(k, n)]["loop_cpu_us_per_event"] for k in ("wirecheck", "wirecheck-asgi") for n in (1, 4)) > 0
