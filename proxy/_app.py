@@ -757,7 +757,10 @@ def _direct_sink(
     if _native_relay is None:
         return _DirectSink(chunks, t0, limit, added, direct)
     conn, transport = direct.parts()  # (usable: the cycle runs)
-    made: _relay_c.Sink = _native_relay.Sink(t0, limit, added, conn, transport, direct.ended)
+    # (positional: a keyword made the call build a dict of its arguments, every exchange)
+    made: _relay_c.Sink = _native_relay.Sink(
+        t0, limit, added, conn, transport, direct.ended, direct.socket_fd()
+    )
     return made
 
 

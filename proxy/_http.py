@@ -73,6 +73,19 @@ TARGET = "wirecheck.target"
 #: ``0`` turns ``DirectBody`` off in the proxy's listeners (an A/B of the two paths:
 #: benchmarks/proxy_overhead.py)
 DIRECT_BODY_ENV = "WIRECHECK_DIRECT_BODY"
+#: ``0``: the compiled sink writes a relayed body through the caller's transport only, never to its
+#: socket itself (an A/B of the two, and a way back: ``DirectBody.socket_fd``)
+DIRECT_WRITE_ENV = "WIRECHECK_DIRECT_WRITE"
+#: the transports over a plain stream socket whose ``write`` sends at once what it cannot hold back
+#: and holds back only what ``get_write_buffer_size`` counts (uvloop's, asyncio's): one of them with
+#: nothing held lets a writer of its own reach the socket first without reordering a byte
+_PLAIN_TRANSPORTS = frozenset(
+    (
+        ("uvloop.loop", "TCPTransport"),
+        ("uvloop.loop", "UnixTransport"),
+        ("asyncio.selector_events", "_SelectorSocketTransport"),
+    )
+)
 #: request body bytes held for an app that has not read them yet, before reading pauses
 BODY_HIGH_WATER = 64 * 1024
 
@@ -113,6 +126,12 @@ def _direct_body_default() -> bool:
     return os.environ.get(DIRECT_BODY_ENV, "1").strip() != "0"
 
 
+def _direct_write_default() -> bool:
+    import os
+
+    return os.environ.get(DIRECT_WRITE_ENV, "1").strip() != "0"
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ListenerConfig:
     #: largest request head a caller may send (431 past it)
@@ -127,6 +146,8 @@ class ListenerConfig:
     linger_bytes: int = 16 * 1024 * 1024
     #: offer ``DirectBody`` (the taps; on unless ``WIRECHECK_DIRECT_BODY=0``)
     direct_body: bool = field(default_factory=_direct_body_default)
+    #: let ``DirectBody.socket_fd`` give the caller's socket (on unless ``WIRECHECK_DIRECT_WRITE=0``)
+    direct_write: bool = field(default_factory=_direct_write_default)
     #: offer ``Handoff`` (the admin listener, whose live view connections move)
     handoff: bool = False
     #: SO_SNDBUF of each connection; 0: the kernel's autotuning (the admin listener sets one: a viewer
@@ -178,6 +199,8 @@ class HttpConnection(asyncio.Protocol):
         #: the answer is written and this side shut (``linger``): what the caller sends is dropped
         self.lingering = False
         self._lingered = 0
+        #: the socket's descriptor for ``DirectBody.socket_fd`` (-1: none to write to; None: not asked)
+        self.sock_fd: int | None = None
 
     # --- the transport's side ---------------------------------------------------------------------
 
@@ -919,6 +942,20 @@ class DirectBody:
             raise RuntimeError("parts() of a request cycle that is over")
         return c.conn, self._transport
 
+    def socket_fd(self) -> int:
+        """The caller's socket's descriptor, for a writer that sends to it itself (the compiled sink:
+        proxy/_relay_c.c) while the transport holds nothing unsent and is not closing; -1 where
+        there is none to write to so: a transport of another kind (TLS above the socket above all:
+        bytes written to it would bypass the encryption), or ``direct_write`` off. Asked of the
+        transport once a connection."""
+        c = self._cycle()
+        conn = c.conn if c is not None else None
+        if conn is None:
+            return -1
+        if conn.sock_fd is None:
+            conn.sock_fd = _plain_fd(self._transport) if conn.cfg.direct_write else -1
+        return conn.sock_fd
+
     def on_gone(self, callback: Callable[[], None] | None) -> None:
         """Have ``callback`` called once, from the event loop, when the caller's connection is lost
         (soon, when it is already gone); None forgets it. What an app's own ``receive`` would say
@@ -976,6 +1013,22 @@ class Handoff:
         if p is not None:
             p.transport.pause_reading()
             p.transport.abort()
+
+
+def _plain_fd(transport: asyncio.BaseTransport) -> int:
+    """The descriptor of the socket under ``transport``, where it is one of the ``_PLAIN_TRANSPORTS``
+    (stream sockets' all) without TLS; else -1."""
+    kind = type(transport)
+    if (kind.__module__, kind.__name__) not in _PLAIN_TRANSPORTS:
+        return -1
+    if transport.get_extra_info("sslcontext") is not None:
+        return -1
+    sock = transport.get_extra_info("socket")
+    try:
+        fd = sock.fileno() if sock is not None else -1
+    except OSError:
+        return -1
+    return fd if isinstance(fd, int) and fd >= 0 else -1
 
 
 def _address(info: Any) -> tuple[str, int] | None:

@@ -14,6 +14,9 @@ class Sink:
     def calls(self) -> int: ...
     @property
     def ended(self) -> bool: ...
+    @property
+    def direct(self) -> int:
+        """Writes the caller's socket (``fd``) took whole from the sink itself."""
     def __init__(
         self,
         t0: float,
@@ -22,6 +25,7 @@ class Sink:
         conn: Any,
         transport: asyncio.Transport,
         on_end: Callable[[], object] | None = None,
+        fd: int = -1,
     ) -> None: ...
     def __call__(self, batch: list[tuple[float, bytes]], /) -> bool: ...
     def end(self, batch: list[tuple[float, bytes]], /) -> bool:
