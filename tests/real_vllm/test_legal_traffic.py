@@ -8,6 +8,7 @@ then judges one recorded exchange."""
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +18,7 @@ from tests.real_vllm import apis, traffic
 from tests.real_vllm.conftest import FamilyServer
 from tests.real_vllm.families import call_id, script, thinking_off, xargs
 from tests.support import wire
-from wirecheck.contracts import Exchange
+from wirecheck.contracts import Exchange, build_view
 
 TOOLS = [wire.WEATHER, wire.SEARCH]
 KINDS = (
@@ -33,6 +34,17 @@ KINDS = (
     "tool-results",
 )
 STREAMS = {"whole": False, "stream": True}
+#: the calls the two-tool-calls request has the model write
+TWO_CALLS = (("get_weather", '{"city": "Tokyo"}'), ("get_weather", '{"city": "Osaka"}'))
+#: legal streams whose wire depends on how the engine grouped tokens into deltas, by a bug of the
+#: real parser: deepseek_v31's streaming parser (vllm/tool_parsers/deepseekv31_tool_parser.py)
+#: sends the rest of a call's arguments only from its branch for a call's close; where a loaded
+#: server groups one call's end with the next call's start into one delta, its branch for a new call
+#: takes that delta and the first call's last characters never reach the wire (seen in a clean-clone
+#: run, on /v1/responses: the arguments cut mid-string). wirecheck then finds the arguments cut, on
+#: the parser, and rightly: held here to be that finding alone, on calls the wire shows as the
+#: scripted ones or strict prefixes of them
+CUT_BY_PARSER = {("deepseek_v31", "two-tool-calls"): TWO_CALLS}
 
 
 def legal(family: str, kind: str) -> dict[str, Any]:
@@ -45,7 +57,7 @@ def legal(family: str, kind: str) -> dict[str, Any]:
     if kind == "one-tool-call":
         return {"messages": [user], "tools": TOOLS}
     if kind == "two-tool-calls":
-        two = script(family, ("get_weather", '{"city": "Tokyo"}'), ("get_weather", '{"city": "Osaka"}'))
+        two = script(family, *TWO_CALLS)
         return {
             "messages": [{"role": "user", "content": "Weather in Tokyo and Osaka?"}],
             "tools": TOOLS,
@@ -118,6 +130,7 @@ def legal_traffic(
 @pytest.mark.parametrize("kind", KINDS)
 def test_legal_request_gives_no_finding(
     legal_traffic: dict[tuple[str, str, bool], tuple[apis.Sent, Exchange | None]],
+    family: FamilyServer,
     kind: str,
     api: str,
     stream: bool,
@@ -125,7 +138,31 @@ def test_legal_request_gives_no_finding(
     sent, ex = legal_traffic[(kind, api, stream)]
     assert sent.status == 200, sent.text[:2000]
     assert ex is not None and ex.response is not None, "the proxy recorded no exchange"
-    assert apis.serious(apis.findings(ex)) == [], ex.response.content[:3000]
+    found = apis.findings(ex)
+    scripted = CUT_BY_PARSER.get((family.family, kind))
+    if stream and scripted is not None and apis.serious(found):
+        calls = [(c.name, c.arguments) for ch in build_view(ex).choices for c in ch.calls]
+        assert apis.judged(found) == {("tool-call-args-invalid-json", "parser")}, (apis.serious(found), calls)
+        assert calls and all(_as_scripted(call, scripted) or _cut(call, scripted) for call in calls), calls
+        assert any(_cut(call, scripted) for call in calls), calls
+        return
+    assert apis.serious(found) == [], ex.response.content[:3000]
+
+
+def _as_scripted(call: tuple[str, str], scripted: tuple[tuple[str, str], ...]) -> bool:
+    """The call is one the model was scripted to write, its arguments the same JSON."""
+    name, args = call
+    try:
+        got = json.loads(args)
+    except ValueError:
+        return False
+    return any(name == n and got == json.loads(a) for n, a in scripted)
+
+
+def _cut(call: tuple[str, str], scripted: tuple[tuple[str, str], ...]) -> bool:
+    """The call's arguments are a strict prefix of a scripted call's: its end never reached the wire."""
+    name, args = call
+    return any(name == n and a.startswith(args) and args != a for n, a in scripted)
 
 
 def test_the_default_agent_answers_sensibly(real_vllm: str) -> None:
