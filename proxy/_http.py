@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import http
 import logging
 import re
@@ -120,16 +121,11 @@ _STATUS = {code: _status_line(code) for code in range(100, 600)}
 _twin = native("wirecheck.proxy._heads_c")
 
 
-def _direct_body_default() -> bool:
+def _switched_on(env: str) -> bool:
+    """A switch that is on unless the variable ``env`` says ``0``."""
     import os
 
-    return os.environ.get(DIRECT_BODY_ENV, "1").strip() != "0"
-
-
-def _direct_write_default() -> bool:
-    import os
-
-    return os.environ.get(DIRECT_WRITE_ENV, "1").strip() != "0"
+    return os.environ.get(env, "1").strip() != "0"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -145,9 +141,9 @@ class ListenerConfig:
     linger_s: float = 5.0
     linger_bytes: int = 16 * 1024 * 1024
     #: offer ``DirectBody`` (the taps; on unless ``WIRECHECK_DIRECT_BODY=0``)
-    direct_body: bool = field(default_factory=_direct_body_default)
+    direct_body: bool = field(default_factory=functools.partial(_switched_on, DIRECT_BODY_ENV))
     #: let ``DirectBody.socket_fd`` give the caller's socket (on unless ``WIRECHECK_DIRECT_WRITE=0``)
-    direct_write: bool = field(default_factory=_direct_write_default)
+    direct_write: bool = field(default_factory=functools.partial(_switched_on, DIRECT_WRITE_ENV))
     #: offer ``Handoff`` (the admin listener, whose live view connections move)
     handoff: bool = False
     #: SO_SNDBUF of each connection; 0: the kernel's autotuning (the admin listener sets one: a viewer

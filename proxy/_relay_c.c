@@ -402,11 +402,10 @@ static int sink_may_write(SinkObject *self) {
     return 1;
 }
 
-/* bytes [skip, end) of the write: the size line, the pieces and CRLF (with `total`), then the
- * body's end (with `last`) */
+/* bytes [skip, want) of the write of `want` bytes: the size line, the pieces and CRLF (with
+ * `total`), then the body's end (with `last`) */
 static PyObject *sink_bytes(const char *line, int ln, const Piece *pieces, Py_ssize_t n, Py_ssize_t total,
-                            int last, Py_ssize_t skip) {
-    Py_ssize_t want = (total ? ln + total + 2 : 0) + (last ? TERMINATOR_LEN : 0);
+                            int last, Py_ssize_t want, Py_ssize_t skip) {
     PyObject *out = PyBytes_FromStringAndSize(NULL, want - skip);
     if (out == NULL)
         return NULL;
@@ -476,7 +475,7 @@ static int sink_send(SinkObject *self, const Piece *pieces, Py_ssize_t n, Py_ssi
         }
         sent = w > 0 ? (Py_ssize_t)w : 0;
     }
-    PyObject *out = sink_bytes(line, ln, pieces, n, total, last, sent);
+    PyObject *out = sink_bytes(line, ln, pieces, n, total, last, want, sent);
     if (out == NULL)
         return -1;
     self->deferred = 1; /* the transport may keep some of it: asked before the next write here */
